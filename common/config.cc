@@ -1,0 +1,313 @@
+#include "common/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace qrstore {
+namespace {
+
+const char* TypeName(ConfigType t) {
+  switch (t) {
+    case ConfigType::kInt: return "int";
+    case ConfigType::kDouble: return "number";
+    case ConfigType::kBool: return "bool";
+    case ConfigType::kString: return "string";
+    case ConfigType::kStringList: return "list";
+  }
+  return "?";
+}
+
+std::string Trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  size_t e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+bool ParseInt(const std::string& s, int64_t* out) {
+  std::string t = Trim(s);
+  if (t.empty()) return false;
+  auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), *out);
+  return ec == std::errc() && ptr == t.data() + t.size();
+}
+
+bool ParseDouble(const std::string& s, double* out) {
+  std::string t = Trim(s);
+  if (t.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  *out = std::strtod(t.c_str(), &end);
+  return errno == 0 && end == t.c_str() + t.size() && std::isfinite(*out);
+}
+
+bool ParseBool(const std::string& s, bool* out) {
+  std::string t = Trim(s);
+  std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (t == "true" || t == "yes" || t == "on" || t == "1") { *out = true; return true; }
+  if (t == "false" || t == "no" || t == "off" || t == "0") { *out = false; return true; }
+  return false;
+}
+
+std::string FormatNumber(double v) {
+  std::ostringstream os;
+  os.precision(17);
+  os << v;
+  return os.str();
+}
+
+// Checks `raw` against `key`; returns the normalized value or appends an error.
+bool Normalize(const ConfigKey& key, const std::string& raw, std::string* out, std::vector<std::string>* errors) {
+  auto fail = [&](const std::string& why) {
+    errors->push_back(key.name + ": " + why + " (got '" + raw + "')");
+    return false;
+  };
+  switch (key.type) {
+    case ConfigType::kInt: {
+      int64_t v;
+      if (!ParseInt(raw, &v)) return fail("expected an integer");
+      if (static_cast<double>(v) < key.min || static_cast<double>(v) > key.max) {
+        return fail("must be in [" + FormatNumber(key.min) + ", " + FormatNumber(key.max) + "]");
+      }
+      *out = std::to_string(v);
+      return true;
+    }
+    case ConfigType::kDouble: {
+      double v;
+      if (!ParseDouble(raw, &v)) return fail("expected a number");
+      if (v < key.min || v > key.max) {
+        return fail("must be in [" + FormatNumber(key.min) + ", " + FormatNumber(key.max) + "]");
+      }
+      *out = FormatNumber(v);
+      return true;
+    }
+    case ConfigType::kBool: {
+      bool v;
+      if (!ParseBool(raw, &v)) return fail("expected true or false");
+      *out = v ? "true" : "false";
+      return true;
+    }
+    case ConfigType::kString: {
+      std::string t = Trim(raw);
+      if (!key.choices.empty() && std::find(key.choices.begin(), key.choices.end(), t) == key.choices.end()) {
+        std::string all;
+        for (const auto& c : key.choices) all += (all.empty() ? "" : "|") + c;
+        return fail("must be one of " + all);
+      }
+      *out = t;
+      return true;
+    }
+    case ConfigType::kStringList: {
+      std::string joined;
+      for (const auto& item : SplitList(raw)) joined += (joined.empty() ? "" : ",") + item;
+      *out = joined;
+      return true;
+    }
+  }
+  return fail("unsupported type");
+}
+
+// Flattens a YAML document into dotted keys. Sequences of scalars become comma lists.
+void Flatten(const YAML::Node& node, const std::string& prefix, std::map<std::string, std::string>* out,
+             std::vector<std::string>* errors) {
+  if (node.IsMap()) {
+    for (const auto& kv : node) {
+      std::string k = kv.first.as<std::string>();
+      Flatten(kv.second, prefix.empty() ? k : prefix + "." + k, out, errors);
+    }
+  } else if (node.IsSequence()) {
+    std::string joined;
+    for (const auto& item : node) {
+      if (!item.IsScalar()) {
+        errors->push_back(prefix + ": list items must be plain values");
+        return;
+      }
+      joined += (joined.empty() ? "" : ",") + item.as<std::string>();
+    }
+    (*out)[prefix] = joined;
+  } else if (node.IsScalar()) {
+    (*out)[prefix] = node.as<std::string>();
+  } else if (node.IsNull()) {
+    if (!prefix.empty()) errors->push_back(prefix + ": has no value");
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> SplitList(const std::string& s) {
+  std::vector<std::string> out;
+  std::string item;
+  std::istringstream is(s);
+  while (std::getline(is, item, ',')) {
+    std::string t = Trim(item);
+    if (!t.empty()) out.push_back(t);
+  }
+  return out;
+}
+
+void ConfigSchema::Add(ConfigKey key) {
+  QR_CHECK(keys_.count(key.name) == 0, "config key %s added twice", key.name.c_str());
+  std::string name = key.name;
+  keys_.emplace(name, std::move(key));
+}
+
+void ConfigSchema::AddInt(const std::string& name, int64_t def, int64_t min, int64_t max, const std::string& help) {
+  Add(ConfigKey{name, ConfigType::kInt, std::to_string(def), help, static_cast<double>(min),
+                static_cast<double>(max), {}});
+}
+void ConfigSchema::AddDouble(const std::string& name, double def, double min, double max, const std::string& help) {
+  Add(ConfigKey{name, ConfigType::kDouble, FormatNumber(def), help, min, max, {}});
+}
+void ConfigSchema::AddBool(const std::string& name, bool def, const std::string& help) {
+  Add(ConfigKey{name, ConfigType::kBool, def ? "true" : "false", help, 0, 0, {}});
+}
+void ConfigSchema::AddString(const std::string& name, const std::string& def, const std::string& help,
+                             std::vector<std::string> choices) {
+  Add(ConfigKey{name, ConfigType::kString, def, help, 0, 0, std::move(choices)});
+}
+void ConfigSchema::AddList(const std::string& name, const std::string& def, const std::string& help) {
+  Add(ConfigKey{name, ConfigType::kStringList, def, help, 0, 0, {}});
+}
+
+const ConfigKey* ConfigSchema::Find(const std::string& name) const {
+  auto it = keys_.find(name);
+  return it == keys_.end() ? nullptr : &it->second;
+}
+
+std::string ConfigSchema::Describe() const {
+  std::ostringstream os;
+  for (const auto& [name, key] : keys_) {
+    os << "  --" << name << "=<" << TypeName(key.type) << ">";
+    if (!key.choices.empty()) {
+      os << " {";
+      for (size_t i = 0; i < key.choices.size(); ++i) os << (i ? "|" : "") << key.choices[i];
+      os << "}";
+    }
+    os << " (default " << (key.default_value.empty() ? "''" : key.default_value) << ")\n      " << key.help << "\n";
+  }
+  return os.str();
+}
+
+Result<Config> Config::FromRaw(const ConfigSchema& schema, const std::map<std::string, std::string>& given,
+                               const std::vector<std::string>& overrides, std::vector<std::string> errors) {
+  std::map<std::string, std::string> raw = given;
+  for (const auto& o : overrides) {
+    size_t eq = o.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      errors.push_back("override '" + o + "': expected key=value");
+      continue;
+    }
+    raw[Trim(o.substr(0, eq))] = o.substr(eq + 1);
+  }
+  Config cfg;
+  cfg.schema_ = &schema;
+  for (const auto& [name, value] : raw) {
+    const ConfigKey* key = schema.Find(name);
+    if (key == nullptr) {
+      // Name the known keys of the same section, so a typo is easy to fix.
+      std::string hint;
+      std::string section = name.substr(0, name.find('.'));
+      for (const auto& [known, unused] : schema.keys()) {
+        if (known.rfind(section + ".", 0) == 0) hint += (hint.empty() ? "" : ", ") + known;
+      }
+      errors.push_back(name + ": unknown key" + (hint.empty() ? "" : " (known in '" + section + "': " + hint + ")"));
+      continue;
+    }
+    std::string norm;
+    if (Normalize(*key, value, &norm, &errors)) cfg.values_[name] = norm;
+  }
+  for (const auto& [name, key] : schema.keys()) {
+    if (raw.count(name)) continue;
+    std::string norm;
+    std::vector<std::string> default_errors;
+    QR_CHECK(Normalize(key, key.default_value, &norm, &default_errors), "bad default for %s", name.c_str());
+    cfg.values_[name] = norm;
+  }
+  if (!errors.empty()) {
+    std::string msg = "invalid configuration:";
+    for (const auto& e : errors) msg += "\n  " + e;
+    return Status::InvalidArgument(msg);
+  }
+  return cfg;
+}
+
+Result<Config> Config::LoadString(const ConfigSchema& schema, const std::string& yaml_text,
+                                  const std::vector<std::string>& overrides) {
+  std::map<std::string, std::string> given;
+  std::vector<std::string> errors;
+  try {
+    YAML::Node root = YAML::Load(yaml_text);
+    if (!root.IsNull() && !root.IsMap()) {
+      errors.push_back("the document must be a mapping of sections to keys");
+    } else {
+      Flatten(root, "", &given, &errors);
+    }
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(std::string("YAML syntax error: ") + e.what());
+  }
+  return FromRaw(schema, given, overrides, std::move(errors));
+}
+
+Result<Config> Config::Load(const ConfigSchema& schema, const std::string& yaml_path,
+                            const std::vector<std::string>& overrides) {
+  if (yaml_path.empty()) return LoadString(schema, "", overrides);
+  std::ifstream in(yaml_path);
+  if (!in) return Status::NotFound("cannot open config file '" + yaml_path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto r = LoadString(schema, ss.str(), overrides);
+  if (!r.ok()) return Status::InvalidArgument(yaml_path + ": " + r.status().message());
+  return r;
+}
+
+const std::string& Config::Raw(const std::string& name, ConfigType type) const {
+  QR_CHECK(schema_ != nullptr, "Config used before Load");
+  const ConfigKey* key = schema_->Find(name);
+  QR_CHECK(key != nullptr, "config key %s not in schema", name.c_str());
+  QR_CHECK(key->type == type, "config key %s read as %s, declared %s", name.c_str(), TypeName(type),
+           TypeName(key->type));
+  return values_.at(name);
+}
+
+int64_t Config::GetInt(const std::string& name) const { return std::stoll(Raw(name, ConfigType::kInt)); }
+double Config::GetDouble(const std::string& name) const { return std::stod(Raw(name, ConfigType::kDouble)); }
+bool Config::GetBool(const std::string& name) const { return Raw(name, ConfigType::kBool) == "true"; }
+const std::string& Config::GetString(const std::string& name) const { return Raw(name, ConfigType::kString); }
+std::vector<std::string> Config::GetList(const std::string& name) const {
+  return SplitList(Raw(name, ConfigType::kStringList));
+}
+
+std::string Config::Dump() const {
+  std::string out;
+  for (const auto& [k, v] : values_) out += k + ": " + v + "\n";
+  return out;
+}
+
+namespace {
+std::string JsonEscape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') { out += '\\'; out += c; }
+    else if (static_cast<unsigned char>(c) < 0x20) { char buf[8]; std::snprintf(buf, sizeof buf, "\\u%04x", c); out += buf; }
+    else out += c;
+  }
+  return out;
+}
+}  // namespace
+
+std::string Config::DumpJson() const {
+  std::string out = "{";
+  for (const auto& [k, v] : values_) {
+    out += (out.size() > 1 ? "," : "");
+    out += "\"" + JsonEscape(k) + "\":\"" + JsonEscape(v) + "\"";
+  }
+  return out + "}";
+}
+
+}  // namespace qrstore

@@ -1,0 +1,56 @@
+// The replication seam (the paper's section 4.1): ReplicateData on a leader, ReceiveData on a
+// follower, asynchronous, whatever the backend (none | raft | zookeeper).
+//
+// Streams. Data is replicated in streams identified by (group, planner): group is the
+// replication group (= partition), planner the planner thread's priority on the group's
+// leader. Each stream carries batches with consecutive batch ids starting at 0.
+//
+// Contract, for every backend:
+//  - ReplicateData(meta, bytes, cb): cb fires exactly once. Status OK means the bytes are
+//    durable at a quorum of the group (Invariant 1: every follower will eventually receive
+//    them). A non-OK status (kUnavailable: not/no longer leader; kAborted: stopped;
+//    kInvalidArgument: batch id out of sequence) means the batch may or may not be delivered;
+//    the caller must not treat it as replicated.
+//  - ReceiveData(meta, cb): a follower asks for batch meta.batch_id of stream (meta.group,
+//    meta.planner); cb fires exactly once, with the bytes given to ReplicateData (OK) or an
+//    error (kAborted on Stop). Every stream is delivered to every follower in order, without
+//    gaps or duplicates, whatever the backend does underneath (retries, leader changes).
+//  - Callbacks run on library threads. They must only hand work over (push to a queue,
+//    fulfil a promise); they must never block or call back into the Replicator.
+//  - Payloads may be several MB.
+// Thread-safety: every method may be called from any thread after Start() and before Stop().
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/config.h"
+#include "common/status.h"
+
+namespace qrstore::replication {
+
+struct ReplicateMeta {
+  uint32_t group = 0;     // replication group = partition id
+  uint32_t planner = 0;   // planner priority on the group's leader
+  uint64_t batch_id = 0;  // consecutive per (group, planner), from 0
+};
+
+using ReplicateCallback = std::function<void(const ReplicateMeta& meta, Status status)>;
+using ReceiveCallback = std::function<void(const ReplicateMeta& meta, Status status, std::string bytes)>;
+
+class Replicator {
+ public:
+  virtual ~Replicator() = default;
+  virtual Status Start() = 0;
+  // Fails every pending callback with kAborted, then stops library threads. Idempotent.
+  virtual void Stop() = 0;
+  virtual void ReplicateData(const ReplicateMeta& meta, std::string bytes, ReplicateCallback cb) = 0;
+  virtual void ReceiveData(const ReplicateMeta& meta, ReceiveCallback cb) = 0;
+  // Whether this process currently leads `group` (raft: elected; none/zookeeper: by config).
+  virtual bool IsLeader(uint32_t group) const = 0;
+  virtual std::string Name() const = 0;
+};
+
+}  // namespace qrstore::replication
