@@ -48,6 +48,9 @@ class Replicator {
   virtual void Stop() = 0;
   virtual void ReplicateData(const ReplicateMeta& meta, std::string bytes, ReplicateCallback cb) = 0;
   virtual void ReceiveData(const ReplicateMeta& meta, ReceiveCallback cb) = 0;
+  // The batch id the next ReplicateData of stream (group, planner) must carry. After a leader
+  // change, the new leader resumes each stream right after the last batch in its log.
+  virtual Result<uint64_t> NextBatchId(uint32_t group, uint32_t planner) const = 0;
   // Whether this process currently leads `group` (raft: elected; none/zookeeper: by config).
   virtual bool IsLeader(uint32_t group) const = 0;
   virtual std::string Name() const = 0;
