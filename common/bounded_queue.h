@@ -11,6 +11,7 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 #include "common/check.h"
 
@@ -76,6 +77,21 @@ class BoundedQueue {
   std::optional<T> TryPop() {
     std::unique_lock<std::mutex> lock(mu_);
     return TakeLocked(lock);
+  }
+
+  // Never blocks. Moves up to `max` items to the back of *out under one lock acquisition (one
+  // wake-up of blocked pushers instead of one per item); returns how many.
+  size_t TryPopMany(std::vector<T>* out, size_t max) {
+    std::unique_lock<std::mutex> lock(mu_);
+    size_t n = 0;
+    while (n < max && !items_.empty()) {
+      out->push_back(std::move(items_.front()));
+      items_.pop_front();
+      ++n;
+    }
+    lock.unlock();
+    if (n > 0) not_full_.notify_all();
+    return n;
   }
 
   void Close() {

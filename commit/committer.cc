@@ -1,0 +1,44 @@
+#include "commit/committer.h"
+
+namespace qrstore::commit {
+
+const char* TxnStatusName(TxnStatus s) {
+  switch (s) {
+    case TxnStatus::kCommitted:
+      return "committed";
+    case TxnStatus::kAbortedLogic:
+      return "aborted-logic";
+    case TxnStatus::kAbortedCascade:
+      return "aborted-cascade";
+  }
+  return "?";
+}
+
+SliceTally BuildSliceOutcomes(const planner::PlannedSlice& slice, const executor::BatchFates& fates,
+                              int64_t commit_ns, std::vector<TxnOutcome>* out) {
+  SliceTally tally;
+  out->resize(slice.txns.size());
+  for (uint32_t i = 0; i < slice.txns.size(); ++i) {
+    const planner::TxnContext& tc = slice.txns[i];
+    TxnOutcome& o = (*out)[i];
+    o.txn_id = tc.txn_id;
+    o.client = tc.client;
+    o.pos = PlannedPos{slice.batch, slice.planner, i};
+    o.submit_ns = tc.submit_ns;
+    o.commit_ns = commit_ns;
+    o.write_ops = tc.write_ops;
+    switch (fates.Of(slice.planner, i)) {
+      case executor::Fate::kCommit:
+        o.status = TxnStatus::kCommitted;
+        ++tally.committed;
+        break;
+      case executor::Fate::kLogic:
+        o.status = TxnStatus::kAbortedLogic;
+        ++tally.aborted_logic;
+        break;
+    }
+  }
+  return tally;
+}
+
+}  // namespace qrstore::commit

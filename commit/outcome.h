@@ -1,0 +1,54 @@
+// The outcome of one transaction, as the commit stage reports it. Plain values, copied to the
+// engine's CommitSink (cluster/engine.h re-exports these names in qrstore::cluster).
+//
+// Global planned order = lexicographic (batch, planner priority, index in the planner's slice);
+// it equals the order in which transactions were submitted to the engine.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace qrstore::commit {
+
+struct PlannedPos {
+  uint64_t batch = 0;
+  uint32_t planner = 0;
+  uint32_t index = 0;  // position in the (batch, planner) slice
+};
+
+inline bool operator<(const PlannedPos& a, const PlannedPos& b) {
+  if (a.batch != b.batch) return a.batch < b.batch;
+  if (a.planner != b.planner) return a.planner < b.planner;
+  return a.index < b.index;
+}
+inline bool operator==(const PlannedPos& a, const PlannedPos& b) {
+  return a.batch == b.batch && a.planner == b.planner && a.index == b.index;
+}
+
+enum class TxnStatus : uint8_t {
+  kCommitted = 0,
+  kAbortedLogic = 1,    // its own kAbortIf fired or a kDebit was short
+  // Reserved: an engine that cascades aborts would report txns that touched an aborted write.
+  // This engine re-executes them instead (executor/abort_resolver.h), so it never reports it.
+  kAbortedCascade = 2,
+};
+
+const char* TxnStatusName(TxnStatus s);
+
+struct TxnOutcome {
+  uint64_t txn_id = 0;
+  uint32_t client = 0;
+  TxnStatus status = TxnStatus::kCommitted;
+  PlannedPos pos;
+  int64_t submit_ns = 0;  // copied from Txn::submit_ns
+  int64_t commit_ns = 0;  // NowNanos() when the outcome became final
+  uint32_t write_ops = 0; // write ops in the transaction (kUpdate, kDepWrite, kDebit, kCredit)
+};
+
+// Called by commit threads with the outcomes of one (batch, planner) slice in planned order.
+// Calls are never concurrent and arrive in global planned order (slice after slice). Must
+// return quickly and must not throw or call back into the engine.
+using CommitSink = std::function<void(const std::vector<TxnOutcome>&)>;
+
+}  // namespace qrstore::commit

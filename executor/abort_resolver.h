@@ -1,0 +1,109 @@
+// AbortResolver: after every executor has run batch b, makes the batch's result equal to
+// running its transactions serially in planned order, where a transaction whose abort fires
+// (kAbortIf true, kDebit short) leaves no trace. Run by one thread while every executor waits at
+// the batch barrier (it reads all ExecLogs and writes records of every range).
+//
+// Why re-execution rather than cascading aborts: a cascade rule ("abort whoever touched an
+// aborted write") makes the committed set depend on where batches end, and batch ends depend on
+// the batch.timeout_ms clock. Re-executing makes every outcome and the final state a function
+// of the submission order alone, the same as the serial reference executor on all txns.
+//
+// Algorithm (all decisions follow the planned order only, so every replica agrees):
+//  1. No vote fired: nothing to do (the common case costs nothing).
+//  2. Walk the batch's txns in planned order from the first fired one. A txn is *affected* if
+//     its own vote fired, or it accesses a key an earlier affected txn writes (it saw or built
+//     on a value that may change), or it writes a key an earlier affected txn reads (the
+//     re-execution of that reader must not see this write). Writes count by fragment kind,
+//     whatever the parallel run did. So after an affected write of a key every accessor of it
+//     is affected, after an affected read every writer; unaffected txns saw exactly the values
+//     a serial run gives them (a reader after an affected reader saw an unchanged value).
+//  3. Restore every key that an affected txn modified to the before-image of its first
+//     affected write: that is its value at its first affected access (since then only
+//     affected txns wrote it, and unaffected ones at most read it).
+//  4. Re-execute the affected txns serially in planned order, each with its ops in op order
+//     (ApplyFragment, the executors' semantics); one whose vote fires is undone at once and
+//     aborts (kLogic), the others commit. No unaffected txn read what they wrote in the
+//     parallel run, and none wrote what they read after they read it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "executor/range_executor.h"
+#include "planner/eq.h"
+#include "storage/table.h"
+
+namespace qrstore::executor {
+
+enum class Fate : uint8_t { kCommit = 0, kLogic = 1 };
+
+struct BatchFates {
+  bool any_abort = false;                  // a vote fired; if false `fates` is not filled
+  std::vector<std::vector<Fate>> fates;    // [planner][txn index]
+  uint64_t aborted = 0;                    // txns whose abort fired in the serial re-execution
+  uint64_t reexecuted = 0;                 // affected txns re-executed serially
+  uint64_t restored_records = 0;
+
+  Fate Of(uint32_t planner, uint32_t txn) const { return any_abort ? fates[planner][txn] : Fate::kCommit; }
+};
+
+// A set of keys that is cheap to probe and to clear: a bitmap for keys below `dense_limit`
+// (the Table's dense region, so usually every key) and a hash set for the others. Only probed,
+// never iterated in hash order, so it cannot make results depend on hashing.
+class KeySet {
+ public:
+  // Empties the set; keeps the bitmap allocated (cleared through the list of inserted keys).
+  void Reset(uint64_t dense_limit);
+  bool empty() const { return dense_keys_.empty() && sparse_.empty(); }
+  bool Contains(storage::Key k) const {
+    if (k < dense_limit_) return (bits_[k >> 6] >> (k & 63)) & 1;
+    return sparse_.count(k) != 0;
+  }
+  // Returns true if `k` was not in the set.
+  bool Insert(storage::Key k) {
+    if (k < dense_limit_) {
+      uint64_t& w = bits_[k >> 6];
+      const uint64_t bit = uint64_t{1} << (k & 63);
+      if (w & bit) return false;
+      w |= bit;
+      dense_keys_.push_back(k);
+      return true;
+    }
+    return sparse_.insert(k).second;
+  }
+
+ private:
+  uint64_t dense_limit_ = 0;
+  std::vector<uint64_t> bits_;
+  std::vector<storage::Key> dense_keys_;
+  std::unordered_set<storage::Key> sparse_;
+};
+
+class AbortResolver {
+ public:
+  // `slices[p]` is the batch's slice of planner p; `logs[r]` the log of the executor of range r.
+  void Resolve(const std::vector<const planner::PlannedSlice*>& slices, const std::vector<ExecLog*>& logs,
+               storage::Table* table, BatchFates* out);
+
+ private:
+  struct Affected {
+    uint32_t planner, txn;
+    size_t begin, end;  // its fragments in frags_
+  };
+  // Scratch kept across batches.
+  KeySet written_;   // keys written by affected txns (by fragment kind)
+  KeySet read_;      // keys only read by affected txns
+  KeySet restored_;
+  std::vector<size_t> cursor_;
+  std::vector<std::pair<uint32_t, uint32_t>> current_;  // (range, access index) of the walked txn
+  std::vector<Affected> affected_;
+  std::vector<const planner::Fragment*> frags_;
+  std::string undo_;                                     // one txn's before-images
+  std::vector<std::pair<char*, size_t>> undo_index_;     // (record, offset in undo_)
+  std::vector<std::pair<uint32_t, int64_t>> dep_values_; // (slot, value) of one txn
+};
+
+}  // namespace qrstore::executor

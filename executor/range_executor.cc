@@ -1,0 +1,69 @@
+#include "executor/range_executor.h"
+
+#include "executor/apply.h"
+
+namespace qrstore::executor {
+
+using planner::FragKind;
+using planner::Fragment;
+
+void RangeExecutor::RunEq(const planner::PlannedSlice& slice, DepBoard* deps, bool log) {
+  if (log) {
+    Run<true>(slice, deps);
+  } else {
+    Run<false>(slice, deps);
+  }
+}
+
+template <bool kLog>
+void RangeExecutor::Run(const planner::PlannedSlice& slice, DepBoard* deps) {
+  const std::vector<Fragment>& eq = slice.eqs[range_];
+  const storage::RecordLayout& layout = table_->layout();
+  const uint32_t rec_size = layout.size();
+  // Records are random over a table far larger than the caches: prefetching a few fragments
+  // ahead overlaps the misses.
+  constexpr size_t kAhead = 16;
+  const size_t n = eq.size();
+  for (size_t i = 0; i < n && i < kAhead; ++i) table_->Prefetch(eq[i].key);
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) table_->Prefetch(eq[i + kAhead].key);
+    const Fragment& f = eq[i];
+    char* rec = table_->Find(f.key);
+    uint64_t undo = Access::kNoUndo;
+    bool fired = false;
+    if (rec == nullptr) {
+      // Absent key: a no-op (documented in cluster/engine.h); a dependency still flows.
+      if (f.kind == FragKind::kDepRead) deps->Publish(f.dep, 0);
+      if (f.kind == FragKind::kDepWrite) (void)deps->Wait(f.dep);
+    } else {
+      if constexpr (kLog) {
+        if (planner::IsWriteFrag(f.kind)) {
+          undo = log_.undo.size();
+          log_.undo.append(rec, rec_size);
+        }
+      }
+      const int64_t dep_in = f.kind == FragKind::kDepWrite ? deps->Wait(f.dep) : 0;
+      int64_t dep_out = 0;
+      fired = ApplyFragment(f, rec, layout, slice.txns[f.txn].txn_id, dep_in, &dep_out);
+      if (f.kind == FragKind::kDepRead) deps->Publish(f.dep, dep_out);
+    }
+    if constexpr (kLog) {
+      if (fired) {
+        log_.votes.push_back(Vote{slice.planner, f.txn});
+        if (undo != Access::kNoUndo) {  // a short debit wrote nothing: drop its image
+          log_.undo.resize(undo);
+          undo = Access::kNoUndo;
+        }
+      }
+      log_.accesses.push_back(Access{slice.planner, f.txn, static_cast<uint32_t>(i), undo});
+    } else {
+      // Only slices with abortable ops can fire, and those always run with logging.
+      QR_CHECK(!fired, "abort vote fired in a slice planned without abortable ops");
+    }
+  }
+}
+
+template void RangeExecutor::Run<true>(const planner::PlannedSlice&, DepBoard*);
+template void RangeExecutor::Run<false>(const planner::PlannedSlice&, DepBoard*);
+
+}  // namespace qrstore::executor

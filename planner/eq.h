@@ -1,0 +1,106 @@
+// Execution queues (EQs) and transaction contexts (TCs): the plain-data output of planning one
+// (batch, planner) slice. A PlannedSlice is everything an executor node needs to run the slice,
+// so it is what later issues ship to remote nodes and replicate (EncodeSlice / DecodeSlice);
+// a follower runs the decoded slice and reaches the same state.
+//
+// Structure. A slice holds the transactions the planner took from the client queue, in queue
+// order (txns[i] is position i of the slice), and one EQ per executor range: eqs[r] lists the
+// fragments of those txns whose key is in range r, in (txn index, op index) order. A kDepWrite
+// x <- y op becomes two fragments sharing a dependency slot: a kDepRead on y's range (reads y's
+// counter and publishes it to the slot) and a kDepWrite on x's range (waits for the slot).
+// When x and y share a range the read comes first, so one executor never waits on itself.
+//
+// Ownership: a PlannedSlice is a value; the engine reuses its vectors across batches.
+// Invariants (checked by DecodeSlice, guaranteed by Planner): fragment txn indices are < txns
+// size and non-decreasing within each EQ; within one EQ the fragments of one txn are in
+// FragOpBefore order; dep slots are < dep_slots, each txn's slots lie in [dep_begin,
+// dep_begin + deps), and every slot has exactly one kDepRead and one kDepWrite with the same op;
+// fragments per txn match TxnContext::fragments. The op order is what makes dependency waits
+// deadlock-free: every executor runs the fragments of a txn in op order, and a wait at op i is
+// for the read half of op i, which its executor reaches without waiting on anything at op >= i.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "storage/txn.h"
+
+namespace qrstore::planner {
+
+// The op kinds of storage::OpKind plus the engine-internal kDepRead (the y half of a kDepWrite).
+enum class FragKind : uint8_t {
+  kRead = 0,
+  kUpdate = 1,
+  kDepWrite = 2,
+  kAbortIf = 3,
+  kDebit = 4,
+  kCredit = 5,
+  kDepRead = 6,
+};
+constexpr uint8_t kMaxFragKind = 6;
+
+inline bool IsWriteFrag(FragKind k) {
+  return k == FragKind::kUpdate || k == FragKind::kDepWrite || k == FragKind::kDebit || k == FragKind::kCredit;
+}
+inline bool MayAbortFrag(FragKind k) { return k == FragKind::kAbortIf || k == FragKind::kDebit; }
+
+// One op of one transaction, on one key of this EQ's range. 32 bytes, contiguous in an EQ.
+struct Fragment {
+  storage::Key key = 0;
+  uint64_t arg = 0;       // kAbortIf threshold, kDebit/kCredit amount
+  uint32_t txn = 0;       // index of the transaction in the slice
+  uint32_t dep = 0;       // kDepRead / kDepWrite: dependency slot in the slice
+  uint32_t op = 0;        // index of the op in the transaction (both halves of a kDepWrite)
+  FragKind kind = FragKind::kRead;
+};
+
+// Execution order of two fragments of the same transaction: by op, the kDepRead half of an
+// op before its kDepWrite half.
+inline bool FragOpBefore(const Fragment& a, const Fragment& b) {
+  return a.op < b.op || (a.op == b.op && a.kind == FragKind::kDepRead && b.kind == FragKind::kDepWrite);
+}
+
+// Transaction context: what the commit stage needs, plus counts that let a remote executor
+// or a decoder check completeness.
+struct TxnContext {
+  uint64_t txn_id = 0;
+  uint32_t client = 0;
+  int64_t submit_ns = 0;
+  uint32_t fragments = 0;  // fragments over all EQs of the slice
+  uint32_t write_ops = 0;
+  uint32_t dep_begin = 0;  // its dependency slots: [dep_begin, dep_begin + deps)
+  uint32_t deps = 0;
+  bool may_abort = false;  // has a kAbortIf or kDebit
+};
+
+struct PlannedSlice {
+  uint64_t batch = 0;
+  uint32_t planner = 0;      // priority: lower = earlier in the global order
+  uint32_t dep_slots = 0;    // dependency slots used by this slice
+  bool may_abort = false;    // any txn may abort by logic
+  std::vector<TxnContext> txns;
+  std::vector<std::vector<Fragment>> eqs;  // one per executor range
+
+  // Empties the slice for reuse, keeping vector capacity; `ranges` EQs.
+  void Reset(uint64_t batch_id, uint32_t planner_id, uint32_t ranges);
+  size_t FragmentCount() const;
+};
+
+bool operator==(const Fragment& a, const Fragment& b);
+bool operator==(const TxnContext& a, const TxnContext& b);
+bool operator==(const PlannedSlice& a, const PlannedSlice& b);
+
+// Upper bounds that a decoder enforces (a slice beyond them is corrupt, not just big).
+constexpr uint32_t kMaxRanges = 4096;
+constexpr uint32_t kMaxSliceTxns = 1u << 24;
+
+// Bytes: magic "QS1", then varints and fixed-width fields (common/codec.h).
+std::string EncodeSlice(const PlannedSlice& slice);
+// Rejects truncated input, trailing bytes, bad counts, unknown kinds and every broken invariant
+// listed above with kCorruption. `out` is reused (its capacity kept).
+Status DecodeSlice(std::string_view bytes, PlannedSlice* out);
+
+}  // namespace qrstore::planner

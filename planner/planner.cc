@@ -1,0 +1,45 @@
+#include "planner/planner.h"
+
+namespace qrstore::planner {
+
+void Planner::PlanSlice(uint64_t batch, uint32_t planner, const std::vector<storage::Txn>& txns,
+                        PlannedSlice* out) const {
+  out->Reset(batch, planner, ranges_.buckets());
+  out->txns.resize(txns.size());
+  uint32_t dep = 0;
+  for (size_t i = 0; i < txns.size(); ++i) {
+    const storage::Txn& txn = txns[i];
+    TxnContext& tc = out->txns[i];
+    tc.txn_id = txn.id;
+    tc.client = txn.client;
+    tc.submit_ns = txn.submit_ns;
+    tc.fragments = 0;
+    tc.write_ops = 0;
+    tc.dep_begin = dep;
+    tc.may_abort = false;
+    const auto txn_index = static_cast<uint32_t>(i);
+    for (uint32_t op_index = 0; op_index < txn.ops.size(); ++op_index) {
+      const storage::Op& op = txn.ops[op_index];
+      QR_CHECK(static_cast<uint8_t>(op.kind) <= storage::kMaxOpKind, "txn %llu: unknown op kind %u",
+               static_cast<unsigned long long>(txn.id), static_cast<unsigned>(op.kind));
+      const auto kind = static_cast<FragKind>(op.kind);
+      if (op.kind == storage::OpKind::kDepWrite) {
+        // The y half first: when x and y share a range the read precedes the write in the EQ.
+        out->eqs[ranges_.Of(op.src_key)].push_back(Fragment{op.src_key, 0, txn_index, dep, op_index, FragKind::kDepRead});
+        out->eqs[ranges_.Of(op.key)].push_back(Fragment{op.key, 0, txn_index, dep, op_index, FragKind::kDepWrite});
+        ++dep;
+        tc.fragments += 2;
+      } else {
+        out->eqs[ranges_.Of(op.key)].push_back(Fragment{op.key, op.arg, txn_index, 0, op_index, kind});
+        ++tc.fragments;
+      }
+      if (storage::IsWrite(op.kind)) ++tc.write_ops;
+      if (MayAbortFrag(kind)) tc.may_abort = true;
+    }
+    tc.deps = dep - tc.dep_begin;
+    out->may_abort |= tc.may_abort;
+  }
+  out->dep_slots = dep;
+}
+
+}  // namespace qrstore::planner

@@ -1,0 +1,119 @@
+// Table: an in-memory table of fixed-size records keyed by 64-bit keys.
+//
+// Ownership and threads. A Table owns its record bytes. It is filled (Insert) by one thread
+// before an engine runs; while an engine runs, the index is read-only and each record is read
+// and written only by the executor thread that owns the record's key range, so Find and the
+// record bytes need no locks (the engine's stage hand-offs give the happens-before edges).
+// Insert must not run concurrently with anything else on the same Table.
+//
+// Layout (why it is fast). Keys below `capacity` live in a dense region: the record of key k is
+// at dense_[k * stride] and a presence bitmap (capacity/8 bytes, usually cache resident) says
+// whether k was inserted, so a probe costs about one cache miss. Other keys go to a sparse
+// region: an open-addressing hash index (linear probing) from key to a slot in chunked storage;
+// chunks never move, so a record pointer stays valid for the Table's lifetime. The dense region
+// is allocated uninitialized, so pages of keys never inserted are never touched by the OS.
+//
+// Invariants: size() <= capacity; every key appears at most once; record bytes are
+// layout.size() bytes; Digest() depends only on the set of (key, record bytes) pairs.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "common/hash.h"
+#include "common/status.h"
+#include "storage/record.h"
+#include "storage/txn.h"
+
+namespace qrstore::storage {
+
+class Table {
+ public:
+  // capacity = the maximum number of records (>= 1). Keys < capacity use the dense fast path.
+  Table(RecordLayout layout, uint64_t capacity);
+  Table(const Table&) = delete;
+  Table& operator=(const Table&) = delete;
+
+  const RecordLayout& layout() const { return layout_; }
+  uint64_t size() const { return size_; }
+  uint64_t capacity() const { return capacity_; }
+
+  // Copies layout().size() bytes from `record`. Errors: full (kResourceExhausted) or duplicate
+  // key (kInvalidArgument).
+  Status Insert(Key key, const char* record);
+
+  // The record of `key`, or nullptr if absent. The pointer stays valid for the Table's life.
+  char* Find(Key key) { return const_cast<char*>(std::as_const(*this).Find(key)); }
+  const char* Find(Key key) const {
+    if (key < capacity_) {
+      if ((present_[key >> 6] >> (key & 63)) & 1) return dense_.get() + key * stride_;
+      return nullptr;
+    }
+    return FindSparse(key);
+  }
+
+  // A hint that `key` will be probed soon (executors prefetch a few fragments ahead).
+  void Prefetch(Key key) const {
+    if (key < capacity_) {
+      const char* p = dense_.get() + key * stride_;
+      __builtin_prefetch(p, 1, 3);
+      __builtin_prefetch(p + stride_ - 1, 1, 3);
+    }
+  }
+
+  // f(Key, const char* record) for every record: dense keys in key order, then sparse keys in
+  // index order (callers must not depend on the order).
+  template <typename F>
+  void ForEach(F&& f) const {
+    for (uint64_t w = 0; w < present_.size(); ++w) {
+      uint64_t bits = present_[w];
+      while (bits != 0) {
+        uint64_t k = w * 64 + static_cast<uint64_t>(__builtin_ctzll(bits));
+        bits &= bits - 1;
+        f(static_cast<Key>(k), static_cast<const char*>(dense_.get() + k * stride_));
+      }
+    }
+    for (size_t i = 0; i < sparse_keys_.size(); ++i) {
+      if (sparse_keys_[i] != kEmptySparse) f(sparse_keys_[i], static_cast<const char*>(SparseRecord(sparse_slot_[i])));
+    }
+  }
+
+  // Order-independent 64-bit digest: the sum (mod 2^64) over every record of
+  // Hash64(record bytes, seed = Mix64(key)). Equal tables give equal digests on every host.
+  uint64_t Digest() const;
+
+  // One record's contribution to Digest() (exposed so other code can digest incrementally).
+  static uint64_t RecordDigest(Key key, const char* record, uint32_t size) {
+    return Hash64(record, size, Mix64(key));
+  }
+
+ private:
+  // Sparse keys are >= capacity_ >= 1, so 0 can mark an empty index slot.
+  static constexpr Key kEmptySparse = 0;
+  static constexpr uint32_t kChunkRecords = 4096;
+
+  const char* FindSparse(Key key) const;
+  const char* SparseRecord(uint64_t slot) const {
+    return chunks_[slot / kChunkRecords].get() + (slot % kChunkRecords) * stride_;
+  }
+  char* SparseRecord(uint64_t slot) {
+    return chunks_[slot / kChunkRecords].get() + (slot % kChunkRecords) * stride_;
+  }
+  void GrowSparseIndex();
+
+  RecordLayout layout_;
+  uint64_t capacity_;
+  uint64_t stride_;  // bytes between consecutive records (= layout_.size())
+  uint64_t size_ = 0;
+  std::unique_ptr<char[]> dense_;   // capacity_ * stride_ bytes, uninitialized until inserted
+  std::vector<uint64_t> present_;   // bit k set <=> key k (< capacity_) present
+  std::vector<Key> sparse_keys_;    // open-addressing index; power-of-two size or empty
+  std::vector<uint64_t> sparse_slot_;
+  uint64_t sparse_count_ = 0;
+  std::vector<std::unique_ptr<char[]>> chunks_;  // sparse record storage, never moved
+};
+
+}  // namespace qrstore::storage

@@ -1,0 +1,221 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "executor/abort_resolver.h"
+#include "executor/dep_board.h"
+#include "executor/range_executor.h"
+#include "planner/eq.h"
+#include "planner/planner.h"
+#include "storage/key_map.h"
+#include "tests/unit/executor/serial_applier.h"
+
+using namespace qrstore;
+using executor::Fate;
+using storage::KeyMapper;
+using storage::Op;
+using storage::OpKind;
+using storage::Txn;
+
+namespace {
+
+const storage::RecordLayout kLayout{4, 8};
+
+// Runs one batch the way the engine does: the batch's txns split into `planners` slices, one
+// thread per range running the slices in priority order (logging from the first slice that may
+// abort), then the resolver. Returns the fates in planned order.
+std::vector<Fate> RunBatch(storage::Table* table, const std::vector<Txn>& txns, uint32_t planners,
+                           const KeyMapper& ranges, executor::BatchFates* fates_out = nullptr,
+                           bool through_codec = false) {
+  planner::Planner planner(ranges);
+  std::vector<planner::PlannedSlice> slices(planners);
+  std::vector<executor::DepBoard> boards(planners);
+  size_t next = 0;
+  for (uint32_t p = 0; p < planners; ++p) {
+    const size_t n = txns.size() / planners + (p < txns.size() % planners ? 1 : 0);
+    std::vector<Txn> part(txns.begin() + static_cast<ptrdiff_t>(next), txns.begin() + static_cast<ptrdiff_t>(next + n));
+    next += n;
+    planner.PlanSlice(0, p, part, &slices[p]);
+    if (through_codec) {
+      // What a follower does: run the slice decoded from the leader's bytes.
+      const std::string bytes = planner::EncodeSlice(slices[p]);
+      slices[p] = planner::PlannedSlice();
+      REQUIRE(planner::DecodeSlice(bytes, &slices[p]).ok());
+    }
+    boards[p].Reset(slices[p].dep_slots);
+  }
+  std::vector<std::unique_ptr<executor::RangeExecutor>> execs;
+  for (uint32_t r = 0; r < ranges.buckets(); ++r) execs.push_back(std::make_unique<executor::RangeExecutor>(table, r));
+  {
+    std::vector<std::thread> threads;
+    for (auto& ex : execs) {
+      threads.emplace_back([&, e = ex.get()] {
+        bool log = false;
+        for (uint32_t p = 0; p < planners; ++p) {
+          log = log || slices[p].may_abort;
+          e->RunEq(slices[p], &boards[p], log);
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+  std::vector<const planner::PlannedSlice*> sp;
+  for (auto& s : slices) sp.push_back(&s);
+  std::vector<executor::ExecLog*> logs;
+  for (auto& e : execs) logs.push_back(&e->log());
+  executor::AbortResolver resolver;
+  executor::BatchFates fates;
+  resolver.Resolve(sp, logs, table, &fates);
+  std::vector<Fate> out;
+  for (uint32_t p = 0; p < planners; ++p) {
+    for (uint32_t t = 0; t < slices[p].txns.size(); ++t) out.push_back(fates.Of(p, t));
+  }
+  if (fates_out != nullptr) *fates_out = fates;
+  return out;
+}
+
+Txn MakeTxn(uint64_t id, std::vector<Op> ops) {
+  Txn t;
+  t.id = id;
+  t.ops = std::move(ops);
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("executor: dependency values flow between concurrently running ranges") {
+  // Chains of x <- y across all ranges in both directions, on a small table: every executor
+  // waits for the others many times. The result must be the serial one.
+  for (uint32_t nranges : {2u, 3u, 4u}) {
+    storage::Table table(kLayout, 64), expect(kLayout, 64);
+    testing::LoadTable(&table, 64, 0);
+    testing::LoadTable(&expect, 64, 0);
+    testing::GenOptions g;
+    g.keys = 64;
+    g.dep_per_100 = 60;
+    g.max_ops = 8;
+    auto txns = testing::RandomTxns(nranges, 400, g);
+    for (const Txn& t : txns) REQUIRE(testing::SerialApply(&expect, t));
+    KeyMapper ranges(KeyMapper::Kind::kHash, nranges, 0);
+    auto fates = RunBatch(&table, txns, 2, ranges);
+    for (Fate f : fates) REQUIRE(f == Fate::kCommit);
+    CHECK(table.Digest() == expect.Digest());
+  }
+}
+
+TEST_CASE("executor: a dependency on the same range and on an absent key") {
+  storage::Table table(kLayout, 10), expect(kLayout, 10);
+  testing::LoadTable(&table, 10, 3);
+  testing::LoadTable(&expect, 10, 3);
+  std::vector<Txn> txns = {
+      MakeTxn(1, {{OpKind::kUpdate, 2}, {OpKind::kDepWrite, 4, 2}, {OpKind::kDepWrite, 2, 2}}),
+      MakeTxn(2, {{OpKind::kDepWrite, 5, 777}, {OpKind::kDepWrite, 777, 5}, {OpKind::kUpdate, 999}}),
+  };
+  for (const Txn& t : txns) REQUIRE(testing::SerialApply(&expect, t));
+  auto fates = RunBatch(&table, txns, 1, KeyMapper(KeyMapper::Kind::kRange, 2, 10));
+  CHECK(fates == std::vector<Fate>{Fate::kCommit, Fate::kCommit});
+  CHECK(table.Digest() == expect.Digest());
+  CHECK(storage::GetCounter(table.Find(2)) == 5);  // 3 + update + dep-write on itself
+}
+
+TEST_CASE("abort resolver: a fired abort leaves no trace and a later reader re-reads the old value") {
+  storage::Table table(kLayout, 10), expect(kLayout, 10);
+  testing::LoadTable(&table, 10, 0);
+  testing::LoadTable(&expect, 10, 0);
+  std::vector<Txn> txns = {
+      MakeTxn(1, {{OpKind::kUpdate, 1}, {OpKind::kAbortIf, 6, 0, 10000}}),  // always fires
+      MakeTxn(2, {{OpKind::kDepWrite, 7, 1}}),                               // reads key 1
+      MakeTxn(3, {{OpKind::kUpdate, 3}}),                                    // unrelated
+      MakeTxn(4, {{OpKind::kUpdate, 1}, {OpKind::kRead, 6}}),                // writes key 1 again
+  };
+  std::vector<bool> serial;
+  for (const Txn& t : txns) serial.push_back(testing::SerialApply(&expect, t));
+  CHECK(serial == std::vector<bool>{false, true, true, true});
+  executor::BatchFates fates;
+  auto got = RunBatch(&table, txns, 1, KeyMapper(KeyMapper::Kind::kRange, 2, 10), &fates);
+  CHECK(got == std::vector<Fate>{Fate::kLogic, Fate::kCommit, Fate::kCommit, Fate::kCommit});
+  CHECK(fates.aborted == 1);
+  CHECK(fates.reexecuted == 3);  // txns 1, 2 and 4 (3 touched nothing tainted)
+  CHECK(storage::GetCounter(table.Find(1)) == 1);  // only txn 4's update
+  CHECK(storage::GetCounter(table.Find(7)) == 1);
+  CHECK(table.Digest() == expect.Digest());
+}
+
+TEST_CASE("abort resolver: short debits abort, balances are conserved") {
+  storage::Table table(kLayout, 4), expect(kLayout, 4);
+  testing::LoadTable(&table, 4, 60);
+  testing::LoadTable(&expect, 4, 60);
+  std::vector<Txn> txns;
+  for (uint64_t i = 0; i < 40; ++i) {
+    const uint64_t from = i % 4, to = (i + 1 + i / 4) % 4;
+    if (from == to) continue;
+    txns.push_back(MakeTxn(i + 1, {{OpKind::kDebit, from, 0, 30 + i % 50}, {OpKind::kCredit, to, 0, 30 + i % 50}}));
+  }
+  std::vector<Fate> serial;
+  for (const Txn& t : txns) serial.push_back(testing::SerialApply(&expect, t) ? Fate::kCommit : Fate::kLogic);
+  auto got = RunBatch(&table, txns, 2, KeyMapper(KeyMapper::Kind::kHash, 3, 0));
+  CHECK(got == serial);
+  int64_t total = 0;
+  table.ForEach([&](storage::Key, const char* rec) { total += storage::GetCounter(rec); });
+  CHECK(total == 240);
+  CHECK(table.Digest() == expect.Digest());
+  CHECK(std::count(serial.begin(), serial.end(), Fate::kLogic) > 0);
+}
+
+TEST_CASE("abort resolver: randomized batches equal the serial applier") {
+  for (uint64_t seed = 1; seed <= 60; ++seed) {
+    const uint32_t nranges = 1 + static_cast<uint32_t>(seed % 4);
+    const uint32_t planners = 1 + static_cast<uint32_t>(seed % 3);
+    storage::Table table(kLayout, 40), expect(kLayout, 40);
+    testing::LoadTable(&table, 40, 500);
+    testing::LoadTable(&expect, 40, 500);
+    testing::GenOptions g;
+    g.keys = 40;
+    g.absent = 3;
+    g.abort_per_100 = 8;
+    g.fire_per_10k = 2000;
+    g.debit_per_100 = 20;
+    g.dep_per_100 = 20;
+    auto txns = testing::RandomTxns(seed, 150, g);
+    std::vector<Fate> serial;
+    for (const Txn& t : txns) serial.push_back(testing::SerialApply(&expect, t) ? Fate::kCommit : Fate::kLogic);
+    auto got = RunBatch(&table, txns, planners, KeyMapper(KeyMapper::Kind::kHash, nranges, 0));
+    INFO("seed " << seed << " ranges " << nranges << " planners " << planners);
+    REQUIRE(got == serial);
+    REQUIRE(table.Digest() == expect.Digest());
+  }
+}
+
+TEST_CASE("abort resolver: no vote, no work") {
+  storage::Table table(kLayout, 10);
+  testing::LoadTable(&table, 10, 0);
+  std::vector<Txn> txns = {MakeTxn(1, {{OpKind::kAbortIf, 1, 0, 0}, {OpKind::kUpdate, 2}})};  // never fires
+  executor::BatchFates fates;
+  auto got = RunBatch(&table, txns, 1, KeyMapper(KeyMapper::Kind::kHash, 2, 0), &fates);
+  CHECK_FALSE(fates.any_abort);
+  CHECK(fates.reexecuted == 0);
+  CHECK(got == std::vector<Fate>{Fate::kCommit});
+}
+
+TEST_CASE("executor: decoded slices (the follower path) give the same result") {
+  for (uint64_t seed = 100; seed < 110; ++seed) {
+    storage::Table a(kLayout, 50), b(kLayout, 50);
+    testing::LoadTable(&a, 50, 700);
+    testing::LoadTable(&b, 50, 700);
+    testing::GenOptions g;
+    g.keys = 50;
+    g.abort_per_100 = 5;
+    g.debit_per_100 = 15;
+    g.dep_per_100 = 25;
+    auto txns = testing::RandomTxns(seed, 120, g);
+    KeyMapper ranges(KeyMapper::Kind::kHash, 3, 0);
+    auto fa = RunBatch(&a, txns, 2, ranges);
+    auto fb = RunBatch(&b, txns, 2, ranges, nullptr, /*through_codec=*/true);
+    INFO("seed " << seed);
+    REQUIRE(fa == fb);
+    REQUIRE(a.Digest() == b.Digest());
+  }
+}

@@ -1,0 +1,135 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/rng.h"
+#include "storage/key_map.h"
+#include "storage/record.h"
+#include "storage/table.h"
+
+using namespace qrstore;
+using storage::Key;
+using storage::RecordLayout;
+using storage::Table;
+
+namespace {
+std::string Rec(const RecordLayout& l, Key k, int64_t counter) {
+  std::string r(l.size(), '\0');
+  storage::InitRecord(r.data(), l, k, counter);
+  return r;
+}
+}  // namespace
+
+TEST_CASE("table: insert and find, dense and sparse keys") {
+  RecordLayout l{4, 8};
+  Table t(l, 100);
+  CHECK(t.size() == 0);
+  CHECK(t.Find(0) == nullptr);
+  CHECK(t.Find(99) == nullptr);
+  CHECK(t.Find(1ull << 60) == nullptr);
+  std::vector<Key> keys = {0, 1, 63, 64, 99, 100, 12345, ~0ull, 1ull << 40};
+  for (Key k : keys) REQUIRE(t.Insert(k, Rec(l, k, static_cast<int64_t>(k % 1000)).data()).ok());
+  CHECK(t.size() == keys.size());
+  for (Key k : keys) {
+    const char* r = t.Find(k);
+    REQUIRE(r != nullptr);
+    CHECK(std::string(r, l.size()) == Rec(l, k, static_cast<int64_t>(k % 1000)));
+  }
+  CHECK(t.Find(2) == nullptr);
+  CHECK(t.Find(101) == nullptr);
+  // In-place writes through Find are what executors do.
+  storage::SetCounter(t.Find(12345), 77);
+  CHECK(storage::GetCounter(t.Find(12345)) == 77);
+}
+
+TEST_CASE("table: duplicate key and full table are errors") {
+  RecordLayout l{2, 8};
+  Table t(l, 3);
+  REQUIRE(t.Insert(1, Rec(l, 1, 0).data()).ok());
+  Status dup = t.Insert(1, Rec(l, 1, 0).data());
+  CHECK(dup.code() == StatusCode::kInvalidArgument);
+  CHECK(dup.message().find("duplicate") != std::string::npos);
+  REQUIRE(t.Insert(500, Rec(l, 500, 0).data()).ok());
+  CHECK(t.Insert(500, Rec(l, 500, 0).data()).code() == StatusCode::kInvalidArgument);
+  REQUIRE(t.Insert(2, Rec(l, 2, 0).data()).ok());
+  Status full = t.Insert(0, Rec(l, 0, 0).data());
+  CHECK(full.code() == StatusCode::kResourceExhausted);
+  CHECK(t.size() == 3);
+}
+
+TEST_CASE("table: many sparse keys survive index growth; ForEach visits each once") {
+  RecordLayout l{2, 8};
+  const uint64_t n = 5000;
+  Table t(l, n);
+  Rng rng(7);
+  std::set<Key> keys;
+  while (keys.size() < n) keys.insert(rng.Next() % 3 == 0 ? rng.Next() % n : n + rng.Next());
+  for (Key k : keys) REQUIRE(t.Insert(k, Rec(l, k, 1).data()).ok());
+  for (Key k : keys) REQUIRE(t.Find(k) != nullptr);
+  std::set<Key> seen;
+  size_t calls = 0;
+  t.ForEach([&](Key k, const char* rec) {
+    ++calls;
+    seen.insert(k);
+    CHECK(std::string(rec, l.size()) == Rec(l, k, 1));
+  });
+  CHECK(calls == n);
+  CHECK(seen == keys);
+}
+
+TEST_CASE("table: digest is order-independent and sensitive to every key and byte") {
+  RecordLayout l{3, 10};
+  std::vector<Key> keys;
+  for (Key k = 0; k < 300; ++k) keys.push_back(k * 7 % 1000);  // some dense, some sparse
+  Table a(l, 500), b(l, 500);
+  for (Key k : keys) REQUIRE(a.Insert(k, Rec(l, k, 5).data()).ok());
+  std::vector<Key> rev(keys.rbegin(), keys.rend());
+  for (Key k : rev) REQUIRE(b.Insert(k, Rec(l, k, 5).data()).ok());
+  CHECK(a.Digest() == b.Digest());
+  CHECK(a.Digest() != 0);
+
+  const uint64_t before = a.Digest();
+  // Every byte position of a record matters.
+  char* r = a.Find(keys[3]);
+  for (uint32_t i = 0; i < l.size(); ++i) {
+    r[i] ^= 1;
+    CHECK(a.Digest() != before);
+    r[i] ^= 1;
+  }
+  CHECK(a.Digest() == before);
+  // Same bytes under another key give another digest.
+  Table c(l, 10), d(l, 10);
+  std::string same = Rec(l, 1, 5);
+  REQUIRE(c.Insert(1, same.data()).ok());
+  REQUIRE(d.Insert(2, same.data()).ok());
+  CHECK(c.Digest() != d.Digest());
+  // Swapping two records' contents changes it too (keys bind to bytes).
+  Table e(l, 10), f(l, 10);
+  REQUIRE(e.Insert(1, Rec(l, 1, 0).data()).ok());
+  REQUIRE(e.Insert(2, Rec(l, 2, 0).data()).ok());
+  REQUIRE(f.Insert(1, Rec(l, 2, 0).data()).ok());
+  REQUIRE(f.Insert(2, Rec(l, 1, 0).data()).ok());
+  CHECK(e.Digest() != f.Digest());
+}
+
+TEST_CASE("key mapper: hash and range mapping") {
+  storage::KeyMapper one(storage::KeyMapper::Kind::kHash, 1, 0);
+  CHECK(one.Of(123456) == 0);
+  storage::KeyMapper h(storage::KeyMapper::Kind::kHash, 4, 0);
+  std::vector<int> counts(4, 0);
+  for (Key k = 0; k < 40000; ++k) {
+    uint32_t b = h.Of(k);
+    REQUIRE(b < 4);
+    ++counts[b];
+    REQUIRE(h.Of(k) == b);
+  }
+  for (int c : counts) CHECK(std::abs(c - 10000) < 600);
+  storage::KeyMapper r(storage::KeyMapper::Kind::kRange, 3, 10);  // widths 4,4,2
+  std::vector<uint32_t> got;
+  for (Key k = 0; k < 12; ++k) got.push_back(r.Of(k));
+  CHECK(got == std::vector<uint32_t>{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2});
+  CHECK(r.Of(~0ull) == 2);
+}
