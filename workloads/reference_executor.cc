@@ -1,0 +1,82 @@
+#include "workloads/reference_executor.h"
+
+#include <cstring>
+#include <string>
+
+#include "storage/ops.h"
+#include "storage/table.h"
+
+namespace qrstore::workloads {
+
+using storage::OpKind;
+
+ReferenceExecutor::ReferenceExecutor(storage::RecordLayout layout, uint64_t capacity)
+    : table_(std::make_unique<storage::Table>(layout, capacity)), layout_(layout) {}
+
+ReferenceExecutor::~ReferenceExecutor() = default;
+
+void ReferenceExecutor::Undo() {
+  for (size_t i = undo_.size(); i-- > 0;) {
+    std::memcpy(undo_[i].first, undo_bytes_.data() + undo_[i].second, layout_.size());
+  }
+}
+
+Result<bool> ReferenceExecutor::Apply(const storage::Txn& txn, bool keep) {
+  undo_.clear();
+  undo_bytes_.clear();
+  const uint32_t rec_size = layout_.size();
+  bool fired = false;
+  for (const storage::Op& op : txn.ops) {
+    char* rec = table_->Find(op.key);
+    if (rec == nullptr) {
+      Undo();
+      return Status::InvalidArgument("txn " + std::to_string(txn.id) + ": key " + std::to_string(op.key) +
+                                     " is not in the table");
+    }
+    if (storage::IsWrite(op.kind)) {
+      size_t off = undo_bytes_.size();
+      undo_bytes_.insert(undo_bytes_.end(), rec, rec + rec_size);
+      undo_.emplace_back(rec, off);
+    }
+    switch (op.kind) {
+      case OpKind::kRead:
+        break;
+      case OpKind::kUpdate:
+        storage::ApplyUpdate(rec, layout_, txn.id, op.key);
+        break;
+      case OpKind::kDepWrite: {
+        const char* src = table_->Find(op.src_key);
+        if (src == nullptr) {
+          Undo();
+          return Status::InvalidArgument("txn " + std::to_string(txn.id) + ": dependency source key " +
+                                         std::to_string(op.src_key) + " is not in the table");
+        }
+        storage::ApplyDepWrite(rec, layout_, txn.id, storage::GetCounter(src));
+        break;
+      }
+      case OpKind::kAbortIf:
+        fired = storage::AbortFires(storage::GetCounter(rec), txn.id, op.arg);
+        break;
+      case OpKind::kDebit:
+        fired = !storage::ApplyDebit(rec, op.arg);
+        break;
+      case OpKind::kCredit:
+        storage::ApplyCredit(rec, op.arg);
+        break;
+    }
+    if (fired) break;
+  }
+  if (fired) {
+    Undo();
+    if (keep) ++aborted_;
+    return false;
+  }
+  if (keep) {
+    ++committed_;
+  } else {
+    Undo();
+  }
+  return true;
+}
+
+}  // namespace qrstore::workloads

@@ -1,0 +1,113 @@
+// Workloads: seeded generators of storage::Txn streams (YCSB-T and bank transfer), their config
+// keys, and the initial table image they run against.
+//
+// A Generator is owned and called by ONE thread (the load generator / test thread). Its output
+// is a pure function of (WorkloadOptions, seed): the i-th Txn (i = 0, 1, ...) is identical on
+// every run and host, and its id is TxnIdFor(seed, i) (unique within a run). Generators
+// allocate only the Txn they return.
+//
+// Config keys added by AddConfigKeys (the engine adds batch.*, threads.*, engine.*):
+//   workload.kind            ycsb | transfer
+//   ycsb.records             key space [0, records)
+//   ycsb.fields, ycsb.field_bytes   record layout (field 0 holds the counter)
+//   ycsb.ops_per_txn         distinct records per txn
+//   ycsb.write_ratio         per-op probability of a write (kUpdate)
+//   ycsb.theta, ycsb.scramble       key distribution (workloads/zipf.h)
+//   ycsb.dep_ratio           per-write probability of becoming kDepWrite x <- y
+//   ycsb.abort_ratio         per-txn probability that one op becomes kAbortIf
+//   ycsb.abort_fire_per_10k  the kAbortIf firing rate (its arg)
+//   ycsb.mp_ratio, ycsb.partitions_per_txn  multi-partition txns over engine.partitions
+//   transfer.accounts, transfer.initial_balance, transfer.max_amount, transfer.theta
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/config.h"
+#include "common/status.h"
+#include "storage/key_map.h"
+#include "storage/record.h"
+#include "storage/txn.h"
+#include "workloads/zipf.h"
+
+namespace qrstore::storage {
+class Table;
+}
+
+namespace qrstore::workloads {
+
+enum class WorkloadKind : uint8_t { kYcsb, kTransfer };
+
+struct YcsbOptions {
+  uint64_t records = 1000000;
+  uint32_t fields = 10;
+  uint32_t field_bytes = 10;
+  uint32_t ops_per_txn = 16;
+  double write_ratio = 0.5;
+  double theta = 0;
+  bool scramble = true;
+  double dep_ratio = 0;
+  double abort_ratio = 0;
+  uint32_t abort_fire_per_10k = 5000;
+  double mp_ratio = 0;
+  uint32_t partitions_per_txn = 2;
+};
+
+struct TransferOptions {
+  uint64_t accounts = 100000;
+  int64_t initial_balance = 1000;
+  uint64_t max_amount = 1500;  // amounts are uniform in [1, max_amount]
+  double theta = 0;            // account popularity (workloads/zipf.h), 0 = uniform
+};
+
+struct WorkloadOptions {
+  WorkloadKind kind = WorkloadKind::kYcsb;
+  YcsbOptions ycsb;
+  TransferOptions transfer;
+  // Which partition a key belongs to (the engine's engine.partitions / engine.range_function
+  // mapping); multi-partition YCSB txns draw keys from chosen partitions. One bucket = off.
+  storage::KeyMapper partition_map;
+
+  // Every violation at once, each naming its config key.
+  Status Validate() const;
+  storage::RecordLayout Layout() const;
+  uint64_t RecordCount() const;  // keys are exactly [0, RecordCount())
+  // The counter a record starts with (YCSB 0, transfer the initial balance).
+  int64_t InitialCounter() const { return kind == WorkloadKind::kTransfer ? transfer.initial_balance : 0; }
+  uint32_t partitions() const { return partition_map.buckets(); }
+  uint32_t PartitionOfKey(storage::Key key) const { return partition_map.Of(key); }
+};
+
+void AddConfigKeys(ConfigSchema* schema);
+// `partition_map` is built by the caller from the engine's keys (engine.partitions,
+// engine.range_function, engine.key_space), which this module does not own.
+Result<WorkloadOptions> OptionsFromConfig(const Config& config, storage::KeyMapper partition_map = {});
+
+// The id of the seq-th txn of the run seeded `seed`: a bijection of seq for a fixed seed
+// (Mix64 is invertible), so ids are unique within a run and differ between seeds.
+inline uint64_t TxnIdFor(uint64_t seed, uint64_t seq) { return Mix64(seq ^ Mix64(seed ^ 0x7f4a7c159e3779b9ULL)); }
+
+class Generator {
+ public:
+  virtual ~Generator() = default;
+  // The next txn of the sequence (client = 0, submit_ns = 0: the caller sets them).
+  virtual storage::Txn Next() = 0;
+  // How many txns Next() has returned.
+  uint64_t generated() const { return generated_; }
+
+ protected:
+  uint64_t generated_ = 0;
+};
+
+// Options must be valid (Validate()); the result depends only on (options, seed).
+Result<std::unique_ptr<Generator>> MakeGenerator(const WorkloadOptions& options, uint64_t seed);
+
+// Inserts the initial image of every record [0, RecordCount()) into an empty table whose
+// layout equals options.Layout() and whose capacity is at least RecordCount().
+Status LoadTable(const WorkloadOptions& options, storage::Table* table);
+
+// Every record of `table` sorted by key as "key<TAB>counter\n" lines (--dump-state format).
+Status DumpState(const storage::Table& table, const std::string& path);
+
+}  // namespace qrstore::workloads
