@@ -1,0 +1,352 @@
+// The pure Raft core: one member of one Raft group, as a deterministic state machine.
+//
+// What it is. Core implements leader election and log replication (Raft, Ongaro & Ousterhout,
+// sections 5.1-5.4) with no I/O, no clock, no threads and no global state. The caller (the
+// driver, replication/raft/driver.h; or the simulation in tests/sim/) feeds it inputs:
+//   Tick()       one unit of logical time (the driver maps ticks to milliseconds),
+//   Step(msg)    a message from a peer,
+//   Propose(d)   new data (leader only),
+// and collects its outputs through the Ready/Advance protocol (below). Given the same
+// CoreOptions, the same restored PersistentState and the same sequence of inputs, a Core
+// produces bit-for-bit the same outputs: its election timeouts come from its own Rng seeded by
+// CoreOptions::seed, and nothing iterates an unordered container.
+//
+// Owner and threads. A Core is owned by exactly one thread (the driver's "raft" thread). It is
+// not thread-safe and never calls back: it only returns values.
+//
+// The Ready/Advance contract (durability). After inputs, while HasReady(), the owner calls
+// TakeReady() and processes the Ready IN THIS ORDER:
+//   1. persist ready.hard_state (if set) and ready.entries (truncating the stored log from
+//      entries[0].index first if that index is <= the last stored index), and make them as
+//      durable as its fsync policy says;
+//   2. send ready.messages (only now: a vote or an append acknowledgement in them promises that
+//      step 1 is durable);
+//   3. deliver ready.committed to the application, in order;
+//   4. call Advance().
+// The hard state and the entries of one Ready may be written in either order: the hard
+// state's commit only covers entries made durable by earlier Readies, and restoring entries
+// newer than the hard state's term is handled (see the constructor).
+// Exactly one Ready may be outstanding: Advance() must be called before the next TakeReady().
+// Tick/Step/Propose may be called between TakeReady() and Advance(); their effects go into the
+// next Ready. A leader counts its own copy of an entry toward the commit quorum only after the
+// Advance() that follows the Ready carrying that entry.
+//
+// Invariants (checked with QR_CHECK; a failure is a bug):
+//  - the in-memory log holds entries [first_index(), last_index()] with consecutive indexes;
+//    the term of entry first_index()-1 is remembered (0 for index 0);
+//  - term() never decreases; at most one vote per term (voted_for persisted before any
+//    message that reveals it);
+//  - commit_index() never decreases and never exceeds last_index(); committed entries are
+//    never truncated;
+//  - a leader never overwrites or deletes entries of its own log (Leader Append-Only);
+//  - the leader advances commit only to an entry of its current term, counted at a majority
+//    (section 5.4.2); earlier entries become committed with it.
+//
+// Leadership changes and proposals. Propose returns the index the entry got. The entry is
+// committed iff a later Ready.committed carries an entry with that index AND the same term as
+// term() at Propose time; if an entry with that index commits with another term, the proposal
+// was overwritten (leadership lost) and the driver should fail it (kUnavailable).
+//
+// Memory. The in-memory log holds every entry not yet compacted; Compact() drops a prefix.
+// Proposals are refused (kResourceExhausted) while the uncommitted suffix exceeds
+// CoreOptions::max_uncommitted_bytes, so a leader that cannot reach a quorum cannot grow
+// without bound. Every outgoing AppendRequest is bounded by max_append_bytes (at least one
+// entry), at most max_inflight_appends are outstanding per follower, and one Ready carries
+// at most max_apply_bytes of committed entries (at least one entry).
+//
+// Replication mechanics (why messages look the way they do). The leader keeps a Progress per
+// follower. In probe mode it sends one append at a time (from its guess `next`) and moves
+// `next` back with the follower's conflict hint on a rejection; after a success it switches
+// to replicate mode and pipelines up to max_inflight_appends appends. Every heartbeat_ticks it
+// sends each follower an append (entries if any can go, else an empty one whose prev is the
+// follower's known match, which a member of this term always accepts: it resets the
+// follower's election timer and carries the commit). Nothing is ever "lost" for good: an
+// outstanding append that sees no progress for max(2*heartbeat_ticks, election_ticks/2) ticks
+// is resent (replicate mode falls back to probing from the match). With check_quorum, a
+// leader that heard from less than a majority during an election timeout steps down.
+// Proposals are batched: appends for them are built at the next TakeReady().
+//
+// There are no snapshots: a member whose next needed entry was compacted away on the leader
+// cannot be caught up any more and is reported by lagging_members(). Compact only up to
+// compactable_index() to avoid that.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/rng.h"
+#include "common/status.h"
+
+namespace qrstore::replication::raft {
+
+using NodeId = uint32_t;
+using Term = uint64_t;
+using Index = uint64_t;
+constexpr NodeId kNoNode = UINT32_MAX;
+
+// One log entry. Empty data marks the no-op a new leader appends (Propose refuses empty data,
+// so the application never sees an empty entry that it proposed).
+struct Entry {
+  Term term = 0;
+  Index index = 0;
+  std::string data;
+  bool operator==(const Entry&) const = default;
+};
+
+enum class MessageType : uint8_t { kVoteRequest, kVoteResponse, kAppendRequest, kAppendResponse };
+const char* MessageTypeName(MessageType type);
+
+// A Raft RPC. Field use by type:
+//   kVoteRequest:    term, log_index/log_term = the candidate's last entry.
+//   kVoteResponse:   term, reject (true = vote not granted).
+//   kAppendRequest:  term, log_index/log_term = the entry just before `entries` (prev),
+//                    entries (consecutive indexes from log_index+1), commit = leader commit.
+//   kAppendResponse: term, log_index = the request's prev index (to spot stale responses),
+//                    reject=false: hint = the follower's match index (last entry known to
+//                    agree with the leader); reject=true: hint = the index the leader should
+//                    try next (the follower's first index of the conflicting term, or its
+//                    last index + 1 when prev was beyond its log).
+// Wire format: replication/raft/message_codec.h.
+struct Message {
+  MessageType type = MessageType::kVoteRequest;
+  uint32_t group = 0;
+  NodeId from = 0, to = 0;
+  Term term = 0;
+  Index log_index = 0;
+  Term log_term = 0;
+  std::vector<Entry> entries;
+  Index commit = 0;
+  bool reject = false;
+  Index hint = 0;
+  bool operator==(const Message&) const = default;
+};
+
+// The part of a member's state that must survive a restart, besides the log.
+struct HardState {
+  Term term = 0;
+  NodeId voted_for = kNoNode;  // vote cast in `term`
+  Index commit = 0;            // an optimization: restoring a smaller value is safe
+  bool operator==(const HardState&) const = default;
+};
+
+// What the driver restores a Core from: the durable hard state and log.
+struct PersistentState {
+  HardState hard;
+  std::vector<Entry> entries;  // consecutive indexes from first_index (may be empty)
+  Index first_index = 1;       // index of entries[0] (or of the next entry, if empty)
+  Term prev_term = 0;          // term of entry first_index - 1 (0 when first_index == 1);
+                               // the driver keeps it when it compacts its stored log
+};
+
+// The outputs of a Core since the last TakeReady(); see the contract at the top.
+struct Ready {
+  std::optional<HardState> hard_state;  // persist if set
+  std::vector<Entry> entries;   // append to the log; if entries[0].index <= last stored index,
+                                // truncate the stored log from entries[0].index first
+  std::vector<Message> messages;  // send only AFTER hard_state and entries are persisted
+  std::vector<Entry> committed;   // newly committed entries, in index order: deliver/apply
+};
+
+struct CoreOptions {
+  uint32_t group = 0;
+  NodeId id = 0;
+  std::vector<NodeId> members;  // includes id; no duplicates
+  int election_ticks = 10;      // randomized in [election_ticks, 2*election_ticks) from `seed`
+  int heartbeat_ticks = 1;      // must be < election_ticks
+  uint64_t seed = 0;            // the core's own Rng: no global randomness
+  size_t max_append_bytes = 4 << 20;   // per AppendRequest (entry data bytes; >= 1 entry)
+  size_t max_inflight_appends = 64;    // per follower (pipelining)
+  size_t max_uncommitted_bytes = 64 << 20;  // Propose refuses beyond this (leader)
+  size_t max_apply_bytes = 64 << 20;        // committed entry bytes per Ready (>= 1 entry)
+  // Campaigns on its first tick if the restored term is 0 (a fresh group): a fast,
+  // predictable start. Restarted members wait for a normal election timeout instead, so a
+  // restarting preferred member does not depose a working leader.
+  NodeId preferred_leader = kNoNode;
+  // A leader that has not heard from a majority within an election timeout steps down, so a
+  // leader cut off in a minority stops accepting proposals that cannot commit.
+  bool check_quorum = true;
+  // Refuse to grant votes during the first N ticks after construction. For a member whose
+  // storage does not keep votes (an in-memory log): after a restart it does not know whom it
+  // voted for in the current term, and waiting one election timeout (election_ticks) lets
+  // that election finish before it votes again. A heuristic, not a proof: durable storage
+  // needs 0.
+  int no_vote_ticks = 0;
+  // Entries <= applied were already applied before the restart (the application keeps its
+  // own state durable); the first Ready re-delivers committed entries after it. 0: the
+  // application is in-memory and every committed entry still in the log is re-delivered.
+  Index applied = 0;
+};
+
+enum class Role : uint8_t { kFollower, kCandidate, kLeader };
+const char* RoleName(Role role);
+
+// Counters for the driver's periodic stats line (monotonic since construction).
+struct CoreStats {
+  uint64_t elections_started = 0;
+  uint64_t times_leader = 0;
+  uint64_t messages_ignored = 0;  // other group, unknown sender, stale term, impossible state
+  uint64_t appends_rejected = 0;  // AppendRequests this member rejected (log mismatch)
+  uint64_t entries_truncated = 0; // conflicting suffix entries dropped by this member
+};
+
+class Core {
+ public:
+  // QR_CHECKs that options are sane (id in members, no duplicates, ticks > 0) and that the
+  // restored log is well formed.
+  Core(CoreOptions options, PersistentState restored);
+
+  void Tick();
+  // Ignores messages for other groups or other recipients, from non-members, and stale
+  // responses; answers stale requests with its own term so the sender steps down.
+  void Step(const Message& m);
+  // Leader only (else kUnavailable with the known leader in the message). Empty data is
+  // refused (kInvalidArgument: empty marks the leader no-op). Returns the entry's index.
+  Result<Index> Propose(std::string data);
+
+  // False while a Ready is outstanding (taken, not yet Advanced).
+  bool HasReady() const;
+  Ready TakeReady();
+  // The owner persisted (and synced, per policy) everything of the last Ready, sent its
+  // messages and delivered its committed entries.
+  void Advance();
+
+  // Back-pressure from the application: while paused, Ready.committed stays empty (commit
+  // still advances; the entries are delivered after unpausing).
+  void SetApplyPaused(bool paused);
+
+  Role role() const { return role_; }
+  Term term() const { return term_; }
+  NodeId leader() const { return leader_; }
+  NodeId id() const { return options_.id; }
+  uint32_t group() const { return options_.group; }
+  NodeId voted_for() const { return voted_for_; }
+  Index commit_index() const { return commit_; }
+  Index applied_index() const { return applied_; }  // last entry handed out in Ready.committed
+  Index last_index() const { return first_index_ + entries_.size() - 1; }
+  Term last_term() const;
+  Index first_index() const { return first_index_; }
+  // The term of entry i, for first_index()-1 <= i <= last_index(); nullopt otherwise.
+  std::optional<Term> TermAt(Index i) const;
+  // Entry i, for first_index() <= i <= last_index(); nullptr otherwise. Valid until the next
+  // non-const call.
+  const Entry* EntryAt(Index i) const;
+  const CoreStats& stats() const { return stats_; }
+
+  // Memory bound: drops entries <= upto from the in-memory log. Requires upto <= applied;
+  // call it after Advance (the entries are then durable in the owner's storage, which keeps
+  // prev_term for its own compacted prefix).
+  // On a leader, dropping entries that a member still needs makes that member impossible to
+  // catch up (it shows in lagging_members()); compactable_index() avoids that.
+  void Compact(Index upto);
+  // The highest index Compact may take without stranding a member: applied_index(), and on a
+  // leader also <= every member's match index.
+  Index compactable_index() const;
+  // Leader only: members whose next needed entry was compacted away (empty elsewhere).
+  std::vector<NodeId> lagging_members() const;
+  // Leader only: the replication progress of member id (match index; 0 if unknown).
+  Index match_index(NodeId member) const;
+
+ private:
+  // Leader's view of one follower.
+  struct Progress {
+    NodeId id = kNoNode;
+    Index match = 0;      // highest index known replicated (and durable) on the follower
+    Index next = 1;       // next index to send
+    bool probing = true;  // probe: one append per heartbeat until a success is seen
+    bool probe_sent = false;
+    std::deque<Index> inflight;  // last index of each outstanding append (replicate mode)
+    Index commit_told = 0;  // highest commit an append sent to it could make it adopt
+    int stall_ticks = 0;  // ticks without progress while an append is outstanding
+    bool active = false;  // heard from since the last check-quorum round
+  };
+
+  void BecomeFollower(Term term, NodeId leader);
+  void BecomeCandidate();
+  void BecomeLeader();
+  void Campaign();
+  void ResetElectionTimer();
+  size_t Quorum() const { return options_.members.size() / 2 + 1; }
+
+  void StepVoteRequest(const Message& m);
+  void StepVoteResponse(const Message& m);
+  void StepAppendRequest(const Message& m);
+  void StepAppendResponse(const Message& m);
+
+  void Send(Message m);
+  Message NewMessage(MessageType type, NodeId to) const;
+  // Leader: sends appends to every follower that can take one (or a heartbeat when
+  // `heartbeat` and nothing else goes out).
+  void BroadcastAppends(bool heartbeat);
+  // Leader: sends p what it may (a probe, or entries up to the in-flight limit; or, with
+  // `heartbeat` or when p has not been told the commit, an empty append); returns whether
+  // anything was sent.
+  bool MaybeSendAppend(Progress* p, bool heartbeat);
+  // Leader: sends entries from `from` (bounded by max_append_bytes) to p; returns the last
+  // index sent (from - 1 if none).
+  Index SendEntries(Progress* p, Index from);
+  // Leader: an append with no entries whose prev is p's match index (always accepted by a
+  // member that is still in this term): keeps p from campaigning and carries the commit.
+  void SendHeartbeat(Progress* p);
+  // Ticks without progress after which an outstanding append is considered lost.
+  int RetryTicks() const;
+  bool IsMember(NodeId id) const;
+  bool ValidAppendRequest(const Message& m) const;
+  bool MaybeAdvanceCommit();
+  Progress* FindProgress(NodeId id);
+  const Progress* FindProgress(NodeId id) const;
+
+  // Log mutation (the only places that change entries_).
+  void AppendEntry(Entry e);
+  void TruncateFrom(Index i);  // drops [i, last]; i > commit_
+
+  // The hard state to persist. Its commit never exceeds persisted_ (entries made durable by
+  // earlier Readies), so a crash between writing the hard state and the entries of one Ready
+  // can never leave a durable commit that points at an entry that is not durable (or at a
+  // stale entry the same Ready was replacing): the driver may write them in either order.
+  HardState CurrentHardState() const { return {term_, voted_for_, std::min(commit_, persisted_)}; }
+
+  CoreOptions options_;
+  Rng rng_;
+
+  // Persistent state (mirrored to storage through Ready.hard_state / Ready.entries).
+  Term term_ = 0;
+  NodeId voted_for_ = kNoNode;
+  std::deque<Entry> entries_;  // [first_index_, last_index()]
+  Index first_index_ = 1;
+  Term prev_term_ = 0;  // term of first_index_ - 1
+
+  // Volatile state.
+  Role role_ = Role::kFollower;
+  NodeId leader_ = kNoNode;
+  Index commit_ = 0;
+  Index applied_ = 0;
+  bool apply_paused_ = false;
+  int election_elapsed_ = 0;
+  int randomized_election_ticks_ = 0;
+  int heartbeat_elapsed_ = 0;
+  int quorum_check_elapsed_ = 0;
+  bool first_tick_done_ = false;
+  int64_t ticks_ = 0;  // ticks since construction (for no_vote_ticks)
+  std::vector<NodeId> votes_granted_;
+  std::vector<NodeId> votes_rejected_;
+  std::vector<Progress> progress_;  // leader: one per member except self, in member order
+  size_t uncommitted_bytes_ = 0;    // leader: data bytes in (commit_, last_index()]
+  bool append_pending_ = false;     // leader: entries proposed since the last broadcast
+
+  // Ready bookkeeping.
+  Index persisted_ = 0;      // last index durable in the owner's storage (after Advance)
+  Index handed_ = 0;         // last index handed out in a Ready (>= persisted_)
+  Index pending_persisted_ = 0;  // handed_ at the last TakeReady, adopted at Advance
+  bool ready_outstanding_ = false;
+  HardState last_hard_state_;  // last hard state handed out (or restored)
+  std::vector<Message> outbox_;
+
+  CoreStats stats_;
+};
+
+}  // namespace qrstore::replication::raft
