@@ -1,0 +1,379 @@
+#include "replication/raft/driver.h"
+
+#include <chrono>
+
+#include "common/clock.h"
+#include "common/hash.h"
+#include "common/logging.h"
+
+namespace qrstore::replication::raft {
+
+Driver::Driver(DriverOptions options, std::vector<std::unique_ptr<LogStorage>> storages,
+               std::unique_ptr<Transport> transport, DriverListener* listener)
+    : options_(std::move(options)),
+      storages_(std::move(storages)),
+      transport_(std::move(transport)),
+      listener_(listener) {
+  QR_CHECK_EQ(storages_.size(), options_.groups);
+  QR_CHECK(transport_ != nullptr && listener_ != nullptr);
+}
+
+Driver::~Driver() { Stop(); }
+
+Status Driver::Start() {
+  QR_CHECK(!started_, "raft driver started twice");
+  started_ = true;
+  logs_.resize(options_.groups);
+  for (uint32_t g = 0; g < options_.groups; ++g) {
+    PersistentState restored = storages_[g]->Recovered();
+    GroupLog& log = logs_[g];
+    for (const Entry& e : restored.entries) {
+      log.sizes.emplace_back(e.index, e.data.size());
+      log.bytes += e.data.size();
+    }
+    CoreOptions co;
+    co.group = g;
+    co.id = options_.node_id;
+    co.members = options_.members;
+    co.election_ticks = options_.election_ticks;
+    co.heartbeat_ticks = options_.heartbeat_ticks;
+    // Distinct, reproducible election timers per (seed, member, group).
+    co.seed = Mix64(options_.seed ^ Mix64((static_cast<uint64_t>(options_.node_id) << 32) | g));
+    co.max_append_bytes = options_.max_append_bytes;
+    co.max_inflight_appends = options_.max_inflight_appends;
+    co.max_uncommitted_bytes = options_.max_uncommitted_bytes;
+    co.max_apply_bytes = options_.max_apply_bytes;
+    co.preferred_leader = options_.preferred_leader;
+    co.check_quorum = options_.check_quorum;
+    co.applied = 0;  // the application is in memory: re-deliver every committed entry we hold
+    if (!restored.entries.empty() || restored.hard.term > 0) {
+      Logger("raft")->info("[{} g{}] restored term {} vote {} commit {} log [{}, {}]", options_.identity, g,
+                           restored.hard.term, static_cast<int64_t>(restored.hard.voted_for == kNoNode ? -1 : restored.hard.voted_for),
+                           restored.hard.commit, restored.first_index,
+                           restored.first_index + restored.entries.size() - 1);
+    }
+    cores_.push_back(std::make_unique<Core>(std::move(co), std::move(restored)));
+  }
+  QR_RETURN_IF_ERROR(transport_->Start([this](Message&& m) { OnPeerMessage(std::move(m)); }));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    running_ = true;
+  }
+  last_stats_ms_ = NowMillis();
+  thread_ = NamedThread("raft", [this] { Run(); });
+  return Status::Ok();
+}
+
+void Driver::Stop() {
+  if (!started_ || stopped_) {
+    stopped_ = true;
+    return;
+  }
+  stopped_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    running_ = false;
+  }
+  wake_.notify_all();
+  not_full_.notify_all();
+  thread_.Join();
+  transport_->Stop();  // after the raft thread: it was the only sender
+  std::deque<DriverTask> control, propose;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    control.swap(control_in_);
+    propose.swap(propose_in_);
+    net_in_.clear();
+  }
+  const Status aborted = Status::Aborted("raft driver stopped");
+  for (auto& t : deferred_) t(aborted);
+  deferred_.clear();
+  for (auto& t : control) t(aborted);
+  for (auto& t : propose) t(aborted);
+}
+
+void Driver::Submit(Lane lane, DriverTask task) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto& q = lane == Lane::kControl ? control_in_ : propose_in_;
+  not_full_.wait(lock, [&] { return stop_ || !running_ || q.size() < options_.task_queue; });
+  if (stop_ || !running_) {
+    const Status st = health_.ok() ? Status::Aborted("raft driver not running") : health_;
+    lock.unlock();
+    task(Status::Aborted(st.message()));
+    return;
+  }
+  q.push_back(std::move(task));
+  lock.unlock();
+  wake_.notify_one();
+}
+
+Status Driver::health() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return health_;
+}
+
+void Driver::OnPeerMessage(Message&& m) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_ || net_in_.size() >= options_.inbox_messages) {
+      counters_.messages_in_dropped.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    net_in_.push_back(std::move(m));
+  }
+  wake_.notify_one();
+}
+
+void Driver::SetApplyPaused(uint32_t group, bool paused) {
+  if (logs_[group].apply_paused == paused) return;
+  logs_[group].apply_paused = paused;
+  cores_[group]->SetApplyPaused(paused);
+}
+
+void Driver::Fail(const Status& st) {
+  Logger("raft")->error("[{}] raft driver stopping after a storage failure: {}", options_.identity, st.ToString());
+  std::deque<DriverTask> control, propose;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    health_ = st;
+    stop_ = true;
+    control.swap(control_in_);
+    propose.swap(propose_in_);
+  }
+  not_full_.notify_all();
+  const Status aborted = Status::Aborted("raft driver failed: " + st.ToString());
+  for (auto& t : deferred_) t(aborted);
+  deferred_.clear();
+  for (auto& t : control) t(aborted);
+  for (auto& t : propose) t(aborted);
+}
+
+void Driver::Run() {
+  using Clock = std::chrono::steady_clock;
+  int64_t next_tick = NowMillis() + options_.tick_ms;
+  std::deque<Message> msgs;
+  std::deque<DriverTask> controls;
+  for (;;) {
+    bool has_ready = false;
+    for (const auto& c : cores_) has_ready = has_ready || c->HasReady();
+    bool took_tasks = false;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      auto has_work = [&] {
+        return stop_ || !net_in_.empty() || !control_in_.empty() || (deferred_.empty() && !propose_in_.empty());
+      };
+      if (!has_ready && !has_work()) {
+        // Idle: block until work arrives or the next tick is due (never spins).
+        wake_.wait_until(lock, Clock::time_point(std::chrono::milliseconds(next_tick)), has_work);
+      }
+      if (stop_) break;
+      msgs.swap(net_in_);
+      if (!control_in_.empty()) {
+        controls.swap(control_in_);
+        took_tasks = true;
+      }
+      // While a proposal waits for room in the core, take no new ones (they queue behind it,
+      // keeping each stream's order).
+      if (deferred_.empty() && !propose_in_.empty()) {
+        deferred_.swap(propose_in_);
+        took_tasks = true;
+      }
+    }
+    if (took_tasks) not_full_.notify_all();
+    counters_.iterations.fetch_add(1, std::memory_order_relaxed);
+    const int64_t iteration_start = NowMillis();
+
+    const size_t msgs_count = msgs.size();
+    for (Message& m : msgs) {
+      if (m.group >= cores_.size()) continue;  // the core would ignore it too; avoid the index
+      GroupLog& log = logs_[m.group];
+      if (m.type == MessageType::kAppendRequest && !m.entries.empty() && log.apply_paused &&
+          log.bytes > options_.max_log_bytes) {
+        // The application is not consuming and the log is at its budget: refuse new entries
+        // (the leader retries); the heartbeat part still reaches the core via empty appends.
+        counters_.appends_dropped_paused.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      cores_[m.group]->Step(m);
+    }
+    msgs.clear();
+    for (DriverTask& t : controls) t(Status::Ok());
+    controls.clear();
+    while (!deferred_.empty()) {
+      if (!deferred_.front()(Status::Ok())) {
+        counters_.proposals_deferred.fetch_add(1, std::memory_order_relaxed);
+        break;
+      }
+      deferred_.pop_front();
+    }
+
+    const int64_t now = NowMillis();
+    if (now >= next_tick) {
+      for (auto& c : cores_) c->Tick();
+      next_tick += options_.tick_ms;
+      // Far behind (overload, debugger): do not burst ticks; a slower clock is safe.
+      if (next_tick <= now) next_tick = now + options_.tick_ms;
+    }
+
+    if (!ProcessReadies()) break;
+    NoteRoleChanges();
+    CompactLogs();
+    // A slow iteration delays heartbeats: say so (it is the first thing to look at when
+    // followers start elections under load).
+    const int64_t took_ms = NowMillis() - iteration_start;
+    if (took_ms * 2 > static_cast<int64_t>(options_.tick_ms) * options_.election_ticks) {
+      Logger("raft")->warn("[{}] raft loop iteration took {} ms ({} messages, election timeout {} ms)",
+                           options_.identity, took_ms, msgs_count, options_.tick_ms * options_.election_ticks);
+    }
+    if (options_.stats_interval_ms > 0 && now - last_stats_ms_ >= options_.stats_interval_ms) {
+      last_stats_ms_ = now;
+      LogStats();
+    }
+  }
+}
+
+bool Driver::ProcessReadies() {
+  std::vector<Ready> readies(cores_.size());
+  std::vector<bool> has(cores_.size(), false);
+  std::vector<bool> to_sync(cores_.size(), false);
+  auto sync = [&](uint32_t g) -> Status {
+    Status st = storages_[g]->Sync();
+    counters_.syncs.fetch_add(1, std::memory_order_relaxed);
+    return st;
+  };
+  // 1. persist
+  for (uint32_t g = 0; g < cores_.size(); ++g) {
+    if (!cores_[g]->HasReady()) continue;
+    has[g] = true;
+    readies[g] = cores_[g]->TakeReady();
+    counters_.readies.fetch_add(1, std::memory_order_relaxed);
+    Ready& r = readies[g];
+    LogStorage& storage = *storages_[g];
+    if (r.hard_state) {
+      Status st = storage.SaveHardState(*r.hard_state);
+      if (st.ok() && options_.fsync == FsyncPolicy::kAlways) st = sync(g);
+      if (!st.ok()) {
+        Fail(st);
+        return false;
+      }
+      to_sync[g] = true;
+    }
+    if (!r.entries.empty()) {
+      Status st = storage.Append(r.entries);
+      if (st.ok() && options_.fsync == FsyncPolicy::kAlways) st = sync(g);
+      if (!st.ok()) {
+        Fail(st);
+        return false;
+      }
+      to_sync[g] = true;
+      GroupLog& log = logs_[g];
+      const Index first = r.entries.front().index;
+      while (!log.sizes.empty() && log.sizes.back().first >= first) {
+        log.bytes -= log.sizes.back().second;
+        log.sizes.pop_back();
+      }
+      for (const Entry& e : r.entries) {
+        log.sizes.emplace_back(e.index, e.data.size());
+        log.bytes += e.data.size();
+      }
+      listener_->OnPersisted(g, r.entries);
+    }
+  }
+  // Group commit: one sync per storage for everything this iteration wrote.
+  if (options_.fsync == FsyncPolicy::kBatch) {
+    for (uint32_t g = 0; g < cores_.size(); ++g) {
+      if (!to_sync[g]) continue;
+      Status st = sync(g);
+      if (!st.ok()) {
+        Fail(st);
+        return false;
+      }
+    }
+  }
+  // 2. send (only now: the messages may promise what was just persisted)
+  for (uint32_t g = 0; g < cores_.size(); ++g) {
+    if (!has[g]) continue;
+    for (Message& m : readies[g].messages) transport_->Send(std::move(m));
+  }
+  // 3. deliver, 4. advance
+  for (uint32_t g = 0; g < cores_.size(); ++g) {
+    if (!has[g]) continue;
+    if (!readies[g].committed.empty()) listener_->OnCommitted(g, readies[g].committed);
+    cores_[g]->Advance();
+  }
+  return true;
+}
+
+void Driver::NoteRoleChanges() {
+  for (uint32_t g = 0; g < cores_.size(); ++g) {
+    const Core& c = *cores_[g];
+    GroupLog& log = logs_[g];
+    if (c.role() == log.role && c.term() == log.term && c.leader() == log.leader) continue;
+    if (c.role() != log.role || c.leader() != log.leader) {
+      Logger("raft")->info("[{} g{}] {} term {} leader {}", options_.identity, g, RoleName(c.role()), c.term(),
+                           c.leader() == kNoNode ? std::string("none") : "n" + std::to_string(c.leader()));
+    }
+    log.role = c.role();
+    log.term = c.term();
+    log.leader = c.leader();
+    listener_->OnRoleChanged(g, log.role, log.term, log.leader);
+  }
+}
+
+void Driver::CompactLogs() {
+  for (uint32_t g = 0; g < cores_.size(); ++g) {
+    GroupLog& log = logs_[g];
+    if (log.bytes <= options_.max_log_bytes) continue;  // keep history up to the budget
+    Core& c = *cores_[g];
+    const Index safe = c.compactable_index();
+    const Index applied = c.applied_index();
+    Index upto = 0;
+    uint64_t bytes = log.bytes;
+    bool strands = false;
+    for (const auto& [index, size] : log.sizes) {
+      if (bytes <= options_.max_log_bytes || index > applied || index >= c.last_index()) break;
+      strands = strands || index > safe;
+      upto = index;
+      bytes -= size;
+    }
+    if (upto < c.first_index()) continue;
+    c.Compact(upto);
+    while (!log.sizes.empty() && log.sizes.front().first <= upto) {
+      log.bytes -= log.sizes.front().second;
+      log.sizes.pop_front();
+    }
+    Status st = storages_[g]->Compact(upto);
+    if (!st.ok()) {
+      Fail(st);
+      return;
+    }
+    if (strands) {
+      const size_t lagging = c.lagging_members().size();
+      if (lagging != log.lagging_reported) {
+        Logger("raft")->warn("[{} g{}] log over its {} byte budget: compacted to {}; {} member(s) can no longer "
+                             "be caught up (no snapshots)",
+                             options_.identity, g, options_.max_log_bytes, upto, lagging);
+        log.lagging_reported = lagging;
+      }
+    }
+  }
+}
+
+void Driver::LogStats() {
+  for (uint32_t g = 0; g < cores_.size(); ++g) {
+    const Core& c = *cores_[g];
+    Logger("raft")->info("[{} g{}] {} term {} commit {} applied {} log [{}, {}] {} bytes{}", options_.identity, g,
+                         RoleName(c.role()), c.term(), c.commit_index(), c.applied_index(), c.first_index(),
+                         c.last_index(), logs_[g].bytes, logs_[g].apply_paused ? " (apply paused)" : "");
+  }
+  Logger("raft")->info("[{}] raft driver: {} iterations, {} readies, {} syncs, {} inbound dropped, {} appends "
+                       "dropped while paused",
+                       options_.identity, counters_.iterations.load(std::memory_order_relaxed),
+                       counters_.readies.load(std::memory_order_relaxed),
+                       counters_.syncs.load(std::memory_order_relaxed),
+                       counters_.messages_in_dropped.load(std::memory_order_relaxed),
+                       counters_.appends_dropped_paused.load(std::memory_order_relaxed));
+}
+
+}  // namespace qrstore::replication::raft

@@ -1,0 +1,178 @@
+// Raft driver: the only code that gives the pure Raft cores (core.h) time, threads, storage and
+// a network.
+//
+// What it is. One Driver per process runs ONE thread named "raft" that owns every Core hosted
+// by the process (one per replication group), their LogStorages and the sending side of the
+// Transport. Its loop:
+//   wait (bounded by the next tick) on the inbox: peer messages, control tasks, proposal tasks
+//   -> Step each message -> run tasks (they may Propose) -> Tick when due
+//   -> for every core with a Ready: persist hard state + entries (fsync per policy: kAlways
+//      after each write, kBatch once per storage per iteration = group commit, kNever not)
+//   -> send messages -> hand committed entries to the listener -> Advance
+//   -> report role changes -> compact the in-memory log to its byte budget.
+// Nothing in the loop blocks on the network (Transport::Send never blocks) or on the
+// application (listener calls must only hand over), so executor load elsewhere in the process
+// cannot starve heartbeats beyond the OS scheduler.
+//
+// Inbox lanes (all bounded): peer messages are dropped when their lane is full (Raft
+// retries); tasks block the submitting thread while their lane is full (back-pressure).
+// Proposal tasks may answer "not now" (the core's uncommitted-bytes limit): the driver then
+// keeps that one task and stops taking proposals until it succeeds, retrying every iteration.
+//
+// Back-pressure on application: the listener may pause a group's apply (SetApplyPaused).
+// While paused and the group's retained log exceeds its byte budget, AppendRequests carrying
+// entries are dropped so a follower's memory stays bounded; heartbeats still pass, so the
+// member keeps its leader.
+//
+// Threads. Start/Stop from the owner thread. Submit from any thread. Everything marked
+// "raft thread only" may be called only from listener callbacks or tasks.
+//
+// Failure. A storage error is fatal for the driver: it logs it, stops processing (the peers
+// see a dead member) and aborts every queued task; health() reports the error.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/thread.h"
+#include "replication/raft/core.h"
+#include "replication/raft/log_storage.h"
+#include "replication/raft/transport.h"
+
+namespace qrstore::replication::raft {
+
+struct DriverOptions {
+  NodeId node_id = 0;
+  std::vector<NodeId> members;  // the same in every group; includes node_id
+  uint32_t groups = 1;
+  int tick_ms = 10;
+  int election_ticks = 10;
+  int heartbeat_ticks = 1;
+  NodeId preferred_leader = kNoNode;
+  uint64_t seed = 1;  // core seeds are derived from (seed, node, group)
+  bool check_quorum = true;
+  size_t max_append_bytes = 4 << 20;
+  size_t max_inflight_appends = 64;
+  size_t max_uncommitted_bytes = 64 << 20;
+  size_t max_apply_bytes = 64 << 20;
+  // In-memory log budget per group: older applied entries are compacted beyond it (first
+  // those every member has, then, if still over, those a lagging member would need).
+  uint64_t max_log_bytes = 256ull << 20;
+  FsyncPolicy fsync = FsyncPolicy::kBatch;
+  size_t inbox_messages = 16384;  // peer messages waiting for the raft thread
+  size_t task_queue = 4096;       // per task lane
+  int stats_interval_ms = 10000;  // periodic stats line (0: never)
+  std::string identity;           // log prefix, e.g. "n1"
+};
+
+// Called on the raft thread only. Implementations must not block: hand over and return.
+class DriverListener {
+ public:
+  virtual ~DriverListener() = default;
+  // `entries` were persisted (the stored log was first truncated from entries[0].index if
+  // that index was <= the previous last index).
+  virtual void OnPersisted(uint32_t group, const std::vector<Entry>& entries) = 0;
+  // Newly committed entries, in index order (entries may be moved from).
+  virtual void OnCommitted(uint32_t group, std::vector<Entry>& committed) = 0;
+  virtual void OnRoleChanged(uint32_t group, Role role, Term term, NodeId leader) = 0;
+};
+
+// A task runs once on the raft thread with OK, or, if the driver stops before running it,
+// on the stopping thread with kAborted. Proposal tasks return false for "not now, retry" (only
+// honoured with an OK status); control tasks' return value is ignored.
+using DriverTask = std::function<bool(Status status)>;
+
+// Driver counters, readable from any thread.
+struct DriverCounters {
+  std::atomic<uint64_t> iterations{0};
+  std::atomic<uint64_t> readies{0};
+  std::atomic<uint64_t> syncs{0};
+  std::atomic<uint64_t> messages_in_dropped{0};   // inbox full
+  std::atomic<uint64_t> appends_dropped_paused{0};
+  std::atomic<uint64_t> proposals_deferred{0};
+};
+
+class Driver {
+ public:
+  // storages[g] and the transport are owned by the driver from now on.
+  Driver(DriverOptions options, std::vector<std::unique_ptr<LogStorage>> storages,
+         std::unique_ptr<Transport> transport, DriverListener* listener);
+  ~Driver();
+  Driver(const Driver&) = delete;
+  Driver& operator=(const Driver&) = delete;
+
+  // Restores the cores from their storages, starts the transport, then the raft thread.
+  Status Start();
+  // Stops the raft thread, then the transport, then aborts queued tasks. Idempotent.
+  void Stop();
+
+  enum class Lane { kControl, kProposal };
+  // Any thread. Blocks while the lane is full. If the driver is not running (or stops before
+  // running it) the task is called with kAborted (on this thread if not queued).
+  void Submit(Lane lane, DriverTask task);
+
+  // OK, or the storage error that stopped the driver. Any thread.
+  Status health() const;
+  const DriverCounters& counters() const { return counters_; }
+
+  // ---- raft thread only (from tasks and listener callbacks) ----
+  Core& core(uint32_t group) { return *cores_[group]; }
+  void SetApplyPaused(uint32_t group, bool paused);
+  const DriverOptions& options() const { return options_; }
+
+ private:
+  struct GroupLog {
+    std::deque<std::pair<Index, uint64_t>> sizes;  // retained entries (index, data bytes)
+    uint64_t bytes = 0;
+    bool apply_paused = false;
+    Role role = Role::kFollower;
+    Term term = 0;
+    NodeId leader = kNoNode;
+    size_t lagging_reported = 0;
+  };
+
+  void Run();
+  // Returns false on a fatal storage error.
+  bool ProcessReadies();
+  void NoteRoleChanges();
+  void CompactLogs();
+  void OnPeerMessage(Message&& m);  // transport thread: enqueue only
+  void Fail(const Status& st);
+  void LogStats();
+
+  const DriverOptions options_;
+  std::vector<std::unique_ptr<LogStorage>> storages_;
+  std::unique_ptr<Transport> transport_;
+  DriverListener* const listener_;
+  std::vector<std::unique_ptr<Core>> cores_;  // raft thread only (after Start)
+  std::vector<GroupLog> logs_;                // raft thread only
+
+  // The inbox: three bounded lanes behind one mutex so the raft thread waits on one
+  // condition variable for all of them.
+  mutable std::mutex mu_;
+  std::condition_variable wake_;       // raft thread waits: work arrived or stop
+  std::condition_variable not_full_;   // submitters wait: a task lane has room
+  std::deque<Message> net_in_;         // guarded by mu_
+  std::deque<DriverTask> control_in_;  // guarded by mu_
+  std::deque<DriverTask> propose_in_;  // guarded by mu_
+  bool stop_ = false;                  // guarded by mu_
+  bool running_ = false;               // guarded by mu_
+  Status health_;                      // guarded by mu_
+
+  std::deque<DriverTask> deferred_;  // raft thread only: a proposal that said "not now"
+  NamedThread thread_;
+  bool started_ = false;
+  bool stopped_ = false;
+  int64_t last_stats_ms_ = 0;
+  DriverCounters counters_;
+};
+
+}  // namespace qrstore::replication::raft

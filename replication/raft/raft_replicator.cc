@@ -1,0 +1,505 @@
+#include "replication/raft/raft_replicator.h"
+
+#include <algorithm>
+
+#include "common/codec.h"
+#include "common/logging.h"
+#include "replication/raft/tcp_transport.h"
+
+namespace qrstore::replication::raft {
+namespace {
+constexpr uint8_t kBatchEntryVersion = 1;
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Config
+
+void AddConfigKeys(ConfigSchema* schema) {
+  schema->AddList("replication.raft.members", "127.0.0.1:7400",
+                  "host:port of every member, in node id order (member i = node id i)");
+  schema->AddInt("replication.raft.node_id", 0, 0, 254, "this process's node id (index into members)");
+  schema->AddInt("replication.raft.preferred_leader", 0, -1, 254,
+                 "member that campaigns at once in a fresh cluster (-1: none, plain election)");
+  schema->AddInt("replication.raft.tick_ms", 10, 1, 10000, "Raft tick length (ms)");
+  schema->AddInt("replication.raft.election_ticks", 30, 2, 100000,
+                 "election timeout in ticks (randomized in [n, 2n))");
+  schema->AddInt("replication.raft.heartbeat_ticks", 1, 1, 100000, "leader heartbeat interval in ticks");
+  schema->AddString("replication.raft.log", "memory", "Raft log storage", {"memory", "disk"});
+  schema->AddString("replication.raft.dir", "", "directory of the disk log (required when log=disk)");
+  schema->AddString("replication.raft.fsync", "batch",
+                    "disk log sync: always (each write), batch (once per driver iteration), never",
+                    {"always", "batch", "never"});
+  schema->AddInt("replication.raft.segment_bytes", 64ll << 20, 4096, 1ll << 40, "disk log segment size");
+  schema->AddInt("replication.raft.max_log_bytes", 256ll << 20, 1 << 20, 1ll << 40,
+                 "log bytes retained per group (older applied entries are compacted)");
+  schema->AddInt("replication.raft.max_append_bytes", 4ll << 20, 1024, 1ll << 30,
+                 "entry bytes per AppendRequest (at least one entry is always sent)");
+  schema->AddInt("replication.raft.max_inflight_appends", 64, 1, 100000, "pipelined AppendRequests per follower");
+  schema->AddInt("replication.raft.max_uncommitted_bytes", 64ll << 20, 1024, 1ll << 40,
+                 "proposed-but-uncommitted bytes a leader accepts before ReplicateData waits");
+  schema->AddInt("replication.raft.max_buffered_bytes", 256ll << 20, 1024, 1ll << 40,
+                 "committed bytes per group waiting for ReceiveData before apply pauses");
+  schema->AddString("replication.raft.transport", "tcp",
+                    "peer transport: tcp (plain sockets) or nng (nng 1.5.2 can hang on close, see tcp_transport.h)",
+                    {"tcp", "nng"});
+  schema->AddInt("replication.raft.send_buffer_messages", 128, 1, 1 << 20,
+                 "messages queued per peer before sends to it are dropped");
+  schema->AddInt("replication.raft.seed", 1, 0, INT64_MAX, "seed of the election timer randomization");
+  schema->AddInt("replication.raft.stats_interval_ms", 10000, 0, 1 << 30, "periodic stats log line (0: off)");
+}
+
+Result<RaftReplicatorOptions> RaftOptionsFromConfig(const Config& config) {
+  std::vector<std::string> errors;
+  RaftReplicatorOptions o;
+  o.addresses = config.GetList("replication.raft.members");
+  const int64_t node_id = config.GetInt("replication.raft.node_id");
+  const int64_t preferred = config.GetInt("replication.raft.preferred_leader");
+  const auto n = static_cast<int64_t>(o.addresses.size());
+  if (n == 0) errors.push_back("replication.raft.members: at least one member is required");
+  if (node_id >= n) {
+    errors.push_back("replication.raft.node_id: " + std::to_string(node_id) + " but only " + std::to_string(n) +
+                     " member(s) listed");
+  }
+  if (preferred >= n) {
+    errors.push_back("replication.raft.preferred_leader: " + std::to_string(preferred) + " but only " +
+                     std::to_string(n) + " member(s) listed");
+  }
+  for (size_t i = 0; i < o.addresses.size(); ++i) {
+    Result<std::string> url = ToNngUrl(o.addresses[i]);
+    if (!url.ok()) errors.push_back("replication.raft.members[" + std::to_string(i) + "]: " + url.status().message());
+    for (size_t j = 0; j < i; ++j) {
+      if (o.addresses[j] == o.addresses[i]) {
+        errors.push_back("replication.raft.members: '" + o.addresses[i] + "' listed twice");
+      }
+    }
+  }
+  DriverOptions& d = o.driver;
+  d.node_id = static_cast<NodeId>(node_id);
+  for (int64_t i = 0; i < n; ++i) d.members.push_back(static_cast<NodeId>(i));
+  d.groups = static_cast<uint32_t>(config.GetInt("replication.groups"));
+  d.tick_ms = static_cast<int>(config.GetInt("replication.raft.tick_ms"));
+  d.election_ticks = static_cast<int>(config.GetInt("replication.raft.election_ticks"));
+  d.heartbeat_ticks = static_cast<int>(config.GetInt("replication.raft.heartbeat_ticks"));
+  if (d.heartbeat_ticks >= d.election_ticks) {
+    errors.push_back("replication.raft.heartbeat_ticks: must be below replication.raft.election_ticks (" +
+                     std::to_string(d.election_ticks) + ")");
+  }
+  d.preferred_leader = preferred < 0 ? kNoNode : static_cast<NodeId>(preferred);
+  d.seed = static_cast<uint64_t>(config.GetInt("replication.raft.seed"));
+  d.max_append_bytes = static_cast<size_t>(config.GetInt("replication.raft.max_append_bytes"));
+  d.max_inflight_appends = static_cast<size_t>(config.GetInt("replication.raft.max_inflight_appends"));
+  o.max_payload_bytes = static_cast<uint64_t>(config.GetInt("replication.max_payload_bytes"));
+  const auto uncommitted = static_cast<uint64_t>(config.GetInt("replication.raft.max_uncommitted_bytes"));
+  o.max_uncommitted_bytes = uncommitted;
+  // The replicator defers proposals at `uncommitted` (see ProposeOnRaft); the core's own,
+  // harder limit sits above it so the core refuses only in pathological cases.
+  d.max_uncommitted_bytes = static_cast<size_t>(2 * uncommitted + o.max_payload_bytes);
+  d.max_apply_bytes = static_cast<size_t>(std::max<uint64_t>(uncommitted, 4 << 20));
+  d.max_log_bytes = static_cast<uint64_t>(config.GetInt("replication.raft.max_log_bytes"));
+  d.stats_interval_ms = static_cast<int>(config.GetInt("replication.raft.stats_interval_ms"));
+  d.identity = "n" + std::to_string(node_id);
+  Result<FsyncPolicy> fsync = ParseFsyncPolicy(config.GetString("replication.raft.fsync"));
+  if (fsync.ok()) d.fsync = fsync.value();
+  o.planners = static_cast<uint32_t>(config.GetInt("replication.planners"));
+  o.disk_log = config.GetString("replication.raft.log") == "disk";
+  o.dir = config.GetString("replication.raft.dir");
+  if (o.disk_log && o.dir.empty()) errors.push_back("replication.raft.dir: required when replication.raft.log=disk");
+  o.segment_bytes = static_cast<uint64_t>(config.GetInt("replication.raft.segment_bytes"));
+  o.max_buffered_bytes = static_cast<uint64_t>(config.GetInt("replication.raft.max_buffered_bytes"));
+  o.send_buffer_messages = static_cast<int>(config.GetInt("replication.raft.send_buffer_messages"));
+  o.nng_transport = config.GetString("replication.raft.transport") == "nng";
+  if (!errors.empty()) {
+    std::string msg = "invalid raft config:";
+    for (const auto& e : errors) msg += "\n  " + e;
+    return Status::InvalidArgument(msg);
+  }
+  return o;
+}
+
+Result<std::unique_ptr<Replicator>> CreateRaftReplicator(const Config& config) {
+  Result<RaftReplicatorOptions> options = RaftOptionsFromConfig(config);
+  if (!options.ok()) return options.status();
+  return std::unique_ptr<Replicator>(std::make_unique<RaftReplicator>(std::move(options).value()));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Entry encoding
+
+std::string EncodeBatchEntry(const ReplicateMeta& meta, std::string_view payload) {
+  Writer w(payload.size() + 24);
+  w.PutU8(kBatchEntryVersion);
+  w.PutVarint(meta.planner);
+  w.PutVarint(meta.batch_id);
+  w.PutRaw(payload.data(), payload.size());
+  return w.Release();
+}
+
+Status DecodeBatchEntryHeader(std::string_view data, ReplicateMeta* meta, size_t* payload_offset) {
+  Reader r(data);
+  uint8_t version = 0;
+  uint64_t planner = 0, batch = 0;
+  r.GetU8(&version);
+  r.GetVarint(&planner);
+  r.GetVarint(&batch);
+  if (!r.ok() || version != kBatchEntryVersion || planner > UINT32_MAX) {
+    return Status::Corruption("malformed raft batch entry header");
+  }
+  meta->planner = static_cast<uint32_t>(planner);
+  meta->batch_id = batch;
+  *payload_offset = data.size() - r.remaining();
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+// RaftReplicator
+
+RaftReplicator::RaftReplicator(RaftReplicatorOptions options)
+    : options_(std::move(options)), identity_(options_.driver.identity) {
+  groups_.resize(options_.driver.groups);
+  views_.resize(options_.driver.groups);
+}
+
+RaftReplicator::~RaftReplicator() { Stop(); }
+
+Status RaftReplicator::Start() {
+  std::lock_guard<std::mutex> lock(lifecycle_mu_);
+  if (started_) return Status::InvalidArgument("raft replicator already started");
+  started_ = true;
+  const uint32_t ngroups = options_.driver.groups;
+  std::vector<std::unique_ptr<LogStorage>> storages;
+  for (uint32_t g = 0; g < ngroups; ++g) {
+    std::unique_ptr<LogStorage> storage;
+    if (options_.disk_log) {
+      DiskLogOptions dopt;
+      dopt.dir = options_.dir + "/group-" + std::to_string(g);
+      dopt.segment_bytes = options_.segment_bytes;
+      dopt.fsync = options_.driver.fsync;
+      dopt.identity = identity_ + " g" + std::to_string(g);
+      Result<std::unique_ptr<DiskLogStorage>> opened = DiskLogStorage::Open(dopt);
+      if (!opened.ok()) return opened.status();
+      storage = std::move(opened).value();
+    } else {
+      storage = std::make_unique<MemoryLogStorage>(/*retain_entries=*/false);
+    }
+    // Seed the stream positions from the recovered log (the driver never re-announces it).
+    PersistentState recovered = storage->Recovered();
+    Group& grp = groups_[g];
+    grp.log_starts_at_one = recovered.first_index == 1;
+    for (const Entry& e : recovered.entries) NotePersistedEntry(grp, e);
+    grp.last_persisted = recovered.first_index + recovered.entries.size() - 1;
+    PublishView(g);
+    storages.push_back(std::move(storage));
+  }
+  TransportOptions topt;
+  topt.self = options_.driver.node_id;
+  topt.addresses = options_.addresses;
+  topt.max_frame_bytes = options_.max_payload_bytes + options_.driver.max_append_bytes + (1 << 20);
+  topt.send_buffer_messages = options_.send_buffer_messages;
+  topt.identity = identity_;
+  std::unique_ptr<Transport> transport;
+  if (options_.nng_transport) {
+    transport = std::make_unique<NngTransport>(topt);
+  } else {
+    transport = std::make_unique<TcpTransport>(topt);
+  }
+  driver_ = std::make_unique<Driver>(options_.driver, std::move(storages), std::move(transport),
+                                     static_cast<DriverListener*>(this));
+  Logger("raft")->info("[{}] raft replicator: {} group(s), {} member(s), log={}, fsync={}, tick {} ms", identity_,
+                       ngroups, options_.addresses.size(), options_.disk_log ? "disk" : "memory",
+                       FsyncPolicyName(options_.driver.fsync), options_.driver.tick_ms);
+  return driver_->Start();
+}
+
+void RaftReplicator::Stop() {
+  std::lock_guard<std::mutex> lock(lifecycle_mu_);
+  if (stopped_) return;
+  stopped_ = true;
+  if (!driver_) return;
+  driver_->Stop();  // joins the raft thread: the group state is ours from here on
+  const Status aborted = Status::Aborted("raft replicator stopped");
+  for (Group& g : groups_) {
+    for (auto& [index, p] : g.pending) p.cb(p.meta, aborted);
+    g.pending.clear();
+    for (auto& [planner, s] : g.streams) {
+      for (auto& [batch, cb] : s.waiting) {
+        ReplicateMeta meta{static_cast<uint32_t>(&g - groups_.data()), planner, batch};
+        cb(meta, aborted, std::string());
+      }
+      s.waiting.clear();
+    }
+  }
+}
+
+Status RaftReplicator::CheckMeta(const ReplicateMeta& meta) const {
+  if (meta.group >= options_.driver.groups) {
+    return Status::InvalidArgument("group " + std::to_string(meta.group) + " >= replication.groups (" +
+                                   std::to_string(options_.driver.groups) + ")");
+  }
+  if (meta.planner >= options_.planners) {
+    return Status::InvalidArgument("planner " + std::to_string(meta.planner) + " >= replication.planners (" +
+                                   std::to_string(options_.planners) + ")");
+  }
+  return Status::Ok();
+}
+
+void RaftReplicator::ReplicateData(const ReplicateMeta& meta, std::string bytes, ReplicateCallback cb) {
+  if (Status st = CheckMeta(meta); !st.ok()) return cb(meta, st);
+  if (bytes.size() > options_.max_payload_bytes) {
+    return cb(meta, Status::InvalidArgument("payload of " + std::to_string(bytes.size()) +
+                                            " bytes exceeds replication.max_payload_bytes"));
+  }
+  if (!driver_) return cb(meta, Status::Aborted("raft replicator not started"));
+  // Encoded here, on the caller's thread, so the raft thread does not pay for the copy.
+  std::string data = EncodeBatchEntry(meta, bytes);
+  bytes.clear();
+  driver_->Submit(Driver::Lane::kProposal,
+                  [this, meta, data = std::move(data), cb = std::move(cb)](Status st) mutable -> bool {
+                    if (!st.ok()) {
+                      cb(meta, st);
+                      return true;
+                    }
+                    return ProposeOnRaft(meta, data, cb);
+                  });
+}
+
+bool RaftReplicator::ProposeOnRaft(const ReplicateMeta& meta, std::string& data, ReplicateCallback& cb) {
+  Group& g = groups_[meta.group];
+  Core& core = driver_->core(meta.group);
+  if (!LeaderReady(g) || core.role() != Role::kLeader || core.term() != g.term) {
+    const NodeId leader = core.leader();
+    cb(meta, Status::Unavailable(core.role() == Role::kLeader
+                                     ? std::string("raft leader not ready yet (its first entry has not committed)")
+                                     : leader == kNoNode ? std::string("not the raft leader; no leader known")
+                                                         : "not the raft leader; leader is member " +
+                                                               std::to_string(leader)));
+    return true;
+  }
+  Stream& s = g.streams[meta.planner];
+  if (meta.batch_id != s.log_next) {
+    cb(meta, Status::InvalidArgument("batch " + std::to_string(meta.batch_id) + " of stream (" +
+                                     std::to_string(meta.group) + "," + std::to_string(meta.planner) +
+                                     ") out of sequence: next is " + std::to_string(s.log_next)));
+    return true;
+  }
+  // Our own budget, below the core's hard limit: wait (the driver retries every iteration)
+  // instead of failing, so a burst of ReplicateData just queues.
+  if (g.pending_bytes > 0 && g.pending_bytes + data.size() > options_.max_uncommitted_bytes) return false;
+  const uint64_t size = data.size();
+  Result<Index> index = core.Propose(std::move(data));
+  if (!index.ok()) {
+    cb(meta, index.status());
+    return true;
+  }
+  g.pending.emplace(index.value(), Pending{meta, std::move(cb), core.term(), size});
+  g.pending_bytes += size;
+  s.log_next = meta.batch_id + 1;
+  g.unapplied[index.value()] = {meta.planner, meta.batch_id};
+  {
+    std::lock_guard<std::mutex> lock(view_mu_);
+    views_[meta.group].log_next[meta.planner] = s.log_next;
+  }
+  return true;
+}
+
+void RaftReplicator::ReceiveData(const ReplicateMeta& meta, ReceiveCallback cb) {
+  if (Status st = CheckMeta(meta); !st.ok()) return cb(meta, st, std::string());
+  if (!driver_) return cb(meta, Status::Aborted("raft replicator not started"), std::string());
+  driver_->Submit(Driver::Lane::kControl, [this, meta, cb = std::move(cb)](Status st) mutable -> bool {
+    if (!st.ok()) {
+      cb(meta, st, std::string());
+    } else {
+      ReceiveOnRaft(meta, cb);
+    }
+    return true;
+  });
+}
+
+void RaftReplicator::ReceiveOnRaft(const ReplicateMeta& meta, ReceiveCallback& cb) {
+  Group& g = groups_[meta.group];
+  Stream& s = g.streams[meta.planner];
+  auto it = s.buffered.find(meta.batch_id);
+  if (it != s.buffered.end()) {
+    std::string bytes = std::move(it->second);
+    g.buffered_bytes -= bytes.size();
+    // Anything older was skipped by the application: it will never be asked for.
+    s.buffered.erase(s.buffered.begin(), std::next(it));
+    MaybeUnpause(meta.group);
+    cb(meta, Status::Ok(), std::move(bytes));
+    return;
+  }
+  if (s.commit_started && meta.batch_id < s.commit_next) {
+    cb(meta,
+       Status::InvalidArgument("batch " + std::to_string(meta.batch_id) + " of stream (" +
+                               std::to_string(meta.group) + "," + std::to_string(meta.planner) +
+                               ") was already delivered, proposed by this member, or compacted away"),
+       std::string());
+    return;
+  }
+  if (s.waiting.count(meta.batch_id) > 0) {
+    cb(meta, Status::InvalidArgument("batch " + std::to_string(meta.batch_id) + " already requested"), std::string());
+    return;
+  }
+  s.waiting.emplace(meta.batch_id, std::move(cb));
+}
+
+Result<uint64_t> RaftReplicator::NextBatchId(uint32_t group, uint32_t planner) const {
+  if (Status st = CheckMeta(ReplicateMeta{group, planner, 0}); !st.ok()) return st;
+  std::lock_guard<std::mutex> lock(view_mu_);
+  const View& v = views_[group];
+  if (!v.status.leader_ready) {
+    return Status::Unavailable(v.status.role == Role::kLeader ? "raft leader not ready yet"
+                                                              : "not the raft leader of group " + std::to_string(group));
+  }
+  auto it = v.log_next.find(planner);
+  return it == v.log_next.end() ? 0 : it->second;
+}
+
+bool RaftReplicator::IsLeader(uint32_t group) const {
+  if (group >= views_.size()) return false;
+  std::lock_guard<std::mutex> lock(view_mu_);
+  return views_[group].status.leader_ready;
+}
+
+RaftGroupStatus RaftReplicator::GroupStatus(uint32_t group) const {
+  QR_CHECK_LT(group, views_.size());
+  std::lock_guard<std::mutex> lock(view_mu_);
+  return views_[group].status;
+}
+
+Status RaftReplicator::health() const { return driver_ ? driver_->health() : Status::Ok(); }
+
+void RaftReplicator::PublishView(uint32_t group) {
+  const Group& g = groups_[group];
+  std::lock_guard<std::mutex> lock(view_mu_);
+  View& v = views_[group];
+  v.status.role = g.role;
+  v.status.term = g.term;
+  v.status.leader_ready = LeaderReady(g);
+  v.status.duplicates_dropped = g.duplicates;
+  v.status.buffered_bytes = g.buffered_bytes;
+  v.log_next.clear();
+  for (const auto& [planner, s] : g.streams) v.log_next[planner] = s.log_next;
+}
+
+void RaftReplicator::NotePersistedEntry(Group& g, const Entry& e) {
+  if (e.data.empty()) return;  // a leader's no-op
+  ReplicateMeta meta;
+  size_t offset = 0;
+  if (!DecodeBatchEntryHeader(e.data, &meta, &offset).ok()) {
+    Logger("raft")->error("[{}] raft entry {} has a malformed batch header; ignored", identity_, e.index);
+    return;
+  }
+  g.unapplied[e.index] = {meta.planner, meta.batch_id};
+  Stream& s = g.streams[meta.planner];
+  s.log_next = std::max(s.log_next, meta.batch_id + 1);
+}
+
+void RaftReplicator::RecomputeLogNext(Group& g) {
+  for (auto& [planner, s] : g.streams) s.log_next = s.commit_started ? s.commit_next : 0;
+  for (const auto& [index, pb] : g.unapplied) {
+    Stream& s = g.streams[pb.first];
+    s.log_next = std::max(s.log_next, pb.second + 1);
+  }
+}
+
+void RaftReplicator::OnPersisted(uint32_t group, const std::vector<Entry>& entries) {
+  Group& g = groups_[group];
+  const Index first = entries.front().index;
+  if (first <= g.last_persisted) {
+    // A new leader overwrote our suffix from `first`.
+    g.unapplied.erase(g.unapplied.lower_bound(first), g.unapplied.end());
+    for (auto it = g.pending.lower_bound(first); it != g.pending.end();) {
+      it->second.cb(it->second.meta, Status::Unavailable("raft entry overwritten by a new leader"));
+      g.pending_bytes -= it->second.bytes;
+      it = g.pending.erase(it);
+    }
+    RecomputeLogNext(g);
+  }
+  for (const Entry& e : entries) NotePersistedEntry(g, e);
+  g.last_persisted = entries.back().index;
+  PublishView(group);
+}
+
+void RaftReplicator::OnCommitted(uint32_t group, std::vector<Entry>& committed) {
+  Group& g = groups_[group];
+  Core& core = driver_->core(group);
+  for (Entry& e : committed) {
+    g.unapplied.erase(g.unapplied.begin(), g.unapplied.upper_bound(e.index));
+    bool own = false;
+    while (!g.pending.empty() && g.pending.begin()->first <= e.index) {
+      auto it = g.pending.begin();
+      const Index index = it->first;
+      Pending p = std::move(it->second);
+      g.pending_bytes -= p.bytes;
+      g.pending.erase(it);
+      if (index == e.index && p.term == e.term) {
+        own = true;
+        p.cb(p.meta, Status::Ok());
+      } else {
+        p.cb(p.meta, Status::Unavailable("raft entry overwritten by a new leader"));
+      }
+    }
+    // A leader may take proposals once an entry of its own term committed: its log then
+    // holds every committed batch, so the stream positions in it are final.
+    if (core.role() == Role::kLeader && e.term == core.term()) g.ready_term = e.term;
+    if (e.data.empty()) continue;  // no-op
+    ReplicateMeta meta;
+    meta.group = group;
+    size_t offset = 0;
+    if (!DecodeBatchEntryHeader(e.data, &meta, &offset).ok()) continue;  // logged at persist
+    Stream& s = g.streams[meta.planner];
+    if (!s.commit_started) {
+      s.commit_started = true;
+      // A log restored after compaction starts mid-stream: take its first batch as the start.
+      s.commit_next = g.log_starts_at_one ? 0 : meta.batch_id;
+    }
+    if (meta.batch_id < s.commit_next) {
+      ++g.duplicates;  // the same batch committed again after a leader change
+      continue;
+    }
+    QR_CHECK(meta.batch_id == s.commit_next, "[%s] raft stream (%u,%u) gap: committed batch %llu, expected %llu",
+             identity_.c_str(), group, meta.planner, static_cast<unsigned long long>(meta.batch_id),
+             static_cast<unsigned long long>(s.commit_next));
+    s.commit_next = meta.batch_id + 1;
+    auto w = s.waiting.find(meta.batch_id);
+    if (w == s.waiting.end() && own) continue;  // the application has its own batch
+    e.data.erase(0, offset);                    // payload in place: no second buffer
+    if (w != s.waiting.end()) {
+      ReceiveCallback cb = std::move(w->second);
+      s.waiting.erase(w);
+      cb(meta, Status::Ok(), std::move(e.data));
+    } else {
+      g.buffered_bytes += e.data.size();
+      s.buffered.emplace(meta.batch_id, std::move(e.data));
+    }
+  }
+  if (g.buffered_bytes > options_.max_buffered_bytes) driver_->SetApplyPaused(group, true);
+  PublishView(group);
+}
+
+void RaftReplicator::MaybeUnpause(uint32_t group) {
+  if (groups_[group].buffered_bytes <= options_.max_buffered_bytes / 2) driver_->SetApplyPaused(group, false);
+}
+
+void RaftReplicator::OnRoleChanged(uint32_t group, Role role, Term term, NodeId leader) {
+  (void)leader;
+  Group& g = groups_[group];
+  if (role != Role::kLeader || term != g.term) {
+    // Leadership lost: our proposals may or may not commit under the new leader; the contract
+    // lets us fail them now (the application re-plans with NextBatchId).
+    for (auto& [index, p] : g.pending) {
+      p.cb(p.meta, Status::Unavailable("raft leadership lost before the batch committed"));
+    }
+    g.pending.clear();
+    g.pending_bytes = 0;
+  }
+  g.role = role;
+  g.term = term;
+  {
+    std::lock_guard<std::mutex> lock(view_mu_);
+    views_[group].status.leader = leader;
+  }
+  PublishView(group);
+}
+
+}  // namespace qrstore::replication::raft

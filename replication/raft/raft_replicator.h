@@ -1,0 +1,178 @@
+// RaftReplicator: the integrated replication backend (replication.backend: raft). Implements
+// the Replicator contract (replication/replication.h) with one Raft group per replication
+// group; every process hosts one member of every group (member i = node id i =
+// replication.raft.members[i]). Leaders are elected (replication.raft.preferred_leader wins
+// the first election of a fresh cluster); IsLeader(g) tells the application which role to play.
+//
+// Data flow. A log entry carries (planner, batch_id, bytes).
+//  - Leader: ReplicateData validates the stream position (batch id must be the stream's next
+//    in this member's log, else kInvalidArgument) and proposes on the raft thread. The callback
+//    fires OK once the entry is committed (a majority persisted it, the leader's own copy
+//    included, per the fsync policy), kUnavailable if leadership was lost before that or the
+//    entry was overwritten, kAborted on Stop. Proposals are refused (kUnavailable) until the
+//    new leader's first entry of its term committed; NextBatchId/IsLeader say when it may go.
+//  - Every member hands committed batches to ReceiveData per stream, in batch order, each
+//    once: re-committed duplicates are dropped, a gap is a bug (checked). Batches this member
+//    proposed itself as leader (the application already has them) are not buffered; all others
+//    wait in a per-group buffer until the application asks. The buffer is bounded
+//    (replication.raft.max_buffered_bytes): when full, the member pauses applying committed
+//    entries, and beyond the log budget refuses new entries from the leader (Raft retries), so
+//    an application that stops calling ReceiveData never makes the member grow without bound.
+//  - After a leader change NextBatchId(g, p) = 1 + the last batch of stream p in the new
+//    leader's log. The application should first drain, with ReceiveData, every batch below it
+//    that it has not seen (they were committed by earlier leaders).
+//
+// Restarts. With replication.raft.log=disk a member recovers its log and hard state from
+// replication.raft.dir/group-<g>/ and re-delivers every committed batch still in its log from
+// the start of the log (the application is in memory and starts empty); then it catches up
+// from the leader. With log=memory it rejoins empty and catches up from the leader's log (see
+// the safety caveat in log_storage.h). Logs are compacted to replication.raft.max_log_bytes;
+// there are no snapshots, so a member further behind than that cannot catch up (logged).
+//
+// Back-pressure. ReplicateData blocks its caller while DriverOptions::task_queue (4096)
+// proposals wait for the raft thread, and proposals wait (queued, not failed) while this
+// member's own uncommitted bytes exceed replication.raft.max_uncommitted_bytes. A leader whose
+// application leaves more than max_buffered_bytes of other members' batches unreceived pauses
+// applying, which also holds back its own ReplicateData callbacks: drain ReceiveData first.
+//
+// Threads. All methods may be called from any thread between Start and Stop (Start must have
+// returned before the first call). Work runs on the
+// driver's "raft" thread, and the transport's "raft-net" thread receives; callbacks run on the
+// raft thread (or on the caller's thread for immediate errors, or the stopping thread with
+// kAborted), never under a lock of this class.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "common/status.h"
+#include "replication/raft/driver.h"
+#include "replication/replication.h"
+
+namespace qrstore::replication::raft {
+
+// Adds replication.raft.* keys. The common replication.groups / replication.planners /
+// replication.max_payload_bytes keys come from replication/factory.h.
+void AddConfigKeys(ConfigSchema* schema);
+Result<std::unique_ptr<Replicator>> CreateRaftReplicator(const Config& config);
+
+struct RaftReplicatorOptions {
+  DriverOptions driver;
+  std::vector<std::string> addresses;  // host:port per member
+  uint32_t planners = 1;
+  bool disk_log = false;
+  std::string dir;                     // disk log root (group-<g>/ below it)
+  uint64_t segment_bytes = 64 << 20;
+  uint64_t max_buffered_bytes = 256ull << 20;  // per group, committed but not yet received
+  uint64_t max_payload_bytes = 64ull << 20;
+  // Own proposals in flight (bytes, per group) before ReplicateData waits; the core's hard
+  // limit (driver.max_uncommitted_bytes) must be well above it.
+  uint64_t max_uncommitted_bytes = 64ull << 20;
+  int send_buffer_messages = 128;
+  bool nng_transport = false;  // replication.raft.transport: tcp (default) | nng
+};
+
+// Reads and validates replication.* keys; every violation is listed, each naming its key.
+Result<RaftReplicatorOptions> RaftOptionsFromConfig(const Config& config);
+
+// Test and stats view of one group.
+struct RaftGroupStatus {
+  Role role = Role::kFollower;
+  Term term = 0;
+  NodeId leader = kNoNode;
+  bool leader_ready = false;  // leader and an entry of its term committed
+  uint64_t duplicates_dropped = 0;
+  uint64_t buffered_bytes = 0;
+};
+
+class RaftReplicator : public Replicator, private DriverListener {
+ public:
+  explicit RaftReplicator(RaftReplicatorOptions options);
+  ~RaftReplicator() override;
+
+  Status Start() override;
+  void Stop() override;
+  void ReplicateData(const ReplicateMeta& meta, std::string bytes, ReplicateCallback cb) override;
+  void ReceiveData(const ReplicateMeta& meta, ReceiveCallback cb) override;
+  Result<uint64_t> NextBatchId(uint32_t group, uint32_t planner) const override;
+  bool IsLeader(uint32_t group) const override;
+  std::string Name() const override { return "raft"; }
+
+  RaftGroupStatus GroupStatus(uint32_t group) const;
+  // OK, or the storage failure that stopped the driver.
+  Status health() const;
+
+ private:
+  struct Pending {
+    ReplicateMeta meta;
+    ReplicateCallback cb;
+    Term term = 0;
+    uint64_t bytes = 0;
+  };
+  struct Stream {
+    uint64_t log_next = 0;     // 1 + last batch in this member's log (proposals included)
+    bool commit_started = false;
+    uint64_t commit_next = 0;  // 1 + last batch committed and applied here
+    std::map<uint64_t, std::string> buffered;        // committed, not yet asked for
+    std::map<uint64_t, ReceiveCallback> waiting;     // asked for, not yet committed
+  };
+  struct Group {
+    std::map<uint32_t, Stream> streams;  // by planner (ordered: deterministic iteration)
+    std::map<Index, Pending> pending;    // leader: own proposals awaiting commit, by index
+    uint64_t pending_bytes = 0;
+    // Entries persisted but not yet applied: (planner, batch) by index, to recompute
+    // log_next when a new leader truncates this member's log.
+    std::map<Index, std::pair<uint32_t, uint64_t>> unapplied;
+    Index last_persisted = 0;
+    bool log_starts_at_one = true;
+    Role role = Role::kFollower;
+    Term term = 0;
+    Term ready_term = 0;  // term of the last entry committed while this member led
+    uint64_t buffered_bytes = 0;
+    uint64_t duplicates = 0;
+  };
+  // What other threads may read (NextBatchId, IsLeader, GroupStatus), under view_mu_.
+  struct View {
+    RaftGroupStatus status;
+    std::map<uint32_t, uint64_t> log_next;
+  };
+
+  // DriverListener (raft thread).
+  void OnPersisted(uint32_t group, const std::vector<Entry>& entries) override;
+  void OnCommitted(uint32_t group, std::vector<Entry>& committed) override;
+  void OnRoleChanged(uint32_t group, Role role, Term term, NodeId leader) override;
+
+  // Raft thread.
+  bool ProposeOnRaft(const ReplicateMeta& meta, std::string& data, ReplicateCallback& cb);
+  void ReceiveOnRaft(const ReplicateMeta& meta, ReceiveCallback& cb);
+  void NotePersistedEntry(Group& g, const Entry& e);
+  void RecomputeLogNext(Group& g);
+  void MaybeUnpause(uint32_t group);
+  void PublishView(uint32_t group);
+  static bool LeaderReady(const Group& g) { return g.role == Role::kLeader && g.ready_term == g.term && g.term > 0; }
+  Status CheckMeta(const ReplicateMeta& meta) const;
+
+  const RaftReplicatorOptions options_;
+  const std::string identity_;
+  std::unique_ptr<Driver> driver_;
+  std::vector<Group> groups_;  // raft thread only while running
+
+  mutable std::mutex view_mu_;
+  std::vector<View> views_;  // guarded by view_mu_
+
+  std::mutex lifecycle_mu_;  // serializes Start/Stop
+  bool started_ = false;
+  bool stopped_ = false;
+};
+
+// Entry data layout: u8 version (1) | varint planner | varint batch_id | payload bytes.
+std::string EncodeBatchEntry(const ReplicateMeta& meta, std::string_view payload);
+// Fills meta.planner/batch_id and the payload's offset in `data`. kCorruption if malformed.
+Status DecodeBatchEntryHeader(std::string_view data, ReplicateMeta* meta, size_t* payload_offset);
+
+}  // namespace qrstore::replication::raft

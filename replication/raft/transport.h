@@ -1,0 +1,139 @@
+// Raft transport: moves raft::Message values between the members of the Raft groups hosted by
+// this process, one transport per process shared by every group (Message.group routes them).
+//
+// Framing. Every message travels as one frame: a 24-byte header {magic "QRRF", version,
+// reserved, payload length, checksum = Hash64(payload)} followed by the payload encoded with
+// message_codec. ParseFrame rejects foreign bytes (bad magic/version), truncation, oversized
+// lengths and checksum mismatches before the payload is decoded, so a corrupt or hostile peer
+// can neither crash the node nor make it allocate unbounded memory.
+//
+// NngTransport. One nng PULL socket listens on this member's address; one nng PUSH socket per
+// peer dials that peer's address (non-blocking dial, nng reconnects on its own when the peer
+// comes and goes). PUSH keeps a bounded per-peer send buffer; Send() never blocks: when the
+// buffer of a dead or slow peer is full the message is dropped and counted (Raft retries).
+// One named thread ("raft-net") receives, checks the frame, decodes, and hands the Message to
+// the handler, which must only enqueue (it wakes every 50 ms to check its stop flag). Bad
+// input is logged at most once per second. Another
+// ("raft-send") encodes, frames and hands queued messages to nng, so the raft thread never
+// spends its time checksumming multi-MB appends.
+//
+// Thread-safety: Start/Stop from the owner's thread; Send from any thread (the raft driver
+// thread in practice); counters readable from any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "common/thread.h"
+#include "replication/raft/core.h"
+
+namespace qrstore::replication::raft {
+
+constexpr uint32_t kFrameMagic = 0x46525251;  // "QRRF" little-endian
+constexpr uint16_t kFrameVersion = 1;
+constexpr size_t kFrameHeaderBytes = 24;
+
+// Writes the header for `payload` into out[0, kFrameHeaderBytes).
+void WriteFrameHeader(std::string_view payload, char* out);
+// Header + payload as one string (tests and small messages).
+std::string FrameBytes(std::string_view payload);
+// A parsed frame header: payload length (already checked against the limit) and checksum.
+struct FrameHeader {
+  uint32_t length = 0;
+  uint64_t checksum = 0;
+};
+// For stream transports: parses the first kFrameHeaderBytes of `header` (kCorruption if
+// foreign, of another version, or longer than max_payload_bytes), before the payload is read.
+Result<FrameHeader> ParseFrameHeader(std::string_view header, size_t max_payload_bytes);
+// Checks a payload against its header (length and checksum).
+Status CheckFramePayload(const FrameHeader& header, std::string_view payload);
+// The payload of a whole frame, or kCorruption naming what is wrong. The view points into
+// `frame`. Frames whose declared payload exceeds max_payload_bytes are rejected unread.
+Result<std::string_view> ParseFrame(std::string_view frame, size_t max_payload_bytes);
+
+// Abstract so the driver can be tested with an in-process fake.
+class Transport {
+ public:
+  // Runs on the transport's receive thread: must only hand the message over (enqueue).
+  using Handler = std::function<void(Message&& message)>;
+  virtual ~Transport() = default;
+  virtual Status Start(Handler handler) = 0;
+  // Never blocks; drops (and counts) when the send queue or the peer's buffer is full, or the
+  // peer is unknown. Takes the message by value so callers can move it (no payload copy).
+  virtual void Send(Message message) = 0;
+  // Idempotent. After it returns the handler is never called again.
+  virtual void Stop() = 0;
+};
+
+struct TransportOptions {
+  NodeId self = 0;
+  // addresses[i] = "host:port" of member i (node id i). addresses[self] is listened on.
+  std::vector<std::string> addresses;
+  size_t max_frame_bytes = 64 << 20;  // larger than any AppendRequest (max_append_bytes + slack)
+  int send_buffer_messages = 128;     // per peer, inside nng; full -> drop
+  size_t send_queue_messages = 65536; // before encoding, all peers; full -> drop
+  uint64_t send_queue_bytes = 256ull << 20;
+  int reconnect_min_ms = 10;
+  int reconnect_max_ms = 200;
+  std::string identity;  // log prefix, e.g. "n1"
+};
+
+struct TransportCounters {
+  std::atomic<uint64_t> sent{0};
+  std::atomic<uint64_t> send_dropped{0};
+  std::atomic<uint64_t> received{0};
+  std::atomic<uint64_t> rejected{0};  // bad frame, undecodable, or not addressed to us
+};
+
+class NngTransport : public Transport {
+ public:
+  explicit NngTransport(TransportOptions options);
+  ~NngTransport() override;
+  NngTransport(const NngTransport&) = delete;
+  NngTransport& operator=(const NngTransport&) = delete;
+
+  Status Start(Handler handler) override;
+  void Send(Message message) override;
+  void Stop() override;
+  const TransportCounters& counters() const { return counters_; }
+
+ private:
+  void ReceiveLoop();
+  void SendLoop();
+  void SendNow(const Message& message);  // encode, frame, hand to nng (raft-send thread)
+  void Reject(const std::string& why);  // counts, logs at most once per second
+
+  const TransportOptions options_;
+  Handler handler_;
+  struct Sockets;
+  std::unique_ptr<Sockets> sockets_;  // nng handles (kept out of this header)
+  NamedThread receiver_;
+  std::atomic<bool> receive_stop_{false};
+  NamedThread sender_;
+  // Send queue between the raft thread and "raft-send" (encoding and checksumming large
+  // appends off the raft thread keeps its loop, and so heartbeats, responsive).
+  std::mutex send_mu_;
+  std::condition_variable send_cv_;
+  std::deque<std::pair<Message, uint64_t>> send_queue_;  // guarded by send_mu_ (with bytes)
+  uint64_t send_queue_bytes_ = 0;                        // guarded by send_mu_
+  bool send_closed_ = false;                             // guarded by send_mu_
+  bool started_ = false;
+  bool stopped_ = false;
+  TransportCounters counters_;
+  std::atomic<int64_t> last_reject_log_ms_{0};
+  std::atomic<uint64_t> rejects_since_log_{0};
+};
+
+// "127.0.0.1:7000" -> "tcp://127.0.0.1:7000"; kInvalidArgument for malformed input.
+Result<std::string> ToNngUrl(const std::string& host_port);
+
+}  // namespace qrstore::replication::raft

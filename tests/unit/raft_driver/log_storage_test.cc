@@ -1,0 +1,258 @@
+// Raft log storage: memory and disk round trips, truncation on conflict, segment rolling and
+// compaction, torn/corrupt tail recovery, hard state atomicity rules and sync accounting.
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <catch2/catch.hpp>
+
+#include "replication/raft/log_storage.h"
+
+namespace qrstore::replication::raft {
+namespace {
+namespace fs = std::filesystem;
+
+std::vector<Entry> Entries(Index from, Index to, Term term, size_t size = 100) {
+  std::vector<Entry> out;
+  for (Index i = from; i <= to; ++i) {
+    out.push_back(Entry{term, i, std::string(size, static_cast<char>('a' + i % 26)) + std::to_string(i)});
+  }
+  return out;
+}
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "qrstore-raftlog-XXXXXX").string();
+    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+std::unique_ptr<DiskLogStorage> OpenDisk(const std::string& dir, uint64_t segment_bytes = 1 << 20,
+                                         FsyncPolicy fsync = FsyncPolicy::kBatch) {
+  DiskLogOptions o;
+  o.dir = dir;
+  o.segment_bytes = segment_bytes;
+  o.fsync = fsync;
+  auto r = DiskLogStorage::Open(o);
+  REQUIRE(r.ok());
+  return std::move(r).value();
+}
+
+std::vector<fs::path> Segments(const std::string& dir) {
+  std::vector<fs::path> out;
+  for (const auto& de : fs::directory_iterator(dir)) {
+    if (de.path().filename().string().rfind("seg-", 0) == 0) out.push_back(de.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST_CASE("raft memory log: append, conflict truncation, compaction", "[raft_driver][log]") {
+  MemoryLogStorage log(/*retain_entries=*/true);
+  REQUIRE(log.last_index() == 0);
+  REQUIRE(log.Append(Entries(1, 10, 1)).ok());
+  REQUIRE(log.last_index() == 10);
+  // A new leader overwrites 6..: the stored suffix is replaced.
+  REQUIRE(log.Append(Entries(6, 8, 2)).ok());
+  REQUIRE(log.last_index() == 8);
+  REQUIRE(log.entries()[5] == Entries(6, 6, 2)[0]);
+  // Gaps are a caller bug, reported.
+  REQUIRE(log.Append(Entries(12, 12, 2)).code() == StatusCode::kInternal);
+  REQUIRE(log.SaveHardState({2, 1, 7}).ok());
+  REQUIRE(log.Compact(4).ok());
+  PersistentState st = log.Recovered();
+  REQUIRE(st.first_index == 5);
+  REQUIRE(st.prev_term == 1);
+  REQUIRE(st.entries.size() == 4);
+  REQUIRE(st.hard == HardState{2, 1, 7});
+  REQUIRE(log.Append(Entries(3, 3, 2)).code() == StatusCode::kInternal);  // below the compaction point
+}
+
+TEST_CASE("raft memory log without retention tracks indexes only", "[raft_driver][log]") {
+  MemoryLogStorage log(/*retain_entries=*/false);
+  REQUIRE(log.Append(Entries(1, 5, 1)).ok());
+  REQUIRE(log.last_index() == 5);
+  REQUIRE(log.Recovered().entries.empty());
+}
+
+TEST_CASE("raft disk log: entries and hard state survive a reopen", "[raft_driver][log]") {
+  TempDir dir;
+  {
+    auto log = OpenDisk(dir.path);
+    REQUIRE(log->Recovered().entries.empty());
+    REQUIRE(log->Append(Entries(1, 50, 1)).ok());
+    REQUIRE(log->Append(Entries(51, 60, 2)).ok());
+    REQUIRE(log->SaveHardState({2, 0, 55}).ok());
+    REQUIRE(log->Sync().ok());
+  }
+  auto log = OpenDisk(dir.path);
+  PersistentState st = log->Recovered();
+  REQUIRE(st.first_index == 1);
+  REQUIRE(st.entries.size() == 60);
+  auto expected = Entries(1, 50, 1);
+  auto more = Entries(51, 60, 2);
+  expected.insert(expected.end(), more.begin(), more.end());
+  REQUIRE(st.entries == expected);
+  REQUIRE(st.hard == HardState{2, 0, 55});
+  REQUIRE(log->recovered_truncated_bytes() == 0);
+  // And it keeps appending where it left off.
+  REQUIRE(log->Append(Entries(61, 61, 2)).ok());
+  REQUIRE(log->last_index() == 61);
+}
+
+TEST_CASE("raft disk log: truncation on conflict, across segments, survives a reopen", "[raft_driver][log]") {
+  TempDir dir;
+  {
+    auto log = OpenDisk(dir.path, /*segment_bytes=*/2000);  // ~15 entries per segment
+    REQUIRE(log->Append(Entries(1, 100, 1)).ok());
+    REQUIRE(Segments(dir.path).size() > 3);
+    REQUIRE(log->Append(Entries(30, 35, 3)).ok());  // drops 30..100, later segments deleted
+    REQUIRE(log->last_index() == 35);
+    REQUIRE(log->Sync().ok());
+  }
+  auto log = OpenDisk(dir.path, 2000);
+  PersistentState st = log->Recovered();
+  REQUIRE(st.entries.size() == 35);
+  REQUIRE(st.entries[28] == Entries(29, 29, 1)[0]);
+  REQUIRE(st.entries[29] == Entries(30, 30, 3)[0]);
+  REQUIRE(st.entries.back() == Entries(35, 35, 3)[0]);
+}
+
+TEST_CASE("raft disk log: compaction drops whole segments and keeps prev_term", "[raft_driver][log]") {
+  TempDir dir;
+  {
+    auto log = OpenDisk(dir.path, 2000);
+    REQUIRE(log->Append(Entries(1, 40, 1)).ok());
+    REQUIRE(log->Append(Entries(41, 100, 2)).ok());
+    const size_t before = Segments(dir.path).size();
+    REQUIRE(log->Compact(60).ok());
+    REQUIRE(Segments(dir.path).size() < before);
+    REQUIRE(log->first_index() > 1);
+    REQUIRE(log->first_index() <= 61);  // never beyond what was asked
+    REQUIRE(log->Sync().ok());
+  }
+  auto log = OpenDisk(dir.path, 2000);
+  PersistentState st = log->Recovered();
+  REQUIRE(st.first_index > 1);
+  REQUIRE(st.first_index + st.entries.size() - 1 == 100);
+  REQUIRE(st.prev_term == (st.first_index - 1 <= 40 ? 1u : 2u));
+  REQUIRE(st.entries.front().index == st.first_index);
+}
+
+TEST_CASE("raft disk log: a torn tail is truncated at restart", "[raft_driver][log]") {
+  TempDir dir;
+  {
+    auto log = OpenDisk(dir.path);
+    REQUIRE(log->Append(Entries(1, 20, 1)).ok());
+    REQUIRE(log->Sync().ok());
+  }
+  const fs::path seg = Segments(dir.path).back();
+  const auto size = fs::file_size(seg);
+  for (uint64_t chop : {1u, 50u, 110u}) {
+    INFO("chop " << chop);
+    fs::resize_file(seg, size - chop);  // a crash in the middle of the last record(s)
+    auto log = OpenDisk(dir.path);
+    REQUIRE(log->recovered_truncated_bytes() > 0);
+    const Index last = log->last_index();
+    REQUIRE(last < 20);
+    REQUIRE(log->Recovered().entries == Entries(1, last, 1));
+    REQUIRE(log->Append(Entries(last + 1, 20, 1)).ok());  // and the log is writable again
+    REQUIRE(log->Sync().ok());
+    REQUIRE(log->last_index() == 20);
+  }
+  auto log = OpenDisk(dir.path);
+  REQUIRE(log->recovered_truncated_bytes() == 0);
+  REQUIRE(log->Recovered().entries == Entries(1, 20, 1));
+}
+
+TEST_CASE("raft disk log: a corrupt record ends the log there", "[raft_driver][log]") {
+  TempDir dir;
+  {
+    auto log = OpenDisk(dir.path, 2000);
+    REQUIRE(log->Append(Entries(1, 60, 1)).ok());
+    REQUIRE(log->Sync().ok());
+  }
+  auto segs = Segments(dir.path);
+  REQUIRE(segs.size() >= 3);
+  {
+    // Flip one payload byte in the middle of the second segment.
+    std::fstream f(segs[1], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(segs[1]) / 2));
+    char c;
+    f.seekg(f.tellp());
+    f.read(&c, 1);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(segs[1]) / 2));
+    c ^= 0x5a;
+    f.write(&c, 1);
+  }
+  auto log = OpenDisk(dir.path, 2000);
+  REQUIRE(log->recovered_truncated_bytes() > 0);
+  const Index last = log->last_index();
+  REQUIRE(last >= 1);
+  REQUIRE(last < 60);
+  REQUIRE(log->Recovered().entries == Entries(1, last, 1));
+  REQUIRE(Segments(dir.path).size() == 2);  // everything after the corrupt point is gone
+}
+
+TEST_CASE("raft disk log: hard state is rewritten only on term or vote change and damage is an error", "[raft_driver][log]") {
+  TempDir dir;
+  {
+    auto log = OpenDisk(dir.path);
+    REQUIRE(log->SaveHardState({1, 2, 0}).ok());
+    REQUIRE(log->Sync().ok());
+    const uint64_t syncs = log->syncs();
+    REQUIRE(log->SaveHardState({1, 2, 5}).ok());  // commit only: no file write
+    REQUIRE(log->Sync().ok());
+    REQUIRE(log->syncs() == syncs);  // nothing was dirty
+    REQUIRE(log->SaveHardState({3, kNoNode, 5}).ok());
+    REQUIRE(log->Sync().ok());
+    REQUIRE(log->syncs() > syncs);  // the rename made the directory dirty
+  }
+  {
+    auto log = OpenDisk(dir.path);
+    REQUIRE(log->Recovered().hard.term == 3);
+    REQUIRE(log->Recovered().hard.voted_for == kNoNode);
+    REQUIRE(log->Recovered().hard.commit == 0);  // clamped: the log is empty
+  }
+  {
+    std::ofstream f(dir.path + "/hardstate", std::ios::binary | std::ios::trunc);
+    f << "garbage";
+  }
+  DiskLogOptions o;
+  o.dir = dir.path;
+  REQUIRE(DiskLogStorage::Open(o).status().code() == StatusCode::kCorruption);
+}
+
+TEST_CASE("raft disk log: Sync syncs only what was written", "[raft_driver][log]") {
+  TempDir dir;
+  auto log = OpenDisk(dir.path);
+  const uint64_t s0 = log->syncs();
+  REQUIRE(log->Sync().ok());
+  REQUIRE(log->syncs() == s0);
+  REQUIRE(log->Append(Entries(1, 3, 1)).ok());
+  REQUIRE(log->Sync().ok());
+  REQUIRE(log->syncs() > s0);  // segment data (+ the new file's directory entry)
+  const uint64_t s1 = log->syncs();
+  REQUIRE(log->Append(Entries(4, 4, 1)).ok());
+  REQUIRE(log->Sync().ok());
+  REQUIRE(log->syncs() == s1 + 1);  // data only
+}
+
+TEST_CASE("raft fsync policy names", "[raft_driver][log]") {
+  REQUIRE(ParseFsyncPolicy("always").value() == FsyncPolicy::kAlways);
+  REQUIRE(ParseFsyncPolicy("batch").value() == FsyncPolicy::kBatch);
+  REQUIRE(ParseFsyncPolicy("never").value() == FsyncPolicy::kNever);
+  REQUIRE(!ParseFsyncPolicy("sometimes").ok());
+  REQUIRE(std::string(FsyncPolicyName(FsyncPolicy::kBatch)) == "batch");
+}
+
+}  // namespace
+}  // namespace qrstore::replication::raft
