@@ -1,0 +1,88 @@
+// The ZooKeeper backend's znode layout and on-znode encodings: pure functions, no I/O, no
+// threads (unit-tested in tests/unit/zookeeper/zk_layout_test.cc).
+//
+// Layout under the configured root R (one stream per (group, planner)):
+//   R/g<group>/p<planner>                       the stream node (no data)
+//   R/g<group>/p<planner>/b<id:20 digits>       batch marker: header + chunk 0, written LAST
+//   R/g<group>/p<planner>/c<id:20 digits>-<k:6> chunk k >= 1 of batch id (only when chunked)
+//   R/consumers/<follower-id>                   one follower's progress over all its streams
+// Zero-padded ids make lexicographic order of child names equal numeric order.
+//
+// A reader never sees a partial batch: the leader creates every extra chunk of a batch and
+// waits for ZooKeeper to acknowledge them before it creates the marker, and the marker names
+// the chunk count, total length and a hash of the whole payload. Markers of one stream are
+// created in batch-id order through one session (FIFO), so a valid marker b+1 always has a
+// larger creation zxid than marker b; followers use that to detect a stale marker left by a
+// crashed leader beyond a gap (see zk_replicator.cc).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace qrstore::replication::zookeeper {
+
+// ZooKeeper rejects (by dropping the connection) znodes around 1 MB (jute.maxbuffer =
+// 1,048,575 bytes including request overhead); a chunk plus the marker header must stay below.
+inline constexpr uint64_t kMaxChunkBytes = 1000000;
+inline constexpr size_t kMarkerHeaderBytes = 4 + 1 + 8 + 4 + 4 + 8;
+
+// Paths. `root` is absolute, without a trailing slash (validated by ValidateRoot).
+std::string StreamPath(const std::string& root, uint32_t group, uint32_t planner);
+std::string GroupPath(const std::string& root, uint32_t group);
+std::string MarkerName(uint64_t batch_id);
+std::string ChunkName(uint64_t batch_id, uint32_t chunk);
+std::string ConsumersPath(const std::string& root);
+std::string ConsumerPath(const std::string& root, const std::string& follower_id);
+// Every ancestor of `path` and `path` itself, shortest first: "/a/b" -> {"/a", "/a/b"}.
+std::vector<std::string> PathPrefixes(const std::string& path);
+
+Status ValidateRoot(const std::string& root);
+// Follower ids become znode names: [A-Za-z0-9._-], 1..128 chars.
+Status ValidateFollowerId(const std::string& id);
+
+// A child name of a stream node, parsed. Names that are neither are ignored by the backend.
+struct ChildName {
+  enum class Kind { kMarker, kChunk } kind = Kind::kMarker;
+  uint64_t batch_id = 0;
+  uint32_t chunk = 0;  // kChunk only; >= 1
+};
+std::optional<ChildName> ParseChildName(std::string_view name);
+
+// Chunking: a payload of `size` bytes is cut into NumChunks pieces of chunk_bytes (the last
+// may be shorter); an empty payload is one empty chunk (held by the marker).
+uint32_t NumChunks(uint64_t size, uint64_t chunk_bytes);
+struct ByteRange {
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+ByteRange ChunkRange(uint64_t size, uint64_t chunk_bytes, uint32_t chunk);
+
+// The marker: header, then chunk 0's bytes inline (so a batch up to chunk_bytes costs one
+// create).
+struct MarkerHeader {
+  uint64_t total_bytes = 0;
+  uint32_t chunk_bytes = 0;
+  uint32_t num_chunks = 0;
+  uint64_t payload_hash = 0;  // Hash64 of the whole payload
+};
+std::string EncodeMarker(const MarkerHeader& header, std::string_view chunk0);
+// Validates magic, version and that the header is self-consistent with the inline bytes.
+Status DecodeMarker(std::string_view bytes, MarkerHeader* header, std::string_view* chunk0);
+MarkerHeader MakeMarkerHeader(std::string_view payload, uint64_t chunk_bytes);
+
+// A follower's progress: for each stream, the next batch id it needs (= batches consumed).
+struct StreamProgress {
+  uint32_t group = 0;
+  uint32_t planner = 0;
+  uint64_t next_batch_id = 0;
+  bool operator==(const StreamProgress&) const = default;
+};
+std::string EncodeProgress(const std::vector<StreamProgress>& progress);
+Status DecodeProgress(std::string_view bytes, std::vector<StreamProgress>* progress);
+
+}  // namespace qrstore::replication::zookeeper

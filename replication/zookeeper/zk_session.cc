@@ -1,0 +1,269 @@
+#include "replication/zookeeper/zk_session.h"
+
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+
+#include "common/clock.h"
+#include "common/logging.h"
+
+namespace qrstore::replication::zookeeper {
+
+// Heap-allocated per asynchronous request; its completion (called once, with ZCLOSING at the
+// latest when the handle closes) pushes the event and frees it. ZkSession::Close frees the
+// ones libzookeeper never completes (see ZkPendingSet).
+struct ZkPending {
+  Inbox* inbox;
+  ZkPendingSet* set;
+  OpTag tag;
+};
+
+namespace {
+
+void Deliver(const void* data, int rc, ZkEvent ev) {
+  auto* p = static_cast<ZkPending*>(const_cast<void*>(data));
+  {
+    std::lock_guard<std::mutex> lock(p->set->mu);
+    p->set->items.erase(p);
+  }
+  ev.kind = ZkEvent::Kind::kCompletion;
+  ev.rc = rc;
+  ev.op = std::move(p->tag);
+  Inbox* inbox = p->inbox;
+  delete p;
+  inbox->Push(std::move(ev));
+}
+
+void StringCompletion(int rc, const char* /*value*/, const void* data) { Deliver(data, rc, ZkEvent{}); }
+
+void StatCompletion(int rc, const struct Stat* stat, const void* data) {
+  ZkEvent ev;
+  if (rc == ZOK && stat != nullptr) ev.czxid = stat->czxid;
+  Deliver(data, rc, std::move(ev));
+}
+
+void DataCompletion(int rc, const char* value, int value_len, const struct Stat* stat, const void* data) {
+  ZkEvent ev;
+  if (rc == ZOK) {
+    if (value != nullptr && value_len > 0) ev.data.assign(value, static_cast<size_t>(value_len));
+    if (stat != nullptr) ev.czxid = stat->czxid;
+  }
+  Deliver(data, rc, std::move(ev));
+}
+
+void VoidCompletion(int rc, const void* data) { Deliver(data, rc, ZkEvent{}); }
+
+void StringsCompletion(int rc, const struct String_vector* strings, const void* data) {
+  ZkEvent ev;
+  if (rc == ZOK && strings != nullptr) {
+    ev.children.reserve(static_cast<size_t>(strings->count));
+    for (int32_t i = 0; i < strings->count; ++i) ev.children.emplace_back(strings->data[i]);
+  }
+  Deliver(data, rc, std::move(ev));
+}
+
+// The C client reports every refused connection attempt as an error; the backend logs the
+// disconnects that matter itself, so the client's own lines are debug output.
+void ClientLog(const char* message) { Logger("zk-client")->debug("{}", message); }
+
+}  // namespace
+
+void Inbox::Push(ZkEvent event) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    events_.push_back(std::move(event));
+    if (events_.size() > high_water_) high_water_ = events_.size();
+  }
+  cv_.notify_one();
+}
+
+void Inbox::Wake() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    woken_ = true;
+  }
+  cv_.notify_one();
+}
+
+void Inbox::WaitAndTake(std::deque<ZkEvent>* out, int64_t deadline_nanos) {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (events_.empty() && !woken_) {
+    int64_t left = deadline_nanos - NowNanos();
+    if (left <= 0) break;
+    cv_.wait_for(lock, std::chrono::nanoseconds(left));
+  }
+  woken_ = false;
+  while (!events_.empty()) {
+    out->push_back(std::move(events_.front()));
+    events_.pop_front();
+  }
+}
+
+size_t Inbox::high_water() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return high_water_;
+}
+
+struct ZkWatchCtx {
+  Inbox* inbox;
+  uint64_t generation;
+};
+
+namespace {
+// Global and node watcher: runs on the C client's completion thread; copies and pushes.
+void SessionWatcher(zhandle_t* /*zh*/, int type, int state, const char* path, void* ctx) {
+  auto* w = static_cast<ZkWatchCtx*>(ctx);
+  if (w == nullptr) return;
+  ZkEvent ev;
+  ev.kind = type == ZOO_SESSION_EVENT ? ZkEvent::Kind::kSession : ZkEvent::Kind::kWatch;
+  ev.generation = w->generation;
+  ev.type = type;
+  ev.state = state;
+  if (path != nullptr) ev.path = path;
+  w->inbox->Push(std::move(ev));
+}
+}  // namespace
+
+Status ZkSession::Open(const std::string& hosts, int session_timeout_ms) {
+  QR_CHECK(zh_ == nullptr, "ZkSession::Open on an open session");
+  static std::once_flag log_level_once;
+  // The C client's log level is process-global; warnings and errors are enough (connection
+  // losses are counted and logged by the backend itself).
+  std::call_once(log_level_once, [] { zoo_set_debug_level(ZOO_LOG_LEVEL_WARN); });
+  ++generation_;
+  auto* ctx = new ZkWatchCtx{inbox_, generation_};
+  zhandle_t* zh = zookeeper_init2(hosts.c_str(), SessionWatcher, session_timeout_ms, nullptr, ctx, 0, ClientLog);
+  if (zh == nullptr) {
+    int err = errno;
+    delete ctx;
+    return Status::InvalidArgument("zookeeper_init('" + hosts + "') failed: " + std::string(strerror(err)) +
+                                   " (is replication.zookeeper.hosts a host:port[,host:port] list?)");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  zh_ = zh;
+  watch_ctx_ = ctx;
+  return Status::Ok();
+}
+
+void ZkSession::Close() {
+  zhandle_t* zh;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    zh = zh_;
+    zh_ = nullptr;
+  }
+  if (zh == nullptr) return;
+  // Joins the C client's threads; outstanding completions run (ZCLOSING) before return, so the
+  // watch context and any request context the library dropped can be freed afterwards.
+  zookeeper_close(zh);
+  delete watch_ctx_;
+  watch_ctx_ = nullptr;
+  std::set<void*> dropped;
+  {
+    std::lock_guard<std::mutex> lock(pending_.mu);
+    dropped.swap(pending_.items);
+  }
+  for (void* p : dropped) delete static_cast<ZkPending*>(p);
+}
+
+bool ZkSession::ClientId(clientid_t* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (zh_ == nullptr || zoo_state(zh_) != ZOO_CONNECTED_STATE) return false;
+  const clientid_t* id = zoo_client_id(zh_);
+  if (id == nullptr) return false;
+  *out = *id;
+  return true;
+}
+
+std::string ZkSession::CurrentServer() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (zh_ == nullptr) return "";
+  const char* s = zoo_get_current_server(zh_);
+  return s == nullptr ? "" : std::string(s);
+}
+
+ZkPending* ZkSession::NewPending(OpTag tag) {
+  auto* p = new ZkPending{inbox_, &pending_, std::move(tag)};
+  std::lock_guard<std::mutex> lock(pending_.mu);
+  pending_.items.insert(p);
+  return p;
+}
+
+void ZkSession::Refused(int rc, ZkPending* p) {
+  OpTag t = std::move(p->tag);
+  {
+    std::lock_guard<std::mutex> lock(pending_.mu);
+    pending_.items.erase(p);
+  }
+  delete p;
+  Refused(rc, std::move(t));
+}
+
+void ZkSession::Refused(int rc, OpTag tag) {
+  ZkEvent ev;
+  ev.kind = ZkEvent::Kind::kCompletion;
+  ev.rc = rc;
+  ev.op = std::move(tag);
+  inbox_->Push(std::move(ev));
+}
+
+void ZkSession::Create(const std::string& path, std::string_view data, OpTag tag) {
+  tag.generation = generation_;
+  if (zh_ == nullptr) return Refused(ZCLOSING, std::move(tag));
+  auto* p = NewPending(std::move(tag));
+  int rc = zoo_acreate(zh_, path.c_str(), data.data(), static_cast<int>(data.size()), &ZOO_OPEN_ACL_UNSAFE, 0,
+                       StringCompletion, p);
+  if (rc != ZOK) Refused(rc, p);
+}
+
+void ZkSession::Set(const std::string& path, std::string_view data, OpTag tag) {
+  tag.generation = generation_;
+  if (zh_ == nullptr) return Refused(ZCLOSING, std::move(tag));
+  auto* p = NewPending(std::move(tag));
+  int rc = zoo_aset(zh_, path.c_str(), data.data(), static_cast<int>(data.size()), -1, StatCompletion, p);
+  if (rc != ZOK) Refused(rc, p);
+}
+
+void ZkSession::Get(const std::string& path, OpTag tag) {
+  tag.generation = generation_;
+  if (zh_ == nullptr) return Refused(ZCLOSING, std::move(tag));
+  auto* p = NewPending(std::move(tag));
+  int rc = zoo_aget(zh_, path.c_str(), 0, DataCompletion, p);
+  if (rc != ZOK) Refused(rc, p);
+}
+
+void ZkSession::ExistsWatch(const std::string& path, OpTag tag) {
+  tag.generation = generation_;
+  if (zh_ == nullptr) return Refused(ZCLOSING, std::move(tag));
+  auto* p = NewPending(std::move(tag));
+  int rc = zoo_awexists(zh_, path.c_str(), SessionWatcher, watch_ctx_, StatCompletion, p);
+  if (rc != ZOK) Refused(rc, p);
+}
+
+void ZkSession::Delete(const std::string& path, OpTag tag) {
+  tag.generation = generation_;
+  if (zh_ == nullptr) return Refused(ZCLOSING, std::move(tag));
+  auto* p = NewPending(std::move(tag));
+  int rc = zoo_adelete(zh_, path.c_str(), -1, VoidCompletion, p);
+  if (rc != ZOK) Refused(rc, p);
+}
+
+void ZkSession::Children(const std::string& path, OpTag tag) {
+  tag.generation = generation_;
+  if (zh_ == nullptr) return Refused(ZCLOSING, std::move(tag));
+  auto* p = NewPending(std::move(tag));
+  int rc = zoo_aget_children(zh_, path.c_str(), 0, StringsCompletion, p);
+  if (rc != ZOK) Refused(rc, p);
+}
+
+std::string ZkErrorName(int rc) {
+  const char* s = zerror(rc);
+  return std::string(s != nullptr ? s : "unknown") + " (" + std::to_string(rc) + ")";
+}
+
+bool IsRetryable(int rc) {
+  return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT || rc == ZCLOSING || rc == ZSESSIONEXPIRED ||
+         rc == ZINVALIDSTATE || rc == ZSESSIONMOVED;
+}
+
+}  // namespace qrstore::replication::zookeeper

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# qrstore's test command: installs what is missing, builds (Release, with tests), starts a
+# ZooKeeper server on 127.0.0.1 for the ZooKeeper tests, runs every test with ctest, then
+# builds the concurrency tests under ThreadSanitizer and runs them. Exits non-zero on any
+# failure. Usage: scripts/test.sh [--no-tsan] [extra ctest args]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+tsan=1
+ctest_args=()
+for a in "$@"; do
+  case "$a" in
+    --no-tsan) tsan=0 ;;
+    -h|--help)
+      sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'
+      exit 0 ;;
+    *) ctest_args+=("$a") ;;
+  esac
+done
+
+jobs=$(nproc 2>/dev/null || echo 2)
+
+echo "== installing dependencies (quiet, idempotent)"
+scripts/setup-deps.sh
+
+echo "== building (Release) into build/"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$jobs"
+
+zkdir=$(mktemp -d /tmp/qrstore-test-zk.XXXXXX)
+cleanup() {
+  scripts/zk-server.sh stop "$zkdir" >/dev/null 2>&1 || true
+  rm -rf "$zkdir"
+}
+trap cleanup EXIT
+
+echo "== starting a ZooKeeper server on 127.0.0.1 for the ZooKeeper tests"
+QRSTORE_ZK_HOSTS=$(scripts/zk-server.sh start "$zkdir")
+export QRSTORE_ZK_HOSTS
+echo "   ZooKeeper at $QRSTORE_ZK_HOSTS"
+
+echo "== running every test"
+(cd build && ctest --output-on-failure -j"$jobs" --timeout 600 "${ctest_args[@]+"${ctest_args[@]}"}")
+
+if [ "$tsan" = 1 ]; then
+  echo "== building the concurrency tests under ThreadSanitizer into build-tsan/"
+  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQRSTORE_SANITIZE=thread >/dev/null
+  cmake --build build-tsan -j"$jobs"
+  echo "== running the concurrency tests under ThreadSanitizer"
+  (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+     ctest --output-on-failure -L concurrency --timeout 600)
+fi
+echo "== all tests passed"

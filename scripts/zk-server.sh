@@ -1,0 +1,283 @@
+#!/usr/bin/env bash
+# zk-server.sh: start and stop throw-away ZooKeeper servers for qrstore tests and benchmarks.
+#
+#   scripts/zk-server.sh start DIR [--servers 1|3] [--heap-mb N]
+#                                                     start one server or a 3-server ensemble
+#   scripts/zk-server.sh stop DIR                     stop every server start started (idempotent)
+#   scripts/zk-server.sh kill-one DIR I               kill -9 server I (1-based) of DIR
+#   scripts/zk-server.sh status DIR                   one line per server: I PORT MODE|down
+#   scripts/zk-server.sh leader DIR                   the index I of the server in Mode: leader
+#                                                     (or standalone); exit 1 if none
+#
+# Servers listen on 127.0.0.1 only, on ports chosen free at run time (never 2181). The JVM
+# runs QuorumPeerMain directly with a zoo.cfg written here (no zkServer.sh, no JMX, no admin
+# server, heap capped, 256 MB by default). Everything lives under DIR: DIR/sI/{zoo.cfg,data,server.log,
+# pid,port}, DIR/connect (the connect string) and DIR/pids. `start` waits (bounded) until every
+# server answers the `srvr` four-letter word with a `Mode:` line, then prints the connect string
+# 127.0.0.1:PORT[,127.0.0.1:PORT...] on stdout; on failure it prints the server log tail to
+# stderr, stops what it started and exits non-zero.
+# Options: start --heap-mb N (or env ZK_HEAP_MB; default 256) caps each server's heap: use
+# 1024 for benchmarks with large batches (see HEAP_MB below). ZK_START_TIMEOUT_S (default 60)
+# bounds the wait for start.
+set -euo pipefail
+
+readonly ZK_CLASSPATH="/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar"
+readonly START_TIMEOUT_S="${ZK_START_TIMEOUT_S:-60}"
+readonly PORT_ATTEMPTS=3
+# Heap: ZooKeeper keeps every znode in memory (the backend's replication.zookeeper.retain_bytes
+# bounds that, 32 MiB by default) AND its last 500 transactions, twice (ZooKeeper 3.8 refuses a
+# smaller zookeeper.commitLogCount). 256 MB suffices for tests; sustained writes of batches of
+# 100 KB and more need about 1 GB (--heap-mb 1024), or the server dies of OutOfMemoryError.
+HEAP_MB="${ZK_HEAP_MB:-256}"
+
+die() { echo "zk-server.sh: $*" >&2; exit 1; }
+
+usage() {
+  sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
+}
+
+# Ports currently listening (TCP), one per line.
+listening_ports() { ss -Htln 2>/dev/null | awk '{n=split($4,a,":"); print a[n]}' | sort -u; }
+
+# Prints N distinct free ports in [20000, 60000), never 2181.
+pick_ports() {
+  local n="$1" used picked=() p tries=0
+  used="$(listening_ports)"
+  while ((${#picked[@]} < n)); do
+    ((tries++ < 10000)) || die "could not find $n free ports"
+    p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+    if grep -qx "$p" <<<"$used"; then continue; fi
+    if [[ " ${picked[*]-} " == *" $p "* ]]; then continue; fi
+    picked+=("$p")
+  done
+  echo "${picked[@]}"
+}
+
+# Sends a four-letter word to 127.0.0.1:PORT and prints the answer (empty on failure).
+four_letter() {
+  local port="$1" word="$2"
+  timeout 3 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port && printf '%s' '$word' >&3 && cat <&3" 2>/dev/null || true
+}
+
+server_mode() {
+  four_letter "$1" srvr | sed -n 's/^Mode: *//p'
+}
+
+# Whether PID is alive and is the JVM started for DIR/sI (guards against PID reuse).
+is_our_server() {
+  local pid="$1" cfg="$2"
+  [[ -n "$pid" && -r "/proc/$pid/cmdline" ]] || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$cfg"
+}
+
+num_servers() {
+  local dir="$1" n=0
+  while [[ -d "$dir/s$((n + 1))" ]]; do n=$((n + 1)); done
+  echo "$n"
+}
+
+write_server_files() {
+  local dir="$1" i="$2" n="$3" client_port="$4"; shift 4
+  local peers=("$@")  # "peer election" pairs, flattened, for servers 1..n
+  local sdir="$dir/s$i"
+  mkdir -p "$sdir/data"
+  echo "$i" >"$sdir/data/myid"
+  echo "$client_port" >"$sdir/port"
+  cat >"$sdir/zoo.cfg" <<EOF
+# Written by scripts/zk-server.sh for a throw-away test server.
+tickTime=1000
+initLimit=10
+syncLimit=5
+dataDir=$sdir/data
+clientPort=$client_port
+clientPortAddress=127.0.0.1
+maxClientCnxns=0
+admin.enableServer=false
+4lw.commands.whitelist=srvr,ruok,stat,mntr,conf,cons
+preAllocSize=4096
+snapCount=20000
+autopurge.snapRetainCount=3
+autopurge.purgeInterval=1
+EOF
+  if ((n > 1)); then
+    local j
+    for ((j = 1; j <= n; j++)); do
+      echo "server.$j=127.0.0.1:${peers[$(((j - 1) * 2))]}:${peers[$(((j - 1) * 2 + 1))]}" >>"$sdir/zoo.cfg"
+    done
+  fi
+  cat >"$sdir/log4j.properties" <<EOF
+log4j.rootLogger=INFO, CONSOLE
+log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
+log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
+log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t] %c{1} - %m%n
+EOF
+}
+
+launch_server() {
+  local dir="$1" i="$2" sdir="$1/s$2"
+  # setsid: the server survives the caller's terminal and is not hit by its signals.
+  setsid java "-Xmx${HEAP_MB}m" -XX:+UseSerialGC \
+    -Dzookeeper.jmx.log4j.disable=true -Dzookeeper.admin.enableServer=false \
+    -Dlog4j.configuration="file:$sdir/log4j.properties" \
+    -cp "$ZK_CLASSPATH" org.apache.zookeeper.server.quorum.QuorumPeerMain "$sdir/zoo.cfg" \
+    >"$sdir/server.log" 2>&1 </dev/null &
+  echo $! >"$sdir/pid"
+}
+
+stop_all() {
+  local dir="$1" n i pid sdir
+  n="$(num_servers "$dir")"
+  for ((i = 1; i <= n; i++)); do
+    sdir="$dir/s$i"
+    pid="$(cat "$sdir/pid" 2>/dev/null || true)"
+    if is_our_server "$pid" "$sdir/zoo.cfg"; then kill -TERM "$pid" 2>/dev/null || true; fi
+  done
+  for ((i = 1; i <= n; i++)); do
+    sdir="$dir/s$i"
+    pid="$(cat "$sdir/pid" 2>/dev/null || true)"
+    local waited=0
+    while is_our_server "$pid" "$sdir/zoo.cfg" && ((waited < 50)); do
+      sleep 0.1
+      waited=$((waited + 1))
+    done
+    if is_our_server "$pid" "$sdir/zoo.cfg"; then kill -KILL "$pid" 2>/dev/null || true; fi
+    rm -f "$sdir/pid"
+  done
+  rm -f "$dir/pids"
+}
+
+cmd_start() {
+  local dir="" n=1
+  while (($#)); do
+    case "$1" in
+      --servers) [[ $# -ge 2 ]] || die "--servers needs a value"; n="$2"; shift 2 ;;
+      --servers=*) n="${1#--servers=}"; shift ;;
+      --heap-mb) [[ $# -ge 2 ]] || die "--heap-mb needs a value"; HEAP_MB="$2"; shift 2 ;;
+      --heap-mb=*) HEAP_MB="${1#--heap-mb=}"; shift ;;
+      -*) die "unknown option $1 (see --help)" ;;
+      *) [[ -z "$dir" ]] || die "unexpected argument $1"; dir="$1"; shift ;;
+    esac
+  done
+  [[ -n "$dir" ]] || die "start needs DIR"
+  [[ "$n" == 1 || "$n" == 3 ]] || die "--servers must be 1 or 3 (got $n)"
+  [[ "$HEAP_MB" =~ ^[0-9]+$ ]] && ((HEAP_MB >= 64)) || die "--heap-mb must be an integer >= 64 (got $HEAP_MB)"
+  command -v java >/dev/null || die "java not found (install a Java runtime)"
+  [[ -r /usr/share/java/zookeeper.jar ]] || die "/usr/share/java/zookeeper.jar missing (apt-get install zookeeper)"
+  mkdir -p "$dir"
+  dir="$(cd "$dir" && pwd)"
+  local existing i
+  existing="$(num_servers "$dir")"
+  for ((i = 1; i <= existing; i++)); do
+    if is_our_server "$(cat "$dir/s$i/pid" 2>/dev/null || true)" "$dir/s$i/zoo.cfg"; then
+      die "servers already running in $dir (run: $0 stop $dir)"
+    fi
+  done
+  rm -rf "$dir"/s[0-9]* "$dir/connect" "$dir/pids"
+
+  local attempt
+  for ((attempt = 1; attempt <= PORT_ATTEMPTS; attempt++)); do
+    local ports
+    read -r -a ports <<<"$(pick_ports $((n * 3)))"
+    local peers=()
+    for ((i = 0; i < n; i++)); do peers+=("${ports[$((n + 2 * i))]}" "${ports[$((n + 2 * i + 1))]}"); done
+    for ((i = 1; i <= n; i++)); do
+      write_server_files "$dir" "$i" "$n" "${ports[$((i - 1))]}" "${peers[@]}"
+      launch_server "$dir" "$i"
+    done
+    for ((i = 1; i <= n; i++)); do cat "$dir/s$i/pid"; done >"$dir/pids"
+
+    # Bounded wait until every server serves (srvr prints Mode:).
+    local deadline=$((SECONDS + START_TIMEOUT_S)) ready=0 bind_failed=0 dead=0
+    while ((SECONDS < deadline)); do
+      ready=0
+      for ((i = 1; i <= n; i++)); do
+        if ! is_our_server "$(cat "$dir/s$i/pid")" "$dir/s$i/zoo.cfg"; then
+          dead="$i"
+          grep -q "Address already in use" "$dir/s$i/server.log" 2>/dev/null && bind_failed=1
+          break 2
+        fi
+        [[ -n "$(server_mode "$(cat "$dir/s$i/port")")" ]] && ready=$((ready + 1))
+      done
+      ((ready == n)) && break
+      sleep 0.2
+    done
+    if ((ready == n)); then
+      local connect=""
+      for ((i = 1; i <= n; i++)); do connect+="${connect:+,}127.0.0.1:$(cat "$dir/s$i/port")"; done
+      echo "$connect" >"$dir/connect"
+      echo "$connect"
+      return 0
+    fi
+    if ((bind_failed)) && ((attempt < PORT_ATTEMPTS)); then
+      echo "zk-server.sh: port taken while starting (attempt $attempt), retrying with new ports" >&2
+      stop_all "$dir"
+      rm -rf "$dir"/s[0-9]*
+      continue
+    fi
+    for ((i = 1; i <= n; i++)); do
+      echo "---- tail of $dir/s$i/server.log ----" >&2
+      tail -n 25 "$dir/s$i/server.log" >&2 || true
+    done
+    stop_all "$dir"
+    if ((dead)); then die "server $dead exited during start (log tail above)"; fi
+    die "servers not serving after ${START_TIMEOUT_S}s ($ready of $n ready; log tail above)"
+  done
+}
+
+cmd_stop() {
+  local dir="${1:-}"
+  [[ -n "$dir" ]] || die "stop needs DIR"
+  [[ -d "$dir" ]] || return 0
+  stop_all "$dir"
+}
+
+cmd_kill_one() {
+  local dir="${1:-}" i="${2:-}" pid
+  [[ -n "$dir" && -n "$i" ]] || die "kill-one needs DIR and I"
+  [[ -d "$dir/s$i" ]] || die "no server $i in $dir"
+  pid="$(cat "$dir/s$i/pid" 2>/dev/null || true)"
+  is_our_server "$pid" "$dir/s$i/zoo.cfg" || die "server $i in $dir is not running"
+  kill -KILL "$pid"
+  local waited=0
+  while is_our_server "$pid" "$dir/s$i/zoo.cfg" && ((waited < 50)); do sleep 0.1; waited=$((waited + 1)); done
+  echo "killed server $i (pid $pid, port $(cat "$dir/s$i/port"))" >&2
+}
+
+cmd_status() {
+  local dir="${1:-}" n i mode
+  [[ -n "$dir" ]] || die "status needs DIR"
+  n="$(num_servers "$dir")"
+  ((n > 0)) || die "no servers in $dir"
+  for ((i = 1; i <= n; i++)); do
+    mode=""
+    if is_our_server "$(cat "$dir/s$i/pid" 2>/dev/null || true)" "$dir/s$i/zoo.cfg"; then
+      mode="$(server_mode "$(cat "$dir/s$i/port")")"
+      mode="${mode:-not-serving}"
+    fi
+    echo "$i $(cat "$dir/s$i/port") ${mode:-down}"
+  done
+}
+
+cmd_leader() {
+  local line
+  line="$(cmd_status "$@" | awk '$3 == "leader" || $3 == "standalone" {print $1; exit}')"
+  [[ -n "$line" ]] || { echo "zk-server.sh: no leader serving" >&2; return 1; }
+  echo "$line"
+}
+
+main() {
+  local cmd="${1:-}"
+  [[ $# -gt 0 ]] && shift
+  case "$cmd" in
+    start) cmd_start "$@" ;;
+    stop) cmd_stop "$@" ;;
+    kill-one) cmd_kill_one "$@" ;;
+    status) cmd_status "$@" ;;
+    leader) cmd_leader "$@" ;;
+    -h | --help | help) usage ;;
+    "") usage >&2; exit 2 ;;
+    *) echo "zk-server.sh: unknown command '$cmd'" >&2; usage >&2; exit 2 ;;
+  esac
+}
+
+main "$@"
