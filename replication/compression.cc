@@ -48,7 +48,7 @@ Result<std::string> EncodeFrame(std::string_view raw, Compression compression, u
   w.PutU16(0);
   w.PutU32(raw_len);
   w.PutU32(body_len);
-  w.PutU64(Hash64(body_view, HeaderSeed(kFrameVersion, flags, raw_len, body_len)));
+  w.PutU64(BulkHash64(body_view, HeaderSeed(kFrameVersion, flags, raw_len, body_len)));
   w.PutRaw(body_view.data(), body_view.size());
   return w.Release();
 }
@@ -92,7 +92,7 @@ Result<std::string> DecodeFrame(std::string_view frame, uint64_t max_raw_bytes) 
                                          std::to_string(raw_len)));
   }
   std::string_view body = frame.substr(kFrameHeaderBytes);
-  if (Hash64(body, HeaderSeed(version, flags, raw_len, body_len)) != checksum) {
+  if (BulkHash64(body, HeaderSeed(version, flags, raw_len, body_len)) != checksum) {
     return Status::Corruption(FrameError("checksum mismatch"));
   }
   if (!compressed) return std::string(body);

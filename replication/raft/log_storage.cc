@@ -12,7 +12,6 @@
 #include <filesystem>
 
 #include "common/hash.h"
-#include "replication/raft/checksum.h"
 #include "common/logging.h"
 
 namespace qrstore::replication::raft {
@@ -99,7 +98,7 @@ constexpr size_t kHardStateBytes = 36;      // magic, version, term, voted_for, 
 constexpr uint64_t kRecordSeed = 0x7265636f72643031ULL;
 
 uint64_t RecordChecksum(Term term, Index index, std::string_view data) {
-  return BulkChecksum(data, kRecordSeed ^ Mix64(term) ^ Mix64(index * 0x9e3779b97f4a7c15ULL));
+  return BulkHash64(data, kRecordSeed ^ Mix64(term) ^ Mix64(index * 0x9e3779b97f4a7c15ULL));
 }
 
 template <typename T>

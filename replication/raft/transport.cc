@@ -12,7 +12,6 @@
 #include <nng/protocol/pipeline0/push.h>
 
 #include "common/clock.h"
-#include "replication/raft/checksum.h"
 #include "common/logging.h"
 #include "replication/raft/message_codec.h"
 
@@ -25,7 +24,7 @@ constexpr uint64_t kChecksumSeed = 0x7261667466726d31ULL;  // "raftfrm1"
 constexpr int kReceivePollMs = 50;
 
 uint64_t PayloadChecksum(std::string_view payload) {
-  return BulkChecksum(payload, kChecksumSeed);
+  return BulkHash64(payload, kChecksumSeed);
 }
 
 }  // namespace

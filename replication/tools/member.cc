@@ -93,7 +93,7 @@ void StreamReceiver::Deliver(size_t stream, Event& e) {
   }
   if (deliveries_ != nullptr) {
     std::fprintf(deliveries_, "%u %u %" PRIu64 " %zu %016" PRIx64 "\n", e.meta.group, e.meta.planner, e.meta.batch_id,
-                 e.bytes.size(), Hash64(e.bytes));
+                 e.bytes.size(), BulkHash64(e.bytes));
     std::fflush(deliveries_);
   }
   ++st.next_deliver;

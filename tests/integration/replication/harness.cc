@@ -173,7 +173,7 @@ std::string CheckDeliveries(const std::vector<Delivery>& d, uint32_t groups, uin
       return where + (x.batch < n ? "duplicate" : "gap") + ", expected batch " + std::to_string(n);
     }
     if (x.bytes != payload_bytes) return where + "size " + std::to_string(x.bytes) + ", expected " + std::to_string(payload_bytes);
-    if (x.hash != Hash64(tools::MakePayload(x.group, x.planner, x.batch, payload_bytes))) return where + "content hash differs";
+    if (x.hash != BulkHash64(tools::MakePayload(x.group, x.planner, x.batch, payload_bytes))) return where + "content hash differs";
     ++n;
   }
   for (size_t s = 0; s < next.size(); ++s) {
