@@ -97,8 +97,8 @@ int Main(int argc, char** argv) {
                   "Runs the single-node qrstore engine in-process with a closed-loop load generator (one\n"
                   "submitting thread, at most bench.outstanding txns in flight) and prints throughput,\n"
                   "latency percentiles (submit -> commit) and the per-batch plan/execute/commit times.\n"
-                  "A --txns run with a fixed --seed and config is deterministic: same digest every run\n"
-                  "(with logic aborts only while batch boundaries do not depend on batch.timeout_ms).\n"
+                  "A --txns run with a fixed --seed and config is deterministic: same digest every run,\n"
+                  "whatever the thread counts, batch boundaries or timing.\n"
                   "Progress goes to stderr once per second; the summary to stdout; --json makes the last\n"
                   "stdout line a JSON object. Exit status: 0 ok, 1 run or verification failed, 2 bad input.");
   cli.AddValue("config", "FILE", "YAML config (e.g. configs/single-node.yaml); defaults when omitted");
