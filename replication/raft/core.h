@@ -75,8 +75,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/rng.h"
@@ -89,12 +91,40 @@ using Term = uint64_t;
 using Index = uint64_t;
 constexpr NodeId kNoNode = UINT32_MAX;
 
+// An entry's payload: immutable bytes shared by every holder. The core's log, each Ready,
+// each AppendRequest to each follower and the memory log storage all point at one buffer, so
+// copying an Entry (or a Message) copies a pointer, not the payload. Immutability is what
+// makes the sharing safe across threads (the transport's sender threads read it while the
+// raft thread keeps the entry in its log): there is no mutable access. Compares by content.
+class EntryData {
+ public:
+  EntryData() = default;
+  // Implicit on purpose: a payload is just bytes (Entry{term, index, "bytes"} reads well).
+  EntryData(std::string bytes)  // NOLINT(google-explicit-constructor)
+      : bytes_(bytes.empty() ? nullptr : std::make_shared<const std::string>(std::move(bytes))) {}
+  EntryData(const char* bytes) : EntryData(std::string(bytes)) {}  // NOLINT
+
+  size_t size() const { return bytes_ ? bytes_->size() : 0; }
+  bool empty() const { return size() == 0; }
+  const char* data() const { return view().data(); }
+  std::string_view view() const { return bytes_ ? std::string_view(*bytes_) : std::string_view(); }
+  operator std::string_view() const { return view(); }  // NOLINT(google-explicit-constructor)
+  const std::string& str() const {
+    static const std::string kEmpty;
+    return bytes_ ? *bytes_ : kEmpty;
+  }
+  bool operator==(const EntryData& other) const { return view() == other.view(); }
+
+ private:
+  std::shared_ptr<const std::string> bytes_;  // null when empty
+};
+
 // One log entry. Empty data marks the no-op a new leader appends (Propose refuses empty data,
 // so the application never sees an empty entry that it proposed).
 struct Entry {
   Term term = 0;
   Index index = 0;
-  std::string data;
+  EntryData data;
   bool operator==(const Entry&) const = default;
 };
 

@@ -272,7 +272,7 @@ Status DiskLogStorage::Recover() {
         Entry e;
         e.term = Get<uint64_t>(bytes.value().data(), &pos);
         e.index = Get<uint64_t>(bytes.value().data(), &pos);
-        e.data.assign(bytes.value().data() + pos, len);
+        e.data = std::string(bytes.value().data() + pos, len);
         recovered_.entries.push_back(std::move(e));
       }
     }

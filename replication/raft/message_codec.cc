@@ -67,9 +67,11 @@ Result<Message> DecodeMessage(std::string_view bytes) {
   m.entries.reserve(count);  // bounded by GetCount: count * kMinEntryBytes <= input size
   for (uint64_t i = 0; i < count; ++i) {
     Entry e;
-    if (!r.GetVarint(&e.term) || !r.GetVarint(&e.index) || !r.GetBytes(&e.data)) {
+    std::string data;
+    if (!r.GetVarint(&e.term) || !r.GetVarint(&e.index) || !r.GetBytes(&data)) {
       return Corrupt("truncated entry " + std::to_string(i));
     }
+    e.data = std::move(data);
     if (e.index != m.log_index + 1 + i) {
       return Corrupt("entry " + std::to_string(i) + " has index " + std::to_string(e.index) +
                      ", expected " + std::to_string(m.log_index + 1 + i));

@@ -463,14 +463,15 @@ void RaftReplicator::OnCommitted(uint32_t group, std::vector<Entry>& committed) 
     s.commit_next = meta.batch_id + 1;
     auto w = s.waiting.find(meta.batch_id);
     if (w == s.waiting.end() && own) continue;  // the application has its own batch
-    e.data.erase(0, offset);                    // payload in place: no second buffer
+    // The entry's buffer is shared with the core's log: one copy of the payload, past the header.
+    std::string payload(e.data.view().substr(offset));
     if (w != s.waiting.end()) {
       ReceiveCallback cb = std::move(w->second);
       s.waiting.erase(w);
-      cb(meta, Status::Ok(), std::move(e.data));
+      cb(meta, Status::Ok(), std::move(payload));
     } else {
-      g.buffered_bytes += e.data.size();
-      s.buffered.emplace(meta.batch_id, std::move(e.data));
+      g.buffered_bytes += payload.size();
+      s.buffered.emplace(meta.batch_id, std::move(payload));
     }
   }
   if (g.buffered_bytes > options_.max_buffered_bytes) driver_->SetApplyPaused(group, true);
