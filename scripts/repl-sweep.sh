@@ -2,7 +2,7 @@
 # repl-sweep.sh: the paper's figure-4 replication sweep with qrstore-repl-bench.
 #
 #   scripts/repl-sweep.sh [--build DIR] [--duration-s S] [--out DIR] [--sizes "100 1000 ..."]
-#                         [--only raft|zookeeper]
+#                         [--only raft|zookeeper] [--settle-s S]
 #
 # For payloads of 100 B, 1 KB, 10 KB, 100 KB, 400 KB and 800 KB with 100 batches in flight it
 # measures: raft, 3 replicas, memory log; raft, 3 replicas, disk log with fsync=always; raft
@@ -12,7 +12,8 @@
 # The disk-log rows write under $TMPDIR (default /tmp): it must be a real disk, not tmpfs, or
 # fsync costs nothing (the script warns). Prints a markdown table (with the exact command of every row) and writes it, a CSV and every
 # run's output under --out (default sweep-<date> in the current directory). Each point runs
-# about --duration-s (default 3) plus start-up; the whole sweep takes ~3-4 minutes. Run it on
+# about --duration-s (default 3) plus start-up, after a --settle-s pause (default 3 s) that lets
+# the previous point's processes and ZooKeeper's JVM go quiet; the whole sweep takes ~5 minutes. Run it on
 # a quiet machine: the numbers are only as good as the machine is idle.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +24,7 @@ duration=3
 out=""
 sizes="100 1000 10000 100000 400000 800000"
 only=""
+settle=3
 while (($#)); do
   case "$1" in
     --build) build="$2"; shift 2 ;;
@@ -30,6 +32,7 @@ while (($#)); do
     --out) out="$2"; shift 2 ;;
     --sizes) sizes="$2"; shift 2 ;;
     --only) only="$2"; shift 2 ;;
+    --settle-s) settle="$2"; shift 2 ;;
     -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "repl-sweep.sh: unknown argument '$1' (see --help)" >&2; exit 1 ;;
   esac
@@ -79,6 +82,9 @@ run() {  # run NAME PAYLOAD INFLIGHT ARGS...
   local cmd=("$bench" --payload-bytes "$payload" --inflight "$inflight" --duration-s "$duration" --json "$@")
   local log="$out/$name-$payload-$inflight.log"
   echo "== $name payload=$payload inflight=$inflight" >&2
+  # Let the previous point's processes (and the ZooKeeper JVM's cleanup and GC) settle first:
+  # on 2 cores a busy JVM otherwise takes CPU from the next point.
+  sleep "$settle"
   local json="" rc=0
   "${cmd[@]}" >"$log" 2>&1 || rc=$?
   json=$(grep '^{' "$log" | tail -1 || true)
