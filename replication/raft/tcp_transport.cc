@@ -322,18 +322,7 @@ void TcpTransport::ReapInbound(bool all) {
   }
 }
 
-void TcpTransport::Reject(const std::string& why) {
-  counters_.rejected.fetch_add(1, std::memory_order_relaxed);
-  rejects_since_log_.fetch_add(1, std::memory_order_relaxed);
-  // The clock only rate-limits the log line; it decides nothing else.
-  const int64_t now = NowMillis();
-  int64_t last = last_reject_log_ms_.load(std::memory_order_relaxed);
-  if (now - last >= 1000 && last_reject_log_ms_.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
-    const uint64_t n = rejects_since_log_.exchange(0, std::memory_order_relaxed);
-    Logger("raft")->warn("[{}] raft transport rejected {} input(s) in the last second, latest: {}",
-                         options_.identity, n, why);
-  }
-}
+void TcpTransport::Reject(const std::string& why) { reject_log_.Reject(options_.identity, why, &counters_); }
 
 void TcpTransport::Stop() {
   if (!started_ || stopped_) {

@@ -90,8 +90,7 @@ class TcpTransport : public Transport {
   bool started_ = false;
   bool stopped_ = false;
   TransportCounters counters_;
-  std::atomic<int64_t> last_reject_log_ms_{0};
-  std::atomic<uint64_t> rejects_since_log_{0};
+  RejectLog reject_log_;
 };
 
 // Splits "host:port" (kInvalidArgument if malformed).

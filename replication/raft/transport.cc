@@ -314,18 +314,19 @@ void NngTransport::ReceiveLoop() {
   }
 }
 
-void NngTransport::Reject(const std::string& why) {
-  counters_.rejected.fetch_add(1, std::memory_order_relaxed);
-  rejects_since_log_.fetch_add(1, std::memory_order_relaxed);
+void RejectLog::Reject(const std::string& identity, const std::string& why, TransportCounters* counters) {
+  counters->rejected.fetch_add(1, std::memory_order_relaxed);
+  since_log_.fetch_add(1, std::memory_order_relaxed);
   // The clock only rate-limits the log line; it decides nothing else.
   const int64_t now = NowMillis();
-  int64_t last = last_reject_log_ms_.load(std::memory_order_relaxed);
-  if (now - last >= 1000 && last_reject_log_ms_.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
-    const uint64_t n = rejects_since_log_.exchange(0, std::memory_order_relaxed);
-    Logger("raft")->warn("[{}] raft transport rejected {} input(s) in the last second, latest: {}",
-                         options_.identity, n, why);
+  int64_t last = last_log_ms_.load(std::memory_order_relaxed);
+  if (now - last >= 1000 && last_log_ms_.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
+    const uint64_t n = since_log_.exchange(0, std::memory_order_relaxed);
+    Logger("raft")->warn("[{}] raft transport rejected {} input(s) in the last second, latest: {}", identity, n, why);
   }
 }
+
+void NngTransport::Reject(const std::string& why) { reject_log_.Reject(options_.identity, why, &counters_); }
 
 void NngTransport::Stop() {
   if (stopped_) return;

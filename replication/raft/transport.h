@@ -94,6 +94,18 @@ struct TransportCounters {
   std::atomic<uint64_t> rejected{0};  // bad frame, undecodable, or not addressed to us
 };
 
+// Counts rejected inputs (bad frames, undecodable or misaddressed messages) into
+// counters->rejected and logs at most one line per second naming the latest reason, so a flood
+// of garbage cannot flood the log. Thread-safe (receive threads call it concurrently).
+class RejectLog {
+ public:
+  void Reject(const std::string& identity, const std::string& why, TransportCounters* counters);
+
+ private:
+  std::atomic<int64_t> last_log_ms_{0};
+  std::atomic<uint64_t> since_log_{0};
+};
+
 class NngTransport : public Transport {
  public:
   explicit NngTransport(TransportOptions options);
@@ -129,8 +141,7 @@ class NngTransport : public Transport {
   bool started_ = false;
   bool stopped_ = false;
   TransportCounters counters_;
-  std::atomic<int64_t> last_reject_log_ms_{0};
-  std::atomic<uint64_t> rejects_since_log_{0};
+  RejectLog reject_log_;
 };
 
 // "127.0.0.1:7000" -> "tcp://127.0.0.1:7000"; kInvalidArgument for malformed input.
