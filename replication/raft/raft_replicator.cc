@@ -4,7 +4,7 @@
 
 #include "common/codec.h"
 #include "common/logging.h"
-#include "replication/raft/tcp_transport.h"
+#include "replication/raft/stream_transport.h"
 
 namespace qrstore::replication::raft {
 namespace {
@@ -40,7 +40,7 @@ void AddConfigKeys(ConfigSchema* schema) {
   schema->AddInt("replication.raft.max_buffered_bytes", 256ll << 20, 1024, 1ll << 40,
                  "committed bytes per group waiting for ReceiveData before apply pauses");
   schema->AddString("replication.raft.transport", "tcp",
-                    "peer transport: tcp (plain sockets) or nng (nng 1.5.2 can hang on close, see tcp_transport.h)",
+                    "peer transport: tcp (plain sockets) or nng (nng 1.5.2 can hang on close, see stream_transport.h)",
                     {"tcp", "nng"});
   schema->AddInt("replication.raft.send_buffer_messages", 128, 1, 1 << 20,
                  "messages queued per peer before sends to it are dropped");
@@ -200,7 +200,7 @@ Status RaftReplicator::Start() {
   if (options_.nng_transport) {
     transport = std::make_unique<NngTransport>(topt);
   } else {
-    transport = std::make_unique<TcpTransport>(topt);
+    transport = std::make_unique<StreamTransport>(topt, MakePosixStreamNet());
   }
   driver_ = std::make_unique<Driver>(options_.driver, std::move(storages), std::move(transport),
                                      static_cast<DriverListener*>(this));

@@ -17,7 +17,7 @@
 #include "common/bounded_queue.h"
 #include "common/rng.h"
 #include "replication/raft/message_codec.h"
-#include "replication/raft/tcp_transport.h"
+#include "replication/raft/stream_transport.h"
 #include "replication/raft/transport.h"
 #include "tests/integration/raft/raft_test_util.h"
 
@@ -123,9 +123,9 @@ struct TransportPair {
     oa.identity = "a";
     ob.identity = "b";
     if (tcp) {
-      a = std::make_unique<TcpTransport>(oa);
-      b = std::make_unique<TcpTransport>(ob);
-      counters = [](Transport* t) -> const TransportCounters& { return static_cast<TcpTransport*>(t)->counters(); };
+      a = std::make_unique<StreamTransport>(oa, MakePosixStreamNet());
+      b = std::make_unique<StreamTransport>(ob, MakePosixStreamNet());
+      counters = [](Transport* t) -> const TransportCounters& { return static_cast<StreamTransport*>(t)->counters(); };
     } else {
       a = std::make_unique<NngTransport>(oa);
       b = std::make_unique<NngTransport>(ob);
@@ -266,7 +266,7 @@ TEST_CASE("raft transport (tcp): a restarted peer is reconnected", "[raft_driver
   ob.self = 1;
   ob.addresses = t.addrs;
   ob.identity = "b2";
-  auto b2 = std::make_unique<TcpTransport>(ob);
+  auto b2 = std::make_unique<StreamTransport>(ob, MakePosixStreamNet());
   BoundedQueue<Message> to_b2(1024);
   REQUIRE(b2->Start([&](Message&& m) { to_b2.TryPush(m); }).ok());
   // The old connection is dead; Raft-style resends until one gets through the new one.

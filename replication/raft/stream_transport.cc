@@ -1,0 +1,237 @@
+#include "replication/raft/stream_transport.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "common/clock.h"
+#include "common/logging.h"
+#include "replication/raft/message_codec.h"
+
+namespace qrstore::replication::raft {
+namespace {
+
+constexpr int kAcceptPollMs = 1000;  // also the period of reaping finished reader threads
+constexpr int kConnectTimeoutMs = 500;
+
+}  // namespace
+
+StreamTransport::StreamTransport(TransportOptions options, std::unique_ptr<StreamNet> net)
+    : options_(std::move(options)), net_(std::move(net)) {}
+
+StreamTransport::~StreamTransport() { Stop(); }
+
+Status StreamTransport::Start(Handler handler) {
+  QR_CHECK(!started_, "StreamTransport started twice");
+  started_ = true;
+  handler_ = std::move(handler);
+  const auto& addrs = options_.addresses;
+  if (options_.self >= addrs.size()) {
+    return Status::InvalidArgument("node id " + std::to_string(options_.self) + " has no address (" +
+                                   std::to_string(addrs.size()) + " members)");
+  }
+  for (const std::string& addr : addrs) {
+    std::string host;
+    int port = 0;
+    QR_RETURN_IF_ERROR(SplitHostPort(addr, &host, &port));
+  }
+  Result<std::unique_ptr<StreamListener>> listener = net_->Listen(addrs[options_.self]);
+  if (!listener.ok()) {
+    return Status::Unavailable(options_.identity + " raft transport (" + net_->Name() + "): " +
+                               listener.status().message());
+  }
+  listener_ = std::move(listener).value();
+  peers_.resize(addrs.size());
+  for (NodeId id = 0; id < addrs.size(); ++id) {
+    if (id == options_.self) continue;
+    auto peer = std::make_unique<Peer>();
+    peer->id = id;
+    peers_[id] = std::move(peer);
+  }
+  for (auto& p : peers_) {
+    if (!p) continue;
+    Peer* raw = p.get();
+    raw->thread = NamedThread("raft-send-" + std::to_string(raw->id), [this, raw] { PeerLoop(raw); });
+  }
+  acceptor_ = NamedThread("raft-accept", [this] { AcceptLoop(); });
+  return Status::Ok();
+}
+
+void StreamTransport::Send(Message message) {
+  Peer* peer = message.to < peers_.size() ? peers_[message.to].get() : nullptr;
+  if (peer == nullptr || stop_.load(std::memory_order_relaxed)) {
+    counters_.send_dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  uint64_t bytes = 64;
+  for (const Entry& e : message.entries) bytes += e.data.size() + 16;
+  {
+    std::lock_guard<std::mutex> lock(peer->mu);
+    // Bounded per peer: beyond it, drop (Raft retries) rather than block the raft thread.
+    if (peer->queue.size() >= options_.send_queue_messages ||
+        (!peer->queue.empty() && peer->queue_bytes + bytes > options_.send_queue_bytes)) {
+      counters_.send_dropped.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    peer->queue_bytes += bytes;
+    peer->queue.emplace_back(std::move(message), bytes);
+  }
+  peer->cv.notify_one();
+}
+
+bool StreamTransport::WriteFrame(StreamConn* conn, const Message& m) {
+  const std::string payload = EncodeMessage(m);
+  char header[kFrameHeaderBytes];
+  WriteFrameHeader(payload, header);
+  iovec iov[2] = {{header, sizeof header}, {const_cast<char*>(payload.data()), payload.size()}};
+  return conn->WriteAll(iov, 2);
+}
+
+void StreamTransport::PeerLoop(Peer* peer) {
+  int backoff_ms = options_.reconnect_min_ms;
+  std::unique_ptr<StreamConn> conn;  // this thread's connection (mirrored in peer->conn for Stop)
+  std::deque<std::pair<Message, uint64_t>> batch;
+  auto drop_conn = [&] {
+    std::lock_guard<std::mutex> lock(peer->mu);
+    peer->conn = nullptr;
+  };
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(peer->mu);
+      peer->cv.wait(lock, [&] { return stop_.load(std::memory_order_relaxed) || !peer->queue.empty(); });
+      if (stop_.load(std::memory_order_relaxed)) break;
+    }
+    if (!conn) {
+      std::unique_ptr<StreamConn> fresh = net_->Connect(options_.addresses[peer->id], kConnectTimeoutMs);
+      std::unique_lock<std::mutex> lock(peer->mu);
+      if (!fresh) {
+        // Unreachable: what is queued is dropped (Raft resends), then back off.
+        counters_.send_dropped.fetch_add(peer->queue.size(), std::memory_order_relaxed);
+        peer->queue.clear();
+        peer->queue_bytes = 0;
+        peer->cv.wait_for(lock, std::chrono::milliseconds(backoff_ms),
+                          [&] { return stop_.load(std::memory_order_relaxed); });
+        backoff_ms = std::min(backoff_ms * 2, options_.reconnect_max_ms);
+        continue;
+      }
+      if (stop_.load(std::memory_order_relaxed)) break;  // fresh is closed on the way out
+      conn = std::move(fresh);
+      peer->conn = conn.get();
+      backoff_ms = options_.reconnect_min_ms;
+    }
+    {
+      std::lock_guard<std::mutex> lock(peer->mu);
+      batch.swap(peer->queue);
+      peer->queue_bytes = 0;
+    }
+    size_t written = 0;
+    for (const auto& item : batch) {
+      if (!WriteFrame(conn.get(), item.first)) break;
+      ++written;
+    }
+    counters_.sent.fetch_add(written, std::memory_order_relaxed);
+    if (written < batch.size()) {
+      counters_.send_dropped.fetch_add(batch.size() - written, std::memory_order_relaxed);
+      drop_conn();
+      conn.reset();
+    }
+    batch.clear();
+  }
+  drop_conn();
+}
+
+void StreamTransport::AcceptLoop() {
+  const size_t max_inbound = 4 * options_.addresses.size() + 4;
+  while (!stop_.load(std::memory_order_relaxed)) {
+    std::unique_ptr<StreamConn> conn = listener_->Accept(kAcceptPollMs);
+    ReapInbound(/*all=*/false);
+    if (stop_.load(std::memory_order_relaxed)) break;
+    if (!conn) continue;
+    std::lock_guard<std::mutex> lock(inbound_mu_);
+    if (inbound_.size() >= max_inbound) {
+      Reject("too many inbound connections");
+      continue;  // conn closes here
+    }
+    inbound_.push_back(std::make_unique<Inbound>());
+    Inbound* in = inbound_.back().get();
+    in->conn = std::move(conn);
+    in->thread = NamedThread("raft-rd", [this, in] { ReadLoop(in); });
+  }
+}
+
+void StreamTransport::ReadLoop(Inbound* in) {
+  StreamConn* conn = in->conn.get();
+  char header[kFrameHeaderBytes];
+  while (!stop_.load(std::memory_order_relaxed)) {
+    if (!conn->ReadFull(header, sizeof header)) break;  // peer gone (or Stop)
+    Result<FrameHeader> h = ParseFrameHeader(std::string_view(header, sizeof header), options_.max_frame_bytes);
+    if (!h.ok()) {
+      Reject(h.status().ToString());  // a byte stream cannot resynchronise: drop the connection
+      break;
+    }
+    std::string payload(h.value().length, '\0');  // bounded by max_frame_bytes
+    if (!conn->ReadFull(payload.data(), payload.size())) {
+      if (!stop_.load(std::memory_order_relaxed)) Reject("connection closed inside a frame");
+      break;
+    }
+    if (Status st = CheckFramePayload(h.value(), payload); !st.ok()) {
+      Reject(st.ToString());
+      break;
+    }
+    Result<Message> decoded = DecodeMessage(payload);
+    if (!decoded.ok()) {
+      Reject("undecodable message: " + decoded.status().ToString());
+      break;
+    }
+    Message& m = decoded.value();
+    if (m.to != options_.self || m.from >= options_.addresses.size() || m.from == options_.self) {
+      Reject("message from " + std::to_string(m.from) + " to " + std::to_string(m.to) + " is not for us");
+      continue;  // framing is intact: keep the connection
+    }
+    counters_.received.fetch_add(1, std::memory_order_relaxed);
+    handler_(std::move(m));
+  }
+  in->done.store(true, std::memory_order_release);
+}
+
+void StreamTransport::ReapInbound(bool all) {
+  std::lock_guard<std::mutex> lock(inbound_mu_);
+  for (auto it = inbound_.begin(); it != inbound_.end();) {
+    Inbound& c = **it;
+    if (!all && !c.done.load(std::memory_order_acquire)) {
+      ++it;
+      continue;
+    }
+    c.conn->Shutdown();  // wakes a blocked read
+    c.thread.Join();
+    it = inbound_.erase(it);  // closes the connection
+  }
+}
+
+void StreamTransport::Reject(const std::string& why) { reject_log_.Reject(options_.identity, why, &counters_); }
+
+void StreamTransport::Stop() {
+  if (!started_ || stopped_) {
+    stopped_ = true;
+    return;
+  }
+  stopped_ = true;
+  stop_.store(true, std::memory_order_relaxed);
+  if (listener_) listener_->Shutdown();
+  acceptor_.Join();
+  for (auto& p : peers_) {
+    if (!p) continue;
+    {
+      std::lock_guard<std::mutex> lock(p->mu);
+      if (p->conn != nullptr) p->conn->Shutdown();  // wakes a write blocked on a slow peer
+    }
+    p->cv.notify_all();
+  }
+  for (auto& p : peers_) {
+    if (p) p->thread.Join();
+  }
+  ReapInbound(/*all=*/true);
+  listener_.reset();
+}
+
+}  // namespace qrstore::replication::raft
