@@ -9,6 +9,11 @@
 
 namespace qrstore::replication::raft {
 
+uint64_t EntryChecksum(std::string_view bytes) {
+  constexpr uint64_t kSeed = 0x72616674656e7431ULL;  // "raftent1"
+  return BulkHash64(bytes.data(), bytes.size(), kSeed);
+}
+
 const char* MessageTypeName(MessageType type) {
   switch (type) {
     case MessageType::kVoteRequest: return "VoteRequest";
@@ -474,7 +479,7 @@ void Core::StepAppendResponse(const Message& m) {
   }
 }
 
-Result<Index> Core::Propose(std::string data) {
+Result<Index> Core::Propose(EntryData data) {
   if (role_ != Role::kLeader) {
     return Status::Unavailable(leader_ == kNoNode
                                    ? std::string("not leader; no leader known")

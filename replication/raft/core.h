@@ -82,6 +82,7 @@
 #include <vector>
 
 #include "common/rng.h"
+#include "common/shared_bytes.h"
 #include "common/status.h"
 
 namespace qrstore::replication::raft {
@@ -91,32 +92,40 @@ using Term = uint64_t;
 using Index = uint64_t;
 constexpr NodeId kNoNode = UINT32_MAX;
 
-// An entry's payload: immutable bytes shared by every holder. The core's log, each Ready,
-// each AppendRequest to each follower and the memory log storage all point at one buffer, so
-// copying an Entry (or a Message) copies a pointer, not the payload. Immutability is what
-// makes the sharing safe across threads (the transport's sender threads read it while the
-// raft thread keeps the entry in its log): there is no mutable access. Compares by content.
+// An entry's payload: immutable bytes shared by every holder, with their checksum. The core's
+// log, each Ready, each AppendRequest to each follower and the memory log storage all point at
+// one buffer, so copying an Entry (or a Message) copies a pointer, not the payload; a follower's
+// entries are views into the buffer its transport received them in. The checksum
+// (EntryChecksum) is computed once, where the bytes are created (the proposing application
+// thread), and travels with the entry: the transport sends it in the message head and the
+// receiver checks the bytes against it, so no hop re-hashes for its own sake.
+// Immutability is what makes the sharing safe across threads. Compares by content.
+uint64_t EntryChecksum(std::string_view bytes);
+
 class EntryData {
  public:
   EntryData() = default;
-  // Implicit on purpose: a payload is just bytes (Entry{term, index, "bytes"} reads well).
+  // Takes the bytes and computes their checksum. Implicit on purpose: a payload is just bytes
+  // (Entry{term, index, "bytes"} reads well).
   EntryData(std::string bytes)  // NOLINT(google-explicit-constructor)
-      : bytes_(bytes.empty() ? nullptr : std::make_shared<const std::string>(std::move(bytes))) {}
+      : EntryData(SharedBytes(std::move(bytes))) {}
   EntryData(const char* bytes) : EntryData(std::string(bytes)) {}  // NOLINT
+  explicit EntryData(SharedBytes bytes) : bytes_(std::move(bytes)), checksum_(EntryChecksum(bytes_)) {}
+  // Bytes whose checksum the caller already checked (a receiver, after verifying them).
+  EntryData(SharedBytes bytes, uint64_t checksum) : bytes_(std::move(bytes)), checksum_(checksum) {}
 
-  size_t size() const { return bytes_ ? bytes_->size() : 0; }
-  bool empty() const { return size() == 0; }
-  const char* data() const { return view().data(); }
-  std::string_view view() const { return bytes_ ? std::string_view(*bytes_) : std::string_view(); }
-  operator std::string_view() const { return view(); }  // NOLINT(google-explicit-constructor)
-  const std::string& str() const {
-    static const std::string kEmpty;
-    return bytes_ ? *bytes_ : kEmpty;
-  }
-  bool operator==(const EntryData& other) const { return view() == other.view(); }
+  size_t size() const { return bytes_.size(); }
+  bool empty() const { return bytes_.empty(); }
+  const char* data() const { return bytes_.data(); }
+  std::string_view view() const { return bytes_.view(); }
+  operator std::string_view() const { return bytes_.view(); }  // NOLINT(google-explicit-constructor)
+  const SharedBytes& bytes() const { return bytes_; }
+  uint64_t checksum() const { return checksum_; }
+  bool operator==(const EntryData& other) const { return bytes_ == other.bytes_; }
 
  private:
-  std::shared_ptr<const std::string> bytes_;  // null when empty
+  SharedBytes bytes_;
+  uint64_t checksum_ = EntryChecksum({});
 };
 
 // One log entry. Empty data marks the no-op a new leader appends (Propose refuses empty data,
@@ -236,7 +245,7 @@ class Core {
   void Step(const Message& m);
   // Leader only (else kUnavailable with the known leader in the message). Empty data is
   // refused (kInvalidArgument: empty marks the leader no-op). Returns the entry's index.
-  Result<Index> Propose(std::string data);
+  Result<Index> Propose(EntryData data);
 
   // False while a Ready is outstanding (taken, not yet Advanced).
   bool HasReady() const;

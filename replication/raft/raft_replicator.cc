@@ -249,8 +249,8 @@ void RaftReplicator::ReplicateData(const ReplicateMeta& meta, std::string bytes,
                                             " bytes exceeds replication.max_payload_bytes"));
   }
   if (!driver_) return cb(meta, Status::Aborted("raft replicator not started"));
-  // Encoded here, on the caller's thread, so the raft thread does not pay for the copy.
-  std::string data = EncodeBatchEntry(meta, bytes);
+  // Encoded and checksummed here, on the caller's thread, so the raft thread pays for neither.
+  EntryData data(EncodeBatchEntry(meta, bytes));
   bytes.clear();
   driver_->Submit(Driver::Lane::kProposal,
                   [this, meta, data = std::move(data), cb = std::move(cb)](Status st) mutable -> bool {
@@ -262,7 +262,7 @@ void RaftReplicator::ReplicateData(const ReplicateMeta& meta, std::string bytes,
                   });
 }
 
-bool RaftReplicator::ProposeOnRaft(const ReplicateMeta& meta, std::string& data, ReplicateCallback& cb) {
+bool RaftReplicator::ProposeOnRaft(const ReplicateMeta& meta, EntryData& data, ReplicateCallback& cb) {
   Group& g = groups_[meta.group];
   Core& core = driver_->core(meta.group);
   if (!LeaderReady(g) || core.role() != Role::kLeader || core.term() != g.term) {

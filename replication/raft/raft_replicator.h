@@ -148,7 +148,7 @@ class RaftReplicator : public Replicator, private DriverListener {
   void OnRoleChanged(uint32_t group, Role role, Term term, NodeId leader) override;
 
   // Raft thread.
-  bool ProposeOnRaft(const ReplicateMeta& meta, std::string& data, ReplicateCallback& cb);
+  bool ProposeOnRaft(const ReplicateMeta& meta, EntryData& data, ReplicateCallback& cb);
   void ReceiveOnRaft(const ReplicateMeta& meta, ReceiveCallback& cb);
   void NotePersistedEntry(Group& g, const Entry& e);
   void RecomputeLogNext(Group& g);

@@ -6,7 +6,6 @@
 
 #include "common/clock.h"
 #include "common/logging.h"
-#include "replication/raft/message_codec.h"
 
 namespace qrstore::replication::raft {
 namespace {
@@ -80,11 +79,10 @@ void StreamTransport::Send(Message message) {
 }
 
 bool StreamTransport::WriteFrame(StreamConn* conn, const Message& m) {
-  const std::string payload = EncodeMessage(m);
-  char header[kFrameHeaderBytes];
-  WriteFrameHeader(payload, header);
-  iovec iov[2] = {{header, sizeof header}, {const_cast<char*>(payload.data()), payload.size()}};
-  return conn->WriteAll(iov, 2);
+  // Header and head, then the entries' own buffers: a payload is never copied to be sent.
+  const OutgoingFrame frame = BuildFrame(m);
+  const std::vector<iovec> iov = frame.Iovecs();
+  return conn->WriteAll(iov.data(), iov.size());
 }
 
 void StreamTransport::PeerLoop(Peer* peer) {
@@ -161,26 +159,15 @@ void StreamTransport::AcceptLoop() {
 
 void StreamTransport::ReadLoop(Inbound* in) {
   StreamConn* conn = in->conn.get();
-  char header[kFrameHeaderBytes];
+  auto read = [conn](char* buf, size_t n) { return conn->ReadFull(buf, n); };
   while (!stop_.load(std::memory_order_relaxed)) {
-    if (!conn->ReadFull(header, sizeof header)) break;  // peer gone (or Stop)
-    Result<FrameHeader> h = ParseFrameHeader(std::string_view(header, sizeof header), options_.max_frame_bytes);
-    if (!h.ok()) {
-      Reject(h.status().ToString());  // a byte stream cannot resynchronise: drop the connection
-      break;
-    }
-    std::string payload(h.value().length, '\0');  // bounded by max_frame_bytes
-    if (!conn->ReadFull(payload.data(), payload.size())) {
-      if (!stop_.load(std::memory_order_relaxed)) Reject("connection closed inside a frame");
-      break;
-    }
-    if (Status st = CheckFramePayload(h.value(), payload); !st.ok()) {
-      Reject(st.ToString());
-      break;
-    }
-    Result<Message> decoded = DecodeMessage(payload);
+    Result<Message> decoded = ReadFrame(read, options_.max_frame_bytes);
     if (!decoded.ok()) {
-      Reject("undecodable message: " + decoded.status().ToString());
+      // kAborted: the peer (or Stop) closed between frames. Otherwise a byte stream cannot
+      // resynchronise: say why and drop the connection (the peer reconnects).
+      if (decoded.status().code() != StatusCode::kAborted && !stop_.load(std::memory_order_relaxed)) {
+        Reject(decoded.status().ToString());
+      }
       break;
     }
     Message& m = decoded.value();

@@ -2,10 +2,13 @@
 // this process, one transport per process shared by every group (Message.group routes them).
 //
 // Framing. Every message travels as one frame: a 24-byte header {magic "QRRF", version,
-// reserved, payload length, checksum = Hash64(payload)} followed by the payload encoded with
-// message_codec. ParseFrame rejects foreign bytes (bad magic/version), truncation, oversized
-// lengths and checksum mismatches before the payload is decoded, so a corrupt or hostile peer
-// can neither crash the node nor make it allocate unbounded memory.
+// reserved, head length, body length, head checksum} followed by the message's head and body
+// (message_codec.h). The header checksum covers the head; each entry's bytes in the body are
+// covered by the entry checksum in the head (computed once by the proposer, so no hop re-hashes
+// a payload to send it, and each receiver hashes it once to check it). Readers reject foreign
+// bytes (bad magic/version), truncation, oversized lengths and checksum mismatches, checking
+// the declared lengths before allocating, so a corrupt or hostile peer can neither crash the
+// node nor make it allocate unbounded memory.
 //
 // NngTransport. One nng PULL socket listens on this member's address; one nng PUSH socket per
 // peer dials that peer's address (non-blocking dial, nng reconnects on its own when the peer
@@ -32,6 +35,8 @@
 #include <string_view>
 #include <vector>
 
+#include <sys/uio.h>
+
 #include "common/status.h"
 #include "common/thread.h"
 #include "replication/raft/core.h"
@@ -39,26 +44,40 @@
 namespace qrstore::replication::raft {
 
 constexpr uint32_t kFrameMagic = 0x46525251;  // "QRRF" little-endian
-constexpr uint16_t kFrameVersion = 1;
+constexpr uint16_t kFrameVersion = 2;
 constexpr size_t kFrameHeaderBytes = 24;
 
-// Writes the header for `payload` into out[0, kFrameHeaderBytes).
-void WriteFrameHeader(std::string_view payload, char* out);
-// Header + payload as one string (tests and small messages).
-std::string FrameBytes(std::string_view payload);
-// A parsed frame header: payload length (already checked against the limit) and checksum.
+// A parsed frame header, its lengths already checked against the frame limit.
 struct FrameHeader {
-  uint32_t length = 0;
-  uint64_t checksum = 0;
+  uint32_t head_bytes = 0;
+  uint32_t body_bytes = 0;
+  uint64_t head_checksum = 0;
 };
-// For stream transports: parses the first kFrameHeaderBytes of `header` (kCorruption if
-// foreign, of another version, or longer than max_payload_bytes), before the payload is read.
-Result<FrameHeader> ParseFrameHeader(std::string_view header, size_t max_payload_bytes);
-// Checks a payload against its header (length and checksum).
-Status CheckFramePayload(const FrameHeader& header, std::string_view payload);
-// The payload of a whole frame, or kCorruption naming what is wrong. The view points into
-// `frame`. Frames whose declared payload exceeds max_payload_bytes are rejected unread.
-Result<std::string_view> ParseFrame(std::string_view frame, size_t max_payload_bytes);
+// Parses the first kFrameHeaderBytes of `header` (kCorruption if foreign, of another version,
+// or if head + body exceed max_frame_bytes), before anything else is read.
+Result<FrameHeader> ParseFrameHeader(std::string_view header, size_t max_frame_bytes);
+
+// A message ready to write: `prefix` (header + head, and the body too when it is small) then
+// `body` slices, which point into the message's entries (the caller keeps the message alive
+// until written). Large payloads are never copied.
+struct OutgoingFrame {
+  std::string prefix;
+  std::vector<std::string_view> body;
+  size_t bytes() const;
+  // prefix, then each body slice.
+  std::vector<iovec> Iovecs() const;
+};
+OutgoingFrame BuildFrame(const Message& m);
+// The whole frame in one buffer (tests and message-oriented transports).
+std::string FrameBytes(const Message& m);
+
+// Reads one frame through `read` (fills exactly n bytes or returns false) and decodes it.
+// Errors: kAborted when the stream ends before the frame's first byte (an orderly close),
+// kUnavailable when it ends inside a frame, kCorruption for a bad frame or message (a byte
+// stream cannot resynchronise: the caller drops the connection).
+Result<Message> ReadFrame(const std::function<bool(char*, size_t)>& read, size_t max_frame_bytes);
+// Exactly one frame in `frame` (trailing bytes are corruption).
+Result<Message> ParseFrame(std::string_view frame, size_t max_frame_bytes);
 
 // Abstract so the driver can be tested with an in-process fake.
 class Transport {

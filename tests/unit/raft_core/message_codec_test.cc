@@ -94,7 +94,7 @@ TEST_CASE("raft codec: corrupt fields are rejected with a message naming them") 
     return DecodeMessage(b);
   };
   // Layout: [0] version, [1] type, [2..13] group/from/to, then varints.
-  Result<Message> r = with_byte(0, 2);
+  Result<Message> r = with_byte(0, 1);  // version 1 (payloads inline) is no longer spoken
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().message().find("version") != std::string::npos);
   r = with_byte(1, 4);
@@ -121,8 +121,10 @@ TEST_CASE("raft codec: corrupt fields are rejected with a message naming them") 
     for (uint64_t i = 0; i < 2; ++i) {
       w.PutVarint(5);
       w.PutVarint(entries_ok ? 11 + i : 12 + i);
-      w.PutBytes("ab");
+      w.PutVarint(2);
+      w.PutU64(EntryChecksum("ab"));
     }
+    w.PutRaw("abab", 4);  // the body
     return w.Release();
   };
   const uint8_t kAppend = static_cast<uint8_t>(MessageType::kAppendRequest);
@@ -158,10 +160,19 @@ TEST_CASE("raft codec: corrupt fields are rejected with a message naming them") 
     w.PutVarint(1);
     w.PutVarint(1);
     w.PutVarint(1000);  // claims 1000 data bytes
+    w.PutU64(0);
     w.PutRaw("abc", 3);
     r = DecodeMessage(w.data());
     REQUIRE_FALSE(r.ok());
     CHECK(r.status().code() == StatusCode::kCorruption);
+  }
+  // Entry bytes that do not match their checksum.
+  {
+    std::string b = encode(0, 2, true, kAppend);
+    b[b.size() - 1] = 'x';
+    r = DecodeMessage(b);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().message().find("checksum") != std::string::npos);
   }
   // An over-long varint (more than 64 bits).
   {

@@ -299,7 +299,7 @@ TEST_CASE("raft log matching: a divergent minority leader's suffix is replaced")
   CHECK(c.core(0).stats().appends_rejected <= 2);
   // Log matching: identical logs, entry for entry.
   for (NodeId id : c.members()) CHECK(Log(c.core(id)) == Log(c.core(new_leader)));
-  for (const Entry& e : Log(c.core(0))) CHECK(e.data.str().rfind("lost", 0) == std::string::npos);
+  for (const Entry& e : Log(c.core(0))) CHECK(e.data.view().rfind("lost", 0) == std::string_view::npos);
 }
 
 TEST_CASE("raft leader completeness: a new leader holds every committed entry") {

@@ -118,7 +118,7 @@ class RecordingListener : public DriverListener {
   void OnCommitted(uint32_t, std::vector<Entry>& committed) override {
     std::lock_guard<std::mutex> lock(mu_);
     for (Entry& e : committed) {
-      if (!e.data.empty()) data_.push_back(e.data.str());
+      if (!e.data.empty()) data_.push_back(std::string(e.data.view()));
     }
     cv_.notify_all();
   }
