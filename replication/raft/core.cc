@@ -71,6 +71,7 @@ Core::Core(CoreOptions options, PersistentState restored)
     QR_CHECK_EQ(e.index, first_index_ + i);
     QR_CHECK_GE(e.term, t);
     t = e.term;
+    end_bytes_.push_back((end_bytes_.empty() ? 0 : end_bytes_.back()) + e.data.size());
     entries_.push_back(std::move(e));
   }
 
@@ -149,6 +150,7 @@ void Core::AppendEntry(Entry e) {
   QR_CHECK_EQ(e.index, last_index() + 1);
   QR_CHECK_GE(e.term, last_term());
   QR_CHECK_LE(e.term, term_);
+  end_bytes_.push_back((end_bytes_.empty() ? base_bytes_ : end_bytes_.back()) + e.data.size());
   entries_.push_back(std::move(e));
 }
 
@@ -161,6 +163,7 @@ void Core::TruncateFrom(Index i) {
   stats_.entries_truncated += last_index() - i + 1;
   entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(i - first_index_),
                  entries_.end());
+  end_bytes_.erase(end_bytes_.begin() + static_cast<std::ptrdiff_t>(i - first_index_), end_bytes_.end());
   // The owner's stored copy of [i, ...] is now wrong: the next Ready re-sends from i (which
   // tells it to truncate), and none of it counts as persisted.
   handed_ = std::min(handed_, i - 1);
@@ -213,6 +216,7 @@ void Core::BecomeLeader() {
     p.next = last_index() + 1;
     p.probing = true;
     p.active = true;  // a fresh leader gives everyone one check-quorum round
+    p.last_heard_tick = ticks_;  // and one election timeout to show it is alive
     progress_.push_back(std::move(p));
   }
   uncommitted_bytes_ = 0;
@@ -434,6 +438,7 @@ void Core::StepAppendResponse(const Message& m) {
   Progress* p = FindProgress(m.from);
   QR_CHECK(p != nullptr, "member %u has no progress", m.from);
   p->active = true;
+  p->last_heard_tick = ticks_;
 
   if (m.reject) {
     // Stale: a rejection of an append older than what is known to match, or (while probing)
@@ -658,6 +663,8 @@ void Core::Compact(Index upto) {
   if (upto < first_index_) return;
   prev_term_ = *TermAt(upto);
   entries_.erase(entries_.begin(), entries_.begin() + static_cast<std::ptrdiff_t>(upto - first_index_ + 1));
+  base_bytes_ = end_bytes_[upto - first_index_];
+  end_bytes_.erase(end_bytes_.begin(), end_bytes_.begin() + static_cast<std::ptrdiff_t>(upto - first_index_ + 1));
   first_index_ = upto + 1;
 }
 
@@ -667,6 +674,23 @@ Index Core::compactable_index() const {
     for (const auto& p : progress_) upto = std::min(upto, p.match);
   }
   return upto;
+}
+
+uint64_t Core::BytesAfter(Index index) const {
+  const uint64_t last_end = end_bytes_.empty() ? base_bytes_ : end_bytes_.back();
+  if (index < first_index_) return last_end - base_bytes_;  // compacted: at least everything held
+  if (index > last_index()) return 0;
+  return last_end - end_bytes_[index - first_index_];
+}
+
+uint64_t Core::follower_lag_bytes() const {
+  uint64_t lag = 0;
+  if (role_ != Role::kLeader) return lag;
+  for (const auto& p : progress_) {
+    if (ticks_ - p.last_heard_tick > 2 * static_cast<int64_t>(options_.election_ticks)) continue;  // presumed down
+    lag = std::max(lag, BytesAfter(p.match));
+  }
+  return lag;
 }
 
 std::vector<NodeId> Core::lagging_members() const {

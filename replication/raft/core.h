@@ -287,6 +287,13 @@ class Core {
   Index compactable_index() const;
   // Leader only: members whose next needed entry was compacted away (empty elsewhere).
   std::vector<NodeId> lagging_members() const;
+  // Leader only (0 elsewhere): the most entry-data bytes any follower still lacks, counting
+  // only followers heard from within 2 election timeouts (a dead member must not stall the
+  // group). The owner uses it for flow control: it stops proposing while a live follower is
+  // further behind than its budget, so compaction never strands a live follower.
+  uint64_t follower_lag_bytes() const;
+  // Data bytes of the entries after `index` (all held entries if index was compacted).
+  uint64_t BytesAfter(Index index) const;
   // Leader only: the replication progress of member id (match index; 0 if unknown).
   Index match_index(NodeId member) const;
 
@@ -302,6 +309,7 @@ class Core {
     Index commit_told = 0;  // highest commit an append sent to it could make it adopt
     int stall_ticks = 0;  // ticks without progress while an append is outstanding
     bool active = false;  // heard from since the last check-quorum round
+    int64_t last_heard_tick = 0;  // ticks_ when it last answered an append
   };
 
   void BecomeFollower(Term term, NodeId leader);
@@ -356,6 +364,11 @@ class Core {
   Term term_ = 0;
   NodeId voted_for_ = kNoNode;
   std::deque<Entry> entries_;  // [first_index_, last_index()]
+  // Byte positions: end_bytes_[k] = data bytes of every entry ever appended up to and
+  // including entries_[k] (restored entries count from 0); base_bytes_ = the position before
+  // entries_[0]. They make "bytes after index i" O(1) for flow control.
+  std::deque<uint64_t> end_bytes_;
+  uint64_t base_bytes_ = 0;
   Index first_index_ = 1;
   Term prev_term_ = 0;  // term of first_index_ - 1
 

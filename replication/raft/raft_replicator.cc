@@ -37,6 +37,9 @@ void AddConfigKeys(ConfigSchema* schema) {
   schema->AddInt("replication.raft.max_inflight_appends", 64, 1, 100000, "pipelined AppendRequests per follower");
   schema->AddInt("replication.raft.max_uncommitted_bytes", 64ll << 20, 1024, 1ll << 40,
                  "proposed-but-uncommitted bytes a leader accepts before ReplicateData waits");
+  schema->AddInt("replication.raft.max_lag_bytes", 128ll << 20, 1024, 1ll << 40,
+                 "flow control: a leader stops proposing while a live follower lacks more than this many "
+                 "bytes (keeps every live follower within the log budget, max_log_bytes)");
   schema->AddInt("replication.raft.max_buffered_bytes", 256ll << 20, 1024, 1ll << 40,
                  "committed bytes per group waiting for ReceiveData before apply pauses");
   schema->AddString("replication.raft.transport", "tcp",
@@ -96,6 +99,15 @@ Result<RaftReplicatorOptions> RaftOptionsFromConfig(const Config& config) {
   d.max_uncommitted_bytes = static_cast<size_t>(2 * uncommitted + o.max_payload_bytes);
   d.max_apply_bytes = static_cast<size_t>(std::max<uint64_t>(uncommitted, 4 << 20));
   d.max_log_bytes = static_cast<uint64_t>(config.GetInt("replication.raft.max_log_bytes"));
+  o.max_lag_bytes = static_cast<uint64_t>(config.GetInt("replication.raft.max_lag_bytes"));
+  // A live follower may lack max_lag_bytes plus the proposals already accepted; all of that
+  // must still be in the leader's log, or compaction strands it.
+  if (o.max_lag_bytes + uncommitted + o.max_payload_bytes > d.max_log_bytes) {
+    errors.push_back("replication.raft.max_lag_bytes: " + std::to_string(o.max_lag_bytes) +
+                     " + max_uncommitted_bytes + replication.max_payload_bytes must not exceed "
+                     "replication.raft.max_log_bytes (" + std::to_string(d.max_log_bytes) +
+                     "), or a live follower could fall out of the log");
+  }
   d.stats_interval_ms = static_cast<int>(config.GetInt("replication.raft.stats_interval_ms"));
   d.identity = "n" + std::to_string(node_id);
   Result<FsyncPolicy> fsync = ParseFsyncPolicy(config.GetString("replication.raft.fsync"));
@@ -284,6 +296,18 @@ bool RaftReplicator::ProposeOnRaft(const ReplicateMeta& meta, EntryData& data, R
   // Our own budget, below the core's hard limit: wait (the driver retries every iteration)
   // instead of failing, so a burst of ReplicateData just queues.
   if (g.pending_bytes > 0 && g.pending_bytes + data.size() > options_.max_uncommitted_bytes) return false;
+  // Flow control: wait while a live follower is too far behind (it still needs every byte
+  // after its match; beyond the log budget it could never catch up, there are no snapshots).
+  const uint64_t lag = core.follower_lag_bytes();
+  if (lag > 0 && lag + data.size() > options_.max_lag_bytes) {
+    if (!g.lag_waiting) {
+      g.lag_waiting = true;
+      ++g.lag_waits;
+      PublishView(meta.group);
+    }
+    return false;
+  }
+  g.lag_waiting = false;
   const uint64_t size = data.size();
   Result<Index> index = core.Propose(std::move(data));
   if (!index.ok()) {
@@ -377,6 +401,7 @@ void RaftReplicator::PublishView(uint32_t group) {
   v.status.leader_ready = LeaderReady(g);
   v.status.duplicates_dropped = g.duplicates;
   v.status.buffered_bytes = g.buffered_bytes;
+  v.status.lag_waits = g.lag_waits;
   v.log_next.clear();
   for (const auto& [planner, s] : g.streams) v.log_next[planner] = s.log_next;
 }

@@ -73,6 +73,9 @@ struct RaftReplicatorOptions {
   // Own proposals in flight (bytes, per group) before ReplicateData waits; the core's hard
   // limit (driver.max_uncommitted_bytes) must be well above it.
   uint64_t max_uncommitted_bytes = 64ull << 20;
+  // Flow control (replication.raft.max_lag_bytes): proposals wait while a live follower lacks
+  // more than this; with max_uncommitted_bytes and max_payload_bytes it must fit the log budget.
+  uint64_t max_lag_bytes = 128ull << 20;
   int send_buffer_messages = 128;
   bool nng_transport = false;  // replication.raft.transport: tcp (default) | nng
 };
@@ -88,6 +91,7 @@ struct RaftGroupStatus {
   bool leader_ready = false;  // leader and an entry of its term committed
   uint64_t duplicates_dropped = 0;
   uint64_t buffered_bytes = 0;
+  uint64_t lag_waits = 0;  // times proposals started waiting for a live follower to catch up
 };
 
 class RaftReplicator : public Replicator, private DriverListener {
@@ -135,6 +139,8 @@ class RaftReplicator : public Replicator, private DriverListener {
     Term ready_term = 0;  // term of the last entry committed while this member led
     uint64_t buffered_bytes = 0;
     uint64_t duplicates = 0;
+    uint64_t lag_waits = 0;    // times proposals started waiting for a live follower
+    bool lag_waiting = false;  // the first waiting proposal is waiting now
   };
   // What other threads may read (NextBatchId, IsLeader, GroupStatus), under view_mu_.
   struct View {

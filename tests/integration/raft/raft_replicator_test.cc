@@ -244,7 +244,11 @@ TEST_CASE("raft replicator: a follower that does not receive stays bounded and t
   // others keep the default 256 MB log, so the leader still holds what member 2 will need.
   for (int i = 0; i < 3; ++i) {
     std::vector<std::string> extra;
-    if (i == 2) extra = {"replication.raft.max_buffered_bytes=200000", "replication.raft.max_log_bytes=1048576"};
+    if (i == 2) {
+      extra = {"replication.raft.max_buffered_bytes=200000", "replication.raft.max_log_bytes=1048576",
+               "replication.raft.max_lag_bytes=262144", "replication.raft.max_uncommitted_bytes=262144",
+               "replication.max_payload_bytes=524288"};
+    }
     r.push_back(testing::MakeReplicator(ports, i, extra));
   }
   for (auto& m : r) REQUIRE(m->Start().ok());
@@ -275,6 +279,80 @@ TEST_CASE("raft replicator: a follower that does not receive stays bounded and t
   REQUIRE(f.WaitCount(kBatches, kTimeoutMs));
   auto bytes = f.bytes();
   for (uint64_t b = 0; b < kBatches; ++b) REQUIRE(bytes[b] == testing::Payload(0, b, 100000));
+  for (auto& m : r) m->Stop();
+}
+
+TEST_CASE("raft replicator: a live follower that stops receiving throttles the leader instead of falling out of its log",
+          "[raft][integration]") {
+  // The leader keeps only 4 MB of log and lets a live follower lack at most 1 MB. Member 2's
+  // application asks for nothing at first, so member 2 pauses and stops taking entries.
+  // Without flow control the quorum (0 and 1) would go on, the leader would compact past
+  // member 2's position, and member 2 could never be caught up (no snapshots). With it, the
+  // leader's proposals wait for member 2, and once member 2 receives, everything flows.
+  const auto ports = testing::FreePorts(3);
+  std::vector<std::unique_ptr<RaftReplicator>> r;
+  for (int i = 0; i < 3; ++i) {
+    std::vector<std::string> extra = {"replication.max_payload_bytes=1048576",
+                                      "replication.raft.max_log_bytes=4194304",
+                                      "replication.raft.max_lag_bytes=1048576",
+                                      "replication.raft.max_uncommitted_bytes=1048576"};
+    if (i == 2) extra.push_back("replication.raft.max_buffered_bytes=200000");
+    r.push_back(testing::MakeReplicator(ports, i, extra));
+    REQUIRE(r.back() != nullptr);
+  }
+  for (auto& m : r) REQUIRE(m->Start().ok());
+  REQUIRE(WaitForLeader(r, 0) == 0);
+  constexpr uint64_t kBatches = 200;  // 20 MB: five times the leader's log budget
+  testing::Collector lead, f1, f2;
+  for (uint64_t b = 0; b < kBatches; ++b) r[1]->ReceiveData({0, 0, b}, f1.ReceiveCb());
+  for (uint64_t b = 0; b < kBatches; ++b) {
+    r[0]->ReplicateData({0, 0, b}, testing::Payload(0, b, 100000), lead.ReplicateCb());
+  }
+  // The leader ends up waiting for member 2 (counted), with most batches not yet replicated.
+  REQUIRE(WaitFor([&] { return r[0]->GroupStatus(0).lag_waits > 0; }, kTimeoutMs));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const size_t acked_while_blocked = lead.statuses().size();
+  INFO("acked while member 2 was not receiving: " << acked_while_blocked);
+  REQUIRE(acked_while_blocked < kBatches);
+  // Member 2's application starts receiving: every batch arrives, in order, intact, and the
+  // leader finishes.
+  for (uint64_t b = 0; b < kBatches; ++b) r[2]->ReceiveData({0, 0, b}, f2.ReceiveCb());
+  REQUIRE(f2.WaitCount(kBatches, kTimeoutMs));
+  REQUIRE(lead.WaitCount(kBatches, kTimeoutMs));
+  for (const auto& [b, st] : lead.statuses()) REQUIRE(st.ok());
+  auto bytes = f2.bytes();
+  for (uint64_t b = 0; b < kBatches; ++b) {
+    INFO("batch " << b);
+    REQUIRE(f2.statuses()[b].ok());
+    REQUIRE(bytes[b] == testing::Payload(0, b, 100000));
+  }
+  REQUIRE(f1.WaitCount(kBatches, kTimeoutMs));
+  for (auto& m : r) m->Stop();
+}
+
+TEST_CASE("raft replicator: a member that is down does not stall the leader", "[raft][integration]") {
+  // Flow control counts only live followers: with member 2 never started, the leader (with
+  // member 1 as its quorum) replicates five times its log budget without waiting for it.
+  const auto ports = testing::FreePorts(3);
+  std::vector<std::unique_ptr<RaftReplicator>> r;
+  for (int i = 0; i < 2; ++i) {
+    r.push_back(testing::MakeReplicator(ports, i,
+                                        {"replication.max_payload_bytes=1048576", "replication.raft.max_log_bytes=4194304",
+                                         "replication.raft.max_lag_bytes=1048576",
+                                         "replication.raft.max_uncommitted_bytes=1048576"}));
+    REQUIRE(r.back() != nullptr);
+  }
+  for (auto& m : r) REQUIRE(m->Start().ok());
+  REQUIRE(WaitForLeader(r, 0) == 0);
+  constexpr uint64_t kBatches = 200;
+  testing::Collector lead, f1;
+  for (uint64_t b = 0; b < kBatches; ++b) r[1]->ReceiveData({0, 0, b}, f1.ReceiveCb());
+  for (uint64_t b = 0; b < kBatches; ++b) {
+    r[0]->ReplicateData({0, 0, b}, testing::Payload(0, b, 100000), lead.ReplicateCb());
+  }
+  REQUIRE(lead.WaitCount(kBatches, kTimeoutMs));
+  for (const auto& [b, st] : lead.statuses()) REQUIRE(st.ok());
+  REQUIRE(f1.WaitCount(kBatches, kTimeoutMs));
   for (auto& m : r) m->Stop();
 }
 
