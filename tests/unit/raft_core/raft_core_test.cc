@@ -596,6 +596,32 @@ TEST_CASE("raft compaction: prefix dropped, replication continues, laggards repo
   CHECK(c.core(2).leader() == l);
 }
 
+TEST_CASE("raft flow control: follower lag in bytes counts live followers only") {
+  TestCluster c(3, 0);
+  const NodeId l = c.ElectLeader();
+  c.Deliver();
+  CHECK(c.core(l).follower_lag_bytes() == 0);
+  CHECK(c.core(1).follower_lag_bytes() == 0);  // followers report nothing
+  // Member 2 stops answering; member 1 keeps up.
+  c.Isolate(2);
+  c.Propose(l, std::string(1000, 'a'));
+  c.Propose(l, std::string(500, 'b'));
+  c.Deliver();
+  CHECK(c.core(l).commit_index() == c.core(l).last_index());  // the quorum (l, 1) commits
+  CHECK(c.core(l).follower_lag_bytes() == 1500);              // what member 2 lacks
+  CHECK(c.core(l).BytesAfter(c.core(l).last_index()) == 0);
+  CHECK(c.core(l).BytesAfter(c.core(l).last_index() - 1) == 500);
+  // Compaction keeps the positions of what is held right; a position that was compacted away
+  // counts as everything held (such a member cannot be caught up anyway: lagging_members()).
+  c.core(l).Compact(c.core(l).last_index() - 1);
+  CHECK(c.core(l).BytesAfter(c.core(l).last_index() - 1) == 500);
+  CHECK(c.core(l).BytesAfter(0) == 500);
+  CHECK(c.core(l).follower_lag_bytes() == 500);
+  // Silent for more than 2 election timeouts: presumed down, it no longer holds the leader.
+  REQUIRE(c.RunUntil([&] { return c.core(l).follower_lag_bytes() == 0; }, 1000));
+  CHECK(c.core(l).role() == Role::kLeader);
+}
+
 TEST_CASE("raft determinism: the same seed and inputs give the same outputs") {
   auto run = [](uint64_t seed) {
     TestCluster c(5, kNoNode, seed);
