@@ -53,12 +53,12 @@ Result<std::string> EncodeFrame(std::string_view raw, Compression compression, u
   return w.Release();
 }
 
-Result<std::string> DecodeFrame(std::string_view frame, uint64_t max_raw_bytes) {
+Result<SharedBytes> DecodeFrame(const SharedBytes& frame, uint64_t max_raw_bytes) {
   if (frame.size() < kFrameHeaderBytes) {
     return Status::Corruption(FrameError("truncated: " + std::to_string(frame.size()) + " bytes, the header alone is " +
                                          std::to_string(kFrameHeaderBytes)));
   }
-  Reader r(frame);
+  Reader r(frame.view());
   uint32_t magic = 0, raw_len = 0, body_len = 0;
   uint8_t version = 0, flags = 0;
   uint16_t reserved = 0;
@@ -91,11 +91,11 @@ Result<std::string> DecodeFrame(std::string_view frame, uint64_t max_raw_bytes) 
     return Status::Corruption(FrameError("uncompressed body of " + std::to_string(body_len) + " bytes, raw length " +
                                          std::to_string(raw_len)));
   }
-  std::string_view body = frame.substr(kFrameHeaderBytes);
+  std::string_view body = frame.view().substr(kFrameHeaderBytes);
   if (BulkHash64(body, HeaderSeed(version, flags, raw_len, body_len)) != checksum) {
     return Status::Corruption(FrameError("checksum mismatch"));
   }
-  if (!compressed) return std::string(body);
+  if (!compressed) return frame.Substr(kFrameHeaderBytes);
   size_t uncompressed = 0;
   if (!snappy::GetUncompressedLength(body.data(), body.size(), &uncompressed) || uncompressed != raw_len) {
     return Status::Corruption(FrameError("Snappy body does not decode to the raw length " + std::to_string(raw_len)));
@@ -104,7 +104,7 @@ Result<std::string> DecodeFrame(std::string_view frame, uint64_t max_raw_bytes) 
   if (!snappy::RawUncompress(body.data(), body.size(), out.data())) {
     return Status::Corruption(FrameError("Snappy body is malformed"));
   }
-  return out;
+  return SharedBytes(std::move(out));
 }
 
 CompressingReplicator::CompressingReplicator(std::unique_ptr<Replicator> inner, CompressionOptions options)
@@ -155,7 +155,7 @@ void CompressingReplicator::ReceiveData(const ReplicateMeta& meta, ReceiveCallba
        {});
     return;
   }
-  inner_->ReceiveData(meta, [this, cb = std::move(cb)](const ReplicateMeta& m, Status status, std::string frame) mutable {
+  inner_->ReceiveData(meta, [this, cb = std::move(cb)](const ReplicateMeta& m, Status status, SharedBytes frame) mutable {
     Delivery d{m, std::move(status), std::move(frame), std::move(cb)};
     // Never blocks: the queue holds max_pending_receives items and at most that many
     // receives are outstanding. It fails only once closed (a backend calling back after its
@@ -173,9 +173,8 @@ void CompressingReplicator::DecodeLoop() {
     if (!d->status.ok()) {
       d->cb(d->meta, std::move(d->status), {});
     } else {
-      Result<std::string> raw = DecodeFrame(d->frame, options_.max_raw_bytes);
-      d->frame.clear();
-      d->frame.shrink_to_fit();
+      Result<SharedBytes> raw = DecodeFrame(d->frame, options_.max_raw_bytes);
+      d->frame = SharedBytes();
       if (raw.ok()) {
         d->cb(d->meta, Status::Ok(), std::move(raw).value());
       } else {

@@ -59,7 +59,8 @@ Result<std::string> EncodeFrame(std::string_view raw, Compression compression, u
 // Checks and unframes. Every malformed input gives kCorruption with a message saying what is
 // wrong (truncated, bad magic, version, flags, lengths, checksum, Snappy body); a raw_len above
 // max_raw_bytes is rejected before anything is allocated.
-Result<std::string> DecodeFrame(std::string_view frame, uint64_t max_raw_bytes);
+// An uncompressed payload comes back as a view into `frame` (no copy).
+Result<SharedBytes> DecodeFrame(const SharedBytes& frame, uint64_t max_raw_bytes);
 
 struct CompressionOptions {
   Compression compression = Compression::kNone;
@@ -91,7 +92,7 @@ class CompressingReplicator final : public Replicator {
   struct Delivery {
     ReplicateMeta meta;
     Status status;
-    std::string frame;
+    SharedBytes frame;
     ReceiveCallback cb;
   };
   void DecodeLoop();

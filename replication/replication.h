@@ -27,6 +27,7 @@
 #include <string>
 
 #include "common/config.h"
+#include "common/shared_bytes.h"
 #include "common/status.h"
 
 namespace qrstore::replication {
@@ -38,7 +39,9 @@ struct ReplicateMeta {
 };
 
 using ReplicateCallback = std::function<void(const ReplicateMeta& meta, Status status)>;
-using ReceiveCallback = std::function<void(const ReplicateMeta& meta, Status status, std::string bytes)>;
+// The bytes are immutable and shared (common/shared_bytes.h): a backend hands over its own
+// buffer (a Raft log entry, a received frame) without copying it; hold them as long as needed.
+using ReceiveCallback = std::function<void(const ReplicateMeta& meta, Status status, SharedBytes bytes)>;
 
 class Replicator {
  public:

@@ -32,7 +32,7 @@ uint64_t NoneHub::NewOwnerId() {
 
 Status NoneHub::Append(const ReplicateMeta& meta, std::string bytes) {
   std::vector<ReceiveCallback> ready;
-  std::shared_ptr<const std::string> payload;
+  SharedBytes payload;
   {
     std::lock_guard<std::mutex> lock(mu_);
     Stream& s = streams_[{meta.group, meta.planner}];
@@ -41,7 +41,7 @@ Status NoneHub::Append(const ReplicateMeta& meta, std::string bytes) {
                                      " out of sequence, expected " + std::to_string(s.next_id));
     }
     ++s.next_id;
-    payload = std::make_shared<const std::string>(std::move(bytes));
+    payload = SharedBytes(std::move(bytes));
     if (retain_batches_ > 0) {
       s.retained.push_back(payload);
       while (s.retained.size() > retain_batches_) {
@@ -56,12 +56,12 @@ Status NoneHub::Append(const ReplicateMeta& meta, std::string bytes) {
     s.waiters.erase(lo, hi);
   }
   // Parked receives fire outside the lock, in the order they were parked.
-  for (auto& cb : ready) cb(meta, Status::Ok(), *payload);
+  for (auto& cb : ready) cb(meta, Status::Ok(), payload);
   return Status::Ok();
 }
 
 void NoneHub::Receive(uint64_t owner, const ReplicateMeta& meta, ReceiveCallback cb) {
-  std::shared_ptr<const std::string> payload;
+  SharedBytes payload;
   std::unique_lock<std::mutex> lock(mu_);
   Stream& s = streams_[{meta.group, meta.planner}];
   if (meta.batch_id >= s.next_id) {
@@ -79,7 +79,7 @@ void NoneHub::Receive(uint64_t owner, const ReplicateMeta& meta, ReceiveCallback
   }
   payload = s.retained[meta.batch_id - s.first_retained];
   lock.unlock();
-  cb(meta, Status::Ok(), *payload);
+  cb(meta, Status::Ok(), payload);
 }
 
 void NoneHub::CancelOwner(uint64_t owner) {

@@ -70,7 +70,7 @@ class NoneHub {
   struct Stream {
     uint64_t next_id = 0;
     uint64_t first_retained = 0;                        // batch id of retained.front()
-    std::deque<std::shared_ptr<const std::string>> retained;
+    std::deque<SharedBytes> retained;
     std::multimap<uint64_t, Waiter> waiters;            // batch id -> parked receives
   };
 

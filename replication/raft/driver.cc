@@ -190,10 +190,12 @@ void Driver::Run() {
       GroupLog& log = logs_[m.group];
       if (m.type == MessageType::kAppendRequest && !m.entries.empty() && log.apply_paused &&
           log.bytes > options_.max_log_bytes) {
-        // The application is not consuming and the log is at its budget: refuse new entries
-        // (the leader retries); the heartbeat part still reaches the core via empty appends.
+        // The application is not consuming and the log is at its budget: refuse the new
+        // entries (the leader retries them) but step the rest: an append without entries still
+        // resets our election timer, carries the commit, and is answered, so the leader keeps
+        // counting us as live and its flow control waits for us instead of leaving us behind.
         counters_.appends_dropped_paused.fetch_add(1, std::memory_order_relaxed);
-        continue;
+        m.entries.clear();
       }
       cores_[m.group]->Step(m);
     }

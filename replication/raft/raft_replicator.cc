@@ -235,7 +235,7 @@ void RaftReplicator::Stop() {
     for (auto& [planner, s] : g.streams) {
       for (auto& [batch, cb] : s.waiting) {
         ReplicateMeta meta{static_cast<uint32_t>(&g - groups_.data()), planner, batch};
-        cb(meta, aborted, std::string());
+        cb(meta, aborted, SharedBytes());
       }
       s.waiting.clear();
     }
@@ -326,11 +326,11 @@ bool RaftReplicator::ProposeOnRaft(const ReplicateMeta& meta, EntryData& data, R
 }
 
 void RaftReplicator::ReceiveData(const ReplicateMeta& meta, ReceiveCallback cb) {
-  if (Status st = CheckMeta(meta); !st.ok()) return cb(meta, st, std::string());
-  if (!driver_) return cb(meta, Status::Aborted("raft replicator not started"), std::string());
+  if (Status st = CheckMeta(meta); !st.ok()) return cb(meta, st, SharedBytes());
+  if (!driver_) return cb(meta, Status::Aborted("raft replicator not started"), SharedBytes());
   driver_->Submit(Driver::Lane::kControl, [this, meta, cb = std::move(cb)](Status st) mutable -> bool {
     if (!st.ok()) {
-      cb(meta, st, std::string());
+      cb(meta, st, SharedBytes());
     } else {
       ReceiveOnRaft(meta, cb);
     }
@@ -343,7 +343,7 @@ void RaftReplicator::ReceiveOnRaft(const ReplicateMeta& meta, ReceiveCallback& c
   Stream& s = g.streams[meta.planner];
   auto it = s.buffered.find(meta.batch_id);
   if (it != s.buffered.end()) {
-    std::string bytes = std::move(it->second);
+    SharedBytes bytes = std::move(it->second);
     g.buffered_bytes -= bytes.size();
     // Anything older was skipped by the application: it will never be asked for.
     s.buffered.erase(s.buffered.begin(), std::next(it));
@@ -356,11 +356,11 @@ void RaftReplicator::ReceiveOnRaft(const ReplicateMeta& meta, ReceiveCallback& c
        Status::InvalidArgument("batch " + std::to_string(meta.batch_id) + " of stream (" +
                                std::to_string(meta.group) + "," + std::to_string(meta.planner) +
                                ") was already delivered, proposed by this member, or compacted away"),
-       std::string());
+       SharedBytes());
     return;
   }
   if (s.waiting.count(meta.batch_id) > 0) {
-    cb(meta, Status::InvalidArgument("batch " + std::to_string(meta.batch_id) + " already requested"), std::string());
+    cb(meta, Status::InvalidArgument("batch " + std::to_string(meta.batch_id) + " already requested"), SharedBytes());
     return;
   }
   s.waiting.emplace(meta.batch_id, std::move(cb));
@@ -488,8 +488,8 @@ void RaftReplicator::OnCommitted(uint32_t group, std::vector<Entry>& committed) 
     s.commit_next = meta.batch_id + 1;
     auto w = s.waiting.find(meta.batch_id);
     if (w == s.waiting.end() && own) continue;  // the application has its own batch
-    // The entry's buffer is shared with the core's log: one copy of the payload, past the header.
-    std::string payload(e.data.view().substr(offset));
+    // The payload is a view into the entry's buffer (shared with the log): no copy.
+    SharedBytes payload = e.data.bytes().Substr(offset);
     if (w != s.waiting.end()) {
       ReceiveCallback cb = std::move(w->second);
       s.waiting.erase(w);

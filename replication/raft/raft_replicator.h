@@ -122,7 +122,7 @@ class RaftReplicator : public Replicator, private DriverListener {
     uint64_t log_next = 0;     // 1 + last batch in this member's log (proposals included)
     bool commit_started = false;
     uint64_t commit_next = 0;  // 1 + last batch committed and applied here
-    std::map<uint64_t, std::string> buffered;        // committed, not yet asked for
+    std::map<uint64_t, SharedBytes> buffered;        // committed, not yet asked for
     std::map<uint64_t, ReceiveCallback> waiting;     // asked for, not yet committed
   };
   struct Group {

@@ -70,7 +70,7 @@ void StreamReceiver::Ask(size_t stream) {
   while (!st.stopped && st.next_ask < st.next_deliver + window_) {
     ReplicateMeta meta{static_cast<uint32_t>(stream / planners_), static_cast<uint32_t>(stream % planners_),
                        st.next_ask++};
-    replicator_->ReceiveData(meta, [this](const ReplicateMeta& m, Status status, std::string bytes) {
+    replicator_->ReceiveData(meta, [this](const ReplicateMeta& m, Status status, SharedBytes bytes) {
       Event e{m, std::move(status), std::move(bytes)};
       // At most `window` receives per stream are outstanding and the queue holds that many
       // per stream, so this fails only once the queue is closed (stopping) or when a backend

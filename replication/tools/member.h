@@ -69,7 +69,7 @@ class StreamReceiver {
   struct Event {
     ReplicateMeta meta;
     Status status;
-    std::string bytes;
+    SharedBytes bytes;
   };
   struct StreamState {  // receiver thread only
     uint64_t next_deliver = 0;

@@ -105,7 +105,7 @@ class Collector {
     };
   }
   ReceiveCallback ReceiveCb() {
-    return [s = state_](const ReplicateMeta& meta, Status st, std::string bytes) {
+    return [s = state_](const ReplicateMeta& meta, Status st, SharedBytes bytes) {
       std::lock_guard<std::mutex> lock(s->mu);
       s->statuses[meta.batch_id] = st;
       s->bytes[meta.batch_id] = std::move(bytes);

@@ -244,7 +244,7 @@ TEST_CASE("contract errors: out-of-sequence ids and follower writes are refused 
   // A receive for a batch that never comes is aborted by Stop.
   auto p = std::make_shared<std::promise<Status>>();
   auto f = p->get_future();
-  follower->ReceiveData(ReplicateMeta{0, 0, 1000}, [p](const ReplicateMeta&, Status s, std::string) { p->set_value(s); });
+  follower->ReceiveData(ReplicateMeta{0, 0, 1000}, [p](const ReplicateMeta&, Status s, SharedBytes) { p->set_value(s); });
   CHECK(f.wait_for(std::chrono::milliseconds(200)) == std::future_status::timeout);
   follower->Stop();
   REQUIRE(f.wait_for(std::chrono::seconds(10)) == std::future_status::ready);

@@ -170,7 +170,7 @@ class Recorder {
     v.push_back(m.batch_id);
     cv_.notify_all();
   }
-  void Delivered(const ReplicateMeta& m, const Status& s, const std::string& bytes) {
+  void Delivered(const ReplicateMeta& m, const Status& s, std::string_view bytes) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!s.ok()) {
       errors_.push_back("delivery " + std::to_string(m.batch_id) + ": " + s.ToString());
@@ -245,7 +245,7 @@ void Drive(Replicator* leader, std::vector<Replicator*> followers, Recorder* lre
         while (next_read[f][p] < first + count && next_read[f][p] - first < got + window) {
           uint64_t id = next_read[f][p]++;
           Recorder* rec = frecs[f];
-          followers[f]->ReceiveData(ReplicateMeta{0, p, id}, [rec](const ReplicateMeta& m, Status s, std::string b) {
+          followers[f]->ReceiveData(ReplicateMeta{0, p, id}, [rec](const ReplicateMeta& m, Status s, SharedBytes b) {
             rec->Delivered(m, s, b);
           });
         }
@@ -429,7 +429,7 @@ TEST_CASE("zk: a follower's pending requests are aborted by Stop", "[zookeeper]"
   std::mutex mu;
   std::vector<Status> got;
   for (uint64_t id = 0; id < 3; ++id) {
-    fol->ReceiveData(ReplicateMeta{0, 0, id}, [&](const ReplicateMeta&, Status s, std::string) {
+    fol->ReceiveData(ReplicateMeta{0, 0, id}, [&](const ReplicateMeta&, Status s, SharedBytes) {
       std::lock_guard<std::mutex> lock(mu);
       got.push_back(s);
     });
@@ -587,7 +587,7 @@ TEST_CASE("zk: a restarted leader resumes at NextBatchId over a crashed leader's
   Recorder* fr = &frec;
   for (uint64_t id = 0; id < 100; ++id) {
     fol->ReceiveData(ReplicateMeta{0, 0, id},
-                     [fr](const ReplicateMeta& m, Status s, std::string b) { fr->Delivered(m, s, b); });
+                     [fr](const ReplicateMeta& m, Status s, SharedBytes b) { fr->Delivered(m, s, b); });
   }
   REQUIRE(frec.WaitFor([&] { return frec.delivered(0) >= 50; }, 30000));
   auto leader = MustStart(lo);
@@ -717,7 +717,7 @@ TEST_CASE("zk: retain_bytes bounds what ZooKeeper holds, and a follower asking f
   std::condition_variable cv;
   Status first = Status::Ok();
   bool got_first = false;
-  fol->ReceiveData(ReplicateMeta{0, 0, 0}, [&](const ReplicateMeta&, Status s, std::string) {
+  fol->ReceiveData(ReplicateMeta{0, 0, 0}, [&](const ReplicateMeta&, Status s, SharedBytes) {
     std::lock_guard<std::mutex> lock(mu);
     first = s;
     got_first = true;
@@ -725,7 +725,7 @@ TEST_CASE("zk: retain_bytes bounds what ZooKeeper holds, and a follower asking f
   });
   Recorder* fr = &frec;
   fol->ReceiveData(ReplicateMeta{0, 0, count - 1},
-                   [fr](const ReplicateMeta& m, Status s, std::string b) { fr->Delivered(m, s, b); });
+                   [fr](const ReplicateMeta& m, Status s, SharedBytes b) { fr->Delivered(m, s, b); });
   {
     std::unique_lock<std::mutex> lock(mu);
     REQUIRE(cv.wait_for(lock, std::chrono::seconds(20), [&] { return got_first; }));

@@ -27,7 +27,7 @@ TEST_CASE("frame: round trip with and without snappy / sizes 0 to 3 MB") {
       std::string raw = Sample(n);
       Result<std::string> f = EncodeFrame(raw, c, 64 << 20);
       REQUIRE(f.ok());
-      Result<std::string> back = DecodeFrame(f.value(), 64 << 20);
+      Result<SharedBytes> back = DecodeFrame(f.value(), 64 << 20);
       REQUIRE(back.ok());
       CHECK(back.value() == raw);
       if (c == Compression::kNone) CHECK(f->size() == raw.size() + kFrameHeaderBytes);
@@ -60,7 +60,7 @@ TEST_CASE("frame: every truncation is rejected") {
   for (Compression c : {Compression::kNone, Compression::kSnappy}) {
     std::string f = EncodeFrame(Sample(3000), c, 1 << 20).value();
     for (size_t len = 0; len < f.size(); ++len) {
-      Result<std::string> r = DecodeFrame(std::string_view(f).substr(0, len), 1 << 20);
+      Result<SharedBytes> r = DecodeFrame(f.substr(0, len), 1 << 20);
       REQUIRE_FALSE(r.ok());
       CHECK(r.status().code() == StatusCode::kCorruption);
     }
@@ -77,7 +77,7 @@ TEST_CASE("frame: a flipped bit anywhere is rejected") {
       for (int bit : {0, 3, 7}) {
         std::string bad = good;
         bad[i] = static_cast<char>(bad[i] ^ (1 << bit));
-        Result<std::string> r = DecodeFrame(bad, 1 << 20);
+        Result<SharedBytes> r = DecodeFrame(bad, 1 << 20);
         ++tried;
         if (!r.ok()) {
           CHECK(r.status().code() == StatusCode::kCorruption);
@@ -110,7 +110,7 @@ TEST_CASE("frame: clear messages for each header fault") {
 TEST_CASE("frame: raw length cap on both sides / checked before allocating") {
   CHECK(EncodeFrame(std::string(1001, 'a'), Compression::kNone, 1000).status().code() == StatusCode::kInvalidArgument);
   std::string big = EncodeFrame(std::string(5000, 'a'), Compression::kSnappy, 1 << 20).value();
-  Result<std::string> r = DecodeFrame(big, 4000);
+  Result<SharedBytes> r = DecodeFrame(big, 4000);
   CHECK(r.status().code() == StatusCode::kCorruption);
   CHECK(r.status().message().find("exceeds the cap") != std::string::npos);
   // A header claiming 1 GB raw with a tiny body is rejected (cap), not allocated.
@@ -148,13 +148,13 @@ class TamperBackend final : public Replicator {
 
 struct Received {
   Status status;
-  std::string bytes;
+  SharedBytes bytes;
 };
 
 Received ReceiveSync(Replicator* r, uint64_t batch) {
   std::promise<Received> p;
   r->ReceiveData(ReplicateMeta{0, 0, batch},
-                 [&](const ReplicateMeta&, Status s, std::string b) { p.set_value(Received{std::move(s), std::move(b)}); });
+                 [&](const ReplicateMeta&, Status s, SharedBytes b) { p.set_value(Received{std::move(s), std::move(b)}); });
   return p.get_future().get();
 }
 
@@ -213,9 +213,9 @@ TEST_CASE("decorator: receives beyond max_pending_receives fail fast / Stop abor
   CompressingReplicator r(std::make_unique<none::NoneReplicator>(o), CompressionOptions{Compression::kNone, 1 << 20, 2});
   REQUIRE(r.Start().ok());
   std::promise<Status> a, b, c;
-  r.ReceiveData(ReplicateMeta{0, 0, 0}, [&](const ReplicateMeta&, Status s, std::string) { a.set_value(s); });
-  r.ReceiveData(ReplicateMeta{0, 0, 1}, [&](const ReplicateMeta&, Status s, std::string) { b.set_value(s); });
-  r.ReceiveData(ReplicateMeta{0, 0, 2}, [&](const ReplicateMeta&, Status s, std::string) { c.set_value(s); });
+  r.ReceiveData(ReplicateMeta{0, 0, 0}, [&](const ReplicateMeta&, Status s, SharedBytes) { a.set_value(s); });
+  r.ReceiveData(ReplicateMeta{0, 0, 1}, [&](const ReplicateMeta&, Status s, SharedBytes) { b.set_value(s); });
+  r.ReceiveData(ReplicateMeta{0, 0, 2}, [&](const ReplicateMeta&, Status s, SharedBytes) { c.set_value(s); });
   CHECK(c.get_future().get().code() == StatusCode::kResourceExhausted);
   r.Stop();
   CHECK(a.get_future().get().code() == StatusCode::kAborted);

@@ -37,10 +37,10 @@ TEST_CASE("none: callback fires at once / a follower on the same hub receives in
   REQUIRE(follower.Start().ok());
   std::vector<std::string> got;
   // Parked before the data exists: fires when replicated.
-  follower.ReceiveData(ReplicateMeta{1, 1, 0}, [&](const ReplicateMeta& m, Status s, std::string b) {
+  follower.ReceiveData(ReplicateMeta{1, 1, 0}, [&](const ReplicateMeta& m, Status s, SharedBytes b) {
     CHECK(s.ok());
     CHECK(m.batch_id == 0);
-    got.push_back(b);
+    got.push_back(b.ToString());
   });
   CHECK(got.empty());
   for (uint64_t b = 0; b < 3; ++b) {
@@ -48,9 +48,9 @@ TEST_CASE("none: callback fires at once / a follower on the same hub receives in
   }
   REQUIRE(got.size() == 1);
   for (uint64_t b = 1; b < 3; ++b) {
-    follower.ReceiveData(ReplicateMeta{1, 1, b}, [&](const ReplicateMeta&, Status s, std::string bytes) {
+    follower.ReceiveData(ReplicateMeta{1, 1, b}, [&](const ReplicateMeta&, Status s, SharedBytes bytes) {
       CHECK(s.ok());
-      got.push_back(bytes);
+      got.push_back(bytes.ToString());
     });
   }
   CHECK(got == std::vector<std::string>{"payload-0", "payload-1", "payload-2"});
@@ -81,11 +81,11 @@ TEST_CASE("none: retention bound / an evicted batch is a clear kResourceExhauste
   REQUIRE(leader.Start().ok());
   for (uint64_t b = 0; b < 5; ++b) REQUIRE(ReplicateNow(leader, ReplicateMeta{0, 0, b}, std::to_string(b)).ok());
   Status evicted;
-  leader.ReceiveData(ReplicateMeta{0, 0, 2}, [&](const ReplicateMeta&, Status s, std::string) { evicted = s; });
+  leader.ReceiveData(ReplicateMeta{0, 0, 2}, [&](const ReplicateMeta&, Status s, SharedBytes) { evicted = s; });
   CHECK(evicted.code() == StatusCode::kResourceExhausted);
   CHECK(evicted.message().find("replication.none.retain_batches") != std::string::npos);
   std::string kept;
-  leader.ReceiveData(ReplicateMeta{0, 0, 3}, [&](const ReplicateMeta&, Status s, std::string b) {
+  leader.ReceiveData(ReplicateMeta{0, 0, 3}, [&](const ReplicateMeta&, Status s, SharedBytes b) {
     CHECK(s.ok());
     kept = b;
   });
@@ -100,15 +100,15 @@ TEST_CASE("none: Stop aborts parked receives of that replicator only / calls aft
   REQUIRE(f1.Start().ok());
   REQUIRE(f2.Start().ok());
   Status s1 = Status::Internal("pending"), s2 = Status::Internal("pending");
-  f1.ReceiveData(ReplicateMeta{0, 0, 0}, [&](const ReplicateMeta&, Status s, std::string) { s1 = s; });
-  f2.ReceiveData(ReplicateMeta{0, 0, 0}, [&](const ReplicateMeta&, Status s, std::string) { s2 = s; });
+  f1.ReceiveData(ReplicateMeta{0, 0, 0}, [&](const ReplicateMeta&, Status s, SharedBytes) { s1 = s; });
+  f2.ReceiveData(ReplicateMeta{0, 0, 0}, [&](const ReplicateMeta&, Status s, SharedBytes) { s2 = s; });
   f1.Stop();
   CHECK(s1.code() == StatusCode::kAborted);
   CHECK(s2.code() == StatusCode::kInternal);  // still parked
   REQUIRE(ReplicateNow(leader, ReplicateMeta{0, 0, 0}, "a").ok());
   CHECK(s2.ok());
   Status after;
-  f1.ReceiveData(ReplicateMeta{0, 0, 0}, [&](const ReplicateMeta&, Status s, std::string) { after = s; });
+  f1.ReceiveData(ReplicateMeta{0, 0, 0}, [&](const ReplicateMeta&, Status s, SharedBytes) { after = s; });
   CHECK(after.code() == StatusCode::kAborted);
   leader.Stop();
   CHECK(ReplicateNow(leader, ReplicateMeta{0, 0, 1}, "b").code() == StatusCode::kAborted);
@@ -123,7 +123,7 @@ TEST_CASE("none: a hub outlives its leader while a follower holds it") {
     REQUIRE(ReplicateNow(leader, ReplicateMeta{0, 0, 0}, "kept").ok());
   }
   std::string got;
-  follower->ReceiveData(ReplicateMeta{0, 0, 0}, [&](const ReplicateMeta&, Status s, std::string b) {
+  follower->ReceiveData(ReplicateMeta{0, 0, 0}, [&](const ReplicateMeta&, Status s, SharedBytes b) {
     CHECK(s.ok());
     got = b;
   });
