@@ -46,7 +46,7 @@ echo "== running every test"
 if [ "$tsan" = 1 ]; then
   echo "== building the concurrency tests under ThreadSanitizer into build-tsan/"
   cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQRSTORE_SANITIZE=thread >/dev/null
-  cmake --build build-tsan -j"$jobs"
+  cmake --build build-tsan -j"$jobs" --target concurrency_tests
   echo "== running the concurrency tests under ThreadSanitizer"
   (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
      ctest --output-on-failure -L concurrency --timeout 600)
