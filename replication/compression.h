@@ -11,7 +11,7 @@
 //        6    2 reserved    must be 0
 //        8    4 raw_len     length of the original payload (<= the configured cap)
 //       12    4 body_len    length of the body that follows (== the rest of the frame)
-//       16    8 checksum    Hash64(body, seed = Mix64 of the header words above)
+//       16    8 checksum    BulkHash64(body, seed = Mix64 of the header words above)
 //       24      body        raw bytes, or Snappy(raw bytes)
 //
 // The checksum covers the body as sent and (through its seed) every header field, so a flipped
@@ -44,7 +44,7 @@
 namespace qrstore::replication {
 
 inline constexpr uint32_t kFrameMagic = 0x4c505251;  // "QRPL" little-endian
-inline constexpr uint8_t kFrameVersion = 1;
+inline constexpr uint8_t kFrameVersion = 2;  // 2: the 8-lane BulkHash64 checksum
 inline constexpr uint8_t kFrameFlagSnappy = 0x01;
 inline constexpr size_t kFrameHeaderBytes = 24;
 // The frame stores lengths as u32; the configurable cap may not exceed this.

@@ -91,7 +91,7 @@ namespace {
 
 constexpr uint32_t kSegmentMagic = 0x47535251;    // "QRSG"
 constexpr uint32_t kHardStateMagic = 0x53485251;  // "QRHS"
-constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kFormatVersion = 2;  // 2: record checksums use the 8-lane BulkHash64
 constexpr size_t kSegmentHeaderBytes = 32;  // magic, version, first_index, prev_term, checksum
 constexpr size_t kRecordHeaderBytes = 28;   // length, checksum, term, index
 constexpr size_t kHardStateBytes = 36;      // magic, version, term, voted_for, commit, checksum
@@ -305,6 +305,11 @@ Status DiskLogStorage::RecoverSegment(Segment* seg, bool* torn) {
     const Index first = Get<uint64_t>(b.data(), &pos);
     const Term prev_term = Get<uint64_t>(b.data(), &pos);
     const uint64_t checksum = Get<uint64_t>(b.data(), &pos);
+    if (magic == kSegmentMagic && version != kFormatVersion && checksum == Hash64(b.data(), kSegmentHeaderBytes - 8)) {
+      // A well-formed header of another format: refuse, never "repair" it by truncation.
+      return Status::Corruption(seg->path + ": written in log format version " + std::to_string(version) +
+                                ", this build reads version " + std::to_string(kFormatVersion));
+    }
     if (magic == kSegmentMagic && version == kFormatVersion && first == seg->first_index &&
         checksum == Hash64(b.data(), kSegmentHeaderBytes - 8)) {
       seg->prev_term = prev_term;

@@ -4,10 +4,12 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <cstring>
 #include <fstream>
 
 #include <catch2/catch.hpp>
 
+#include "common/hash.h"
 #include "replication/raft/log_storage.h"
 
 namespace qrstore::replication::raft {
@@ -171,6 +173,36 @@ TEST_CASE("raft disk log: a torn tail is truncated at restart", "[raft_driver][l
   auto log = OpenDisk(dir.path);
   REQUIRE(log->recovered_truncated_bytes() == 0);
   REQUIRE(log->Recovered().entries == Entries(1, 20, 1));
+}
+
+TEST_CASE("raft disk log: a segment of another format version is refused, never truncated", "[raft_driver][log]") {
+  TempDir dir;
+  {
+    auto log = OpenDisk(dir.path);
+    REQUIRE(log->Append(Entries(1, 5, 1)).ok());
+    REQUIRE(log->Sync().ok());
+  }
+  const fs::path seg = Segments(dir.path).front();
+  const auto size = fs::file_size(seg);
+  {
+    // Rewrite the header as another version, with a valid header checksum (a well-formed
+    // segment of another build, not a torn write).
+    std::fstream f(seg, std::ios::in | std::ios::out | std::ios::binary);
+    char header[32];
+    f.read(header, sizeof header);
+    const uint32_t other = 1;
+    std::memcpy(header + 4, &other, 4);
+    const uint64_t checksum = Hash64(header, 24);
+    std::memcpy(header + 24, &checksum, 8);
+    f.seekp(0);
+    f.write(header, sizeof header);
+  }
+  DiskLogOptions o;
+  o.dir = dir.path;
+  Result<std::unique_ptr<DiskLogStorage>> r = DiskLogStorage::Open(o);
+  REQUIRE(r.status().code() == StatusCode::kCorruption);
+  REQUIRE(r.status().message().find("format version 1") != std::string::npos);
+  REQUIRE(fs::file_size(seg) == size);  // untouched
 }
 
 TEST_CASE("raft disk log: a corrupt record ends the log there", "[raft_driver][log]") {
