@@ -6,8 +6,8 @@
 #
 # For payloads of 100 B, 1 KB, 10 KB, 100 KB, 400 KB and 800 KB with 100 batches in flight it
 # measures: raft, 3 replicas, memory log; raft, 3 replicas, disk log with fsync=always; raft
-# with Snappy; ZooKeeper (one server started here, 2 follower processes) without and with
-# Snappy. Then the two target rows: 100 KB with 100 in flight (raft batches/s / ZooKeeper
+# with Snappy (every raft row first, before any ZooKeeper runs); then ZooKeeper (one server
+# started here for its rows, 2 follower processes) without and with Snappy. Then the two target rows: 100 KB with 100 in flight (raft batches/s / ZooKeeper
 # batches/s, target >= 5) and 100 KB with 1 in flight (raft p50, target < 2 ms).
 # The disk-log rows write under $TMPDIR (default /tmp): it must be a real disk, not tmpfs, or
 # fsync costs nothing (the script warns). Prints a markdown table (with the exact command of every row) and writes it, a CSV and every
@@ -61,13 +61,13 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 zk_hosts=""
-if [ "$only" != raft ]; then
+start_zk() {
   zkdir=$(mktemp -d /tmp/qrstore-sweep-zk.XXXXXX)
   echo "== starting one ZooKeeper server on 127.0.0.1" >&2
   # ZooKeeper keeps its last 500 transactions in memory: 800 KB batches need a 1 GB heap.
   zk_hosts=$(scripts/zk-server.sh start "$zkdir" --heap-mb 1024)
   echo "   at $zk_hosts" >&2
-fi
+}
 
 # The value of a numeric or string field of the bench's JSON line.
 field() { sed -n "s/.*\"$2\":\"\{0,1\}\([^,\"}]*\).*/\1/p" <<<"$1" | head -1; }
@@ -107,23 +107,32 @@ run() {  # run NAME PAYLOAD INFLIGHT ARGS...
   result_p50["$name/$payload/$inflight"]=$p50
 }
 
-for size in $sizes; do
-  if [ "$only" != zookeeper ]; then
+# Every raft row first, with no ZooKeeper JVM on the machine; then ZooKeeper's rows with its
+# server started for them (on 2 cores a JVM that is merely idle-collecting takes CPU from the
+# Raft processes, and the other way round).
+if [ "$only" != zookeeper ]; then
+  for size in $sizes; do
     run raft-memory "$size" 100 --backend raft --replicas 3
     run raft-disk-fsync "$size" 100 --backend raft --replicas 3 --replication.raft.log=disk --replication.raft.fsync=always
     run raft-snappy "$size" 100 --backend raft --replicas 3 --compression snappy
-  fi
-  if [ "$only" != raft ]; then
+  done
+  [ -n "${result_bps[raft-memory/100000/100]:-}" ] || run raft-memory 100000 100 --backend raft --replicas 3
+  run raft-memory 100000 1 --backend raft --replicas 3
+fi
+if [ "$only" != raft ]; then
+  start_zk
+  for size in $sizes; do
     run zookeeper "$size" 100 --backend zookeeper --replicas 3 --zk-hosts "$zk_hosts"
     run zookeeper-snappy "$size" 100 --backend zookeeper --replicas 3 --zk-hosts "$zk_hosts" --compression snappy
-  fi
-done
+  done
+  [ -n "${result_bps[zookeeper/100000/100]:-}" ] || run zookeeper 100000 100 --backend zookeeper --replicas 3 --zk-hosts "$zk_hosts"
+  cleanup
+  zkdir=""
+fi
 
 # Target rows.
 target_lines=()
 if [ "$only" = "" ]; then
-  [ -n "${result_bps[raft-memory/100000/100]:-}" ] || run raft-memory 100000 100 --backend raft --replicas 3
-  [ -n "${result_bps[zookeeper/100000/100]:-}" ] || run zookeeper 100000 100 --backend zookeeper --replicas 3 --zk-hosts "$zk_hosts"
   r=${result_bps[raft-memory/100000/100]:-}
   z=${result_bps[zookeeper/100000/100]:-}
   if [ -n "$r" ] && [ -n "$z" ] && awk "BEGIN{exit !($z > 0)}"; then
@@ -134,7 +143,6 @@ if [ "$only" = "" ]; then
   fi
 fi
 if [ "$only" != zookeeper ]; then
-  run raft-memory 100000 1 --backend raft --replicas 3
   p=${result_p50[raft-memory/100000/1]:-}
   target_lines+=("- 100 KB, 1 in flight: raft p50 **${p:-n/a} ms** (target < 2 ms)")
 fi
