@@ -28,7 +28,7 @@ inline uint64_t Hash64(const void* data, size_t n, uint64_t seed = 0) {
     n -= 8;
   }
   uint64_t tail = 0;
-  std::memcpy(&tail, p, n);
+  if (n != 0) std::memcpy(&tail, p, n);  // p may be null when the input is empty
   return Mix64(h ^ tail ^ (static_cast<uint64_t>(n) << 56));
 }
 

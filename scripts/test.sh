@@ -48,7 +48,7 @@ if [ "$tsan" = 1 ]; then
   cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQRSTORE_SANITIZE=thread >/dev/null
   cmake --build build-tsan -j"$jobs" --target concurrency_tests
   echo "== running the concurrency tests under ThreadSanitizer"
-  (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+  (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/scripts/tsan.supp" \
      ctest --output-on-failure -L concurrency --timeout 600)
 fi
 echo "== all tests passed"

@@ -58,28 +58,25 @@ class PosixConn : public StreamConn {
     return true;
   }
 
+  size_t ReadSome(char* buf, size_t n) override {
+    for (;;) {
+      const ssize_t r = ::read(fd_, buf, n);
+      if (r < 0 && errno == EINTR) continue;
+      return r <= 0 ? 0 : static_cast<size_t>(r);
+    }
+  }
+
   bool WriteAll(const iovec* iov_in, size_t count) override {
     constexpr size_t kMaxIov = 64;
     iovec iov[kMaxIov];
-    size_t done = 0;  // iovecs of iov_in fully written
-    size_t offset = 0;  // bytes of iov_in[done] already written
-    while (done < count) {
-      size_t n = 0;
-      for (size_t i = done; i < count && n < kMaxIov; ++i, ++n) iov[n] = iov_in[i];
-      iov[0].iov_base = static_cast<char*>(iov[0].iov_base) + offset;
-      iov[0].iov_len -= offset;
+    for (IovCursor cursor(iov_in, count); !cursor.finished();) {
       msghdr msg{};
       msg.msg_iov = iov;
-      msg.msg_iovlen = n;
+      msg.msg_iovlen = cursor.Next(iov, kMaxIov);
       const ssize_t w = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
       if (w < 0 && errno == EINTR) continue;
       if (w <= 0) return false;
-      size_t left = static_cast<size_t>(w) + offset;
-      while (done < count && left >= iov_in[done].iov_len) {
-        left -= iov_in[done].iov_len;
-        ++done;
-      }
-      offset = left;
+      cursor.Advance(static_cast<size_t>(w));
     }
     return true;
   }

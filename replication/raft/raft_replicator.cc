@@ -42,11 +42,11 @@ void AddConfigKeys(ConfigSchema* schema) {
                  "bytes (keeps every live follower within the log budget, max_log_bytes)");
   schema->AddInt("replication.raft.max_buffered_bytes", 256ll << 20, 1024, 1ll << 40,
                  "committed bytes per group waiting for ReceiveData before apply pauses");
-  schema->AddString("replication.raft.transport", "tcp",
-                    "peer transport: tcp (plain sockets) or nng (nng 1.5.2 can hang on close, see stream_transport.h)",
-                    {"tcp", "nng"});
-  schema->AddInt("replication.raft.send_buffer_messages", 128, 1, 1 << 20,
-                 "messages queued per peer before sends to it are dropped");
+  schema->AddString("replication.raft.transport", "nng",
+                    "peer byte streams: nng (nng's stream API) or tcp (plain POSIX sockets); same framing",
+                    {"nng", "tcp"});
+  schema->AddInt("replication.raft.send_buffer_messages", 1024, 1, 1 << 20,
+                 "messages queued per peer before sends to it are dropped (Raft resends)");
   schema->AddInt("replication.raft.seed", 1, 0, INT64_MAX, "seed of the election timer randomization");
   schema->AddInt("replication.raft.stats_interval_ms", 10000, 0, 1 << 30, "periodic stats log line (0: off)");
 }
@@ -68,8 +68,11 @@ Result<RaftReplicatorOptions> RaftOptionsFromConfig(const Config& config) {
                      std::to_string(n) + " member(s) listed");
   }
   for (size_t i = 0; i < o.addresses.size(); ++i) {
-    Result<std::string> url = ToNngUrl(o.addresses[i]);
-    if (!url.ok()) errors.push_back("replication.raft.members[" + std::to_string(i) + "]: " + url.status().message());
+    std::string host;
+    int port = 0;
+    if (Status st = SplitHostPort(o.addresses[i], &host, &port); !st.ok()) {
+      errors.push_back("replication.raft.members[" + std::to_string(i) + "]: " + st.message());
+    }
     for (size_t j = 0; j < i; ++j) {
       if (o.addresses[j] == o.addresses[i]) {
         errors.push_back("replication.raft.members: '" + o.addresses[i] + "' listed twice");
@@ -206,14 +209,10 @@ Status RaftReplicator::Start() {
   topt.self = options_.driver.node_id;
   topt.addresses = options_.addresses;
   topt.max_frame_bytes = options_.max_payload_bytes + options_.driver.max_append_bytes + (1 << 20);
-  topt.send_buffer_messages = options_.send_buffer_messages;
+  topt.send_queue_messages = static_cast<size_t>(options_.send_buffer_messages);
   topt.identity = identity_;
-  std::unique_ptr<Transport> transport;
-  if (options_.nng_transport) {
-    transport = std::make_unique<NngTransport>(topt);
-  } else {
-    transport = std::make_unique<StreamTransport>(topt, MakePosixStreamNet());
-  }
+  std::unique_ptr<Transport> transport =
+      std::make_unique<StreamTransport>(topt, options_.nng_transport ? MakeNngStreamNet() : MakePosixStreamNet());
   driver_ = std::make_unique<Driver>(options_.driver, std::move(storages), std::move(transport),
                                      static_cast<DriverListener*>(this));
   Logger("raft")->info("[{}] raft replicator: {} group(s), {} member(s), log={}, fsync={}, tick {} ms", identity_,

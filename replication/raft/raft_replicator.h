@@ -76,8 +76,8 @@ struct RaftReplicatorOptions {
   // Flow control (replication.raft.max_lag_bytes): proposals wait while a live follower lacks
   // more than this; with max_uncommitted_bytes and max_payload_bytes it must fit the log budget.
   uint64_t max_lag_bytes = 128ull << 20;
-  int send_buffer_messages = 128;
-  bool nng_transport = false;  // replication.raft.transport: tcp (default) | nng
+  int send_buffer_messages = 1024;  // per-peer send queue (replication.raft.send_buffer_messages)
+  bool nng_transport = true;  // replication.raft.transport: nng (default) | tcp
 };
 
 // Reads and validates replication.* keys; every violation is listed, each naming its key.

@@ -12,6 +12,8 @@
 //    false promptly. The destructor closes (after Shutdown, or on its own) and never blocks
 //    for more than a bounded time.
 //  - ReadFull returns true only with all n bytes; false on end of stream, error or Shutdown.
+//  - ReadSome waits for at least one byte and returns how many it read (1..n), or 0 on end of
+//    stream, error or Shutdown (a buffered reader uses it to take several small frames at once).
 //  - WriteAll returns true only when every byte of every iovec was handed to the OS/library.
 //  - StreamListener::Accept waits at most timeout_ms and returns nullptr on timeout, error or
 //    after Shutdown (from any thread), which also wakes a blocked Accept.
@@ -32,6 +34,7 @@ class StreamConn {
  public:
   virtual ~StreamConn() = default;
   virtual bool ReadFull(char* buf, size_t n) = 0;
+  virtual size_t ReadSome(char* buf, size_t n) = 0;
   virtual bool WriteAll(const iovec* iov, size_t count) = 0;
   virtual void Shutdown() = 0;
 };
@@ -50,6 +53,47 @@ class StreamNet {
   // Binds and listens on "host:port" (kUnavailable naming the address if it cannot).
   virtual Result<std::unique_ptr<StreamListener>> Listen(const std::string& host_port) = 0;
   virtual std::unique_ptr<StreamConn> Connect(const std::string& host_port, int timeout_ms) = 0;
+};
+
+// Progress through an iovec array across partial writes (both implementations' WriteAll).
+class IovCursor {
+ public:
+  IovCursor(const iovec* iov, size_t count) : iov_(iov), count_(count) { SkipDone(); }
+  bool finished() const { return done_ == count_; }
+  // Fills out[0, max) with the next non-empty pieces still to write (the first one past what
+  // was already written); returns how many.
+  size_t Next(iovec* out, size_t max) const {
+    size_t n = 0;
+    for (size_t i = done_; i < count_ && n < max; ++i) {
+      const size_t skip = i == done_ ? offset_ : 0;
+      if (iov_[i].iov_len == skip) continue;
+      out[n++] = iovec{static_cast<char*>(iov_[i].iov_base) + skip, iov_[i].iov_len - skip};
+    }
+    return n;
+  }
+  // `bytes` more were written.
+  void Advance(size_t bytes) {
+    bytes += offset_;
+    offset_ = 0;
+    while (done_ < count_ && bytes >= iov_[done_].iov_len) {
+      bytes -= iov_[done_].iov_len;
+      ++done_;
+    }
+    offset_ = bytes;
+    SkipDone();
+  }
+
+ private:
+  void SkipDone() {  // past written and empty entries
+    while (done_ < count_ && offset_ == iov_[done_].iov_len) {
+      ++done_;
+      offset_ = 0;
+    }
+  }
+  const iovec* const iov_;
+  const size_t count_;
+  size_t done_ = 0;    // entries fully written
+  size_t offset_ = 0;  // bytes of iov_[done_] already written
 };
 
 std::unique_ptr<StreamNet> MakePosixStreamNet();

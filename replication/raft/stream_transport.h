@@ -66,7 +66,9 @@ class StreamTransport : public Transport {
   void AcceptLoop();
   void ReadLoop(Inbound* conn);
   void PeerLoop(Peer* peer);
-  bool WriteFrame(StreamConn* conn, const Message& m);
+  // Writes the frames of batch[from, end) in one gathered write, for the largest bounded end;
+  // returns end, or `from` if the connection failed.
+  size_t WriteFrames(StreamConn* conn, const std::deque<std::pair<Message, uint64_t>>& batch, size_t from);
   void Reject(const std::string& why);
   void ReapInbound(bool all);
 

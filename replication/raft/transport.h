@@ -10,15 +10,8 @@
 // the declared lengths before allocating, so a corrupt or hostile peer can neither crash the
 // node nor make it allocate unbounded memory.
 //
-// NngTransport. One nng PULL socket listens on this member's address; one nng PUSH socket per
-// peer dials that peer's address (non-blocking dial, nng reconnects on its own when the peer
-// comes and goes). PUSH keeps a bounded per-peer send buffer; Send() never blocks: when the
-// buffer of a dead or slow peer is full the message is dropped and counted (Raft retries).
-// One named thread ("raft-net") receives, checks the frame, decodes, and hands the Message to
-// the handler, which must only enqueue (it wakes every 50 ms to check its stop flag). Bad
-// input is logged at most once per second. Another
-// ("raft-send") encodes, frames and hands queued messages to nng, so the raft thread never
-// spends its time checksumming multi-MB appends.
+// Implementations: StreamTransport (stream_transport.h) over nng streams or POSIX sockets, and
+// in-process fakes in the tests.
 //
 // Thread-safety: Start/Stop from the owner's thread; Send from any thread (the raft driver
 // thread in practice); counters readable from any thread.
@@ -98,9 +91,8 @@ struct TransportOptions {
   // addresses[i] = "host:port" of member i (node id i). addresses[self] is listened on.
   std::vector<std::string> addresses;
   size_t max_frame_bytes = 64 << 20;  // larger than any AppendRequest (max_append_bytes + slack)
-  int send_buffer_messages = 128;     // per peer, inside nng; full -> drop
-  size_t send_queue_messages = 65536; // before encoding, all peers; full -> drop
-  uint64_t send_queue_bytes = 256ull << 20;
+  size_t send_queue_messages = 1024;  // per peer; full -> drop (Raft resends)
+  uint64_t send_queue_bytes = 256ull << 20;  // per peer
   int reconnect_min_ms = 10;
   int reconnect_max_ms = 200;
   std::string identity;  // log prefix, e.g. "n1"
@@ -124,46 +116,5 @@ class RejectLog {
   std::atomic<int64_t> last_log_ms_{0};
   std::atomic<uint64_t> since_log_{0};
 };
-
-class NngTransport : public Transport {
- public:
-  explicit NngTransport(TransportOptions options);
-  ~NngTransport() override;
-  NngTransport(const NngTransport&) = delete;
-  NngTransport& operator=(const NngTransport&) = delete;
-
-  Status Start(Handler handler) override;
-  void Send(Message message) override;
-  void Stop() override;
-  const TransportCounters& counters() const { return counters_; }
-
- private:
-  void ReceiveLoop();
-  void SendLoop();
-  void SendNow(const Message& message);  // encode, frame, hand to nng (raft-send thread)
-  void Reject(const std::string& why);  // counts, logs at most once per second
-
-  const TransportOptions options_;
-  Handler handler_;
-  struct Sockets;
-  std::unique_ptr<Sockets> sockets_;  // nng handles (kept out of this header)
-  NamedThread receiver_;
-  std::atomic<bool> receive_stop_{false};
-  NamedThread sender_;
-  // Send queue between the raft thread and "raft-send" (encoding and checksumming large
-  // appends off the raft thread keeps its loop, and so heartbeats, responsive).
-  std::mutex send_mu_;
-  std::condition_variable send_cv_;
-  std::deque<std::pair<Message, uint64_t>> send_queue_;  // guarded by send_mu_ (with bytes)
-  uint64_t send_queue_bytes_ = 0;                        // guarded by send_mu_
-  bool send_closed_ = false;                             // guarded by send_mu_
-  bool started_ = false;
-  bool stopped_ = false;
-  TransportCounters counters_;
-  RejectLog reject_log_;
-};
-
-// "127.0.0.1:7000" -> "tcp://127.0.0.1:7000"; kInvalidArgument for malformed input.
-Result<std::string> ToNngUrl(const std::string& host_port);
 
 }  // namespace qrstore::replication::raft
