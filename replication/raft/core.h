@@ -124,8 +124,12 @@ class EntryData {
   bool operator==(const EntryData& other) const { return bytes_ == other.bytes_; }
 
  private:
+  static uint64_t EmptyChecksum() {
+    static const uint64_t kEmpty = EntryChecksum({});  // computed once, not per empty entry
+    return kEmpty;
+  }
   SharedBytes bytes_;
-  uint64_t checksum_ = EntryChecksum({});
+  uint64_t checksum_ = EmptyChecksum();
 };
 
 // One log entry. Empty data marks the no-op a new leader appends (Propose refuses empty data,
