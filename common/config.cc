@@ -20,6 +20,7 @@ const char* TypeName(ConfigType t) {
     case ConfigType::kBool: return "bool";
     case ConfigType::kString: return "string";
     case ConfigType::kStringList: return "list";
+    case ConfigType::kTable: return "list of maps";
   }
   return "?";
 }
@@ -109,19 +110,50 @@ bool Normalize(const ConfigKey& key, const std::string& raw, std::string* out, s
       *out = joined;
       return true;
     }
+    case ConfigType::kTable:
+      return fail("a list of maps is set in the YAML file only, not by a --key=value override");
   }
   return fail("unsupported type");
 }
 
-// Flattens a YAML document into dotted keys. Sequences of scalars become comma lists.
+using RawRows = std::vector<std::map<std::string, std::string>>;
+
+// Flattens a YAML document into dotted keys. Sequences of scalars become comma lists;
+// sequences of maps become table rows (each a map of column -> scalar).
 void Flatten(const YAML::Node& node, const std::string& prefix, std::map<std::string, std::string>* out,
-             std::vector<std::string>* errors) {
+             std::map<std::string, RawRows>* tables, std::vector<std::string>* errors) {
   if (node.IsMap()) {
     for (const auto& kv : node) {
       std::string k = kv.first.as<std::string>();
-      Flatten(kv.second, prefix.empty() ? k : prefix + "." + k, out, errors);
+      Flatten(kv.second, prefix.empty() ? k : prefix + "." + k, out, tables, errors);
     }
   } else if (node.IsSequence()) {
+    bool any_map = false;
+    for (const auto& item : node) any_map |= item.IsMap();
+    if (any_map) {
+      RawRows rows;
+      size_t i = 0;
+      for (const auto& item : node) {
+        const std::string where = prefix + "[" + std::to_string(i++) + "]";
+        std::map<std::string, std::string> row;
+        if (!item.IsMap()) {
+          errors->push_back(where + ": every item of a list of maps must be a map of column: value");
+          rows.push_back(row);
+          continue;
+        }
+        for (const auto& kv : item) {
+          const std::string col = kv.first.as<std::string>();
+          if (!kv.second.IsScalar()) {
+            errors->push_back(where + "." + col + ": must be a plain value");
+            continue;
+          }
+          row[col] = kv.second.as<std::string>();
+        }
+        rows.push_back(std::move(row));
+      }
+      (*tables)[prefix] = std::move(rows);
+      return;
+    }
     std::string joined;
     for (const auto& item : node) {
       if (!item.IsScalar()) {
@@ -135,6 +167,51 @@ void Flatten(const YAML::Node& node, const std::string& prefix, std::map<std::st
     (*out)[prefix] = node.as<std::string>();
   } else if (node.IsNull()) {
     if (!prefix.empty()) errors->push_back(prefix + ": has no value");
+  }
+}
+
+// Validates the rows of table `key`; fills `rows` or appends errors naming row and column.
+struct NormalRow {
+  std::map<std::string, std::string> values;
+  std::map<std::string, bool> given;
+};
+void NormalizeTable(const ConfigKey& key, const RawRows& raw, std::vector<NormalRow>* rows,
+                    std::vector<std::string>* errors) {
+  for (size_t i = 0; i < raw.size(); ++i) {
+    const std::string where = key.name + "[" + std::to_string(i) + "]";
+    std::map<std::string, std::string> values;
+    std::map<std::string, bool> given;
+    for (const auto& [col, value] : raw[i]) {
+      auto it = std::find_if(key.columns.begin(), key.columns.end(), [&](const ConfigKey& c) { return c.name == col; });
+      if (it == key.columns.end()) {
+        std::string known;
+        for (const auto& c : key.columns) known += (known.empty() ? "" : ", ") + c.name;
+        errors->push_back(where + "." + col + ": unknown column (columns: " + known + ")");
+        continue;
+      }
+      ConfigKey named = *it;
+      named.name = where + "." + col;
+      std::string norm;
+      if (Normalize(named, value, &norm, errors)) {
+        values[col] = norm;
+        given[col] = true;
+      }
+    }
+    for (const ConfigKey& c : key.columns) {
+      if (values.count(c.name)) continue;
+      if (given.count(c.name)) continue;
+      bool had_error = raw[i].count(c.name) != 0;
+      if (c.required) {
+        if (!had_error) errors->push_back(where + "." + c.name + ": required (" + c.help + ")");
+        continue;
+      }
+      std::string norm;
+      std::vector<std::string> default_errors;
+      QR_CHECK(Normalize(c, c.default_value, &norm, &default_errors), "bad default for %s.%s", key.name.c_str(),
+               c.name.c_str());
+      values[c.name] = norm;
+    }
+    rows->push_back(NormalRow{std::move(values), std::move(given)});
   }
 }
 
@@ -157,22 +234,59 @@ void ConfigSchema::Add(ConfigKey key) {
   keys_.emplace(name, std::move(key));
 }
 
+namespace {
+ConfigKey MakeKey(const std::string& name, ConfigType type, std::string def, const std::string& help, double min = 0,
+                  double max = 0, std::vector<std::string> choices = {}) {
+  ConfigKey k;
+  k.name = name;
+  k.type = type;
+  k.default_value = std::move(def);
+  k.help = help;
+  k.min = min;
+  k.max = max;
+  k.choices = std::move(choices);
+  return k;
+}
+}  // namespace
+
 void ConfigSchema::AddInt(const std::string& name, int64_t def, int64_t min, int64_t max, const std::string& help) {
-  Add(ConfigKey{name, ConfigType::kInt, std::to_string(def), help, static_cast<double>(min),
-                static_cast<double>(max), {}});
+  Add(MakeKey(name, ConfigType::kInt, std::to_string(def), help, static_cast<double>(min), static_cast<double>(max)));
 }
 void ConfigSchema::AddDouble(const std::string& name, double def, double min, double max, const std::string& help) {
-  Add(ConfigKey{name, ConfigType::kDouble, FormatNumber(def), help, min, max, {}});
+  Add(MakeKey(name, ConfigType::kDouble, FormatNumber(def), help, min, max));
 }
 void ConfigSchema::AddBool(const std::string& name, bool def, const std::string& help) {
-  Add(ConfigKey{name, ConfigType::kBool, def ? "true" : "false", help, 0, 0, {}});
+  Add(MakeKey(name, ConfigType::kBool, def ? "true" : "false", help));
 }
 void ConfigSchema::AddString(const std::string& name, const std::string& def, const std::string& help,
                              std::vector<std::string> choices) {
-  Add(ConfigKey{name, ConfigType::kString, def, help, 0, 0, std::move(choices)});
+  Add(MakeKey(name, ConfigType::kString, def, help, 0, 0, std::move(choices)));
 }
 void ConfigSchema::AddList(const std::string& name, const std::string& def, const std::string& help) {
-  Add(ConfigKey{name, ConfigType::kStringList, def, help, 0, 0, {}});
+  Add(MakeKey(name, ConfigType::kStringList, def, help));
+}
+
+ConfigKey IntColumn(const std::string& name, int64_t def, int64_t min, int64_t max, const std::string& help,
+                    bool required) {
+  ConfigKey k = MakeKey(name, ConfigType::kInt, std::to_string(def), help, static_cast<double>(min), static_cast<double>(max));
+  k.required = required;
+  return k;
+}
+ConfigKey StringColumn(const std::string& name, const std::string& def, const std::string& help, bool required,
+                       std::vector<std::string> choices) {
+  ConfigKey k = MakeKey(name, ConfigType::kString, def, help, 0, 0, std::move(choices));
+  k.required = required;
+  return k;
+}
+
+void ConfigSchema::AddTable(const std::string& name, const std::string& help, std::vector<ConfigKey> columns) {
+  for (const ConfigKey& c : columns) {
+    QR_CHECK(c.type != ConfigType::kTable && c.type != ConfigType::kStringList, "table %s: column %s must be a scalar",
+             name.c_str(), c.name.c_str());
+  }
+  ConfigKey key = MakeKey(name, ConfigType::kTable, "", help);
+  key.columns = std::move(columns);
+  Add(std::move(key));
 }
 
 const ConfigKey* ConfigSchema::Find(const std::string& name) const {
@@ -189,12 +303,27 @@ std::string ConfigSchema::Describe() const {
       for (size_t i = 0; i < key.choices.size(); ++i) os << (i ? "|" : "") << key.choices[i];
       os << "}";
     }
+    if (key.type == ConfigType::kTable) {
+      os << " (YAML only; default empty)\n      " << key.help << "\n";
+      for (const ConfigKey& c : key.columns) {
+        os << "      - " << c.name << " <" << TypeName(c.type) << ">";
+        if (!c.choices.empty()) {
+          os << " {";
+          for (size_t i = 0; i < c.choices.size(); ++i) os << (i ? "|" : "") << c.choices[i];
+          os << "}";
+        }
+        os << (c.required ? " (required)" : " (default " + (c.default_value.empty() ? std::string("''") : c.default_value) + ")")
+           << ": " << c.help << "\n";
+      }
+      continue;
+    }
     os << " (default " << (key.default_value.empty() ? "''" : key.default_value) << ")\n      " << key.help << "\n";
   }
   return os.str();
 }
 
 Result<Config> Config::FromRaw(const ConfigSchema& schema, const std::map<std::string, std::string>& given,
+                               const std::map<std::string, RawRows>& given_tables,
                                const std::vector<std::string>& overrides, std::vector<std::string> errors) {
   std::map<std::string, std::string> raw = given;
   for (const auto& o : overrides) {
@@ -207,22 +336,52 @@ Result<Config> Config::FromRaw(const ConfigSchema& schema, const std::map<std::s
   }
   Config cfg;
   cfg.schema_ = &schema;
+  cfg.given_ = raw;
+  cfg.given_tables_ = given_tables;
+  auto unknown = [&](const std::string& name) {
+    // Name the known keys of the same section, so a typo is easy to fix.
+    std::string hint;
+    std::string section = name.substr(0, name.find('.'));
+    for (const auto& [known, unused] : schema.keys()) {
+      if (known.rfind(section + ".", 0) == 0) hint += (hint.empty() ? "" : ", ") + known;
+    }
+    errors.push_back(name + ": unknown key" + (hint.empty() ? "" : " (known in '" + section + "': " + hint + ")"));
+  };
   for (const auto& [name, value] : raw) {
     const ConfigKey* key = schema.Find(name);
     if (key == nullptr) {
-      // Name the known keys of the same section, so a typo is easy to fix.
-      std::string hint;
-      std::string section = name.substr(0, name.find('.'));
-      for (const auto& [known, unused] : schema.keys()) {
-        if (known.rfind(section + ".", 0) == 0) hint += (hint.empty() ? "" : ", ") + known;
-      }
-      errors.push_back(name + ": unknown key" + (hint.empty() ? "" : " (known in '" + section + "': " + hint + ")"));
+      unknown(name);
       continue;
     }
     std::string norm;
     if (Normalize(*key, value, &norm, &errors)) cfg.values_[name] = norm;
   }
+  for (const auto& [name, rows] : given_tables) {
+    const ConfigKey* key = schema.Find(name);
+    if (key == nullptr) {
+      unknown(name);
+      continue;
+    }
+    if (key->type != ConfigType::kTable) {
+      errors.push_back(name + ": expected " + std::string(TypeName(key->type)) + ", got a list of maps");
+      continue;
+    }
+    std::vector<NormalRow> normal;
+    NormalizeTable(*key, rows, &normal, &errors);
+    std::vector<ConfigRow>& out = cfg.tables_[name];
+    for (NormalRow& n : normal) {
+      ConfigRow row;
+      row.table_ = key;
+      row.values_ = std::move(n.values);
+      row.given_ = std::move(n.given);
+      out.push_back(std::move(row));
+    }
+  }
   for (const auto& [name, key] : schema.keys()) {
+    if (key.type == ConfigType::kTable) {
+      cfg.tables_.try_emplace(name);
+      continue;
+    }
     if (raw.count(name)) continue;
     std::string norm;
     std::vector<std::string> default_errors;
@@ -237,21 +396,27 @@ Result<Config> Config::FromRaw(const ConfigSchema& schema, const std::map<std::s
   return cfg;
 }
 
+Result<Config> Config::WithOverrides(const std::vector<std::string>& overrides) const {
+  QR_CHECK(schema_ != nullptr, "Config used before Load");
+  return FromRaw(*schema_, given_, given_tables_, overrides, {});
+}
+
 Result<Config> Config::LoadString(const ConfigSchema& schema, const std::string& yaml_text,
                                   const std::vector<std::string>& overrides) {
   std::map<std::string, std::string> given;
+  std::map<std::string, RawRows> tables;
   std::vector<std::string> errors;
   try {
     YAML::Node root = YAML::Load(yaml_text);
     if (!root.IsNull() && !root.IsMap()) {
       errors.push_back("the document must be a mapping of sections to keys");
     } else {
-      Flatten(root, "", &given, &errors);
+      Flatten(root, "", &given, &tables, &errors);
     }
   } catch (const YAML::Exception& e) {
     return Status::InvalidArgument(std::string("YAML syntax error: ") + e.what());
   }
-  return FromRaw(schema, given, overrides, std::move(errors));
+  return FromRaw(schema, given, tables, overrides, std::move(errors));
 }
 
 Result<Config> Config::Load(const ConfigSchema& schema, const std::string& yaml_path,
@@ -283,9 +448,36 @@ std::vector<std::string> Config::GetList(const std::string& name) const {
   return SplitList(Raw(name, ConfigType::kStringList));
 }
 
+const std::vector<ConfigRow>& Config::GetTable(const std::string& name) const {
+  QR_CHECK(schema_ != nullptr, "Config used before Load");
+  const ConfigKey* key = schema_->Find(name);
+  QR_CHECK(key != nullptr && key->type == ConfigType::kTable, "config key %s is not a table in the schema", name.c_str());
+  return tables_.at(name);
+}
+
+const std::string& ConfigRow::Raw(const std::string& column, ConfigType type) const {
+  QR_CHECK(table_ != nullptr, "ConfigRow used before Load");
+  auto it = std::find_if(table_->columns.begin(), table_->columns.end(), [&](const ConfigKey& c) { return c.name == column; });
+  QR_CHECK(it != table_->columns.end(), "table %s has no column %s", table_->name.c_str(), column.c_str());
+  QR_CHECK(it->type == type, "column %s.%s read as %s, declared %s", table_->name.c_str(), column.c_str(), TypeName(type),
+           TypeName(it->type));
+  return values_.at(column);
+}
+int64_t ConfigRow::GetInt(const std::string& c) const { return std::stoll(Raw(c, ConfigType::kInt)); }
+double ConfigRow::GetDouble(const std::string& c) const { return std::stod(Raw(c, ConfigType::kDouble)); }
+bool ConfigRow::GetBool(const std::string& c) const { return Raw(c, ConfigType::kBool) == "true"; }
+const std::string& ConfigRow::GetString(const std::string& c) const { return Raw(c, ConfigType::kString); }
+
 std::string Config::Dump() const {
   std::string out;
   for (const auto& [k, v] : values_) out += k + ": " + v + "\n";
+  for (const auto& [k, rows] : tables_) {
+    for (size_t i = 0; i < rows.size(); ++i) {
+      out += k + "[" + std::to_string(i) + "]:";
+      for (const auto& [c, v] : rows[i].values_) out += " " + c + "=" + v;
+      out += "\n";
+    }
+  }
   return out;
 }
 
@@ -306,6 +498,20 @@ std::string Config::DumpJson() const {
   for (const auto& [k, v] : values_) {
     out += (out.size() > 1 ? "," : "");
     out += "\"" + JsonEscape(k) + "\":\"" + JsonEscape(v) + "\"";
+  }
+  for (const auto& [k, rows] : tables_) {
+    out += (out.size() > 1 ? "," : "");
+    out += "\"" + JsonEscape(k) + "\":[";
+    for (size_t i = 0; i < rows.size(); ++i) {
+      out += i ? ",{" : "{";
+      bool first = true;
+      for (const auto& [c, v] : rows[i].values_) {
+        out += (first ? "" : ",") + ("\"" + JsonEscape(c) + "\":\"" + JsonEscape(v) + "\"");
+        first = false;
+      }
+      out += "}";
+    }
+    out += "]";
   }
   return out + "}";
 }

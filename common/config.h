@@ -4,6 +4,11 @@
 // unknown keys and invalid values, and reports every violation at once, each naming its key.
 // A loaded Config is an immutable map of validated values, safe to read from any thread;
 // modules convert it into their own plain option structs at start-up.
+//
+// Besides scalars and comma lists, a key may be a table: a YAML list of maps whose columns the
+// schema declares (e.g. cluster.nodes, one map per node). Every row is validated like a key;
+// errors name the row and column ("cluster.nodes[2].client_port: must be in [1, 65535]").
+// Tables are set in the YAML file only (a --key=value override cannot set one).
 #pragma once
 
 #include <cstdint>
@@ -16,7 +21,7 @@
 
 namespace qrstore {
 
-enum class ConfigType { kInt, kDouble, kBool, kString, kStringList };
+enum class ConfigType { kInt, kDouble, kBool, kString, kStringList, kTable };
 
 struct ConfigKey {
   std::string name;  // dotted path, e.g. "batch.txns"
@@ -26,6 +31,32 @@ struct ConfigKey {
   double min = -std::numeric_limits<double>::infinity();  // kInt / kDouble
   double max = std::numeric_limits<double>::infinity();
   std::vector<std::string> choices;  // kString: allowed values when non-empty
+  std::vector<ConfigKey> columns;    // kTable: the columns of a row (names without a prefix)
+  bool required = false;             // a table column that every row must give
+};
+
+// Table columns (ConfigSchema::AddTable). A required column has no default (`def` unused).
+ConfigKey IntColumn(const std::string& name, int64_t def, int64_t min, int64_t max, const std::string& help,
+                    bool required = false);
+ConfigKey StringColumn(const std::string& name, const std::string& def, const std::string& help,
+                       bool required = false, std::vector<std::string> choices = {});
+
+// One validated row of a table key: column values by column name (defaults filled in).
+class ConfigRow {
+ public:
+  int64_t GetInt(const std::string& column) const;
+  double GetDouble(const std::string& column) const;
+  bool GetBool(const std::string& column) const;
+  const std::string& GetString(const std::string& column) const;
+  // Whether the row gave the column (rather than taking its default).
+  bool IsSet(const std::string& column) const { return given_.count(column) != 0; }
+
+ private:
+  friend class Config;
+  const std::string& Raw(const std::string& column, ConfigType type) const;
+  const ConfigKey* table_ = nullptr;  // the schema's table key; must outlive the row
+  std::map<std::string, std::string> values_;
+  std::map<std::string, bool> given_;
 };
 
 class ConfigSchema {
@@ -38,6 +69,9 @@ class ConfigSchema {
   void AddString(const std::string& name, const std::string& def, const std::string& help,
                  std::vector<std::string> choices = {});
   void AddList(const std::string& name, const std::string& def_comma_separated, const std::string& help);
+  // A table (YAML list of maps); its default is the empty list. Columns are ConfigKeys whose
+  // names have no prefix; a column with required = true has no default.
+  void AddTable(const std::string& name, const std::string& help, std::vector<ConfigKey> columns);
 
   const ConfigKey* Find(const std::string& name) const;
   const std::map<std::string, ConfigKey>& keys() const { return keys_; }
@@ -62,6 +96,11 @@ class Config {
   bool GetBool(const std::string& name) const;
   const std::string& GetString(const std::string& name) const;
   std::vector<std::string> GetList(const std::string& name) const;
+  const std::vector<ConfigRow>& GetTable(const std::string& name) const;
+  // Whether the key was given (in the file or by an override) rather than defaulted.
+  bool IsSet(const std::string& name) const { return given_.count(name) != 0 || given_tables_.count(name) != 0; }
+  // This config with more overrides applied (validated the same way; errors name the keys).
+  Result<Config> WithOverrides(const std::vector<std::string>& overrides) const;
 
   // The effective config, "key: value" per line, sorted by key (logged at start).
   std::string Dump() const;
@@ -69,11 +108,17 @@ class Config {
   std::string DumpJson() const;
 
  private:
+  using RawRows = std::vector<std::map<std::string, std::string>>;
   static Result<Config> FromRaw(const ConfigSchema& schema, const std::map<std::string, std::string>& given,
+                                const std::map<std::string, RawRows>& given_tables,
                                 const std::vector<std::string>& overrides, std::vector<std::string> errors);
   const std::string& Raw(const std::string& name, ConfigType type) const;
   const ConfigSchema* schema_ = nullptr;  // not owned; must outlive the Config
   std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<ConfigRow>> tables_;
+  // What was given (file + overrides), unnormalized, so WithOverrides can re-validate.
+  std::map<std::string, std::string> given_;
+  std::map<std::string, RawRows> given_tables_;
 };
 
 // Splits "a,b , c" into {"a","b","c"} (empty items dropped).
