@@ -1,0 +1,15 @@
+// Exit codes shared by every qrstore program, so scripts and tests can tell a failed run from
+// bad input without parsing messages.
+//   0  success
+//   1  the run failed (a verification, a peer, a replication error, an I/O error mid-run)
+//   2  bad input: an unknown or malformed flag, an invalid config (file or --key=value), a
+//      path that cannot be used; reported before any work starts
+#pragma once
+
+namespace qrstore {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;
+constexpr int kExitBadInput = 2;
+
+}  // namespace qrstore
