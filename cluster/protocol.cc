@@ -1,0 +1,432 @@
+#include "cluster/protocol.h"
+
+#include <cstring>
+
+#include "common/codec.h"
+
+namespace qrstore::cluster::proto {
+
+namespace {
+
+constexpr char kMagic0 = 'Q';
+constexpr char kMagic1 = 'R';
+// Smallest encodings, for Reader::GetCount's guard against corrupt counts.
+constexpr size_t kMinOpBytes = 4;     // kind + three one-byte varints
+constexpr size_t kMinTxnBytes = 8 + 1;
+constexpr size_t kMinResultBytes = 2;  // a rejected result with an empty detail
+constexpr size_t kMinFollowerBytes = 1 + 1 + 1 + 1 + 1 + 1 + 1;
+constexpr size_t kMinDigestBytes = 1 + 8;
+
+Status Bad(const char* what, const std::string& detail) {
+  return Status::Corruption(std::string(what) + ": " + detail);
+}
+
+size_t VarintBytes(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
+
+// A varint in its shortest form (so that every accepted body re-encodes to the same bytes).
+bool GetVarint(Reader& r, uint64_t* v) {
+  const size_t before = r.remaining();
+  if (!r.GetVarint(v)) return false;
+  return before - r.remaining() == VarintBytes(*v);
+}
+bool GetVarint32(Reader& r, uint32_t* v) {
+  uint64_t x = 0;
+  if (!GetVarint(r, &x) || x > UINT32_MAX) return false;
+  *v = static_cast<uint32_t>(x);
+  return true;
+}
+bool GetBool(Reader& r, bool* v) {
+  uint8_t b = 0;
+  if (!r.GetU8(&b) || b > 1) return false;
+  *v = b != 0;
+  return true;
+}
+void PutString(Writer& w, std::string_view s) { w.PutBytes(s.substr(0, kMaxStringBytes)); }
+bool GetString(Reader& r, std::string_view* s) {
+  uint64_t n = 0;
+  if (!GetVarint(r, &n) || n > kMaxStringBytes) return false;
+  return r.GetRaw(n, s);
+}
+bool GetString(Reader& r, std::string* s) {
+  std::string_view v;
+  if (!GetString(r, &v)) return false;
+  s->assign(v);
+  return true;
+}
+
+void PutTxn(Writer& w, const storage::Txn& t) {
+  w.PutU64(t.id);
+  w.PutVarint(t.ops.size());
+  for (const storage::Op& op : t.ops) {
+    w.PutU8(static_cast<uint8_t>(op.kind));
+    w.PutVarint(op.key);
+    w.PutVarint(op.src_key);
+    w.PutVarint(op.arg);
+  }
+}
+
+}  // namespace
+
+const char* MsgTypeName(MsgType t) {
+  switch (t) {
+    case MsgType::kTxnRequest: return "txn-request";
+    case MsgType::kTxnReply: return "txn-reply";
+    case MsgType::kError: return "error";
+    case MsgType::kNotLeader: return "not-leader";
+    case MsgType::kStatusRequest: return "status-request";
+    case MsgType::kStatusReply: return "status-reply";
+    case MsgType::kFollowerReport: return "follower-report";
+  }
+  return "?";
+}
+
+const char* ResultCodeName(ResultCode c) {
+  switch (c) {
+    case ResultCode::kCommitted: return "committed";
+    case ResultCode::kAbortedLogic: return "aborted-logic";
+    case ResultCode::kAbortedCascade: return "aborted-cascade";
+    case ResultCode::kRejected: return "rejected";
+    case ResultCode::kFailed: return "failed";
+  }
+  return "?";
+}
+
+void EncodeHeader(MsgType type, uint32_t body_bytes, char out[kHeaderBytes]) {
+  out[0] = kMagic0;
+  out[1] = kMagic1;
+  out[2] = static_cast<char>(kVersion);
+  out[3] = static_cast<char>(type);
+  std::memcpy(out + 4, &body_bytes, 4);  // little-endian hosts only (common/codec.h)
+}
+
+Status DecodeHeader(const char in[kHeaderBytes], FrameHeader* out) {
+  if (in[0] != kMagic0 || in[1] != kMagic1) return Status::Corruption("frame: bad magic (not a qrstore client stream)");
+  out->version = static_cast<uint8_t>(in[2]);
+  if (out->version != kVersion) {
+    return Status::Corruption("frame: protocol version " + std::to_string(out->version) + " (this side speaks " +
+                              std::to_string(kVersion) + ")");
+  }
+  out->type = static_cast<uint8_t>(in[3]);
+  std::memcpy(&out->body_bytes, in + 4, 4);
+  return Status::Ok();
+}
+
+std::string Frame(MsgType type, std::string_view body) {
+  std::string out(kHeaderBytes, '\0');
+  EncodeHeader(type, static_cast<uint32_t>(body.size()), out.data());
+  out.append(body);
+  return out;
+}
+
+// --- kTxnRequest -------------------------------------------------------------------------
+
+void TxnRequestWriter::Begin(uint64_t request_id) {
+  request_id_ = request_id;
+  count_ = 0;
+  txns_.clear();
+}
+
+void TxnRequestWriter::Add(const storage::Txn& txn) {
+  Writer w(16 + txn.ops.size() * 8);
+  PutTxn(w, txn);
+  txns_.append(w.data());
+  ++count_;
+}
+
+std::string TxnRequestWriter::Finish() {
+  Writer w(16 + txns_.size());
+  w.PutU64(request_id_);
+  w.PutVarint(count_);
+  w.PutRaw(txns_.data(), txns_.size());
+  txns_.clear();
+  count_ = 0;
+  return w.Release();
+}
+
+std::string EncodeTxnRequest(const TxnRequest& req) {
+  size_t ops = 0;
+  for (const auto& t : req.txns) ops += t.ops.size();
+  Writer w(16 + req.txns.size() * 10 + ops * 8);
+  w.PutU64(req.request_id);
+  w.PutVarint(req.txns.size());
+  for (const auto& t : req.txns) PutTxn(w, t);
+  return w.Release();
+}
+
+Status DecodeTxnRequest(std::string_view body, TxnRequest* out) {
+  constexpr const char* kWhat = "txn request";
+  Reader r(body);
+  uint64_t n = 0;
+  if (!r.GetU64(&out->request_id)) return Bad(kWhat, "truncated request id");
+  if (!GetVarint(r, &n) || !r.ok()) return Bad(kWhat, "bad txn count");
+  if (n > r.remaining() / kMinTxnBytes) return Bad(kWhat, "txn count " + std::to_string(n) + " exceeds the body");
+  out->txns.resize(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    storage::Txn& t = out->txns[i];
+    t.client = 0;
+    t.submit_ns = 0;
+    uint64_t nops = 0;
+    if (!r.GetU64(&t.id) || !GetVarint(r, &nops)) return Bad(kWhat, "txn " + std::to_string(i) + ": truncated");
+    if (nops > kMaxOpsPerTxn) {
+      return Bad(kWhat, "txn " + std::to_string(i) + ": " + std::to_string(nops) + " ops (at most " +
+                            std::to_string(kMaxOpsPerTxn) + ")");
+    }
+    if (nops > r.remaining() / kMinOpBytes) return Bad(kWhat, "txn " + std::to_string(i) + ": op count exceeds the body");
+    t.ops.resize(nops);
+    for (storage::Op& op : t.ops) {
+      uint8_t kind = 0;
+      if (!r.GetU8(&kind) || !GetVarint(r, &op.key) || !GetVarint(r, &op.src_key) || !GetVarint(r, &op.arg)) {
+        return Bad(kWhat, "txn " + std::to_string(i) + ": truncated or non-canonical op");
+      }
+      op.kind = static_cast<storage::OpKind>(kind);
+    }
+  }
+  if (!r.done()) return Bad(kWhat, std::to_string(r.remaining()) + " trailing bytes");
+  return Status::Ok();
+}
+
+// --- kTxnReply ---------------------------------------------------------------------------
+
+void TxnReplyWriter::Begin(uint64_t request_id, uint32_t record_bytes, uint32_t count) {
+  body_.clear();
+  Writer w(24);
+  w.PutU64(request_id);
+  w.PutVarint(record_bytes);
+  w.PutVarint(count);
+  body_ = w.Release();
+  expected_ = count;
+  added_ = 0;
+  record_bytes_ = record_bytes;
+}
+
+void TxnReplyWriter::AddOutcome(ResultCode code, uint64_t batch, uint32_t planner, uint32_t index, uint32_t reads,
+                                std::string_view values) {
+  QR_CHECK(code != ResultCode::kRejected && code != ResultCode::kFailed, "AddOutcome with a reject code");
+  QR_CHECK_EQ(values.size(), uint64_t{reads} * record_bytes_);
+  QR_CHECK_LT(added_, expected_);
+  Writer w(24);
+  w.PutU8(static_cast<uint8_t>(code));
+  w.PutVarint(batch);
+  w.PutVarint(planner);
+  w.PutVarint(index);
+  w.PutVarint(reads);
+  body_.append(w.data());
+  body_.append(values.data(), values.size());
+  ++added_;
+}
+
+void TxnReplyWriter::AddRejected(ResultCode code, std::string_view detail) {
+  QR_CHECK(code == ResultCode::kRejected || code == ResultCode::kFailed, "AddRejected with an outcome code");
+  QR_CHECK_LT(added_, expected_);
+  Writer w(8 + detail.size());
+  w.PutU8(static_cast<uint8_t>(code));
+  PutString(w, detail);
+  body_.append(w.data());
+  ++added_;
+}
+
+std::string TxnReplyWriter::Finish() {
+  QR_CHECK_EQ(added_, expected_);
+  return std::move(body_);
+}
+
+std::string EncodeTxnReply(const TxnReply& reply) {
+  TxnReplyWriter w;
+  w.Begin(reply.request_id, reply.record_bytes, static_cast<uint32_t>(reply.results.size()));
+  for (const TxnResult& r : reply.results) {
+    if (r.code == ResultCode::kRejected || r.code == ResultCode::kFailed) {
+      w.AddRejected(r.code, r.detail);
+    } else {
+      w.AddOutcome(r.code, r.batch, r.planner, r.index, r.reads, r.values);
+    }
+  }
+  return w.Finish();
+}
+
+Status DecodeTxnReply(std::string_view body, TxnReply* out) {
+  constexpr const char* kWhat = "txn reply";
+  Reader r(body);
+  uint64_t n = 0;
+  if (!r.GetU64(&out->request_id) || !GetVarint32(r, &out->record_bytes) || !GetVarint(r, &n)) {
+    return Bad(kWhat, "truncated or non-canonical header");
+  }
+  if (n > r.remaining() / kMinResultBytes) return Bad(kWhat, "result count " + std::to_string(n) + " exceeds the body");
+  out->results.resize(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    TxnResult& t = out->results[i];
+    uint8_t code = 0;
+    if (!r.GetU8(&code) || code > kMaxResultCode) return Bad(kWhat, "result " + std::to_string(i) + ": bad code");
+    t = TxnResult{};
+    t.code = static_cast<ResultCode>(code);
+    if (t.code == ResultCode::kRejected || t.code == ResultCode::kFailed) {
+      if (!GetString(r, &t.detail)) return Bad(kWhat, "result " + std::to_string(i) + ": bad detail");
+      continue;
+    }
+    if (!GetVarint(r, &t.batch) || !GetVarint32(r, &t.planner) || !GetVarint32(r, &t.index) ||
+        !GetVarint32(r, &t.reads)) {
+      return Bad(kWhat, "result " + std::to_string(i) + ": truncated or non-canonical");
+    }
+    const uint64_t bytes = uint64_t{t.reads} * out->record_bytes;
+    if (bytes > r.remaining() || !r.GetRaw(bytes, &t.values)) {
+      return Bad(kWhat, "result " + std::to_string(i) + ": read values exceed the body");
+    }
+  }
+  if (!r.done()) return Bad(kWhat, std::to_string(r.remaining()) + " trailing bytes");
+  return Status::Ok();
+}
+
+// --- kError, kNotLeader ------------------------------------------------------------------
+
+std::string EncodeError(const ErrorReply& e) {
+  Writer w(16 + e.message.size());
+  w.PutU64(e.request_id);
+  w.PutU8(static_cast<uint8_t>(e.code));
+  PutString(w, e.message);
+  return w.Release();
+}
+
+Status DecodeError(std::string_view body, ErrorReply* out) {
+  Reader r(body);
+  uint8_t code = 0;
+  if (!r.GetU64(&out->request_id) || !r.GetU8(&code) || !GetString(r, &out->message)) {
+    return Bad("error reply", "truncated or non-canonical");
+  }
+  if (code == 0 || code > static_cast<uint8_t>(StatusCode::kInternal)) return Bad("error reply", "bad status code");
+  out->code = static_cast<StatusCode>(code);
+  if (!r.done()) return Bad("error reply", "trailing bytes");
+  return Status::Ok();
+}
+
+std::string EncodeNotLeader(const NotLeaderReply& n) {
+  Writer w(16 + n.leader_node.size() + n.leader_address.size());
+  w.PutU64(n.request_id);
+  PutString(w, n.leader_node);
+  PutString(w, n.leader_address);
+  return w.Release();
+}
+
+Status DecodeNotLeader(std::string_view body, NotLeaderReply* out) {
+  Reader r(body);
+  if (!r.GetU64(&out->request_id) || !GetString(r, &out->leader_node) || !GetString(r, &out->leader_address)) {
+    return Bad("not-leader reply", "truncated or non-canonical");
+  }
+  if (!r.done()) return Bad("not-leader reply", "trailing bytes");
+  return Status::Ok();
+}
+
+// --- kStatusRequest / kStatusReply ------------------------------------------------------
+
+std::string EncodeStatusRequest(const StatusRequest& s) {
+  Writer w(8);
+  w.PutU64(s.request_id);
+  return w.Release();
+}
+
+Status DecodeStatusRequest(std::string_view body, StatusRequest* out) {
+  Reader r(body);
+  if (!r.GetU64(&out->request_id) || !r.done()) return Bad("status request", "expected exactly a request id");
+  return Status::Ok();
+}
+
+std::string EncodeStatusReply(const NodeStatus& s) {
+  Writer w(256 + s.followers.size() * 64);
+  w.PutU64(s.request_id);
+  PutString(w, s.node);
+  PutString(w, s.role);
+  PutString(w, s.state);
+  PutString(w, s.error);
+  PutString(w, s.backend);
+  PutString(w, s.mode);
+  w.PutVarint(s.partition);
+  w.PutVarint(s.row);
+  w.PutVarint(s.committed_batches);
+  w.PutU64(s.last_digest);
+  w.PutVarint(s.committed_txns);
+  w.PutVarint(s.aborted_txns);
+  w.PutVarint(s.rejected_txns);
+  w.PutVarint(s.failed_txns);
+  w.PutVarint(s.cpu_ns);
+  w.PutVarint(s.digest_mismatches);
+  w.PutDouble(s.phases.plan_ms);
+  w.PutDouble(s.phases.deliver_ms);
+  w.PutDouble(s.phases.exec_ms);
+  w.PutDouble(s.phases.repl_ms);
+  w.PutDouble(s.phases.repl_wait_ms);
+  w.PutDouble(s.phases.commit_ms);
+  w.PutVarint(s.followers.size());
+  for (const FollowerView& f : s.followers) {
+    PutString(w, f.node);
+    w.PutU8(f.connected ? 1 : 0);
+    w.PutVarint(f.applied_batches);
+    w.PutVarint(f.lag_batches);
+    w.PutVarint(f.checked_batches);
+    w.PutVarint(f.mismatches);
+    w.PutU8(f.agrees_at_last ? 1 : 0);
+  }
+  return w.Release();
+}
+
+Status DecodeStatusReply(std::string_view body, NodeStatus* out) {
+  Reader r(body);
+  bool ok = r.GetU64(&out->request_id) && GetString(r, &out->node) && GetString(r, &out->role) &&
+            GetString(r, &out->state) && GetString(r, &out->error) && GetString(r, &out->backend) &&
+            GetString(r, &out->mode) && GetVarint32(r, &out->partition) && GetVarint32(r, &out->row) &&
+            GetVarint(r, &out->committed_batches) && r.GetU64(&out->last_digest) &&
+            GetVarint(r, &out->committed_txns) && GetVarint(r, &out->aborted_txns) &&
+            GetVarint(r, &out->rejected_txns) && GetVarint(r, &out->failed_txns) && GetVarint(r, &out->cpu_ns) &&
+            GetVarint(r, &out->digest_mismatches) && r.GetDouble(&out->phases.plan_ms) &&
+            r.GetDouble(&out->phases.deliver_ms) && r.GetDouble(&out->phases.exec_ms) &&
+            r.GetDouble(&out->phases.repl_ms) && r.GetDouble(&out->phases.repl_wait_ms) &&
+            r.GetDouble(&out->phases.commit_ms);
+  uint64_t n = 0;
+  if (!ok || !GetVarint(r, &n)) return Bad("status reply", "truncated or non-canonical");
+  if (n > r.remaining() / kMinFollowerBytes) return Bad("status reply", "follower count exceeds the body");
+  out->followers.resize(n);
+  for (FollowerView& f : out->followers) {
+    if (!GetString(r, &f.node) || !GetBool(r, &f.connected) || !GetVarint(r, &f.applied_batches) ||
+        !GetVarint(r, &f.lag_batches) || !GetVarint(r, &f.checked_batches) || !GetVarint(r, &f.mismatches) ||
+        !GetBool(r, &f.agrees_at_last)) {
+      return Bad("status reply", "truncated or non-canonical follower");
+    }
+  }
+  if (!r.done()) return Bad("status reply", "trailing bytes");
+  return Status::Ok();
+}
+
+// --- kFollowerReport ---------------------------------------------------------------------
+
+std::string EncodeFollowerReport(const FollowerReport& f) {
+  Writer w(32 + f.digests.size() * 12);
+  PutString(w, f.node);
+  w.PutVarint(f.applied_batches);
+  w.PutVarint(f.digests.size());
+  for (const BatchDigest& d : f.digests) {
+    w.PutVarint(d.batch);
+    w.PutU64(d.digest);
+  }
+  return w.Release();
+}
+
+Status DecodeFollowerReport(std::string_view body, FollowerReport* out) {
+  Reader r(body);
+  uint64_t n = 0;
+  if (!GetString(r, &out->node) || !GetVarint(r, &out->applied_batches) || !GetVarint(r, &n)) {
+    return Bad("follower report", "truncated or non-canonical");
+  }
+  if (n > r.remaining() / kMinDigestBytes) return Bad("follower report", "digest count exceeds the body");
+  out->digests.resize(n);
+  for (BatchDigest& d : out->digests) {
+    if (!GetVarint(r, &d.batch) || !r.GetU64(&d.digest)) return Bad("follower report", "truncated digest");
+  }
+  if (!r.done()) return Bad("follower report", "trailing bytes");
+  return Status::Ok();
+}
+
+}  // namespace qrstore::cluster::proto

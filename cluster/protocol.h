@@ -1,0 +1,228 @@
+// The client protocol: what clients, servers and followers say to a qrstore server over a byte
+// stream (nng streams over TCP; replication/raft/stream_net.h). Plain encode/decode functions
+// over the bounds-checked codec (common/codec.h); no I/O, no threads, no state.
+//
+// Framing. Every message is one frame: an 8-byte header, then `body_bytes` of body.
+//   header:  'Q' 'R' | u8 version (kVersion) | u8 type (MsgType) | u32 body_bytes (LE)
+// A receiver reads the header, checks magic and version (a bad one means the stream is not ours
+// or is out of step: it replies kError and closes, since a byte stream cannot resynchronise),
+// checks body_bytes against its limit (an oversized body is read and discarded, then kError:
+// the connection lives on), reads the body and decodes it by type (an unknown type or a body
+// that does not decode gets kError; the connection lives on).
+//
+// Messages (request ids are chosen by the sender and echoed in the reply):
+//   kTxnRequest      client -> leader: many transactions, run in the order given.
+//   kTxnReply        leader -> client: one result per transaction, in request order: status,
+//                    planned position, and for a committed transaction the values of its read
+//                    ops (kRead), each a whole record, in op order.
+//   kError           server -> client: the request failed as a whole (malformed, unknown,
+//                    oversized, server stopping, replication failed); code and message.
+//   kNotLeader       server -> client: this node does not take transactions; where the leader is.
+//   kStatusRequest   anyone -> server: node status (stats for the client's summary and
+//   kStatusReply     cluster.sh status).
+//   kFollowerReport  follower -> leader: the follower's state digest after each batch it
+//                    applied (no reply).
+//
+// Canonical form: Encode(Decode(bytes)) == bytes for every accepted body (decoders reject
+// overlong varints, unknown codes and trailing bytes), so fuzzers can check round trips.
+// Limits: every count read from the wire is checked against the bytes left before anything is
+// allocated (Reader::GetCount), so a hostile body cannot make a decoder allocate more than its
+// own size times a small constant.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "storage/txn.h"
+
+namespace qrstore::cluster::proto {
+
+constexpr uint8_t kVersion = 1;
+constexpr size_t kHeaderBytes = 8;
+// Upper bounds a decoder enforces whatever the receiver's own limits.
+constexpr uint32_t kMaxOpsPerTxn = 1024;
+constexpr uint32_t kMaxStringBytes = 4096;  // names, addresses, messages
+
+enum class MsgType : uint8_t {
+  kTxnRequest = 1,
+  kTxnReply = 2,
+  kError = 3,
+  kNotLeader = 4,
+  kStatusRequest = 5,
+  kStatusReply = 6,
+  kFollowerReport = 7,
+};
+constexpr uint8_t kMaxMsgType = 7;
+const char* MsgTypeName(MsgType t);
+
+struct FrameHeader {
+  uint8_t version = kVersion;
+  uint8_t type = 0;  // raw: the caller decides what an unknown type means
+  uint32_t body_bytes = 0;
+};
+void EncodeHeader(MsgType type, uint32_t body_bytes, char out[kHeaderBytes]);
+// kCorruption when the magic or version is wrong (the type is not checked here).
+Status DecodeHeader(const char in[kHeaderBytes], FrameHeader* out);
+// Header + body in one string.
+std::string Frame(MsgType type, std::string_view body);
+
+// --- kTxnRequest -------------------------------------------------------------------------
+// A transaction on the wire is its id and ops (storage/txn.h); client and submit_ns are the
+// server's business. Every op carries kind, key, src_key, arg (unused ones are 0).
+struct TxnRequest {
+  uint64_t request_id = 0;
+  std::vector<storage::Txn> txns;
+};
+std::string EncodeTxnRequest(const TxnRequest& req);
+// Incremental form for senders that build requests txn by txn: Begin, Add..., Finish.
+class TxnRequestWriter {
+ public:
+  void Begin(uint64_t request_id);
+  void Add(const storage::Txn& txn);
+  uint32_t count() const { return count_; }
+  // The body (not framed); the writer is empty afterwards.
+  std::string Finish();
+
+ private:
+  uint64_t request_id_ = 0;
+  uint32_t count_ = 0;
+  std::string txns_;
+};
+// Structural checks only: op kinds are range-checked by the server (an unknown kind is a
+// rejected transaction, not a malformed request), so kind is decoded as a raw byte into
+// Op::kind. `out` is reused (capacity kept).
+Status DecodeTxnRequest(std::string_view body, TxnRequest* out);
+
+// --- kTxnReply ---------------------------------------------------------------------------
+enum class ResultCode : uint8_t {
+  kCommitted = 0,
+  kAbortedLogic = 1,    // its own abort check fired or a debit was short
+  kAbortedCascade = 2,  // reserved (commit/outcome.h)
+  kRejected = 3,        // bad input (unknown op kind, key out of range, too many ops): never ran
+  kFailed = 4,          // not run or not acknowledged: replication failed, node stopping
+};
+constexpr uint8_t kMaxResultCode = 4;
+const char* ResultCodeName(ResultCode c);
+
+struct TxnResult {
+  ResultCode code = ResultCode::kCommitted;
+  uint64_t batch = 0;     // planned position (committed / aborted)
+  uint32_t planner = 0;
+  uint32_t index = 0;
+  uint32_t reads = 0;     // committed: records in `values`
+  std::string_view values;  // reads * record_bytes bytes (a view into the decoded body)
+  std::string_view detail;  // rejected / failed: why (a view into the decoded body)
+};
+struct TxnReply {
+  uint64_t request_id = 0;
+  uint32_t record_bytes = 0;  // size of one read value
+  std::vector<TxnResult> results;
+};
+// Builds a reply result by result (the server's commit path appends as outcomes arrive).
+class TxnReplyWriter {
+ public:
+  void Begin(uint64_t request_id, uint32_t record_bytes, uint32_t count);
+  void AddOutcome(ResultCode code, uint64_t batch, uint32_t planner, uint32_t index, uint32_t reads,
+                  std::string_view values);
+  void AddRejected(ResultCode code, std::string_view detail);
+  uint32_t added() const { return added_; }
+  uint32_t expected() const { return expected_; }
+  std::string Finish();  // the body; checks that `count` results were added
+
+ private:
+  std::string body_;
+  uint32_t expected_ = 0;
+  uint32_t added_ = 0;
+  uint32_t record_bytes_ = 0;
+};
+std::string EncodeTxnReply(const TxnReply& reply);
+// Views in `out` point into `body`, which must outlive them.
+Status DecodeTxnReply(std::string_view body, TxnReply* out);
+
+// --- kError, kNotLeader ------------------------------------------------------------------
+struct ErrorReply {
+  uint64_t request_id = 0;  // 0 when the request could not be read
+  StatusCode code = StatusCode::kInvalidArgument;
+  std::string message;
+};
+std::string EncodeError(const ErrorReply& e);
+Status DecodeError(std::string_view body, ErrorReply* out);
+
+struct NotLeaderReply {
+  uint64_t request_id = 0;
+  std::string leader_node;     // "" when unknown
+  std::string leader_address;  // host:client_port, "" when unknown
+};
+std::string EncodeNotLeader(const NotLeaderReply& r);
+Status DecodeNotLeader(std::string_view body, NotLeaderReply* out);
+
+// --- kStatusRequest / kStatusReply ------------------------------------------------------
+struct StatusRequest {
+  uint64_t request_id = 0;
+};
+std::string EncodeStatusRequest(const StatusRequest& r);
+Status DecodeStatusRequest(std::string_view body, StatusRequest* out);
+
+// What a leader knows of one follower (from its reports).
+struct FollowerView {
+  std::string node;
+  bool connected = false;         // a report connection is open now
+  uint64_t applied_batches = 0;   // batches [0, this) applied, per its last report
+  uint64_t lag_batches = 0;       // leader's committed batches minus applied_batches
+  uint64_t checked_batches = 0;   // reported digests compared with the leader's
+  uint64_t mismatches = 0;        // of those, how many differed
+  bool agrees_at_last = false;    // its digest for the leader's last committed batch matched
+};
+
+// Mean per-batch phase times on a node, milliseconds (the paper's T_pl, T_deliv, T_ex, T_repl,
+// T_c; repl_wait is the part of T_repl not hidden behind execution).
+struct PhaseMeans {
+  double plan_ms = 0;
+  double deliver_ms = 0;
+  double exec_ms = 0;
+  double repl_ms = 0;
+  double repl_wait_ms = 0;
+  double commit_ms = 0;
+};
+
+struct NodeStatus {
+  uint64_t request_id = 0;
+  std::string node;
+  std::string role;        // "leader" | "follower"
+  std::string state;       // "serving" | "stopping" | "failed" | "catching-up" ...
+  std::string error;       // why, when failed ("" otherwise)
+  std::string backend;     // replication.backend
+  std::string mode;        // replication.mode
+  uint32_t partition = 0;
+  uint32_t row = 0;
+  uint64_t committed_batches = 0;  // batches [0, this) committed (follower: applied)
+  uint64_t last_digest = 0;        // state digest after batch committed_batches - 1
+  uint64_t committed_txns = 0;
+  uint64_t aborted_txns = 0;
+  uint64_t rejected_txns = 0;
+  uint64_t failed_txns = 0;
+  uint64_t cpu_ns = 0;             // CPU time this server process used since it started
+  uint64_t digest_mismatches = 0;  // leader: follower digests that differed from its own
+  PhaseMeans phases;
+  std::vector<FollowerView> followers;  // leader only
+};
+std::string EncodeStatusReply(const NodeStatus& s);
+Status DecodeStatusReply(std::string_view body, NodeStatus* out);
+
+// --- kFollowerReport ---------------------------------------------------------------------
+struct BatchDigest {
+  uint64_t batch = 0;
+  uint64_t digest = 0;  // state digest after the batch
+};
+struct FollowerReport {
+  std::string node;
+  uint64_t applied_batches = 0;      // batches [0, this) applied
+  std::vector<BatchDigest> digests;  // batches applied since the previous report, in order
+};
+std::string EncodeFollowerReport(const FollowerReport& r);
+Status DecodeFollowerReport(std::string_view body, FollowerReport* out);
+
+}  // namespace qrstore::cluster::proto
