@@ -1,0 +1,52 @@
+#include "cluster/cluster_config.h"
+
+#include "cluster/engine.h"
+#include "cluster/topology.h"
+#include "replication/factory.h"
+#include "workloads/workload.h"
+
+namespace qrstore::cluster {
+
+void AddClusterConfigKeys(ConfigSchema* s) {
+  Engine::AddConfigKeys(s);
+  workloads::AddConfigKeys(s);
+  replication::AddConfigKeys(s);
+  Topology::AddConfigKeys(s);
+  s->AddString("replication.mode", "speculative",
+               "speculative: executors start at once, commit waits until the batch is replicated (Invariant 1); "
+               "sync: executors wait for replication",
+               {"speculative", "sync"});
+
+  s->AddString("server.dump_state_dir", "", "on clean shutdown write <dir>/<node>.tsv (key<TAB>counter, sorted)");
+  s->AddInt("server.max_connections", 64, 1, 4096, "client connections served at once (more are refused)");
+  s->AddInt("server.max_message_bytes", 16 << 20, 1024, 1 << 30, "largest message body accepted (bigger: error reply)");
+  s->AddInt("server.max_inflight_txns_per_connection", 100000, 1, 10'000'000,
+            "txns of one connection admitted but not yet answered; the server reads no more from it meanwhile");
+  s->AddInt("server.drain_timeout_ms", 15000, 0, 3'600'000,
+            "on SIGTERM: how long to wait for in-flight batches (a follower: for the leader's last batch)");
+  s->AddInt("server.report_interval_ms", 50, 1, 60'000, "followers send their per-batch digests this often");
+  s->AddInt("server.stats_interval_ms", 10000, 0, 3'600'000, "periodic stats log line (0: off)");
+  s->AddInt("server.digest_history_batches", 1 << 16, 16, 1 << 24,
+            "per-batch digests a leader keeps to compare with its followers' reports");
+
+  s->AddInt("client.connections", 4, 1, 1024, "client connections to the leader (--connections)");
+  s->AddInt("client.outstanding", 5000, 1, 10'000'000, "txns in flight per connection, closed loop (--outstanding)");
+  s->AddInt("client.txns_per_request", 100, 1, 100000, "txns carried by one request message");
+  s->AddInt("client.progress_interval_ms", 1000, 0, 3'600'000, "stderr progress line period (0: none)");
+  s->AddInt("client.connect_timeout_ms", 5000, 1, 600'000, "connecting to a node");
+  s->AddInt("client.settle_timeout_ms", 15000, 0, 600'000,
+            "after the run: how long to wait for every follower to report the leader's last batch");
+  s->AddInt("client.verify_max_txns", 2'000'000, 1, 1'000'000'000,
+            "--verify keeps ~40 bytes per txn: a run stops submitting at this many");
+}
+
+const std::vector<std::string>& DerivedReplicationKeys() {
+  static const std::vector<std::string> keys = {
+      "replication.raft.members",      "replication.raft.node_id",          "replication.raft.preferred_leader",
+      "replication.role",              "replication.groups",                "replication.planners",
+      "replication.zookeeper.followers", "replication.zookeeper.follower_id",
+  };
+  return keys;
+}
+
+}  // namespace qrstore::cluster
