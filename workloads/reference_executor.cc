@@ -21,7 +21,8 @@ void ReferenceExecutor::Undo() {
   }
 }
 
-Result<bool> ReferenceExecutor::Apply(const storage::Txn& txn, bool keep) {
+Result<bool> ReferenceExecutor::Apply(const storage::Txn& txn, bool keep, std::string* reads) {
+  const size_t reads_before = reads != nullptr ? reads->size() : 0;
   undo_.clear();
   undo_bytes_.clear();
   const uint32_t rec_size = layout_.size();
@@ -30,6 +31,7 @@ Result<bool> ReferenceExecutor::Apply(const storage::Txn& txn, bool keep) {
     char* rec = table_->Find(op.key);
     if (rec == nullptr) {
       Undo();
+      if (reads != nullptr) reads->resize(reads_before);
       return Status::InvalidArgument("txn " + std::to_string(txn.id) + ": key " + std::to_string(op.key) +
                                      " is not in the table");
     }
@@ -40,6 +42,7 @@ Result<bool> ReferenceExecutor::Apply(const storage::Txn& txn, bool keep) {
     }
     switch (op.kind) {
       case OpKind::kRead:
+        if (reads != nullptr) reads->append(rec, rec_size);
         break;
       case OpKind::kUpdate:
         storage::ApplyUpdate(rec, layout_, txn.id, op.key);
@@ -48,6 +51,7 @@ Result<bool> ReferenceExecutor::Apply(const storage::Txn& txn, bool keep) {
         const char* src = table_->Find(op.src_key);
         if (src == nullptr) {
           Undo();
+          if (reads != nullptr) reads->resize(reads_before);
           return Status::InvalidArgument("txn " + std::to_string(txn.id) + ": dependency source key " +
                                          std::to_string(op.src_key) + " is not in the table");
         }
@@ -68,6 +72,7 @@ Result<bool> ReferenceExecutor::Apply(const storage::Txn& txn, bool keep) {
   }
   if (fired) {
     Undo();
+    if (reads != nullptr) reads->resize(reads_before);
     if (keep) ++aborted_;
     return false;
   }

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
@@ -36,8 +37,10 @@ class ReferenceExecutor {
   // Runs `txn` at the current state. Returns true if it committed (writes stay), false if it
   // aborted by its logic (state unchanged). If `keep` is false a committing txn is undone too
   // (a dry run: "would it commit here?"). An op on a key the table lacks is an error and
-  // leaves the state unchanged.
-  Result<bool> Apply(const storage::Txn& txn, bool keep = true);
+  // leaves the state unchanged. With `reads`, a committing txn appends the record of each of its
+  // kRead ops (layout().size() bytes each, the value at that op, in op order): what a client is
+  // told it read. An aborting txn appends nothing.
+  Result<bool> Apply(const storage::Txn& txn, bool keep = true, std::string* reads = nullptr);
 
   // Txns applied with keep == true that committed / aborted (dry runs are not counted).
   uint64_t committed() const { return committed_; }

@@ -148,3 +148,24 @@ TEST_CASE("reference: a missing key is an error and changes nothing") {
   CHECK_FALSE(r2.ok());
   CHECK(ref->table().Digest() == before);
 }
+
+TEST_CASE("reference: a committed txn reports the record of each read at its op, an aborted one nothing") {
+  auto ref = Make(10, 5);
+  std::string reads = "prefix";
+  // Read 2, update 2, read 2 again, read 4: the second read sees the update.
+  REQUIRE(ref->Apply(T(21, {{OpKind::kRead, 2, 0, 0}, {OpKind::kUpdate, 2, 0, 0}, {OpKind::kRead, 2, 0, 0},
+                            {OpKind::kRead, 4, 0, 0}}),
+                     true, &reads)
+              .value());
+  REQUIRE(reads.size() == 6 + 3 * kLayout.size());
+  std::vector<char> expect(kLayout.size());
+  storage::InitRecord(expect.data(), kLayout, 2, 5);
+  CHECK(std::memcmp(reads.data() + 6, expect.data(), kLayout.size()) == 0);
+  storage::ApplyUpdate(expect.data(), kLayout, 21, 2);
+  CHECK(std::memcmp(reads.data() + 6 + kLayout.size(), expect.data(), kLayout.size()) == 0);
+  CHECK(std::memcmp(reads.data() + 6 + 2 * kLayout.size(), ref->table().Find(4), kLayout.size()) == 0);
+  // An abort after a read: nothing appended.
+  reads.resize(6);
+  REQUIRE_FALSE(ref->Apply(T(22, {{OpKind::kRead, 1, 0, 0}, {OpKind::kAbortIf, 3, 0, 10000}}), true, &reads).value());
+  CHECK(reads == "prefix");
+}
