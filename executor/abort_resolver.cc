@@ -124,12 +124,12 @@ void AbortResolver::Resolve(const std::vector<const planner::PlannedSlice*>& sli
       int64_t dep_in = 0, dep_out = 0;
       if (f.kind == FragKind::kDepWrite) {
         // The read half sorts first, so its value is here (absent keys publish 0).
-        auto d = std::find_if(dep_values_.begin(), dep_values_.end(), [&](const auto& v) { return v.first == f.dep; });
+        auto d = std::find_if(dep_values_.begin(), dep_values_.end(), [&](const auto& v) { return v.first == f.slot; });
         QR_CHECK(d != dep_values_.end(), "dependency value missing in re-execution");
         dep_in = d->second;
       }
       if (rec == nullptr) {
-        if (f.kind == FragKind::kDepRead) dep_values_.emplace_back(f.dep, 0);
+        if (f.kind == FragKind::kDepRead) dep_values_.emplace_back(f.slot, 0);
         continue;
       }
       if (planner::IsWriteFrag(f.kind)) {
@@ -137,7 +137,7 @@ void AbortResolver::Resolve(const std::vector<const planner::PlannedSlice*>& sli
         undo_.append(rec, rec_size);
       }
       fired = ApplyFragment(f, rec, layout, txn_id, dep_in, &dep_out);
-      if (f.kind == FragKind::kDepRead) dep_values_.emplace_back(f.dep, dep_out);
+      if (f.kind == FragKind::kDepRead) dep_values_.emplace_back(f.slot, dep_out);
     }
     if (fired) {
       // Leaves no trace: undo in reverse order (a key written twice gets its oldest image).

@@ -33,8 +33,8 @@ void RangeExecutor::Run(const planner::PlannedSlice& slice, DepBoard* deps) {
     bool fired = false;
     if (rec == nullptr) {
       // Absent key: a no-op (documented in cluster/engine.h); a dependency still flows.
-      if (f.kind == FragKind::kDepRead) deps->Publish(f.dep, 0);
-      if (f.kind == FragKind::kDepWrite) (void)deps->Wait(f.dep);
+      if (f.kind == FragKind::kDepRead) deps->Publish(f.slot, 0);
+      if (f.kind == FragKind::kDepWrite) (void)deps->Wait(f.slot);
     } else {
       if constexpr (kLog) {
         if (planner::IsWriteFrag(f.kind)) {
@@ -42,10 +42,10 @@ void RangeExecutor::Run(const planner::PlannedSlice& slice, DepBoard* deps) {
           log_.undo.append(rec, rec_size);
         }
       }
-      const int64_t dep_in = f.kind == FragKind::kDepWrite ? deps->Wait(f.dep) : 0;
+      const int64_t dep_in = f.kind == FragKind::kDepWrite ? deps->Wait(f.slot) : 0;
       int64_t dep_out = 0;
       fired = ApplyFragment(f, rec, layout, slice.txns[f.txn].txn_id, dep_in, &dep_out);
-      if (f.kind == FragKind::kDepRead) deps->Publish(f.dep, dep_out);
+      if (f.kind == FragKind::kDepRead) deps->Publish(f.slot, dep_out);
     }
     if constexpr (kLog) {
       if (fired) {

@@ -7,9 +7,9 @@
 namespace qrstore::planner {
 
 namespace {
-constexpr char kMagic[3] = {'Q', 'S', '1'};
+constexpr char kMagic[3] = {'Q', 'S', '2'};
 // Smallest encodings, for GetCount's guard against corrupt counts.
-constexpr size_t kMinTxnBytes = 8 + 1 + 8 + 1 + 1 + 1 + 1 + 1;
+constexpr size_t kMinTxnBytes = 8 + 1 + 8 + 1 + 1 + 1 + 1 + 1 + 1 + 1;
 constexpr size_t kMinFragBytes = 1 + 1 + 8 + 1 + 1 + 1;
 
 Status Corrupt(const std::string& what) { return Status::Corruption("planned slice: " + what); }
@@ -19,6 +19,7 @@ void PlannedSlice::Reset(uint64_t batch_id, uint32_t planner_id, uint32_t ranges
   batch = batch_id;
   planner = planner_id;
   dep_slots = 0;
+  read_slots = 0;
   may_abort = false;
   txns.clear();
   eqs.resize(ranges);
@@ -32,15 +33,16 @@ size_t PlannedSlice::FragmentCount() const {
 }
 
 bool operator==(const Fragment& a, const Fragment& b) {
-  return a.key == b.key && a.arg == b.arg && a.txn == b.txn && a.dep == b.dep && a.op == b.op && a.kind == b.kind;
+  return a.key == b.key && a.arg == b.arg && a.txn == b.txn && a.slot == b.slot && a.op == b.op && a.kind == b.kind;
 }
 bool operator==(const TxnContext& a, const TxnContext& b) {
   return a.txn_id == b.txn_id && a.client == b.client && a.submit_ns == b.submit_ns && a.fragments == b.fragments &&
-         a.write_ops == b.write_ops && a.dep_begin == b.dep_begin && a.deps == b.deps && a.may_abort == b.may_abort;
+         a.write_ops == b.write_ops && a.dep_begin == b.dep_begin && a.deps == b.deps && a.read_begin == b.read_begin &&
+         a.reads == b.reads && a.may_abort == b.may_abort;
 }
 bool operator==(const PlannedSlice& a, const PlannedSlice& b) {
-  return a.batch == b.batch && a.planner == b.planner && a.dep_slots == b.dep_slots && a.may_abort == b.may_abort &&
-         a.txns == b.txns && a.eqs == b.eqs;
+  return a.batch == b.batch && a.planner == b.planner && a.dep_slots == b.dep_slots &&
+         a.read_slots == b.read_slots && a.may_abort == b.may_abort && a.txns == b.txns && a.eqs == b.eqs;
 }
 
 std::string EncodeSlice(const PlannedSlice& s) {
@@ -49,6 +51,7 @@ std::string EncodeSlice(const PlannedSlice& s) {
   w.PutVarint(s.batch);
   w.PutVarint(s.planner);
   w.PutVarint(s.dep_slots);
+  w.PutVarint(s.read_slots);
   w.PutU8(s.may_abort ? 1 : 0);
   w.PutVarint(s.txns.size());
   for (const TxnContext& t : s.txns) {
@@ -59,6 +62,8 @@ std::string EncodeSlice(const PlannedSlice& s) {
     w.PutVarint(t.write_ops);
     w.PutVarint(t.dep_begin);
     w.PutVarint(t.deps);
+    w.PutVarint(t.read_begin);
+    w.PutVarint(t.reads);
     w.PutU8(t.may_abort ? 1 : 0);
   }
   w.PutVarint(s.eqs.size());
@@ -72,7 +77,7 @@ std::string EncodeSlice(const PlannedSlice& s) {
       prev = f.txn;
       w.PutU64(f.key);
       w.PutVarint(f.arg);
-      w.PutVarint(f.dep);
+      w.PutVarint(f.slot);
       w.PutVarint(f.op);
     }
   }
@@ -85,26 +90,34 @@ Status DecodeSlice(std::string_view bytes, PlannedSlice* out) {
   if (!r.GetRaw(sizeof kMagic, &magic) || magic != std::string_view(kMagic, sizeof kMagic)) {
     return Corrupt("bad magic");
   }
-  uint64_t batch = 0, planner = 0, dep_slots = 0, ntxns = 0, nranges = 0;
+  uint64_t batch = 0, planner = 0, dep_slots = 0, read_slots = 0, ntxns = 0, nranges = 0;
   uint8_t may_abort = 0;
   r.GetVarint(&batch);
   r.GetVarint(&planner);
   r.GetVarint(&dep_slots);
+  r.GetVarint(&read_slots);
   r.GetU8(&may_abort);
   if (!r.ok()) return Corrupt("truncated header");
-  if (planner > UINT32_MAX || dep_slots > UINT32_MAX || may_abort > 1) return Corrupt("bad header field");
-  // Each slot needs two fragments later on: bounds the allocation below on corrupt input.
+  if (planner > UINT32_MAX || dep_slots > UINT32_MAX || read_slots > UINT32_MAX || may_abort > 1) {
+    return Corrupt("bad header field");
+  }
+  // Each slot needs one or two fragments later on: bounds the allocations below on corrupt input.
   if (dep_slots > r.remaining() / (2 * kMinFragBytes)) return Corrupt("dependency slot count exceeds input");
+  if (read_slots > r.remaining() / kMinFragBytes) return Corrupt("read slot count exceeds input");
   if (!r.GetCount(&ntxns, kMinTxnBytes)) return Corrupt("bad or truncated txn count");
   if (ntxns > kMaxSliceTxns) return Corrupt("too many txns");
   out->batch = batch;
   out->planner = static_cast<uint32_t>(planner);
   out->dep_slots = static_cast<uint32_t>(dep_slots);
+  out->read_slots = static_cast<uint32_t>(read_slots);
   out->may_abort = may_abort != 0;
   out->txns.resize(ntxns);
   bool any_may_abort = false;
-  for (TxnContext& t : out->txns) {
-    uint64_t client = 0, frags = 0, writes = 0, dep_begin = 0, deps = 0;
+  // Slot ranges are back to back in txn order, so no two txns share a slot.
+  uint64_t next_dep = 0, next_read = 0;
+  for (size_t i = 0; i < ntxns; ++i) {
+    TxnContext& t = out->txns[i];
+    uint64_t client = 0, frags = 0, writes = 0, dep_begin = 0, deps = 0, read_begin = 0, reads = 0;
     uint8_t ma = 0;
     r.GetU64(&t.txn_id);
     r.GetVarint(&client);
@@ -113,29 +126,43 @@ Status DecodeSlice(std::string_view bytes, PlannedSlice* out) {
     r.GetVarint(&writes);
     r.GetVarint(&dep_begin);
     r.GetVarint(&deps);
+    r.GetVarint(&read_begin);
+    r.GetVarint(&reads);
     r.GetU8(&ma);
     if (!r.ok()) return Corrupt("truncated txn context");
     if (client > UINT32_MAX || frags > UINT32_MAX || writes > frags || ma > 1) return Corrupt("bad txn context");
-    if (dep_begin > dep_slots || deps > dep_slots - dep_begin) return Corrupt("txn dependency slots out of range");
+    if (dep_begin != next_dep || deps > dep_slots - next_dep) {
+      return Corrupt("txn " + std::to_string(i) + ": dependency slots not back to back (shared or out of range)");
+    }
+    if (read_begin != next_read || reads > read_slots - next_read) {
+      return Corrupt("txn " + std::to_string(i) + ": read slots not back to back (shared or out of range)");
+    }
+    next_dep += deps;
+    next_read += reads;
     t.client = static_cast<uint32_t>(client);
     t.fragments = static_cast<uint32_t>(frags);
     t.write_ops = static_cast<uint32_t>(writes);
     t.dep_begin = static_cast<uint32_t>(dep_begin);
     t.deps = static_cast<uint32_t>(deps);
+    t.read_begin = static_cast<uint32_t>(read_begin);
+    t.reads = static_cast<uint32_t>(reads);
     t.may_abort = ma != 0;
     any_may_abort |= t.may_abort;
   }
+  if (next_dep != dep_slots) return Corrupt("dependency slots not all owned by txns");
+  if (next_read != read_slots) return Corrupt("read slots not all owned by txns");
   if (any_may_abort != out->may_abort) return Corrupt("may_abort flag disagrees with its txns");
   if (!r.GetCount(&nranges, 1) || nranges == 0 || nranges > kMaxRanges) return Corrupt("bad range count");
   out->eqs.resize(nranges);
   // Fragments per txn, to check against the contexts (a dropped or duplicated fragment
   // would silently change the result).
   std::vector<uint32_t> seen(ntxns, 0);
-  // Every dependency slot must have exactly one reader and one writer at the same op, and
-  // within one EQ a txn's fragments must be in op order. That is what the planner produces and
-  // what makes dependency waits deadlock-free: a decoded slice cannot make executors hang.
+  // Every dependency slot must have exactly one reader and one writer at the same op (its own
+  // txn's: the slot lies in that txn's range), and within one EQ a txn's fragments must be in
+  // op order. That is what the planner produces and what makes dependency waits deadlock-free.
   std::vector<uint8_t> dep_reads(dep_slots, 0), dep_writes(dep_slots, 0);
   std::vector<uint32_t> dep_op(dep_slots, 0);
+  std::vector<uint8_t> read_used(read_slots, 0);
   for (auto& eq : out->eqs) {
     uint64_t n = 0;
     if (!r.GetCount(&n, kMinFragBytes)) return Corrupt("bad or truncated fragment count");
@@ -144,12 +171,12 @@ Status DecodeSlice(std::string_view bytes, PlannedSlice* out) {
     const Fragment* prev = nullptr;
     for (Fragment& f : eq) {
       uint8_t kind = 0;
-      uint64_t delta = 0, dep = 0, op = 0;
+      uint64_t delta = 0, slot = 0, op = 0;
       r.GetU8(&kind);
       r.GetVarint(&delta);
       r.GetU64(&f.key);
       r.GetVarint(&f.arg);
-      r.GetVarint(&dep);
+      r.GetVarint(&slot);
       r.GetVarint(&op);
       if (!r.ok()) return Corrupt("truncated fragment");
       if (kind > kMaxFragKind) return Corrupt("unknown fragment kind " + std::to_string(kind));
@@ -165,18 +192,21 @@ Status DecodeSlice(std::string_view bytes, PlannedSlice* out) {
       prev = &f;
       const TxnContext& tc = out->txns[txn];
       if (f.kind == FragKind::kDepRead || f.kind == FragKind::kDepWrite) {
-        if (dep < tc.dep_begin || dep >= uint64_t{tc.dep_begin} + tc.deps) return Corrupt("dependency slot out of range");
-        uint8_t& count = f.kind == FragKind::kDepRead ? dep_reads[dep] : dep_writes[dep];
+        if (slot < tc.dep_begin || slot >= uint64_t{tc.dep_begin} + tc.deps) return Corrupt("dependency slot out of range");
+        uint8_t& count = f.kind == FragKind::kDepRead ? dep_reads[slot] : dep_writes[slot];
         if (++count > 1) return Corrupt("dependency slot used twice");
-        if (dep_reads[dep] + dep_writes[dep] == 2 && dep_op[dep] != f.op) {
+        if (dep_reads[slot] + dep_writes[slot] == 2 && dep_op[slot] != f.op) {
           return Corrupt("dependency halves at different ops");
         }
-        dep_op[dep] = f.op;
-      } else if (dep != 0) {
-        return Corrupt("dependency slot on a fragment without a dependency");
+        dep_op[slot] = f.op;
+      } else if (f.kind == FragKind::kRead) {
+        if (slot < tc.read_begin || slot >= uint64_t{tc.read_begin} + tc.reads) return Corrupt("read slot out of range");
+        if (++read_used[slot] > 1) return Corrupt("read slot used twice");
+      } else if (slot != 0) {
+        return Corrupt("slot on a fragment that takes none");
       }
       if (MayAbortFrag(f.kind) && !tc.may_abort) return Corrupt("abortable fragment in a txn without may_abort");
-      f.dep = static_cast<uint32_t>(dep);
+      f.slot = static_cast<uint32_t>(slot);
       ++seen[txn];
     }
   }
@@ -184,8 +214,33 @@ Status DecodeSlice(std::string_view bytes, PlannedSlice* out) {
   for (size_t d = 0; d < dep_slots; ++d) {
     if (dep_reads[d] != 1 || dep_writes[d] != 1) return Corrupt("dependency slot without reader or writer");
   }
+  for (size_t d = 0; d < read_slots; ++d) {
+    if (read_used[d] != 1) return Corrupt("read slot without its read");
+  }
   for (size_t i = 0; i < ntxns; ++i) {
     if (seen[i] != out->txns[i].fragments) return Corrupt("fragment count mismatch for txn " + std::to_string(i));
+  }
+  return Status::Ok();
+}
+
+Status ValidateSlice(const PlannedSlice& slice, const storage::KeyMapper& ranges, uint64_t batch, uint32_t planner) {
+  const std::string where = "slice (batch " + std::to_string(batch) + ", planner " + std::to_string(planner) + "): ";
+  if (slice.batch != batch || slice.planner != planner) {
+    return Status::Corruption(where + "carries batch " + std::to_string(slice.batch) + ", planner " +
+                              std::to_string(slice.planner));
+  }
+  if (slice.eqs.size() != ranges.buckets()) {
+    return Status::Corruption(where + std::to_string(slice.eqs.size()) + " EQs for " +
+                              std::to_string(ranges.buckets()) + " executor ranges");
+  }
+  for (uint32_t r = 0; r < slice.eqs.size(); ++r) {
+    for (const Fragment& f : slice.eqs[r]) {
+      if (ranges.Of(f.key) != r) {
+        return Status::Corruption(where + "key " + std::to_string(f.key) + " of txn " + std::to_string(f.txn) +
+                                  " is in EQ " + std::to_string(r) + " but belongs to range " +
+                                  std::to_string(ranges.Of(f.key)));
+      }
+    }
   }
   return Status::Ok();
 }

@@ -1,7 +1,7 @@
 // Execution queues (EQs) and transaction contexts (TCs): the plain-data output of planning one
 // (batch, planner) slice. A PlannedSlice is everything an executor node needs to run the slice,
-// so it is what later issues ship to remote nodes and replicate (EncodeSlice / DecodeSlice);
-// a follower runs the decoded slice and reaches the same state.
+// so it is what leaders replicate and later ship to remote nodes (EncodeSlice / DecodeSlice); a
+// follower runs the decoded slice and reaches the same state.
 //
 // Structure. A slice holds the transactions the planner took from the client queue, in queue
 // order (txns[i] is position i of the slice), and one EQ per executor range: eqs[r] lists the
@@ -9,15 +9,26 @@
 // x <- y op becomes two fragments sharing a dependency slot: a kDepRead on y's range (reads y's
 // counter and publishes it to the slot) and a kDepWrite on x's range (waits for the slot).
 // When x and y share a range the read comes first, so one executor never waits on itself.
+// A kRead fragment names a read slot: where the executor leaves the record it read, so the
+// commit stage can hand the values to the client (slot i = record i of the slice's read values).
 //
 // Ownership: a PlannedSlice is a value; the engine reuses its vectors across batches.
-// Invariants (checked by DecodeSlice, guaranteed by Planner): fragment txn indices are < txns
-// size and non-decreasing within each EQ; within one EQ the fragments of one txn are in
-// FragOpBefore order; dep slots are < dep_slots, each txn's slots lie in [dep_begin,
-// dep_begin + deps), and every slot has exactly one kDepRead and one kDepWrite with the same op;
-// fragments per txn match TxnContext::fragments. The op order is what makes dependency waits
-// deadlock-free: every executor runs the fragments of a txn in op order, and a wait at op i is
-// for the read half of op i, which its executor reaches without waiting on anything at op >= i.
+// Invariants (checked by DecodeSlice, guaranteed by Planner):
+//  - fragment txn indices are < txns size and non-decreasing within each EQ; within one EQ the
+//    fragments of one txn are in FragOpBefore order; fragments per txn match
+//    TxnContext::fragments;
+//  - slot ranges are laid out back to back in txn order: txn i's dependency slots are
+//    [dep_begin, dep_begin + deps) with dep_begin = the deps of txns before it (likewise
+//    read_begin / reads), so no two txns share a slot; dep_slots and read_slots are the totals;
+//  - every dependency slot has exactly one kDepRead and one kDepWrite, of its own txn and the
+//    same op; every read slot exactly one kRead of its own txn; no other fragment names a slot.
+// The op order is what makes dependency waits deadlock-free: every executor runs the fragments
+// of a txn in op order, and a wait at (txn t, op i) is for the read half of (t, i), which its
+// executor reaches without waiting on anything at or after (t, i). Two txns that shared slots
+// "crosswise" would break this; disjoint ranges rule it out.
+// ValidateSlice adds what a decoder cannot know: the EQ count and the key -> range mapping of the
+// executing node, and which (batch, planner) was expected. A slice that passes both never makes
+// an executor wait forever.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +37,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "storage/key_map.h"
 #include "storage/txn.h"
 
 namespace qrstore::planner {
@@ -52,7 +64,7 @@ struct Fragment {
   storage::Key key = 0;
   uint64_t arg = 0;       // kAbortIf threshold, kDebit/kCredit amount
   uint32_t txn = 0;       // index of the transaction in the slice
-  uint32_t dep = 0;       // kDepRead / kDepWrite: dependency slot in the slice
+  uint32_t slot = 0;      // kDepRead / kDepWrite: dependency slot; kRead: read slot; else 0
   uint32_t op = 0;        // index of the op in the transaction (both halves of a kDepWrite)
   FragKind kind = FragKind::kRead;
 };
@@ -73,6 +85,8 @@ struct TxnContext {
   uint32_t write_ops = 0;
   uint32_t dep_begin = 0;  // its dependency slots: [dep_begin, dep_begin + deps)
   uint32_t deps = 0;
+  uint32_t read_begin = 0;  // its read slots: [read_begin, read_begin + reads), in op order
+  uint32_t reads = 0;
   bool may_abort = false;  // has a kAbortIf or kDebit
 };
 
@@ -80,6 +94,7 @@ struct PlannedSlice {
   uint64_t batch = 0;
   uint32_t planner = 0;      // priority: lower = earlier in the global order
   uint32_t dep_slots = 0;    // dependency slots used by this slice
+  uint32_t read_slots = 0;   // read slots (kRead fragments) of this slice
   bool may_abort = false;    // any txn may abort by logic
   std::vector<TxnContext> txns;
   std::vector<std::vector<Fragment>> eqs;  // one per executor range
@@ -97,10 +112,15 @@ bool operator==(const PlannedSlice& a, const PlannedSlice& b);
 constexpr uint32_t kMaxRanges = 4096;
 constexpr uint32_t kMaxSliceTxns = 1u << 24;
 
-// Bytes: magic "QS1", then varints and fixed-width fields (common/codec.h).
+// Bytes: magic "QS2", then varints and fixed-width fields (common/codec.h).
 std::string EncodeSlice(const PlannedSlice& slice);
 // Rejects truncated input, trailing bytes, bad counts, unknown kinds and every broken invariant
 // listed above with kCorruption. `out` is reused (its capacity kept).
 Status DecodeSlice(std::string_view bytes, PlannedSlice* out);
+
+// The executing node's checks on a decoded slice, before any executor sees it: it is slice
+// (batch, planner), it has one EQ per executor range, and every fragment's key belongs to its
+// EQ's range. kCorruption naming the batch, planner and what is wrong.
+Status ValidateSlice(const PlannedSlice& slice, const storage::KeyMapper& ranges, uint64_t batch, uint32_t planner);
 
 }  // namespace qrstore::planner

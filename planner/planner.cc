@@ -7,6 +7,7 @@ void Planner::PlanSlice(uint64_t batch, uint32_t planner, const std::vector<stor
   out->Reset(batch, planner, ranges_.buckets());
   out->txns.resize(txns.size());
   uint32_t dep = 0;
+  uint32_t read = 0;
   for (size_t i = 0; i < txns.size(); ++i) {
     const storage::Txn& txn = txns[i];
     TxnContext& tc = out->txns[i];
@@ -16,6 +17,7 @@ void Planner::PlanSlice(uint64_t batch, uint32_t planner, const std::vector<stor
     tc.fragments = 0;
     tc.write_ops = 0;
     tc.dep_begin = dep;
+    tc.read_begin = read;
     tc.may_abort = false;
     const auto txn_index = static_cast<uint32_t>(i);
     for (uint32_t op_index = 0; op_index < txn.ops.size(); ++op_index) {
@@ -30,16 +32,19 @@ void Planner::PlanSlice(uint64_t batch, uint32_t planner, const std::vector<stor
         ++dep;
         tc.fragments += 2;
       } else {
-        out->eqs[ranges_.Of(op.key)].push_back(Fragment{op.key, op.arg, txn_index, 0, op_index, kind});
+        const uint32_t slot = op.kind == storage::OpKind::kRead ? read++ : 0;
+        out->eqs[ranges_.Of(op.key)].push_back(Fragment{op.key, op.arg, txn_index, slot, op_index, kind});
         ++tc.fragments;
       }
       if (storage::IsWrite(op.kind)) ++tc.write_ops;
       if (MayAbortFrag(kind)) tc.may_abort = true;
     }
     tc.deps = dep - tc.dep_begin;
+    tc.reads = read - tc.read_begin;
     out->may_abort |= tc.may_abort;
   }
   out->dep_slots = dep;
+  out->read_slots = read;
 }
 
 }  // namespace qrstore::planner

@@ -70,10 +70,15 @@ TEST_CASE("planner: fragments go to their range's EQ in txn and op order") {
   // Range 0: txn 0 op 0 (key 5), txn 0 op 3 (key 6), txn 1 op 1 (key 1).
   REQUIRE(s.eqs[0].size() == 3);
   CHECK(s.eqs[0][0] == Fragment{5, 0, 0, 0, 0, FragKind::kUpdate});
-  CHECK(s.eqs[0][1] == Fragment{6, 0, 0, 0, 3, FragKind::kRead});
+  CHECK(s.eqs[0][1] == Fragment{6, 0, 0, 1, 3, FragKind::kRead});  // txn 0's second read: read slot 1
   CHECK(s.eqs[0][2] == Fragment{1, 0, 1, 0, 1, FragKind::kUpdate});
   REQUIRE(s.eqs[1].size() == 2);
   CHECK(s.eqs[1][0] == Fragment{30, 0, 0, 0, 1, FragKind::kRead});
+  CHECK(s.read_slots == 2);
+  CHECK(s.txns[0].read_begin == 0);
+  CHECK(s.txns[0].reads == 2);
+  CHECK(s.txns[1].read_begin == 2);
+  CHECK(s.txns[1].reads == 0);
   CHECK(s.eqs[1][1] == Fragment{26, 3, 1, 0, 0, FragKind::kCredit});
   CHECK(s.eqs[2].empty());
   REQUIRE(s.eqs[3].size() == 1);
@@ -195,14 +200,14 @@ TEST_CASE("eq codec: structurally corrupt slices are rejected") {
   }
   {
     PlannedSlice b = good;
-    b.eqs[1][0].dep = 1;  // the read half of slot 0 now names slot 1
+    b.eqs[1][0].slot = 1;  // the read half of slot 0 now names slot 1
     b.dep_slots = 2;
     b.txns[0].deps = 2;
     expect_corrupt(b, "dependency slot");
   }
   {
     PlannedSlice b = good;
-    b.eqs[0][0].dep = 7;
+    b.eqs[0][0].slot = 7;
     expect_corrupt(b, "dependency slot out of range");
   }
   {
@@ -232,10 +237,30 @@ TEST_CASE("eq codec: structurally corrupt slices are rejected") {
     expect_corrupt(b, "bad txn context");
   }
   // Hand-made headers: bad magic, a huge txn count, a huge dependency slot count, no ranges.
-  CHECK(planner::DecodeSlice("XS1", &d).code() == StatusCode::kCorruption);
+  CHECK(planner::DecodeSlice("XS2", &d).code() == StatusCode::kCorruption);
+  CHECK(planner::DecodeSlice(std::string("QS1") + std::string(40, '\0'), &d).message().find("bad magic") !=
+        std::string::npos);  // the previous format is refused, not misread
+  {
+    PlannedSlice b = good;
+    b.eqs[0].back().slot = 3;  // txn 1's read (key 1) names a slot beyond its own
+    expect_corrupt(b, "read slot out of range");
+  }
+  {
+    PlannedSlice b = good;
+    b.txns[1].reads = 2;  // claims a second read slot that no fragment fills
+    b.read_slots = 2;
+    expect_corrupt(b, "read slot without its read");
+  }
+  {
+    PlannedSlice b = good;
+    REQUIRE(b.eqs[0][1].kind == FragKind::kUpdate);
+    b.eqs[0][1].slot = 1;  // txn 0's update (key 20) given a slot
+    expect_corrupt(b, "slot on a fragment that takes none");
+  }
   {
     Writer w;
-    w.PutRaw("QS1", 3);
+    w.PutRaw("QS2", 3);
+    w.PutVarint(0);
     w.PutVarint(0);
     w.PutVarint(0);
     w.PutVarint(0);
@@ -247,10 +272,11 @@ TEST_CASE("eq codec: structurally corrupt slices are rejected") {
   }
   {
     Writer w;
-    w.PutRaw("QS1", 3);
+    w.PutRaw("QS2", 3);
     w.PutVarint(0);
     w.PutVarint(0);
     w.PutVarint(uint64_t{1} << 31);
+    w.PutVarint(0);
     w.PutU8(0);
     w.PutVarint(0);
     Status st = planner::DecodeSlice(w.data(), &d);
@@ -259,7 +285,8 @@ TEST_CASE("eq codec: structurally corrupt slices are rejected") {
   }
   {
     Writer w;
-    w.PutRaw("QS1", 3);
+    w.PutRaw("QS2", 3);
+    w.PutVarint(0);
     w.PutVarint(0);
     w.PutVarint(0);
     w.PutVarint(0);
@@ -288,4 +315,53 @@ TEST_CASE("eq codec: random byte flips never crash and never yield a broken slic
     }
   }
   CHECK(accepted < 3000);
+}
+
+TEST_CASE("eq codec: two txns sharing dependency slots crosswise are rejected (they would deadlock the executors)") {
+  // A: x=10 (range 0) <- y=60 (range 1); B: x=70 (range 1) <- y=20 (range 0). Planned, A owns
+  // slot 0 and B slot 1. The crosswise slice gives both txns the range [0, 2) and swaps the
+  // write halves' slots: every slot still has one read and one write at the same op, so the
+  // previous decoder accepted it, but executor 0 runs A's write (waiting for slot 1) before
+  // B's read of slot 1 in the same EQ and waits for itself forever.
+  KeyMapper ranges(KeyMapper::Kind::kRange, 2, 100);
+  planner::Planner p(ranges);
+  std::vector<Txn> txns;
+  txns.push_back(MakeTxn(1, {{OpKind::kDepWrite, 10, 60}}));
+  txns.push_back(MakeTxn(2, {{OpKind::kDepWrite, 70, 20}}));
+  PlannedSlice s;
+  p.PlanSlice(0, 0, txns, &s);
+  REQUIRE(s.eqs[0].size() == 2);
+  REQUIRE(s.eqs[0][0] == Fragment{10, 0, 0, 0, 0, FragKind::kDepWrite});
+  REQUIRE(s.eqs[0][1] == Fragment{20, 0, 1, 1, 0, FragKind::kDepRead});
+  REQUIRE(s.eqs[1][0] == Fragment{60, 0, 0, 0, 0, FragKind::kDepRead});
+  REQUIRE(s.eqs[1][1] == Fragment{70, 0, 1, 1, 0, FragKind::kDepWrite});
+  PlannedSlice cross = s;
+  cross.txns[0].deps = 2;
+  cross.txns[1].dep_begin = 0;
+  cross.txns[1].deps = 2;
+  cross.eqs[0][0].slot = 1;  // A's write waits for slot 1, read by B later in the same EQ
+  cross.eqs[1][1].slot = 0;  // B's write takes A's value
+  PlannedSlice d;
+  Status st = planner::DecodeSlice(planner::EncodeSlice(cross), &d);
+  CHECK(st.code() == StatusCode::kCorruption);
+  CHECK(st.message().find("dependency slots not back to back") != std::string::npos);
+  REQUIRE(planner::DecodeSlice(planner::EncodeSlice(s), &d).ok());
+}
+
+TEST_CASE("ValidateSlice: batch, planner, EQ count and key ranges of the executing node") {
+  KeyMapper ranges(KeyMapper::Kind::kRange, 2, 100);
+  planner::Planner p(ranges);
+  std::vector<Txn> txns;
+  txns.push_back(MakeTxn(1, {{OpKind::kUpdate, 10}, {OpKind::kRead, 60}}));
+  PlannedSlice s;
+  p.PlanSlice(4, 1, txns, &s);
+  CHECK(planner::ValidateSlice(s, ranges, 4, 1).ok());
+  CHECK(planner::ValidateSlice(s, ranges, 5, 1).message() == "slice (batch 5, planner 1): carries batch 4, planner 1");
+  CHECK(planner::ValidateSlice(s, ranges, 4, 0).message() == "slice (batch 4, planner 0): carries batch 4, planner 1");
+  KeyMapper three(KeyMapper::Kind::kRange, 3, 100);
+  CHECK(planner::ValidateSlice(s, three, 4, 1).message() == "slice (batch 4, planner 1): 2 EQs for 3 executor ranges");
+  PlannedSlice moved = s;
+  std::swap(moved.eqs[0], moved.eqs[1]);
+  CHECK(planner::ValidateSlice(moved, ranges, 4, 1).message() ==
+        "slice (batch 4, planner 1): key 60 of txn 0 is in EQ 0 but belongs to range 1");
 }
