@@ -1,5 +1,7 @@
 // Engine: the single-node queue-oriented transaction engine (QueCC, paper section 2.3), the
-// facade that wires planner, executor and commit threads around one storage::Table.
+// facade that wires a planning front-end (cluster/local_planner.h) to an execution pipeline
+// (cluster/pipeline.h) around one storage::Table. A replicated node wires the same two pieces
+// with replication in between (cluster/server.h).
 //
 //   Submit() --> client txn queue (bounded, FIFO)
 //     --> planner-<i> threads: take slices of each batch in turn (a token passed around the
@@ -33,6 +35,8 @@
 #include <memory>
 #include <vector>
 
+#include "cluster/local_planner.h"
+#include "cluster/pipeline.h"
 #include "commit/outcome.h"
 #include "common/config.h"
 #include "common/status.h"
@@ -60,12 +64,21 @@ struct EngineStats {
 
 class EngineImpl;
 
+// The engine keys turned into the two halves' options (validated; errors name the keys).
+struct EngineConfig {
+  PipelineOptions pipeline;
+  LocalPlannerOptions planner;
+};
+
 class Engine {
  public:
   // batch.*, threads.*, engine.* keys.
   static void AddConfigKeys(ConfigSchema* schema);
   // Validates the config (errors name the keys). `table` must outlive the Engine.
   static Result<std::unique_ptr<Engine>> Create(const Config& config, storage::Table* table, CommitSink sink);
+  // batch.*, threads.*, engine.* read and cross-checked (what Create uses; the server builds its
+  // pipeline and front-end from it too).
+  static Result<EngineConfig> OptionsFromConfig(const Config& config);
 
   ~Engine();  // Stop()
   Engine(const Engine&) = delete;

@@ -15,7 +15,8 @@ const char* TxnStatusName(TxnStatus s) {
 }
 
 SliceTally BuildSliceOutcomes(const planner::PlannedSlice& slice, const executor::BatchFates& fates,
-                              int64_t commit_ns, std::vector<TxnOutcome>* out) {
+                              int64_t commit_ns, std::vector<TxnOutcome>* out, std::string_view read_values,
+                              uint32_t record_bytes) {
   SliceTally tally;
   out->resize(slice.txns.size());
   for (uint32_t i = 0; i < slice.txns.size(); ++i) {
@@ -27,10 +28,16 @@ SliceTally BuildSliceOutcomes(const planner::PlannedSlice& slice, const executor
     o.submit_ns = tc.submit_ns;
     o.commit_ns = commit_ns;
     o.write_ops = tc.write_ops;
+    o.reads = 0;
+    o.values = {};
     switch (fates.Of(slice.planner, i)) {
       case executor::Fate::kCommit:
         o.status = TxnStatus::kCommitted;
         ++tally.committed;
+        if (!read_values.empty()) {
+          o.reads = tc.reads;
+          o.values = read_values.substr(uint64_t{tc.read_begin} * record_bytes, uint64_t{tc.reads} * record_bytes);
+        }
         break;
       case executor::Fate::kLogic:
         o.status = TxnStatus::kAbortedLogic;

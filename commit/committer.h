@@ -23,8 +23,11 @@ struct SliceTally {
   uint64_t aborted_logic = 0;
 };
 
-// Fills `out` (cleared first) with one outcome per txn of `slice`, in slice order.
+// Fills `out` (cleared first) with one outcome per txn of `slice`, in slice order. With
+// `read_values` (the slice's read_slots records of `record_bytes` each), committed outcomes
+// point at their reads.
 SliceTally BuildSliceOutcomes(const planner::PlannedSlice& slice, const executor::BatchFates& fates,
-                              int64_t commit_ns, std::vector<TxnOutcome>* out);
+                              int64_t commit_ns, std::vector<TxnOutcome>* out, std::string_view read_values = {},
+                              uint32_t record_bytes = 0);
 
 }  // namespace qrstore::commit

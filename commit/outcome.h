@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string_view>
 #include <vector>
 
 namespace qrstore::commit {
@@ -44,6 +45,11 @@ struct TxnOutcome {
   int64_t submit_ns = 0;  // copied from Txn::submit_ns
   int64_t commit_ns = 0;  // NowNanos() when the outcome became final
   uint32_t write_ops = 0; // write ops in the transaction (kUpdate, kDepWrite, kDebit, kCredit)
+  // A committed txn on a node that captures reads: the record of each of its kRead ops, in op
+  // order (`reads` records of the table's record size), as read at its place in the serial
+  // order. A view into the engine's buffers: valid only during the sink call.
+  uint32_t reads = 0;
+  std::string_view values;
 };
 
 // Called by commit threads with the outcomes of one (batch, planner) slice in planned order.

@@ -25,8 +25,15 @@ void KeySet::Reset(uint64_t dense_limit) {
   sparse_.clear();
 }
 
+void AbortResolver::Touch(storage::Key key, char* rec, uint32_t rec_size) {
+  if (!track_touches_ || !touched_.Insert(key)) return;
+  touched_recs_.emplace_back(key, rec);
+  touched_before_.append(rec, rec_size);
+}
+
 void AbortResolver::Resolve(const std::vector<const planner::PlannedSlice*>& slices,
-                            const std::vector<ExecLog*>& logs, storage::Table* table, BatchFates* out) {
+                            const std::vector<ExecLog*>& logs, storage::Table* table, BatchFates* out,
+                            const std::vector<char*>& read_values, uint64_t* digest_delta) {
   out->any_abort = false;
   out->aborted = out->reexecuted = out->restored_records = 0;
   bool any_vote = false;
@@ -48,6 +55,13 @@ void AbortResolver::Resolve(const std::vector<const planner::PlannedSlice*>& sli
   // Mark the fired votes; the re-execution decides the final fate.
   for (const ExecLog* log : logs) {
     for (const Vote& v : log->votes) out->fates[v.planner][v.txn] = Fate::kLogic;
+  }
+
+  track_touches_ = digest_delta != nullptr;
+  if (track_touches_) {
+    touched_.Reset(table->capacity());
+    touched_recs_.clear();
+    touched_before_.clear();
   }
 
   // Step 2: the walk.
@@ -97,6 +111,7 @@ void AbortResolver::Resolve(const std::vector<const planner::PlannedSlice*>& sli
         if (a.undo != Access::kNoUndo && restored_.Insert(f.key)) {
           char* rec = table->Find(f.key);
           QR_CHECK(rec != nullptr, "undo image for an absent key");
+          Touch(f.key, rec, rec_size);
           std::memcpy(rec, logs[r]->undo.data() + a.undo, rec_size);
           ++out->restored_records;
         }
@@ -128,16 +143,20 @@ void AbortResolver::Resolve(const std::vector<const planner::PlannedSlice*>& sli
         QR_CHECK(d != dep_values_.end(), "dependency value missing in re-execution");
         dep_in = d->second;
       }
+      char* reads = read_values.empty() ? nullptr : read_values[a.planner];
       if (rec == nullptr) {
         if (f.kind == FragKind::kDepRead) dep_values_.emplace_back(f.slot, 0);
+        if (f.kind == FragKind::kRead && reads != nullptr) std::memset(reads + uint64_t{f.slot} * rec_size, 0, rec_size);
         continue;
       }
       if (planner::IsWriteFrag(f.kind)) {
+        Touch(f.key, rec, rec_size);
         undo_index_.emplace_back(rec, undo_.size());
         undo_.append(rec, rec_size);
       }
       fired = ApplyFragment(f, rec, layout, txn_id, dep_in, &dep_out);
       if (f.kind == FragKind::kDepRead) dep_values_.emplace_back(f.slot, dep_out);
+      if (f.kind == FragKind::kRead && reads != nullptr) std::memcpy(reads + uint64_t{f.slot} * rec_size, rec, rec_size);
     }
     if (fired) {
       // Leaves no trace: undo in reverse order (a key written twice gets its oldest image).
@@ -146,6 +165,12 @@ void AbortResolver::Resolve(const std::vector<const planner::PlannedSlice*>& sli
     }
     out->fates[a.planner][a.txn] = fired ? Fate::kLogic : Fate::kCommit;
     ++out->reexecuted;
+  }
+  if (digest_delta != nullptr) {
+    for (size_t i = 0; i < touched_recs_.size(); ++i) {
+      const auto& [key, rec] = touched_recs_[i];
+      *digest_delta += storage::Table::DigestDelta(key, touched_before_.data() + i * rec_size, rec, rec_size);
+    }
   }
 }
 

@@ -23,7 +23,11 @@
 //  4. Re-execute the affected txns serially in planned order, each with its ops in op order
 //     (ApplyFragment, the executors' semantics); one whose vote fires is undone at once and
 //     aborts (kLogic), the others commit. No unaffected txn read what they wrote in the
-//     parallel run, and none wrote what they read after they read it.
+//     parallel run, and none wrote what they read after they read it. A re-executed kRead
+//     leaves its record in the slice's read values again (when given): the value it reads in
+//     the serial order.
+// With `digest_delta`, adds the digest change of every record it restored or rewrote
+// (Table::DigestDelta between the record before resolution and after).
 #pragma once
 
 #include <cstdint>
@@ -84,11 +88,16 @@ class KeySet {
 
 class AbortResolver {
  public:
-  // `slices[p]` is the batch's slice of planner p; `logs[r]` the log of the executor of range r.
+  // `slices[p]` is the batch's slice of planner p; `logs[r]` the log of the executor of range r;
+  // `read_values[p]` slice p's read-value buffer or nullptr (the vector may be empty: none).
   void Resolve(const std::vector<const planner::PlannedSlice*>& slices, const std::vector<ExecLog*>& logs,
-               storage::Table* table, BatchFates* out);
+               storage::Table* table, BatchFates* out, const std::vector<char*>& read_values = {},
+               uint64_t* digest_delta = nullptr);
 
  private:
+  // Remembers a record's image before resolution first touches it (digest tracking).
+  void Touch(storage::Key key, char* rec, uint32_t rec_size);
+
   struct Affected {
     uint32_t planner, txn;
     size_t begin, end;  // its fragments in frags_
@@ -104,6 +113,10 @@ class AbortResolver {
   std::string undo_;                                     // one txn's before-images
   std::vector<std::pair<char*, size_t>> undo_index_;     // (record, offset in undo_)
   std::vector<std::pair<uint32_t, int64_t>> dep_values_; // (slot, value) of one txn
+  bool track_touches_ = false;
+  KeySet touched_;
+  std::vector<std::pair<storage::Key, char*>> touched_recs_;  // in touch order
+  std::string touched_before_;                                // their images, record size each
 };
 
 }  // namespace qrstore::executor

@@ -1,5 +1,7 @@
 #include "executor/range_executor.h"
 
+#include <cstring>
+
 #include "executor/apply.h"
 
 namespace qrstore::executor {
@@ -7,16 +9,22 @@ namespace qrstore::executor {
 using planner::FragKind;
 using planner::Fragment;
 
-void RangeExecutor::RunEq(const planner::PlannedSlice& slice, DepBoard* deps, bool log) {
+void RangeExecutor::RunEq(const planner::PlannedSlice& slice, DepBoard* deps, bool log, char* read_values) {
   if (log) {
-    Run<true>(slice, deps);
+    if (track_digest_) {
+      Run<true, true>(slice, deps, read_values);
+    } else {
+      Run<true, false>(slice, deps, read_values);
+    }
+  } else if (track_digest_) {
+    Run<false, true>(slice, deps, read_values);
   } else {
-    Run<false>(slice, deps);
+    Run<false, false>(slice, deps, read_values);
   }
 }
 
-template <bool kLog>
-void RangeExecutor::Run(const planner::PlannedSlice& slice, DepBoard* deps) {
+template <bool kLog, bool kDigest>
+void RangeExecutor::Run(const planner::PlannedSlice& slice, DepBoard* deps, char* read_values) {
   const std::vector<Fragment>& eq = slice.eqs[range_];
   const storage::RecordLayout& layout = table_->layout();
   const uint32_t rec_size = layout.size();
@@ -32,20 +40,34 @@ void RangeExecutor::Run(const planner::PlannedSlice& slice, DepBoard* deps) {
     uint64_t undo = Access::kNoUndo;
     bool fired = false;
     if (rec == nullptr) {
-      // Absent key: a no-op (documented in cluster/engine.h); a dependency still flows.
+      // Absent key: a no-op (documented in cluster/engine.h); a dependency still flows, a read
+      // reads zeros.
       if (f.kind == FragKind::kDepRead) deps->Publish(f.slot, 0);
       if (f.kind == FragKind::kDepWrite) (void)deps->Wait(f.slot);
+      if (f.kind == FragKind::kRead && read_values != nullptr) {
+        std::memset(read_values + uint64_t{f.slot} * rec_size, 0, rec_size);
+      }
     } else {
+      const bool writes = planner::IsWriteFrag(f.kind);
       if constexpr (kLog) {
-        if (planner::IsWriteFrag(f.kind)) {
+        if (writes) {
           undo = log_.undo.size();
           log_.undo.append(rec, rec_size);
         }
+      }
+      if constexpr (kDigest) {
+        if (writes) std::memcpy(scratch_.data(), rec, rec_size);
       }
       const int64_t dep_in = f.kind == FragKind::kDepWrite ? deps->Wait(f.slot) : 0;
       int64_t dep_out = 0;
       fired = ApplyFragment(f, rec, layout, slice.txns[f.txn].txn_id, dep_in, &dep_out);
       if (f.kind == FragKind::kDepRead) deps->Publish(f.slot, dep_out);
+      if (f.kind == FragKind::kRead && read_values != nullptr) {
+        std::memcpy(read_values + uint64_t{f.slot} * rec_size, rec, rec_size);
+      }
+      if constexpr (kDigest) {
+        if (writes) digest_delta_ += storage::Table::DigestDelta(f.key, scratch_.data(), rec, rec_size);
+      }
     }
     if constexpr (kLog) {
       if (fired) {
@@ -63,7 +85,9 @@ void RangeExecutor::Run(const planner::PlannedSlice& slice, DepBoard* deps) {
   }
 }
 
-template void RangeExecutor::Run<true>(const planner::PlannedSlice&, DepBoard*);
-template void RangeExecutor::Run<false>(const planner::PlannedSlice&, DepBoard*);
+template void RangeExecutor::Run<true, true>(const planner::PlannedSlice&, DepBoard*, char*);
+template void RangeExecutor::Run<true, false>(const planner::PlannedSlice&, DepBoard*, char*);
+template void RangeExecutor::Run<false, true>(const planner::PlannedSlice&, DepBoard*, char*);
+template void RangeExecutor::Run<false, false>(const planner::PlannedSlice&, DepBoard*, char*);
 
 }  // namespace qrstore::executor

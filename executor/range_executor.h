@@ -7,6 +7,12 @@
 // records every fragment it runs (in execution order = planned order within the range), the
 // before-image of every record it modifies, and the fired abort votes. Batches without
 // abortable ops skip logging entirely: the common YCSB case pays nothing for undo.
+//
+// Read values. With a read-value buffer, a kRead copies its record into the buffer at its read
+// slot (planner/eq.h), which is the value the transaction saw at its place in the serial order
+// (the abort resolver re-captures the reads of transactions it re-executes).
+// Digest. With track_digest, every record this executor modifies adds Table::DigestDelta of the
+// change to digest_delta(): the batch's change of the state digest over this range.
 #pragma once
 
 #include <cstdint>
@@ -48,22 +54,33 @@ struct ExecLog {
 
 class RangeExecutor {
  public:
-  RangeExecutor(storage::Table* table, uint32_t range) : table_(table), range_(range) {}
+  RangeExecutor(storage::Table* table, uint32_t range, bool track_digest = false)
+      : table_(table), range_(range), track_digest_(track_digest), scratch_(table->layout().size(), '\0') {}
 
   // Runs EQ slice.eqs[range] to the end, resolving dependencies through `deps` (the slice's
-  // board). With `log`, fills log() (see above).
-  void RunEq(const planner::PlannedSlice& slice, DepBoard* deps, bool log);
+  // board). With `log`, fills log() (see above). With `read_values` (slice.read_slots records),
+  // each kRead leaves its record there.
+  void RunEq(const planner::PlannedSlice& slice, DepBoard* deps, bool log, char* read_values = nullptr);
 
   ExecLog& log() { return log_; }
   uint32_t range() const { return range_; }
+  // The digest change of the records modified since the last call (track_digest); resets it.
+  uint64_t TakeDigestDelta() {
+    const uint64_t d = digest_delta_;
+    digest_delta_ = 0;
+    return d;
+  }
 
  private:
-  template <bool kLog>
-  void Run(const planner::PlannedSlice& slice, DepBoard* deps);
+  template <bool kLog, bool kDigest>
+  void Run(const planner::PlannedSlice& slice, DepBoard* deps, char* read_values);
 
   storage::Table* table_;
   uint32_t range_;
+  const bool track_digest_;
   ExecLog log_;
+  std::string scratch_;  // a record's before-image for the digest delta
+  uint64_t digest_delta_ = 0;
 };
 
 }  // namespace qrstore::executor

@@ -81,19 +81,52 @@ class Table {
     }
   }
 
-  // Order-independent 64-bit digest: the sum (mod 2^64) over every record of
-  // Hash64(record bytes, seed = Mix64(key)). Equal tables give equal digests on every host.
+  // Order-independent 64-bit digest: the sum (mod 2^64) over every record and every 8-byte
+  // chunk j of its bytes (the last one zero-padded) of ChunkHash(key, j, chunk). Equal tables
+  // give equal digests on every host. Chunk-wise so that a change to a few bytes of a record
+  // can be folded in by hashing only the chunks that changed (DigestDelta): executors keep the
+  // digest per batch that way, without scanning the table.
   uint64_t Digest() const;
 
-  // One record's contribution to Digest() (exposed so other code can digest incrementally).
+  // One record's contribution to Digest().
   static uint64_t RecordDigest(Key key, const char* record, uint32_t size) {
-    return Hash64(record, size, Mix64(key));
+    const uint64_t seed = Mix64(key);
+    uint64_t sum = 0;
+    for (uint32_t j = 0; j * 8 < size; ++j) sum += ChunkHash(seed, j, Chunk(record, size, j));
+    return sum;
+  }
+  // Digest() after record `key` changed from `before` to `after` (both `size` bytes) minus
+  // Digest() before: add it to a running digest. Hashes only the chunks that differ.
+  static uint64_t DigestDelta(Key key, const char* before, const char* after, uint32_t size) {
+    uint64_t delta = 0;
+    uint64_t seed = 0;
+    bool seeded = false;
+    for (uint32_t j = 0; j * 8 < size; ++j) {
+      const uint64_t b = Chunk(before, size, j), a = Chunk(after, size, j);
+      if (a == b) continue;
+      if (!seeded) {
+        seed = Mix64(key);
+        seeded = true;
+      }
+      delta += ChunkHash(seed, j, a) - ChunkHash(seed, j, b);
+    }
+    return delta;
   }
 
  private:
   // Sparse keys are >= capacity_ >= 1, so 0 can mark an empty index slot.
   static constexpr Key kEmptySparse = 0;
   static constexpr uint32_t kChunkRecords = 4096;
+
+  static uint64_t Chunk(const char* rec, uint32_t size, uint32_t j) {
+    uint64_t w = 0;
+    const uint32_t off = j * 8;
+    std::memcpy(&w, rec + off, size - off >= 8 ? 8 : size - off);
+    return w;
+  }
+  static uint64_t ChunkHash(uint64_t key_seed, uint32_t j, uint64_t chunk) {
+    return Mix64(chunk ^ (key_seed + (uint64_t{j} + 1) * 0x9e3779b97f4a7c15ULL));
+  }
 
   const char* FindSparse(Key key) const;
   const char* SparseRecord(uint64_t slot) const {

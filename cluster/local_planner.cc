@@ -1,0 +1,169 @@
+#include "cluster/local_planner.h"
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "common/clock.h"
+#include "planner/planner.h"
+
+namespace qrstore::cluster {
+
+LocalPlanner::LocalPlanner(LocalPlannerOptions options, Pipeline* pipeline, PlannedHook hook)
+    : opt_(options), pipeline_(pipeline), hook_(std::move(hook)), queue_(options.client_queue_txns) {
+  QR_CHECK(opt_.planners >= 1 && opt_.planners <= opt_.batch_txns);
+  token_batch_ = opt_.first_batch;
+}
+
+LocalPlanner::~LocalPlanner() { Stop(); }
+
+Status LocalPlanner::Start() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (started_) return Status::InvalidArgument("planner: Start called twice");
+    if (stop_) return Status::Aborted("planner: Start after Stop");
+    started_ = true;
+  }
+  for (uint32_t p = 0; p < opt_.planners; ++p) {
+    threads_.emplace_back("planner-" + std::to_string(p), [this, p] { PlannerLoop(p); });
+  }
+  return Status::Ok();
+}
+
+bool LocalPlanner::Submit(storage::Txn txn) { return queue_.Push(std::move(txn)); }
+bool LocalPlanner::TrySubmit(storage::Txn& txn) { return queue_.TryPush(txn); }
+
+void LocalPlanner::CloseInput() {
+  // Planners drain the queue, close the open batch, and the first planner to find it closed
+  // and empty at the start of a batch marks the end.
+  queue_.Close();
+}
+
+void LocalPlanner::Stop() {
+  Halt();
+  for (auto it = threads_.rbegin(); it != threads_.rend(); ++it) it->Join();
+  threads_.clear();
+}
+
+void LocalPlanner::Halt() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+  }
+  queue_.Close();
+  token_cv_.notify_all();
+}
+
+uint64_t LocalPlanner::batches_closed_by_timeout() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return closed_by_timeout_;
+}
+bool LocalPlanner::ended() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return end_known_;
+}
+uint64_t LocalPlanner::end_batch() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return end_batch_;
+}
+
+void LocalPlanner::PlannerLoop(uint32_t me) {
+  planner::Planner planner(opt_.ranges);
+  // Slices of one batch add up to exactly batch_txns, whatever the planner count.
+  const size_t slice_max = opt_.batch_txns / opt_.planners + (me < opt_.batch_txns % opt_.planners ? 1 : 0);
+  std::vector<storage::Txn> txns;
+  txns.reserve(slice_max);
+  for (uint64_t b = opt_.first_batch;; ++b) {
+    bool closed = false;
+    int64_t deadline = 0;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      token_cv_.wait(lk, [&] { return stop_ || end_known_ || (token_batch_ == b && token_planner_ == me); });
+      // The token reaches (end_batch_, 0) last, so a planner still waiting is past the end.
+      if (stop_ || end_known_) return;
+      if (me == 0) {
+        batch_closed_ = false;
+        batch_deadline_ns_ = 0;
+      }
+      closed = batch_closed_;
+      deadline = batch_deadline_ns_;
+    }
+    // Holding the token, claim the slice: while batches_in_flight batches are in flight this
+    // waits, nobody pops, and Submit blocks on the full queue (back-pressure).
+    planner::PlannedSlice* out = pipeline_->BeginSlice(b, me);
+    if (out == nullptr) {
+      Halt();  // the pipeline failed or stopped: take no more input
+      return;
+    }
+
+    // This planner alone pops from the client queue now.
+    bool end_of_input = false;
+    bool timed_out = false;
+    if (!closed) {
+      if (me == 0) {
+        // A batch starts with its first txn; idle planners block here (Close wakes them).
+        std::optional<storage::Txn> first = queue_.Pop();
+        if (first) {
+          txns.push_back(std::move(*first));
+          deadline = NowNanos() + opt_.batch_timeout_ns;
+        } else {
+          end_of_input = true;
+        }
+      }
+      while (!end_of_input && txns.size() < slice_max) {
+        // Take whatever is queued in one go; block (up to the deadline) only when empty.
+        if (queue_.TryPopMany(&txns, slice_max - txns.size()) > 0) continue;
+        const int64_t left = deadline - NowNanos();
+        std::optional<storage::Txn> t = left > 0 ? queue_.PopFor(std::chrono::nanoseconds(left)) : queue_.TryPop();
+        if (t) {
+          txns.push_back(std::move(*t));
+          continue;
+        }
+        if (queue_.closed()) {
+          closed = true;  // CloseInput/Stop: input closed and drained
+          break;
+        }
+        if (NowNanos() >= deadline) {
+          closed = timed_out = true;
+          break;
+        }
+      }
+    }
+
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (stop_) return;
+      if (end_of_input) {
+        end_known_ = true;
+        end_batch_ = b;
+      } else {
+        if (me == 0) batch_deadline_ns_ = deadline;
+        if (closed && !batch_closed_) {
+          batch_closed_ = true;
+          if (timed_out) ++closed_by_timeout_;
+        }
+        if (me + 1 < opt_.planners) {
+          token_planner_ = me + 1;
+        } else {
+          token_planner_ = 0;
+          token_batch_ = b + 1;
+        }
+      }
+    }
+    token_cv_.notify_all();
+    if (end_of_input) {
+      pipeline_->EndInput(b);
+      return;
+    }
+
+    // Planning runs in parallel with the next planner's popping.
+    const int64_t t0 = NowNanos();
+    planner.PlanSlice(b, me, txns, out);
+    const int64_t plan_ns = NowNanos() - t0;
+    txns.clear();
+    pipeline_->PublishSlice(b, me, plan_ns, /*replicated=*/!hook_);
+    if (hook_) hook_(*out);  // read-only from here on: executors may be running it
+  }
+}
+
+}  // namespace qrstore::cluster

@@ -1,0 +1,98 @@
+// LocalPlanner: the planning front-end of a single node or a leader (the paper's PLANBATCH,
+// Algorithm 1): the client transaction queue, planner threads, and the token ring that makes
+// the planned order the Submit order. Each planned slice is published to the Pipeline and, on
+// a leader, handed to a hook that replicates it (the leader = LocalPlanner + Pipeline +
+// ReplicateData; a follower has no LocalPlanner: it is fed by cluster/follower_feed.h).
+//
+//   Submit() --> client txn queue (bounded, FIFO)
+//     --> planner-<i>: take the token for (b, i), claim slice (b, i) in the pipeline (waits while
+//         batches_in_flight batches are in flight: back-pressure reaches Submit through the
+//         queue), pop this planner's share of batch b, pass the token on, then plan in parallel
+//         with the next planner's popping, publish, and call the hook.
+//
+// Batches: a batch opens with its first txn (planner 0 blocks until one arrives) and closes
+// when its slices are full (batch_txns in total, split evenly over planners), batch_timeout
+// after its first txn, or when CloseInput ends the input; then the pipeline learns the end.
+// Batch boundaries depend on the clock; what is in the planned order never does.
+//
+// Threads: Submit from any thread (several submitters: the queue order is the order of their
+// pushes); Start/CloseInput/Stop from one controlling thread. Stop the pipeline first (or fail
+// it), so that no planner is left waiting in BeginSlice, then this. The hook runs on planner
+// threads, outside every lock, once per slice, in batch order per planner.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "cluster/pipeline.h"
+#include "common/bounded_queue.h"
+#include "common/status.h"
+#include "common/thread.h"
+#include "planner/eq.h"
+#include "storage/key_map.h"
+#include "storage/txn.h"
+
+namespace qrstore::cluster {
+
+struct LocalPlannerOptions {
+  uint32_t batch_txns = 10000;
+  int64_t batch_timeout_ns = 10'000'000;
+  uint32_t planners = 1;
+  uint32_t client_queue_txns = 40000;
+  storage::KeyMapper ranges;  // the pipeline's executor ranges
+  uint64_t first_batch = 0;
+};
+
+// Called after slice (b, p) is published. With a hook the pipeline waits for MarkReplicated
+// (the hook's business); without one slices are replicated at once (a single node).
+using PlannedHook = std::function<void(const planner::PlannedSlice& slice)>;
+
+class LocalPlanner {
+ public:
+  LocalPlanner(LocalPlannerOptions options, Pipeline* pipeline, PlannedHook hook = nullptr);
+  ~LocalPlanner();
+  LocalPlanner(const LocalPlanner&) = delete;
+  LocalPlanner& operator=(const LocalPlanner&) = delete;
+
+  Status Start();
+  // Enqueues a transaction; blocks while the queue is full. false (the txn is not taken) after
+  // CloseInput, Stop, or once the pipeline refused a slice (failed or stopped).
+  bool Submit(storage::Txn txn);
+  // Non-blocking Submit: false when the queue is full or closed (`txn` is kept then).
+  bool TrySubmit(storage::Txn& txn);
+  // No more input: planners drain the queue, close the open batch and tell the pipeline where
+  // the input ends. Returns at once.
+  void CloseInput();
+  void Stop();
+
+  uint64_t batches_closed_by_timeout() const;
+  // The batch id at which the input ended (valid once ended() is true).
+  bool ended() const;
+  uint64_t end_batch() const;
+
+ private:
+  void PlannerLoop(uint32_t me);
+  void Halt();
+
+  const LocalPlannerOptions opt_;
+  Pipeline* const pipeline_;
+  const PlannedHook hook_;
+  BoundedQueue<storage::Txn> queue_;
+
+  mutable std::mutex mu_;
+  std::condition_variable token_cv_;
+  bool started_ = false;           // guarded by mu_
+  bool stop_ = false;              // guarded by mu_
+  bool end_known_ = false;         // guarded by mu_
+  uint64_t end_batch_ = 0;         // guarded by mu_
+  uint64_t token_batch_ = 0;       // guarded by mu_: who may pop next
+  uint32_t token_planner_ = 0;     // guarded by mu_
+  bool batch_closed_ = false;      // guarded by mu_: the token's batch is closed (passed along)
+  int64_t batch_deadline_ns_ = 0;  // guarded by mu_
+  uint64_t closed_by_timeout_ = 0; // guarded by mu_
+  std::vector<NamedThread> threads_;
+};
+
+}  // namespace qrstore::cluster

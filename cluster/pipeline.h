@@ -1,0 +1,134 @@
+// Pipeline: the execution half of a node (paper sections 3.4 and 3.5): batch slots, executor
+// threads (one per key range), the abort resolver and commit threads, around one
+// storage::Table. Its input is planned slices, fed in (batch, planner) order by a front-end:
+//   - LocalPlanner (cluster/local_planner.h) on a single node or a leader: planner threads take
+//     transactions from the client queue and plan them into slices;
+//   - FollowerFeed (cluster/follower_feed.h) on a follower: the leader's slices arrive through
+//     ReceiveData, are decoded and validated, and fed in the same order. Followers never plan.
+// Its outputs are the outcomes of each slice, in global planned order (CommitSink), and one
+// BatchInfo per committed batch (state digest, phase times).
+//
+//   front-end: BeginSlice(b, p) -> fill the PlannedSlice -> PublishSlice(b, p, replicated?)
+//                                   MarkReplicated(b, p) from a replication callback
+//     --> executor-<r>: for batch b, slices (b, 0), (b, 1), ... of its range, each as soon as it
+//         is published (replication.mode=speculative) or replicated (sync); dependency values
+//         flow between ranges; a batch that may abort is resolved by the last executor
+//         (executor/abort_resolver.h) before batch b+1 runs
+//     --> commit-<c>: a batch commits once executed AND every slice of it is replicated
+//         (Invariant 1); outcomes per slice, delivered in planned order (Invariant 3).
+//
+// Determinism: the outcomes, the values read and the table after every batch are a function of
+// the published slices alone (their order is the planned order), whatever the thread counts,
+// timing or sync mode. With track_digest the state digest after each batch is kept incrementally
+// (per-range deltas of the records each executor changed, plus the resolver's; no table scan),
+// so a follower that replays the same slices reports the same digest per batch as its leader.
+//
+// Threads and ownership: the Pipeline owns its threads and batch slots; the Table, the sink and
+// the hook are the caller's and must outlive it. One front-end thread per planner p calls
+// BeginSlice/PublishSlice for its slices in batch order; MarkReplicated, Fail and the getters
+// may be called from any thread; Start/Stop/WaitIdle from one controlling thread. Memory is
+// bounded by batches_in_flight batch slots (1 = node-level synchronization: batch b+1 starts
+// only after b committed).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "commit/outcome.h"
+#include "common/status.h"
+#include "planner/eq.h"
+#include "storage/key_map.h"
+#include "storage/table.h"
+
+namespace qrstore::cluster {
+
+struct PipelineOptions {
+  uint32_t planners = 1;           // slices per batch
+  uint32_t executors = 2;          // executor threads = key ranges
+  uint32_t committers = 1;
+  uint32_t batches_in_flight = 3;  // batch slots; 1 = node-level sync
+  storage::KeyMapper ranges;       // key -> executor range (buckets() == executors)
+  uint64_t first_batch = 0;        // the first batch id fed
+  bool executors_wait_for_replication = false;  // replication.mode=sync
+  bool capture_reads = false;      // give the sink the values read (a node that answers clients)
+  bool track_digest = false;       // keep the state digest per batch
+};
+
+// Per-batch phase durations (ns), the paper's latency model terms.
+struct BatchPhases {
+  int64_t plan_ns = 0;       // T_pl: planning (or decoding) time summed over the batch's slices
+  int64_t deliver_ns = 0;    // T_deliv: first slice published -> first executor started on it
+  int64_t exec_ns = 0;       // T_ex: first executor start -> batch executed and resolved
+  int64_t repl_ns = 0;       // T_repl: first slice published -> last slice replicated
+  int64_t repl_wait_ns = 0;  // executed -> replicated (0 when replication finished first)
+  int64_t commit_ns = 0;     // T_c: executed and replicated -> last outcome delivered
+};
+
+struct BatchInfo {
+  uint64_t batch = 0;
+  uint64_t digest = 0;  // state digest after the batch (track_digest; else 0)
+  uint64_t committed = 0;
+  uint64_t aborted = 0;
+  BatchPhases phases;
+};
+// Called once per committed batch, in batch order, after the batch's last sink call, on a
+// commit thread. Must return quickly and must not call back into the pipeline.
+using BatchHook = std::function<void(const BatchInfo&)>;
+
+struct PipelineStats {
+  uint64_t committed_batches = 0;  // batches [first_batch, first_batch + this) committed
+  uint64_t committed = 0;
+  uint64_t aborted = 0;
+  uint64_t reexecuted = 0;
+  uint64_t last_digest = 0;        // after the last committed batch (initial digest before any)
+  BatchPhases phase_sums;          // sums over committed batches (divide by committed_batches)
+};
+
+class PipelineImpl;
+
+class Pipeline {
+ public:
+  // `ranges` must have `executors` buckets. With track_digest, computes the table's digest once
+  // (a full scan) as the starting point.
+  Pipeline(PipelineOptions options, storage::Table* table, commit::CommitSink sink, BatchHook on_batch = nullptr);
+  ~Pipeline();  // Stop()
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  // Starts the committer and executor threads. Once only.
+  Status Start();
+
+  // Front-end side. Waits until batch b may enter (batch b - batches_in_flight committed), then
+  // returns slice (b, p) to fill (a reused value: Reset or DecodeSlice it). nullptr once the
+  // pipeline failed or stopped, or when b is at or past the end.
+  planner::PlannedSlice* BeginSlice(uint64_t b, uint32_t p);
+  // Slice (b, p) is filled and valid (a decoded slice must have passed planner::ValidateSlice):
+  // executors may take it. `plan_ns` is what planning/decoding it cost. `replicated` opens its
+  // Invariant-1 gate at once (a single node, or a follower, whose input is replicated already).
+  void PublishSlice(uint64_t b, uint32_t p, int64_t plan_ns, bool replicated);
+  // Replication of slice (b, p) is confirmed (any thread; cheap).
+  void MarkReplicated(uint64_t b, uint32_t p);
+  // Batches [first_batch, end) are all there will be.
+  void EndInput(uint64_t end);
+  // Stops with an error: nothing more is executed than what executors already hold, no outcome
+  // is delivered after this returns, WaitIdle and BeginSlice return at once. First error wins.
+  void Fail(Status status);
+
+  // Blocks until every batch before the end committed (OK), or the pipeline failed (its error)
+  // or was stopped (kAborted).
+  Status WaitIdle();
+  // Stops and joins every thread. Idempotent; safe without Start.
+  void Stop();
+
+  PipelineStats Stats() const;
+  // OK, or the error given to Fail.
+  Status health() const;
+  uint64_t committed_batches() const;  // absolute: the next batch id to commit
+
+ private:
+  std::unique_ptr<PipelineImpl> impl_;
+};
+
+}  // namespace qrstore::cluster

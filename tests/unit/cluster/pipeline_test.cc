@@ -1,0 +1,285 @@
+// The execution pipeline on its own (cluster/pipeline.h): per-batch digests kept incrementally,
+// read values, the Invariant-1 gate in speculative and sync mode, failure, and a pipeline fed
+// with decoded slices (as a follower is) reaching its leader's state batch by batch.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "cluster/local_planner.h"
+#include "cluster/pipeline.h"
+#include "common/clock.h"
+#include "planner/eq.h"
+#include "planner/planner.h"
+#include "tests/unit/executor/serial_applier.h"
+#include "workloads/reference_executor.h"
+
+using namespace qrstore;
+using cluster::BatchInfo;
+using cluster::LocalPlanner;
+using cluster::LocalPlannerOptions;
+using cluster::Pipeline;
+using cluster::PipelineOptions;
+using commit::TxnOutcome;
+using commit::TxnStatus;
+using storage::Txn;
+
+namespace {
+
+const storage::RecordLayout kLayout{4, 8};
+constexpr uint64_t kKeys = 300;
+
+// What a sink and a batch hook saw (copied: outcome views die with the sink call).
+struct Seen {
+  struct Txn {
+    uint64_t id = 0;
+    commit::PlannedPos pos;
+    TxnStatus status = TxnStatus::kCommitted;
+    std::string values;
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Txn> txns;
+  std::vector<BatchInfo> batches;
+
+  commit::CommitSink Sink() {
+    return [this](const std::vector<TxnOutcome>& v) {
+      std::lock_guard<std::mutex> lk(mu);
+      for (const TxnOutcome& o : v) txns.push_back(Txn{o.txn_id, o.pos, o.status, std::string(o.values)});
+      cv.notify_all();
+    };
+  }
+  cluster::BatchHook Hook() {
+    return [this](const BatchInfo& b) {
+      std::lock_guard<std::mutex> lk(mu);
+      batches.push_back(b);
+      cv.notify_all();
+    };
+  }
+  size_t Count() {
+    std::lock_guard<std::mutex> lk(mu);
+    return txns.size();
+  }
+  // Bounded wait: a failure, not a hang.
+  bool WaitTxns(size_t n) {
+    std::unique_lock<std::mutex> lk(mu);
+    return cv.wait_for(lk, std::chrono::seconds(30), [&] { return txns.size() >= n; });
+  }
+};
+
+PipelineOptions Options(uint32_t planners, uint32_t executors, uint32_t in_flight) {
+  PipelineOptions o;
+  o.planners = planners;
+  o.executors = executors;
+  o.committers = 2;
+  o.batches_in_flight = in_flight;
+  o.ranges = storage::KeyMapper(storage::KeyMapper::Kind::kHash, executors, 0);
+  o.capture_reads = true;
+  o.track_digest = true;
+  return o;
+}
+
+LocalPlannerOptions PlannerOptions(const PipelineOptions& p, uint32_t batch_txns) {
+  LocalPlannerOptions o;
+  o.batch_txns = batch_txns;
+  o.batch_timeout_ns = 1'000'000'000;  // batches close full (or at the end of input)
+  o.planners = p.planners;
+  o.client_queue_txns = 64;
+  o.ranges = p.ranges;
+  return o;
+}
+
+std::vector<Txn> Workload(uint64_t seed, size_t n) {
+  testing::GenOptions g;
+  g.keys = kKeys;
+  g.max_ops = 8;
+  g.abort_per_100 = 5;
+  g.debit_per_100 = 10;
+  return testing::RandomTxns(seed, n, g);
+}
+
+// The reference: the same txns applied serially in planned order; per batch, the digest after it
+// and every committed txn's read values.
+struct Reference {
+  std::map<uint64_t, uint64_t> digest_after;  // batch -> digest
+  std::map<uint64_t, std::string> reads;      // txn id -> read values (committed)
+  std::map<uint64_t, bool> committed;
+};
+Reference Replay(const std::vector<Txn>& txns, std::vector<Seen::Txn> seen) {
+  std::sort(seen.begin(), seen.end(), [](const Seen::Txn& a, const Seen::Txn& b) { return a.pos < b.pos; });
+  std::map<uint64_t, const Txn*> by_id;
+  for (const Txn& t : txns) by_id[t.id] = &t;
+  workloads::ReferenceExecutor ref(kLayout, kKeys);
+  testing::LoadTable(ref.mutable_table(), kKeys, 1000);
+  Reference out;
+  for (size_t i = 0; i < seen.size(); ++i) {
+    std::string reads;
+    auto r = ref.Apply(*by_id.at(seen[i].id), true, &reads);
+    REQUIRE(r.ok());
+    out.committed[seen[i].id] = r.value();
+    if (r.value()) out.reads[seen[i].id] = reads;
+    if (i + 1 == seen.size() || seen[i + 1].pos.batch != seen[i].pos.batch) {
+      out.digest_after[seen[i].pos.batch] = ref.table().Digest();
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("pipeline: per-batch digests, read values and fates equal a serial replay of the planned order") {
+  for (uint32_t planners : {1u, 2u}) {
+    for (uint32_t in_flight : {1u, 3u}) {
+      INFO("planners " << planners << " batches_in_flight " << in_flight);
+      const std::vector<Txn> txns = Workload(11 + planners * 7 + in_flight, 3000);
+      storage::Table table(kLayout, kKeys);
+      testing::LoadTable(&table, kKeys, 1000);
+      const uint64_t initial = table.Digest();
+      Seen seen;
+      PipelineOptions po = Options(planners, 3, in_flight);
+      Pipeline pipeline(po, &table, seen.Sink(), seen.Hook());
+      LocalPlanner front(PlannerOptions(po, 200), &pipeline);
+      REQUIRE(pipeline.Start().ok());
+      REQUIRE(front.Start().ok());
+      for (const Txn& t : txns) REQUIRE(front.Submit(t));
+      front.CloseInput();
+      REQUIRE(pipeline.WaitIdle().ok());
+      pipeline.Stop();
+      front.Stop();
+      REQUIRE(seen.txns.size() == txns.size());
+      const Reference ref = Replay(txns, seen.txns);
+      size_t reads_checked = 0, aborted = 0;
+      for (const Seen::Txn& t : seen.txns) {
+        REQUIRE(ref.committed.at(t.id) == (t.status == TxnStatus::kCommitted));
+        if (t.status == TxnStatus::kCommitted) {
+          REQUIRE(t.values == ref.reads.at(t.id));
+          reads_checked += t.values.size() / kLayout.size();
+        } else {
+          REQUIRE(t.values.empty());
+          ++aborted;
+        }
+      }
+      CHECK(reads_checked > 1000);
+      CHECK(aborted > 10);
+      REQUIRE(seen.batches.size() == ref.digest_after.size());
+      for (size_t i = 0; i < seen.batches.size(); ++i) {
+        REQUIRE(seen.batches[i].batch == i);  // hooks in batch order
+        REQUIRE(seen.batches[i].digest == ref.digest_after.at(i));
+      }
+      CHECK(pipeline.Stats().last_digest == table.Digest());
+      CHECK(table.Digest() != initial);
+    }
+  }
+}
+
+TEST_CASE("pipeline: a pipeline fed the decoded slices of another reaches the same digest after every batch") {
+  // The follower path: the leader's slices encoded, decoded, validated and fed in order.
+  const std::vector<Txn> txns = Workload(5, 2000);
+  storage::Table leader_table(kLayout, kKeys), follower_table(kLayout, kKeys);
+  testing::LoadTable(&leader_table, kKeys, 1000);
+  testing::LoadTable(&follower_table, kKeys, 1000);
+  PipelineOptions po = Options(2, 2, 3);
+  std::mutex mu;
+  std::vector<std::pair<std::pair<uint64_t, uint32_t>, std::string>> encoded;  // ((b, p), bytes)
+  Seen leader_seen, follower_seen;
+  Pipeline leader(po, &leader_table, leader_seen.Sink(), leader_seen.Hook());
+  LocalPlanner front(PlannerOptions(po, 150), &leader, [&](const planner::PlannedSlice& s) {
+    std::lock_guard<std::mutex> lk(mu);
+    encoded.push_back({{s.batch, s.planner}, planner::EncodeSlice(s)});
+    leader.MarkReplicated(s.batch, s.planner);
+  });
+  REQUIRE(leader.Start().ok());
+  REQUIRE(front.Start().ok());
+  for (const Txn& t : txns) REQUIRE(front.Submit(t));
+  front.CloseInput();
+  REQUIRE(leader.WaitIdle().ok());
+  const uint64_t end = front.end_batch();
+  leader.Stop();
+  front.Stop();
+
+  PipelineOptions fo = po;
+  fo.capture_reads = false;  // followers answer no client
+  Pipeline follower(fo, &follower_table, follower_seen.Sink(), follower_seen.Hook());
+  REQUIRE(follower.Start().ok());
+  std::sort(encoded.begin(), encoded.end());
+  for (const auto& [bp, bytes] : encoded) {
+    planner::PlannedSlice* slot = follower.BeginSlice(bp.first, bp.second);
+    REQUIRE(slot != nullptr);
+    REQUIRE(planner::DecodeSlice(bytes, slot).ok());
+    REQUIRE(planner::ValidateSlice(*slot, fo.ranges, bp.first, bp.second).ok());
+    follower.PublishSlice(bp.first, bp.second, 0, true);
+  }
+  follower.EndInput(end);
+  REQUIRE(follower.WaitIdle().ok());
+  follower.Stop();
+  REQUIRE(leader_seen.batches.size() == end);
+  REQUIRE(follower_seen.batches.size() == end);
+  for (uint64_t b = 0; b < end; ++b) CHECK(follower_seen.batches[b].digest == leader_seen.batches[b].digest);
+  CHECK(follower_table.Digest() == leader_table.Digest());
+  CHECK(follower_seen.txns.size() == txns.size());
+}
+
+TEST_CASE("pipeline: nothing commits before its batch is replicated; sync mode executes only then",
+          "[slow]") {
+  for (bool sync : {false, true}) {
+    INFO((sync ? "sync" : "speculative"));
+    storage::Table table(kLayout, kKeys);
+    testing::LoadTable(&table, kKeys, 0);
+    Seen seen;
+    PipelineOptions po = Options(1, 2, 2);
+    po.executors_wait_for_replication = sync;
+    Pipeline pipeline(po, &table, seen.Sink(), seen.Hook());
+    REQUIRE(pipeline.Start().ok());
+    // One slice: an update of key 7.
+    std::vector<Txn> txns(1);
+    txns[0].id = 1;
+    txns[0].ops.push_back(storage::Op{storage::OpKind::kUpdate, 7, 0, 0});
+    planner::Planner plan(po.ranges);
+    planner::PlannedSlice* s = pipeline.BeginSlice(0, 0);
+    REQUIRE(s != nullptr);
+    plan.PlanSlice(0, 0, txns, s);
+    pipeline.PublishSlice(0, 0, 0, /*replicated=*/false);
+    // Speculative: executed without waiting (bounded poll); sync: still untouched after a while.
+    const int64_t deadline = NowNanos() + (sync ? 200'000'000 : 10'000'000'000);
+    while (NowNanos() < deadline && storage::GetCounter(table.Find(7)) == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    CHECK(storage::GetCounter(table.Find(7)) == (sync ? 0 : 1));
+    CHECK(seen.Count() == 0);  // Invariant 1: no outcome before replication
+    pipeline.MarkReplicated(0, 0);
+    REQUIRE(seen.WaitTxns(1));
+    CHECK(storage::GetCounter(table.Find(7)) == 1);
+    pipeline.EndInput(1);
+    REQUIRE(pipeline.WaitIdle().ok());
+    CHECK(seen.batches.size() == 1);
+    CHECK(seen.batches[0].phases.repl_ns > 0);
+  }
+}
+
+TEST_CASE("pipeline: after Fail nothing is delivered, waits end with the error and no slice is handed out") {
+  storage::Table table(kLayout, kKeys);
+  testing::LoadTable(&table, kKeys, 0);
+  Seen seen;
+  PipelineOptions po = Options(1, 2, 2);
+  Pipeline pipeline(po, &table, seen.Sink(), seen.Hook());
+  REQUIRE(pipeline.Start().ok());
+  std::vector<Txn> txns = Workload(3, 20);
+  planner::Planner plan(po.ranges);
+  planner::PlannedSlice* s = pipeline.BeginSlice(0, 0);
+  REQUIRE(s != nullptr);
+  plan.PlanSlice(0, 0, txns, s);
+  pipeline.PublishSlice(0, 0, 0, false);  // executed, never replicated
+  pipeline.Fail(Status::Unavailable("replication: not leader any more"));
+  pipeline.MarkReplicated(0, 0);  // too late: must not deliver
+  Status w = pipeline.WaitIdle();
+  CHECK(w.code() == StatusCode::kUnavailable);
+  CHECK(w.message() == "replication: not leader any more");
+  CHECK(pipeline.BeginSlice(1, 0) == nullptr);
+  pipeline.Stop();
+  CHECK(seen.Count() == 0);
+  CHECK(seen.batches.empty());
+  CHECK(pipeline.health().code() == StatusCode::kUnavailable);
+}
