@@ -30,7 +30,8 @@ void LoadDriver::OnOutcomes(const std::vector<cluster::TxnOutcome>& outcomes) {
         if (o.status == cluster::TxnStatus::kAbortedCascade) ++result_.aborted_cascade;
       }
       if (options_.keep_outcomes) {
-        result_.outcomes.push_back(OutcomeRecord{o.txn_id, o.pos.batch, o.pos.planner, o.pos.index, o.status});
+        result_.outcomes.push_back(
+            OutcomeRecord{o.txn_id, o.pos.batch, o.pos.planner, o.pos.index, o.status, ReadsHash(o.values)});
       }
     }
     completed_ += outcomes.size();

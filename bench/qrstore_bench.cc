@@ -255,7 +255,7 @@ int Main(int argc, char** argv) {
     Status v = VerifyRun(options, seed, res.submitted, &res.outcomes, digest, &vr);
     if (v.ok()) {
       verify_text = "ok";
-      verify_detail = "committed " + std::to_string(vr.committed) + " serially, aborts justified: " +
+      verify_detail = "committed " + std::to_string(vr.committed) + " serially (" + std::to_string(vr.reads_checked) + " read values equal), aborts justified: " +
                       std::to_string(vr.aborted_serially) + " serial + " + std::to_string(vr.aborted_cascade) +
                       " cascade, reference digest " + Hex(vr.reference_digest) + ", " +
                       Num(static_cast<double>(NowNanos() - v0) / 1e9) + " s";

@@ -45,6 +45,7 @@ Status VerifyRun(const workloads::WorkloadOptions& options, uint64_t seed, uint6
   // iterated, so the unordered container cannot influence the result.
   std::unordered_set<storage::Key> poisoned;
   uint64_t batch = 0;
+  std::string reads;
   for (uint64_t seq = 0; seq < outcomes->size(); ++seq) {
     const OutcomeRecord& o = (*outcomes)[seq];
     if (seq > 0) {
@@ -63,12 +64,18 @@ Status VerifyRun(const workloads::WorkloadOptions& options, uint64_t seed, uint6
       batch = o.batch;
     }
     if (o.status == cluster::TxnStatus::kCommitted) {
-      auto r = ref.Apply(txn);
+      reads.clear();
+      auto r = ref.Apply(txn, true, &reads);
       if (!r.ok()) return r.status();
       if (!r.value()) {
         return Status::Internal("the engine committed " + Where(seq, o) +
                                 " but it aborts when the committed txns run serially in planned order");
       }
+      if (ReadsHash(reads) != o.reads_hash) {
+        return Status::Internal("the engine's read values for " + Where(seq, o) +
+                                " differ from what its reads return when the committed txns run serially");
+      }
+      report->reads_checked += reads.size() / options.Layout().size();
       ++report->committed;
       continue;
     }

@@ -4,7 +4,8 @@
 //   1. completeness and order: exactly one outcome per submitted txn, and sorting outcomes by
 //      PlannedPos gives the txns in submission order (the engine's FIFO guarantee);
 //   2. serial equivalence: re-running ONLY the committed txns in planned order on a fresh
-//      ReferenceExecutor, every one of them commits serially too;
+//      ReferenceExecutor, every one of them commits serially too, having read the same values
+//      (the hash of the records its reads returned equals the reference's);
 //   3. aborts are justified: each aborted txn either aborts serially at its position (dry run
 //      on the committed-only state), or is reported as a cascade (kAbortedCascade) and
 //      accessed (read or wrote) a key that an earlier aborted txn of the same batch may have
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "cluster/engine.h"
+#include "common/hash.h"
 #include "common/status.h"
 #include "workloads/workload.h"
 
@@ -35,11 +37,16 @@ struct OutcomeRecord {
   uint32_t planner = 0;
   uint32_t index = 0;
   cluster::TxnStatus status = cluster::TxnStatus::kCommitted;
+  uint64_t reads_hash = 0;  // ReadsHash of a committed txn's read values
 };
+
+// What --verify compares of the values a txn read (Hash64 over their bytes; 0 for none).
+inline uint64_t ReadsHash(std::string_view values) { return values.empty() ? 0 : Hash64(values, 0x72656164); }
 
 struct VerifyReport {
   uint64_t txns = 0;
   uint64_t committed = 0;
+  uint64_t reads_checked = 0;     // read values compared with the reference's
   uint64_t aborted_serially = 0;  // aborted, and aborts serially at its position too
   uint64_t aborted_cascade = 0;   // commits serially, but cascaded from an earlier abort of its batch
   uint64_t reference_digest = 0;

@@ -156,6 +156,8 @@ Result<EngineConfig> Engine::OptionsFromConfig(const Config& config) {
   out.pipeline.committers = opt.committers;
   out.pipeline.batches_in_flight = opt.node_sync ? 1 : opt.batches_in_flight;
   out.pipeline.ranges = ranges;
+  // A read returns its record (YCSB): the sink gets the values read.
+  out.pipeline.capture_reads = true;
   out.planner.batch_txns = opt.batch_txns;
   out.planner.batch_timeout_ns = opt.batch_timeout_ns;
   out.planner.planners = opt.planners;

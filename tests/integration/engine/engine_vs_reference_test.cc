@@ -278,3 +278,30 @@ TEST_CASE("engine: outcomes do not depend on batch boundaries (the engine's docu
     }
   }
 }
+
+TEST_CASE("verify: a wrong read value is caught (verify checks what reads returned, not only the state)",
+          "[integration]") {
+  Case c;
+  c.seed = 77;
+  c.txns = 500;
+  c.overrides = {"ycsb.records=200", "ycsb.ops_per_txn=6", "ycsb.write_ratio=0.5", "ycsb.abort_ratio=0.2",
+                 "batch.txns=50"};
+  RunResult r = RunAndVerify(c);
+  REQUIRE(r.verify.reads_checked > 0);
+  ConfigSchema schema;
+  cluster::Engine::AddConfigKeys(&schema);
+  workloads::AddConfigKeys(&schema);
+  auto config = Config::LoadString(schema, "", c.overrides);
+  REQUIRE(config.ok());
+  auto options = workloads::OptionsFromConfig(config.value());
+  REQUIRE(options.ok());
+  std::vector<OutcomeRecord> outcomes = r.driver.outcomes;
+  auto it = std::find_if(outcomes.begin(), outcomes.end(),
+                         [](const OutcomeRecord& o) { return o.reads_hash != 0; });
+  REQUIRE(it != outcomes.end());
+  it->reads_hash ^= 1;
+  VerifyReport report;
+  Status v = VerifyRun(options.value(), c.seed, c.txns, &outcomes, r.digest, &report);
+  CHECK_FALSE(v.ok());
+  CHECK(v.message().find("read values") != std::string::npos);
+}
