@@ -28,6 +28,11 @@ void AddClusterConfigKeys(ConfigSchema* s) {
   s->AddInt("server.stats_interval_ms", 10000, 0, 3'600'000, "periodic stats log line (0: off)");
   s->AddInt("server.digest_history_batches", 1 << 16, 16, 1 << 24,
             "per-batch digests a leader keeps to compare with its followers' reports");
+  s->AddInt("server.start_timeout_ms", 30000, 100, 3'600'000,
+            "a leader waits this long for its replication backend to make it leader at start");
+  s->AddInt("server.follower_election_factor", 10, 1, 1000,
+            "raft: followers wait this many times replication.raft.election_ticks before campaigning (row 0 "
+            "leads; there is no failover yet, so a follower that took over would stop the cluster)");
 
   s->AddInt("client.connections", 4, 1, 1024, "client connections to the leader (--connections)");
   s->AddInt("client.outstanding", 5000, 1, 10'000'000, "txns in flight per connection, closed loop (--outstanding)");

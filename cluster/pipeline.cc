@@ -164,9 +164,16 @@ class PipelineImpl {
     delivered_cv_.wait(lk, [&] { return !delivering_; });
   }
 
-  Status WaitIdle() {
+  Status WaitIdle(int64_t timeout_ms) {
     std::unique_lock<std::mutex> lk(mu_);
-    delivered_cv_.wait(lk, [&] { return Halted() || (end_known_ && committed_ >= end_); });
+    auto done = [&] { return Halted() || (end_known_ && committed_ >= end_); };
+    if (timeout_ms < 0) {
+      delivered_cv_.wait(lk, done);
+    } else if (!delivered_cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), done)) {
+      return Status::Timeout("batches in flight not committed within " + std::to_string(timeout_ms) + " ms (" +
+                             std::to_string(committed_) + " committed" +
+                             (end_known_ ? ", input ends at " + std::to_string(end_) : ", input end not known") + ")");
+    }
     if (!health_.ok()) return health_;
     if (stop_ && !(end_known_ && committed_ >= end_)) return Status::Aborted("pipeline stopped");
     return Status::Ok();
@@ -457,7 +464,7 @@ void Pipeline::PublishSlice(uint64_t b, uint32_t p, int64_t plan_ns, bool replic
 void Pipeline::MarkReplicated(uint64_t b, uint32_t p) { impl_->MarkReplicated(b, p); }
 void Pipeline::EndInput(uint64_t end) { impl_->EndInput(end); }
 void Pipeline::Fail(Status status) { impl_->Fail(std::move(status)); }
-Status Pipeline::WaitIdle() { return impl_->WaitIdle(); }
+Status Pipeline::WaitIdle(int64_t timeout_ms) { return impl_->WaitIdle(timeout_ms); }
 void Pipeline::Stop() {
   if (impl_) impl_->Stop();
 }

@@ -117,8 +117,8 @@ class Pipeline {
   void Fail(Status status);
 
   // Blocks until every batch before the end committed (OK), or the pipeline failed (its error)
-  // or was stopped (kAborted).
-  Status WaitIdle();
+  // or was stopped (kAborted), or timeout_ms passed (kTimeout; < 0: no limit).
+  Status WaitIdle(int64_t timeout_ms = -1);
   // Stops and joins every thread. Idempotent; safe without Start.
   void Stop();
 

@@ -1,0 +1,503 @@
+#include "cluster/client_service.h"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "common/clock.h"
+#include "common/logging.h"
+
+namespace qrstore::cluster {
+
+namespace {
+
+using proto::ResultCode;
+
+constexpr uint8_t kEngine = 0xff;         // a position answered by an engine outcome
+constexpr size_t kMaxQueuedFrames = 1024; // reader-made frames (status, errors) queued per connection
+constexpr uint64_t kMaxDiscardBytes = uint64_t{1} << 32;
+
+uint32_t ConnId(uint32_t slot, uint16_t gen) { return slot | (uint32_t{gen} << 16); }
+
+// Why a txn cannot run, or "" when it can.
+std::string CheckTxn(const storage::Txn& t, uint64_t records) {
+  for (size_t i = 0; i < t.ops.size(); ++i) {
+    const storage::Op& op = t.ops[i];
+    const auto kind = static_cast<uint8_t>(op.kind);
+    if (kind > storage::kMaxOpKind) return "op " + std::to_string(i) + ": unknown op kind " + std::to_string(kind);
+    if (op.key >= records) {
+      return "op " + std::to_string(i) + ": key " + std::to_string(op.key) + " out of range [0, " +
+             std::to_string(records) + ")";
+    }
+    if (op.kind == storage::OpKind::kDepWrite && op.src_key >= records) {
+      return "op " + std::to_string(i) + ": source key " + std::to_string(op.src_key) + " out of range [0, " +
+             std::to_string(records) + ")";
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+// One registered request: per position, who answers it (an engine outcome, or a rejected /
+// failed result with a detail), and the reply built so far (positions [0, filled)).
+struct ClientService::Pending {
+  uint64_t seq = 0;  // per connection, to find it again
+  uint64_t request_id = 0;
+  uint32_t total = 0;
+  uint32_t filled = 0;
+  std::vector<uint8_t> code;                            // kEngine or a ResultCode
+  std::vector<std::pair<uint32_t, std::string>> detail; // rejected positions (ascending) and why
+  size_t next_detail = 0;
+  std::string failure;                                  // detail of failed positions
+  proto::TxnReplyWriter writer;
+};
+
+struct ClientService::Conn {
+  uint32_t slot = 0;
+  uint32_t id = 0;
+  std::unique_ptr<raft::StreamConn> stream;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Pending> pending;     // guarded by mu: registered requests, oldest first
+  uint64_t next_seq = 0;           // guarded by mu
+  uint64_t inflight = 0;           // guarded by mu: submitted txns without an outcome
+  std::deque<std::string> out;     // guarded by mu: frames for the writer
+  size_t reader_frames = 0;        // guarded by mu: frames in `out` the reader made
+  bool reader_done = false;        // guarded by mu
+  bool writer_done = false;        // guarded by mu
+  bool close_after_flush = false;  // guarded by mu
+  bool stopping = false;           // guarded by mu: the service is stopping
+  std::string report_node;         // reader only: a follower's report connection
+  NamedThread reader;
+  NamedThread writer;
+};
+
+ClientService::ClientService(ClientServiceOptions options, ClientServiceHandler handler)
+    : opt_(std::move(options)), handler_(std::move(handler)), net_(raft::MakeNngStreamNet()) {
+  slots_.resize(opt_.max_connections);
+  generation_.assign(opt_.max_connections, 0);
+}
+
+ClientService::~ClientService() { Stop(0); }
+
+Status ClientService::Start() {
+  auto l = net_->Listen(opt_.listen_address);
+  if (!l.ok()) return l.status();
+  listener_ = std::move(l).value();
+  acceptor_ = NamedThread("cli-accept", [this] { AcceptLoop(); });
+  return Status::Ok();
+}
+
+void ClientService::AcceptLoop() {
+  while (!stop_.load(std::memory_order_acquire)) {
+    std::unique_ptr<raft::StreamConn> s = listener_->Accept(200);
+    Reap(false);
+    if (!s) continue;
+    std::shared_ptr<Conn> c;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      for (uint32_t i = 0; i < slots_.size(); ++i) {
+        if (slots_[i]) continue;
+        c = std::make_shared<Conn>();
+        c->slot = i;
+        c->id = ConnId(i, ++generation_[i]);
+        slots_[i] = c;
+        ++counters_.connections_accepted;
+        break;
+      }
+      if (!c) ++counters_.connections_refused;
+    }
+    if (!c) {
+      // Full: tell the client why, then close.
+      const std::string frame = proto::Frame(
+          proto::MsgType::kError,
+          proto::EncodeError({0, StatusCode::kResourceExhausted,
+                              opt_.node + ": too many connections (server.max_connections = " +
+                                  std::to_string(opt_.max_connections) + ")"}));
+      iovec iov{const_cast<char*>(frame.data()), frame.size()};
+      (void)s->WriteAll(&iov, 1);
+      continue;
+    }
+    c->stream = std::move(s);
+    Conn* raw = c.get();
+    c->writer = NamedThread("cli-wr-" + std::to_string(c->slot), [this, raw] { WriteLoop(raw); });
+    c->reader = NamedThread("cli-rd-" + std::to_string(c->slot), [this, raw] { ReadLoop(raw); });
+  }
+}
+
+void ClientService::Reap(bool all) {
+  std::vector<std::shared_ptr<Conn>> done;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto& c : slots_) {
+      if (!c) continue;
+      std::lock_guard<std::mutex> ck(c->mu);
+      if (all || (c->reader_done && c->writer_done)) {
+        done.push_back(std::move(c));
+        c = nullptr;
+      }
+    }
+  }
+  for (auto& c : done) {
+    {
+      std::lock_guard<std::mutex> ck(c->mu);
+      c->stopping = true;
+    }
+    c->cv.notify_all();
+    if (c->stream) c->stream->Shutdown();
+    c->reader.Join();
+    c->writer.Join();
+    if (!c->report_node.empty() && handler_.report_connection) handler_.report_connection(c->report_node, false);
+  }
+}
+
+void ClientService::ReadLoop(Conn* c) {
+  char header[proto::kHeaderBytes];
+  std::string body;
+  for (;;) {
+    if (!c->stream->ReadFull(header, sizeof header)) break;
+    proto::FrameHeader h;
+    if (Status st = proto::DecodeHeader(header, &h); !st.ok()) {
+      SendError(c, 0, st, /*then_close=*/true);
+      break;
+    }
+    if (h.body_bytes > opt_.max_message_bytes) {
+      // Read and drop the body (bounded memory), then say why; the connection lives on.
+      uint64_t left = h.body_bytes;
+      char sink[64 << 10];
+      bool ok = left <= kMaxDiscardBytes;
+      while (ok && left > 0) {
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(left, sizeof sink));
+        ok = c->stream->ReadFull(sink, n);
+        left -= n;
+      }
+      if (!ok) break;
+      SendError(c, 0,
+                Status::InvalidArgument("message of " + std::to_string(h.body_bytes) +
+                                        " bytes exceeds server.max_message_bytes (" +
+                                        std::to_string(opt_.max_message_bytes) + ")"));
+      continue;
+    }
+    body.resize(h.body_bytes);
+    if (h.body_bytes > 0 && !c->stream->ReadFull(body.data(), body.size())) break;
+    HandleFrame(c, h.type, body);
+    std::lock_guard<std::mutex> lk(c->mu);
+    if (c->stopping || c->close_after_flush) break;
+  }
+  {
+    std::lock_guard<std::mutex> lk(c->mu);
+    c->reader_done = true;
+  }
+  c->cv.notify_all();
+}
+
+void ClientService::HandleFrame(Conn* c, uint8_t type, std::string_view body) {
+  using proto::MsgType;
+  switch (static_cast<MsgType>(type)) {
+    case MsgType::kTxnRequest:
+      HandleTxnRequest(c, body);
+      return;
+    case MsgType::kStatusRequest: {
+      proto::StatusRequest req;
+      if (Status st = proto::DecodeStatusRequest(body, &req); !st.ok()) return SendError(c, 0, st);
+      proto::NodeStatus s = handler_.status();
+      s.request_id = req.request_id;
+      Send(c, proto::Frame(MsgType::kStatusReply, proto::EncodeStatusReply(s)));
+      return;
+    }
+    case MsgType::kFollowerReport: {
+      proto::FollowerReport r;
+      if (Status st = proto::DecodeFollowerReport(body, &r); !st.ok()) return SendError(c, 0, st);
+      if (!handler_.report) return SendError(c, 0, Status::InvalidArgument(opt_.node + " is not a leader: report ignored"));
+      if (c->report_node.empty()) {
+        c->report_node = r.node;
+        if (handler_.report_connection) handler_.report_connection(r.node, true);
+      }
+      if (Status st = handler_.report(r); !st.ok()) {
+        SendError(c, 0, st);
+      }
+      return;
+    }
+    default:
+      break;
+  }
+  SendError(c, 0,
+            Status::InvalidArgument("unexpected message type " + std::to_string(type) +
+                                    (type >= 1 && type <= proto::kMaxMsgType
+                                         ? std::string(" (") + proto::MsgTypeName(static_cast<MsgType>(type)) + ")"
+                                         : std::string(" (unknown)"))));
+}
+
+void ClientService::HandleTxnRequest(Conn* c, std::string_view body) {
+  uint64_t id = 0;
+  if (body.size() >= 8) std::memcpy(&id, body.data(), 8);  // the request id leads the body
+  if (!handler_.submit) {
+    proto::NotLeaderReply nl = handler_.not_leader;
+    nl.request_id = id;
+    Send(c, proto::Frame(proto::MsgType::kNotLeader, proto::EncodeNotLeader(nl)));
+    return;
+  }
+  proto::TxnRequest req;
+  if (Status st = proto::DecodeTxnRequest(body, &req); !st.ok()) return SendError(c, id, st);
+  Status refused;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    ++counters_.requests;
+    if (failed_) {
+      refused = failure_;
+    } else if (!admitting_) {
+      refused = refusal_;
+    }
+  }
+  if (!refused.ok()) return SendError(c, req.request_id, refused);
+
+  const uint32_t n = static_cast<uint32_t>(req.txns.size());
+  Pending p;
+  p.request_id = req.request_id;
+  p.total = n;
+  p.code.assign(n, kEngine);
+  uint64_t engine_txns = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    std::string bad = CheckTxn(req.txns[i], opt_.records);
+    if (bad.empty()) {
+      ++engine_txns;
+      continue;
+    }
+    p.code[i] = static_cast<uint8_t>(ResultCode::kRejected);
+    p.detail.emplace_back(i, std::move(bad));
+  }
+  if (!p.detail.empty()) {
+    std::lock_guard<std::mutex> lk(mu_);
+    counters_.rejected_txns += p.detail.size();
+  }
+  p.writer.Begin(req.request_id, opt_.record_bytes, n);
+  const std::vector<uint8_t> codes = p.code;
+  uint64_t seq = 0;
+  {
+    std::unique_lock<std::mutex> lk(c->mu);
+    // Back-pressure: read nothing more while this connection has too many txns unanswered.
+    c->cv.wait(lk, [&] {
+      return c->stopping || c->inflight == 0 || c->inflight + engine_txns <= opt_.max_inflight_txns;
+    });
+    if (c->stopping) return;
+    seq = p.seq = ++c->next_seq;
+    c->pending.push_back(std::move(p));
+    c->inflight += engine_txns;
+    Advance(c);
+  }
+  // Submit in order, outside every lock (the engine's queue may block: back-pressure).
+  for (uint32_t i = 0; i < n; ++i) {
+    if (codes[i] != kEngine) continue;
+    storage::Txn& t = req.txns[i];
+    t.client = c->id;
+    t.submit_ns = NowNanos();
+    if (handler_.submit(std::move(t))) continue;
+    // The engine takes no more (stopping or failed): this and the later positions fail now.
+    Status reason;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      reason = failed_ ? failure_ : (!refusal_.ok() ? refusal_ : Status::Unavailable("the engine stopped"));
+      for (uint32_t j = i; j < n; ++j) counters_.failed_txns += codes[j] == kEngine ? 1 : 0;
+    }
+    std::lock_guard<std::mutex> lk(c->mu);
+    for (Pending& q : c->pending) {
+      if (q.seq != seq) continue;  // (gone if FailPending answered it already)
+      q.failure = opt_.node + ": not run: " + reason.message();
+      for (uint32_t j = i; j < n; ++j) {
+        if (q.code[j] != kEngine) continue;
+        q.code[j] = static_cast<uint8_t>(ResultCode::kFailed);
+        --c->inflight;
+      }
+    }
+    Advance(c);
+    break;
+  }
+}
+
+void ClientService::Advance(Conn* c) {
+  // Invariant after every change under c->mu: the oldest request's next position is answered by
+  // an engine outcome (or the deque is empty).
+  bool sent = false;
+  while (!c->pending.empty()) {
+    Pending& p = c->pending.front();
+    while (p.filled < p.total && p.code[p.filled] != kEngine) {
+      if (p.code[p.filled] == static_cast<uint8_t>(ResultCode::kRejected)) {
+        QR_CHECK(p.next_detail < p.detail.size() && p.detail[p.next_detail].first == p.filled);
+        p.writer.AddRejected(ResultCode::kRejected, p.detail[p.next_detail++].second);
+      } else {
+        p.writer.AddRejected(ResultCode::kFailed, p.failure);
+      }
+      ++p.filled;
+    }
+    if (p.filled < p.total) break;
+    c->out.push_back(proto::Frame(proto::MsgType::kTxnReply, p.writer.Finish()));
+    c->pending.pop_front();
+    sent = true;
+  }
+  if (sent) c->cv.notify_all();
+}
+
+void ClientService::OnOutcomes(const std::vector<commit::TxnOutcome>& outcomes) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (failed_) return;  // FailPending answered them already
+  Conn* c = nullptr;
+  std::unique_lock<std::mutex> ck;
+  for (const commit::TxnOutcome& o : outcomes) {
+    if (c == nullptr || c->id != o.client) {
+      // Outcomes of one connection usually come in runs: one lock per run.
+      if (ck.owns_lock()) ck.unlock();
+      c = nullptr;
+      const uint32_t slot = o.client & 0xffff;
+      if (slot >= slots_.size() || !slots_[slot] || slots_[slot]->id != o.client) continue;  // closed since
+      c = slots_[slot].get();
+      ck = std::unique_lock<std::mutex>(c->mu);
+    }
+    // Advance keeps the oldest request's next position an engine one, so this is it.
+    QR_CHECK(!c->pending.empty(), "an outcome for connection %u with nothing pending", o.client);
+    Pending& q = c->pending.front();
+    QR_CHECK(q.filled < q.total && q.code[q.filled] == kEngine);
+    ResultCode code = ResultCode::kCommitted;
+    if (o.status == commit::TxnStatus::kAbortedLogic) code = ResultCode::kAbortedLogic;
+    if (o.status == commit::TxnStatus::kAbortedCascade) code = ResultCode::kAbortedCascade;
+    q.writer.AddOutcome(code, o.pos.batch, o.pos.planner, o.pos.index, o.reads, o.values);
+    ++q.filled;
+    --c->inflight;
+    Advance(c);
+  }
+}
+
+void ClientService::FailPending(Status reason) {
+  std::vector<std::shared_ptr<Conn>> conns;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (failed_) return;
+    failed_ = true;
+    failure_ = reason;
+    for (auto& c : slots_) {
+      if (c) conns.push_back(c);
+    }
+    for (auto& c : conns) {
+      std::lock_guard<std::mutex> ck(c->mu);
+      for (Pending& p : c->pending) {
+        p.failure = opt_.node + ": not acknowledged: " + reason.message();
+        for (uint32_t j = p.filled; j < p.total; ++j) {
+          if (p.code[j] == kEngine) {
+            p.code[j] = static_cast<uint8_t>(ResultCode::kFailed);
+            ++counters_.failed_txns;
+          }
+        }
+      }
+      c->inflight = 0;
+      Advance(c.get());
+    }
+  }
+  for (auto& c : conns) c->cv.notify_all();
+}
+
+void ClientService::StopAdmitting(Status reason) {
+  std::lock_guard<std::mutex> lk(mu_);
+  admitting_ = false;
+  refusal_ = std::move(reason);
+}
+
+uint64_t ClientService::pending_txns() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  uint64_t n = 0;
+  for (const auto& c : slots_) {
+    if (!c) continue;
+    std::lock_guard<std::mutex> ck(c->mu);
+    for (const Pending& p : c->pending) n += p.total - p.filled;
+  }
+  return n;
+}
+
+void ClientService::SendError(Conn* c, uint64_t request_id, const Status& s, bool then_close) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    ++counters_.error_replies;
+  }
+  std::string frame =
+      proto::Frame(proto::MsgType::kError, proto::EncodeError({request_id, s.code() == StatusCode::kOk ? StatusCode::kInternal : s.code(),
+                                                               opt_.node + ": " + s.message()}));
+  std::unique_lock<std::mutex> lk(c->mu);
+  // A client that sends requests without reading the answers: stop reading it (bounded).
+  c->cv.wait(lk, [&] { return c->stopping || c->writer_done || c->reader_frames < kMaxQueuedFrames; });
+  c->out.push_back(std::move(frame));
+  ++c->reader_frames;
+  if (then_close) c->close_after_flush = true;
+  lk.unlock();
+  c->cv.notify_all();
+}
+
+void ClientService::Send(Conn* c, std::string frame) {
+  std::unique_lock<std::mutex> lk(c->mu);
+  c->cv.wait(lk, [&] { return c->stopping || c->writer_done || c->reader_frames < kMaxQueuedFrames; });
+  c->out.push_back(std::move(frame));
+  ++c->reader_frames;
+  lk.unlock();
+  c->cv.notify_all();
+}
+
+void ClientService::WriteLoop(Conn* c) {
+  std::vector<std::string> batch;
+  std::vector<iovec> iov;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lk(c->mu);
+      c->cv.wait(lk, [&] {
+        return !c->out.empty() || c->stopping || (c->reader_done && c->pending.empty()) || c->close_after_flush;
+      });
+      if (c->out.empty()) {
+        if (c->stopping || c->close_after_flush || (c->reader_done && c->pending.empty())) break;
+        continue;
+      }
+      for (size_t i = 0; i < 64 && !c->out.empty(); ++i) {
+        batch.push_back(std::move(c->out.front()));
+        c->out.pop_front();
+      }
+      c->reader_frames = c->reader_frames > batch.size() ? c->reader_frames - batch.size() : 0;
+    }
+    c->cv.notify_all();
+    iov.clear();
+    for (auto& f : batch) iov.push_back(iovec{f.data(), f.size()});
+    const bool ok = c->stream->WriteAll(iov.data(), iov.size());
+    batch.clear();
+    if (!ok) break;
+  }
+  c->stream->Shutdown();  // wakes the reader too
+  {
+    std::lock_guard<std::mutex> lk(c->mu);
+    c->writer_done = true;
+  }
+  c->cv.notify_all();
+}
+
+void ClientService::Stop(int64_t flush_timeout_ms) {
+  if (stop_.exchange(true)) return;
+  if (listener_) listener_->Shutdown();
+  acceptor_.Join();
+  // Let pending replies drain (bounded), then close everything.
+  const int64_t deadline = NowNanos() + flush_timeout_ms * 1'000'000;
+  while (NowNanos() < deadline) {
+    bool busy = false;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      for (const auto& c : slots_) {
+        if (!c) continue;
+        std::lock_guard<std::mutex> ck(c->mu);
+        busy |= !c->pending.empty() || (!c->out.empty() && !c->writer_done);
+      }
+    }
+    if (!busy) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  Reap(true);
+}
+
+ClientServiceCounters ClientService::counters() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return counters_;
+}
+
+}  // namespace qrstore::cluster

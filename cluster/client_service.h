@@ -1,0 +1,135 @@
+// ClientService: a server's client port (cluster/protocol.h over nng streams on TCP). Clients
+// send transaction requests, status requests; followers send digest reports to their leader.
+//
+// Shape. A "cli-accept" thread accepts connections (at most server.max_connections; one more
+// gets an error reply and is closed) and reaps finished ones. Each connection has a reader
+// ("cli-rd-<slot>") and a writer ("cli-wr-<slot>") thread:
+//   reader: reads a frame, answers what it can at once (status, not-leader, errors) and for a
+//     transaction request: checks every txn (op kinds, keys in [0, records), op counts) — a bad
+//     txn is a `rejected` result, never reaches the engine — registers the request, then
+//     submits its txns in order (so a connection's txns are planned in the order it sent them).
+//     While the connection has server.max_inflight_txns_per_connection txns unanswered it reads
+//     nothing more (TCP back-pressure, not memory growth).
+//   commit path: OnOutcomes (the pipeline's sink, on a commit thread) routes each outcome to its
+//     connection (Txn::client = slot | generation << 16) and fills that connection's oldest
+//     request; a full request becomes a reply frame for the writer. Replies go out in request
+//     order with results in txn order.
+//   writer: writes reply frames; on a write error the connection is closed.
+// Bad input: a bad magic or version gets an error reply and the connection is closed (a byte
+// stream cannot resynchronise); an oversized body is read and discarded, then an error reply; a
+// body that does not decode or an unknown type gets an error reply; the connection lives on.
+//
+// Failure and shutdown: StopAdmitting makes later requests get an error saying why;
+// FailPending answers every registered txn that has no outcome with `failed` (after a
+// replication failure: nothing un-replicated is acknowledged), and outcomes arriving after it
+// are dropped. Stop flushes pending replies (bounded) and closes everything.
+//
+// Thread-safety: OnOutcomes from the sink (serialized by the pipeline); the rest from the
+// server's controlling thread. Locks: registry mu_ before a connection's mu, never the reverse.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cluster/protocol.h"
+#include "commit/outcome.h"
+#include "common/status.h"
+#include "common/thread.h"
+#include "replication/raft/stream_net.h"
+#include "storage/txn.h"
+
+namespace qrstore::cluster {
+
+// The byte-stream layer the Raft transport also uses (nng streams over TCP).
+namespace raft = ::qrstore::replication::raft;
+
+struct ClientServiceOptions {
+  std::string node;
+  std::string listen_address;       // host:client_port
+  uint32_t max_connections = 64;
+  uint32_t max_message_bytes = 16 << 20;
+  uint64_t max_inflight_txns = 100000;  // per connection
+  uint32_t record_bytes = 0;        // size of one read value
+  uint64_t records = 0;             // keys are [0, records)
+};
+
+struct ClientServiceHandler {
+  // Leader: hands a txn to the engine, blocking while its queue is full; false when the engine
+  // takes no more. Empty on a follower (txn requests get kNotLeader).
+  std::function<bool(storage::Txn&&)> submit;
+  std::function<proto::NodeStatus()> status;
+  // Leader: a follower's digest report; an error is logged (e.g. an unknown follower).
+  std::function<Status(const proto::FollowerReport&)> report;
+  std::function<void(const std::string& node, bool connected)> report_connection;
+  proto::NotLeaderReply not_leader;  // a follower's answer to txn requests
+};
+
+struct ClientServiceCounters {
+  uint64_t connections_accepted = 0;
+  uint64_t connections_refused = 0;
+  uint64_t requests = 0;
+  uint64_t rejected_txns = 0;
+  uint64_t failed_txns = 0;
+  uint64_t error_replies = 0;
+};
+
+class ClientService {
+ public:
+  ClientService(ClientServiceOptions options, ClientServiceHandler handler);
+  ~ClientService();
+  ClientService(const ClientService&) = delete;
+  ClientService& operator=(const ClientService&) = delete;
+
+  // Listens (kUnavailable naming the address if it cannot) and starts accepting.
+  Status Start();
+  void OnOutcomes(const std::vector<commit::TxnOutcome>& outcomes);
+  void StopAdmitting(Status reason);
+  void FailPending(Status reason);
+  // Txns registered and not yet answered, over all connections.
+  uint64_t pending_txns() const;
+  // Waits up to flush_timeout_ms for pending replies to be written, then closes every
+  // connection and joins every thread. Idempotent.
+  void Stop(int64_t flush_timeout_ms);
+  ClientServiceCounters counters() const;
+
+ private:
+  struct Conn;
+  struct Pending;
+
+  void AcceptLoop();
+  void ReadLoop(Conn* c);
+  void WriteLoop(Conn* c);
+  void Reap(bool all);
+  void HandleFrame(Conn* c, uint8_t type, std::string_view body);
+  void HandleTxnRequest(Conn* c, std::string_view body);
+  void SendError(Conn* c, uint64_t request_id, const Status& s, bool then_close = false);
+  void Send(Conn* c, std::string frame);
+  // Fills skipped positions at the head of `p` and queues every completed request (c->mu held).
+  void Advance(Conn* c);
+
+  const ClientServiceOptions opt_;
+  const ClientServiceHandler handler_;
+  std::unique_ptr<raft::StreamNet> net_;
+  std::unique_ptr<raft::StreamListener> listener_;
+  NamedThread acceptor_;
+  std::atomic<bool> stop_{false};
+
+  mutable std::mutex mu_;                    // the registry
+  std::vector<std::shared_ptr<Conn>> slots_; // guarded by mu_: [slot], nullptr = free
+  std::vector<uint16_t> generation_;         // guarded by mu_: per slot
+  bool admitting_ = true;                    // guarded by mu_
+  Status refusal_;                           // guarded by mu_: why not admitting
+  bool failed_ = false;                      // guarded by mu_: FailPending ran; outcomes are dropped
+  Status failure_;                           // guarded by mu_
+  ClientServiceCounters counters_;           // guarded by mu_
+};
+
+}  // namespace qrstore::cluster

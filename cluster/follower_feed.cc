@@ -1,0 +1,153 @@
+#include "cluster/follower_feed.h"
+
+#include "common/clock.h"
+#include "common/codec.h"
+#include "common/logging.h"
+#include "planner/eq.h"
+
+namespace qrstore::cluster {
+
+namespace {
+constexpr char kEndMagic[4] = {'Q', 'E', 'N', 'D'};
+}  // namespace
+
+std::string EncodeEndMarker(uint64_t end) {
+  Writer w(16);
+  w.PutRaw(kEndMagic, sizeof kEndMagic);
+  w.PutU64(end);
+  return w.Release();
+}
+
+bool DecodeEndMarker(std::string_view bytes, uint64_t* end) {
+  if (bytes.size() != sizeof kEndMagic + 8 || bytes.substr(0, sizeof kEndMagic) != std::string_view(kEndMagic, 4)) {
+    return false;
+  }
+  Reader r(bytes.substr(sizeof kEndMagic));
+  return r.GetU64(end);
+}
+
+FollowerFeed::FollowerFeed(FollowerFeedOptions options, Pipeline* pipeline, replication::Replicator* replicator)
+    : opt_(options), pipeline_(pipeline), replicator_(replicator) {
+  QR_CHECK(opt_.planners >= 1 && opt_.window >= 1);
+  for (uint32_t p = 0; p < opt_.planners; ++p) {
+    streams_.push_back(std::make_unique<Stream>());
+    streams_.back()->applied = opt_.first_batch;
+  }
+}
+
+FollowerFeed::~FollowerFeed() { Stop(); }
+
+Status FollowerFeed::Start() {
+  for (uint32_t p = 0; p < opt_.planners; ++p) {
+    for (uint64_t b = opt_.first_batch; b < opt_.first_batch + opt_.window; ++b) Request(p, b);
+    streams_[p]->thread = NamedThread("replay-" + std::to_string(p), [this, p] { Loop(p); });
+  }
+  return Status::Ok();
+}
+
+void FollowerFeed::Stop() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (auto& s : streams_) s->thread.Join();
+}
+
+Status FollowerFeed::health() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return health_;
+}
+
+bool FollowerFeed::ended(uint64_t* end) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (ended_ && end != nullptr) *end = end_;
+  return ended_;
+}
+
+uint64_t FollowerFeed::received_batches() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  uint64_t least = UINT64_MAX;
+  for (const auto& s : streams_) least = std::min(least, s->applied);
+  return least;
+}
+
+void FollowerFeed::Request(uint32_t p, uint64_t batch) {
+  replication::ReplicateMeta meta;
+  meta.group = opt_.group;
+  meta.planner = p;
+  meta.batch_id = batch;
+  // Library thread: store and notify, nothing else.
+  replicator_->ReceiveData(meta, [this, p](const replication::ReplicateMeta& m, Status status, SharedBytes bytes) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      streams_[p]->inbox.emplace(m.batch_id, std::make_pair(std::move(status), std::move(bytes)));
+    }
+    cv_.notify_all();
+  });
+}
+
+void FollowerFeed::StopWith(Status status) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (health_.ok()) health_ = status;
+  }
+  Logger("follower")->error("{}", status.ToString());
+  pipeline_->Fail(std::move(status));
+  cv_.notify_all();
+}
+
+void FollowerFeed::Loop(uint32_t p) {
+  Stream& s = *streams_[p];
+  for (uint64_t b = opt_.first_batch;; ++b) {
+    std::pair<Status, SharedBytes> got;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return stop_ || !health_.ok() || s.inbox.count(b) != 0; });
+      if (stop_ || !health_.ok()) return;
+      auto it = s.inbox.find(b);
+      got = std::move(it->second);
+      s.inbox.erase(it);
+    }
+    const std::string where = "batch " + std::to_string(b) + ", planner " + std::to_string(p);
+    if (!got.first.ok()) {
+      if (got.first.code() == StatusCode::kAborted) return;  // the replicator is stopping
+      StopWith(Status(got.first.code() == StatusCode::kCorruption
+                          ? Status::Corruption("follower: receiving " + where + ": " + got.first.message())
+                          : Status::Unavailable("follower: receiving " + where + ": " + got.first.message())));
+      return;
+    }
+    uint64_t end = 0;
+    if (DecodeEndMarker(got.second.view(), &end)) {
+      if (end != b) {
+        StopWith(Status::Corruption("follower: end marker for batch " + std::to_string(end) + " delivered as " + where));
+        return;
+      }
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        ended_ = true;
+        end_ = end;
+      }
+      Logger("follower")->info("leader's input ended at batch {} (stream {})", end, p);
+      pipeline_->EndInput(end);
+      return;
+    }
+    planner::PlannedSlice* slice = pipeline_->BeginSlice(b, p);
+    if (slice == nullptr) return;  // the pipeline failed, stopped or ended
+    const int64_t t0 = NowNanos();
+    Status st = planner::DecodeSlice(got.second.view(), slice);
+    if (st.ok()) st = planner::ValidateSlice(*slice, opt_.ranges, b, p);
+    if (!st.ok()) {
+      StopWith(Status::Corruption("follower: bad slice (" + where + "), apply stopped: " + st.message()));
+      return;
+    }
+    pipeline_->PublishSlice(b, p, NowNanos() - t0, /*replicated=*/true);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      s.applied = b + 1;
+    }
+    Request(p, b + opt_.window);
+  }
+}
+
+}  // namespace qrstore::cluster

@@ -1,0 +1,90 @@
+// FollowerFeed: the front-end of a follower (the paper's PLANBATCH on a non-leader: RECEIVEDATA
+// with DELIVERBATCH as the callback). Followers never plan: for every planner stream p of the
+// partition it asks ReceiveData for batches first_batch, first_batch + 1, ... (a few ahead),
+// decodes each slice into the pipeline's slot, validates it in full (planner::DecodeSlice, then
+// ValidateSlice against this node's executor ranges and the expected (batch, planner)) before
+// any executor sees it, and publishes it as replicated. A slice that fails stops this node's
+// apply with an error naming batch and planner (health(), the pipeline's Fail); it never hangs
+// or crashes the process.
+//
+// End of stream: a leader that shuts down cleanly after batch E-1 replicates an end marker as
+// batch E of every stream (EncodeEndMarker); the feed then tells the pipeline the input ends at
+// E, so the follower knows it has everything the leader committed.
+//
+// Threads: one "replay-<p>" thread per stream. ReceiveData callbacks (library threads) only
+// store the bytes in the stream's inbox and notify. Memory: at most `window` received but not
+// yet applied payloads per stream. Stop from the controlling thread; stop this before the
+// replicator, and destroy it after the replicator stopped (late callbacks write the inbox).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cluster/pipeline.h"
+#include "common/shared_bytes.h"
+#include "common/status.h"
+#include "common/thread.h"
+#include "replication/replication.h"
+#include "storage/key_map.h"
+
+namespace qrstore::cluster {
+
+// The payload of batch `end` of each stream when the leader's input ended there.
+std::string EncodeEndMarker(uint64_t end);
+// True (and *end set) when `bytes` is an end marker.
+bool DecodeEndMarker(std::string_view bytes, uint64_t* end);
+
+struct FollowerFeedOptions {
+  uint32_t group = 0;        // replication group = partition
+  uint32_t planners = 1;     // streams
+  storage::KeyMapper ranges; // this node's executor ranges
+  uint64_t first_batch = 0;
+  uint32_t window = 4;       // ReceiveData requests outstanding per stream
+};
+
+class FollowerFeed {
+ public:
+  FollowerFeed(FollowerFeedOptions options, Pipeline* pipeline, replication::Replicator* replicator);
+  ~FollowerFeed();
+  FollowerFeed(const FollowerFeed&) = delete;
+  FollowerFeed& operator=(const FollowerFeed&) = delete;
+
+  Status Start();
+  void Stop();
+
+  // OK, or the error that stopped applying (a bad slice, a replication error).
+  Status health() const;
+  // Whether an end marker arrived, and its batch.
+  bool ended(uint64_t* end) const;
+  // Batches received (fully, every stream) so far: the least per-stream count.
+  uint64_t received_batches() const;
+
+ private:
+  struct Stream {
+    std::map<uint64_t, std::pair<Status, SharedBytes>> inbox;  // guarded by mu_
+    uint64_t applied = 0;                                      // guarded by mu_: next batch to apply
+    NamedThread thread;
+  };
+  void Loop(uint32_t p);
+  void Request(uint32_t p, uint64_t batch);
+  void StopWith(Status status);
+
+  const FollowerFeedOptions opt_;
+  Pipeline* const pipeline_;
+  replication::Replicator* const replicator_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;          // guarded by mu_
+  Status health_;              // guarded by mu_
+  bool ended_ = false;         // guarded by mu_
+  uint64_t end_ = 0;           // guarded by mu_
+  std::vector<std::unique_ptr<Stream>> streams_;
+};
+
+}  // namespace qrstore::cluster

@@ -1,0 +1,218 @@
+#include "cluster/replica_monitor.h"
+
+#include <cinttypes>
+#include <cstdio>
+
+#include "common/clock.h"
+#include "common/logging.h"
+
+namespace qrstore::cluster {
+
+namespace {
+constexpr size_t kMaxAhead = 1 << 16;  // a follower's reports waiting for the leader's commit
+
+std::string Hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
+  return buf;
+}
+}  // namespace
+
+DigestMonitor::DigestMonitor(std::vector<std::string> followers, size_t history) : ring_(history, {UINT64_MAX, 0}) {
+  QR_CHECK(history >= 1);
+  for (auto& name : followers) {
+    Follower f;
+    f.view.node = name;
+    followers_.emplace(name, std::move(f));
+  }
+}
+
+void DigestMonitor::RecordOwn(uint64_t batch, uint64_t digest) {
+  std::lock_guard<std::mutex> lk(mu_);
+  ring_[batch % ring_.size()] = {batch, digest};
+  own_next_ = batch + 1;
+  own_last_digest_ = digest;
+  for (auto& [name, f] : followers_) {
+    auto it = f.ahead.find(batch);
+    if (it == f.ahead.end()) continue;
+    const uint64_t d = it->second;
+    f.ahead.erase(it);
+    Check(f, batch, d);
+  }
+}
+
+void DigestMonitor::Check(Follower& f, uint64_t batch, uint64_t digest) {
+  const auto& slot = ring_[batch % ring_.size()];
+  if (slot.first != batch) {
+    ++unchecked_;
+    return;
+  }
+  ++f.view.checked_batches;
+  const bool match = slot.second == digest;
+  if (!match) {
+    ++f.view.mismatches;
+    ++mismatches_;
+    Logger("replicas")->error("digest mismatch: follower {} batch {}: {} (leader {})", f.view.node, batch, Hex(digest),
+                              Hex(slot.second));
+  }
+  if (batch == f.last_batch) f.last_matched = match;
+}
+
+Status DigestMonitor::OnReport(const proto::FollowerReport& report) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = followers_.find(report.node);
+  if (it == followers_.end()) {
+    return Status::InvalidArgument("follower report from '" + report.node + "', not a follower of this partition");
+  }
+  Follower& f = it->second;
+  f.view.applied_batches = std::max(f.view.applied_batches, report.applied_batches);
+  for (const proto::BatchDigest& d : report.digests) {
+    f.last_batch = d.batch;
+    f.last_matched = false;
+    if (d.batch < own_next_) {
+      Check(f, d.batch, d.digest);
+    } else if (f.ahead.size() < kMaxAhead) {
+      f.ahead[d.batch] = d.digest;
+    } else {
+      ++unchecked_;
+    }
+  }
+  return Status::Ok();
+}
+
+void DigestMonitor::SetConnected(const std::string& node, bool connected) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = followers_.find(node);
+  if (it != followers_.end()) it->second.view.connected = connected;
+}
+
+std::vector<proto::FollowerView> DigestMonitor::Views(uint64_t committed_batches) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::vector<proto::FollowerView> out;
+  for (const auto& [name, f] : followers_) {
+    proto::FollowerView v = f.view;
+    v.lag_batches = committed_batches > v.applied_batches ? committed_batches - v.applied_batches : 0;
+    // Agrees at the leader's last committed batch: it reported exactly that batch last and it
+    // matched. (With no batch committed yet there is nothing to disagree on.)
+    v.agrees_at_last = committed_batches == 0 ? true
+                                              : (f.last_batch == committed_batches - 1 && f.last_matched &&
+                                                 v.applied_batches >= committed_batches);
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+uint64_t DigestMonitor::mismatches() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return mismatches_;
+}
+uint64_t DigestMonitor::unchecked() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return unchecked_;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+DigestReporter::DigestReporter(Options options) : opt_(std::move(options)), net_(raft::MakeNngStreamNet()) {}
+
+DigestReporter::~DigestReporter() { Stop(0); }
+
+void DigestReporter::RecordApplied(uint64_t batch, uint64_t digest) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    pending_.push_back(proto::BatchDigest{batch, digest});
+    applied_ = batch + 1;
+    while (pending_.size() > opt_.max_pending) {
+      pending_.pop_front();
+      ++dropped_;
+    }
+  }
+}
+
+Status DigestReporter::Start() {
+  thread_ = NamedThread("report", [this] { Loop(); });
+  return Status::Ok();
+}
+
+void DigestReporter::Stop(int64_t timeout_ms) {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+    flush_deadline_ns_ = NowNanos() + timeout_ms * 1'000'000;
+  }
+  cv_.notify_all();
+  {
+    // A write blocked on a leader that stopped reading ends at the deadline at the latest.
+    std::unique_lock<std::mutex> lk(mu_);
+    if (!cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] { return done_; }) && conn_ != nullptr) {
+      conn_->Shutdown();
+    }
+  }
+  thread_.Join();
+}
+
+uint64_t DigestReporter::dropped() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return dropped_;
+}
+
+bool DigestReporter::SendPending(raft::StreamConn* conn) {
+  proto::FollowerReport report;
+  report.node = opt_.node;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    report.applied_batches = applied_;
+    report.digests.assign(pending_.begin(), pending_.end());
+  }
+  if (report.digests.empty()) return true;
+  const std::string frame = proto::Frame(proto::MsgType::kFollowerReport, proto::EncodeFollowerReport(report));
+  iovec iov{const_cast<char*>(frame.data()), frame.size()};
+  if (!conn->WriteAll(&iov, 1)) return false;
+  std::lock_guard<std::mutex> lk(mu_);
+  // Drop what was sent (new digests may have been appended meanwhile; old ones may have been
+  // dropped by the bound, so match by batch).
+  while (!pending_.empty() && pending_.front().batch <= report.digests.back().batch) pending_.pop_front();
+  return true;
+}
+
+void DigestReporter::Loop() {
+  std::unique_ptr<raft::StreamConn> conn;
+  int64_t backoff_ms = 50;
+  for (;;) {
+    bool stopping = false;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait_for(lk, std::chrono::milliseconds(opt_.interval_ms), [&] { return stop_; });
+      stopping = stop_;
+      if (stopping && NowNanos() >= flush_deadline_ns_) break;
+    }
+    if (!conn) {
+      conn = net_->Connect(opt_.leader_address, 1000);
+      if (!conn) {
+        if (stopping) break;
+        std::unique_lock<std::mutex> lk(mu_);
+        cv_.wait_for(lk, std::chrono::milliseconds(backoff_ms), [&] { return stop_; });
+        backoff_ms = std::min<int64_t>(backoff_ms * 2, 1000);
+        continue;
+      }
+      backoff_ms = 50;
+      std::lock_guard<std::mutex> lk(mu_);
+      conn_ = conn.get();
+    }
+    if (!SendPending(conn.get())) {
+      std::lock_guard<std::mutex> lk(mu_);
+      conn_ = nullptr;
+      conn.reset();
+      continue;
+    }
+    if (stopping) break;
+  }
+  std::lock_guard<std::mutex> lk(mu_);
+  conn_ = nullptr;
+  done_ = true;
+  conn.reset();
+  cv_.notify_all();
+}
+
+}  // namespace qrstore::cluster

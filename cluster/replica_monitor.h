@@ -1,0 +1,108 @@
+// Replica agreement: followers report their state digest after every batch they applied; the
+// leader compares each report with its own digest of that batch. A mismatch means the replicas
+// diverged (a bug: the same slices in the same order must give the same state): it is logged as
+// an error naming the follower and the batch, and counted. Follower lag (batches) comes from the
+// same reports.
+//
+//   DigestMonitor (leader): its own digests of recent batches (a ring of
+//     server.digest_history_batches) and one view per follower. Reports of batches the leader
+//     has not committed yet wait (bounded) until it has; reports older than the ring are not
+//     checked (counted as unchecked).
+//   DigestReporter (follower): collects (batch, digest) from the pipeline's batch hook and a
+//     "report" thread sends them to the leader's client port every server.report_interval_ms,
+//     reconnecting with back-off when the leader is unreachable (bounded: beyond max_pending
+//     unsent digests the oldest are dropped and counted).
+//
+// Thread-safety: every method may be called from any thread (one mutex each).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cluster/protocol.h"
+#include "common/status.h"
+#include "common/thread.h"
+#include "replication/raft/stream_net.h"
+
+namespace qrstore::cluster {
+
+// The byte-stream layer the Raft transport also uses (nng streams over TCP).
+namespace raft = ::qrstore::replication::raft;
+
+class DigestMonitor {
+ public:
+  DigestMonitor(std::vector<std::string> followers, size_t history);
+
+  // The leader committed `batch` with state `digest` (batch hook; batches in order).
+  void RecordOwn(uint64_t batch, uint64_t digest);
+  // A follower's report. kInvalidArgument for a node that is not a follower of this partition.
+  Status OnReport(const proto::FollowerReport& report);
+  void SetConnected(const std::string& node, bool connected);
+
+  // Views for NodeStatus; `committed_batches` is the leader's count (for lag).
+  std::vector<proto::FollowerView> Views(uint64_t committed_batches) const;
+  uint64_t mismatches() const;
+  uint64_t unchecked() const;
+
+ private:
+  struct Follower {
+    proto::FollowerView view;
+    std::map<uint64_t, uint64_t> ahead;  // reported before the leader committed them
+    uint64_t last_batch = UINT64_MAX;    // last batch reported
+    bool last_matched = false;
+  };
+  // Compares one digest (mu_ held); false when the leader's digest of `batch` is gone.
+  void Check(Follower& f, uint64_t batch, uint64_t digest);
+
+  mutable std::mutex mu_;
+  std::map<std::string, Follower> followers_;           // guarded by mu_ (ordered: stable output)
+  std::vector<std::pair<uint64_t, uint64_t>> ring_;     // guarded by mu_: (batch, digest) at batch % size
+  uint64_t own_next_ = 0;                               // guarded by mu_: batches [0, this) recorded
+  uint64_t own_last_digest_ = 0;                        // guarded by mu_
+  uint64_t mismatches_ = 0;                             // guarded by mu_
+  uint64_t unchecked_ = 0;                              // guarded by mu_
+};
+
+class DigestReporter {
+ public:
+  struct Options {
+    std::string node;            // this follower
+    std::string leader_address;  // host:client_port
+    int64_t interval_ms = 50;
+    size_t max_pending = 1 << 16;
+  };
+  explicit DigestReporter(Options options);
+  ~DigestReporter();
+
+  // The pipeline's batch hook calls this (quick: a deque push).
+  void RecordApplied(uint64_t batch, uint64_t digest);
+  Status Start();
+  // Sends what is pending once more (bounded by `timeout_ms`), then stops the thread.
+  void Stop(int64_t timeout_ms);
+  uint64_t dropped() const;
+
+ private:
+  void Loop();
+  bool SendPending(raft::StreamConn* conn);
+
+  const Options opt_;
+  std::unique_ptr<raft::StreamNet> net_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<proto::BatchDigest> pending_;  // guarded by mu_
+  uint64_t applied_ = 0;                    // guarded by mu_
+  uint64_t dropped_ = 0;                    // guarded by mu_
+  bool stop_ = false;                       // guarded by mu_
+  bool done_ = false;                       // guarded by mu_: the thread finished
+  int64_t flush_deadline_ns_ = 0;           // guarded by mu_: Stop's last send
+  raft::StreamConn* conn_ = nullptr;        // guarded by mu_: to Shutdown a blocked write
+  NamedThread thread_;
+};
+
+}  // namespace qrstore::cluster

@@ -1,0 +1,498 @@
+#include "cluster/server.h"
+
+#include <sys/resource.h>
+
+#include <atomic>
+#include <cinttypes>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include "cluster/client_service.h"
+#include "cluster/cluster_config.h"
+#include "cluster/engine.h"
+#include "cluster/follower_feed.h"
+#include "cluster/local_planner.h"
+#include "cluster/pipeline.h"
+#include "cluster/replica_monitor.h"
+#include "cluster/topology.h"
+#include "common/clock.h"
+#include "common/logging.h"
+#include "common/thread.h"
+#include "planner/eq.h"
+#include "replication/factory.h"
+#include "storage/table.h"
+#include "workloads/workload.h"
+
+namespace qrstore::cluster {
+
+namespace {
+
+uint64_t ProcessCpuNanos() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  auto ns = [](const timeval& t) { return uint64_t(t.tv_sec) * 1'000'000'000ull + uint64_t(t.tv_usec) * 1000ull; };
+  return ns(ru.ru_utime) + ns(ru.ru_stime);
+}
+
+std::string Hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
+  return buf;
+}
+
+}  // namespace
+
+class ServerImpl {
+ public:
+  Status Init(const Config& config, const std::string& node);
+  Status Start();
+  Status Shutdown();
+  std::string ReadyLine() const;
+  std::string StatsLine() const;
+  proto::NodeStatus NodeStatusNow() const;
+  Status health() const;
+
+  ~ServerImpl() { StopAll(); }
+
+ private:
+  void OnReplicated(uint64_t b, uint32_t p, const Status& st);
+  void WatchLoop();
+  void StopAll();
+  Status WaitForLeadership();
+  Status Dump();
+  std::string Identity() const { return "[" + me_.name + (leader_ ? " leader" : " follower") + "]"; }
+
+  std::unique_ptr<Config> config_;
+  std::unique_ptr<Config> repl_config_;
+  std::unique_ptr<Topology> topo_;
+  NodeInfo me_;
+  bool leader_ = false;
+  std::string backend_, mode_;
+  EngineConfig engine_;
+  workloads::WorkloadOptions workload_;
+  int64_t drain_timeout_ms_ = 0;
+
+  std::unique_ptr<storage::Table> table_;
+  std::unique_ptr<replication::Replicator> replicator_;
+  std::unique_ptr<Pipeline> pipeline_;
+  std::unique_ptr<LocalPlanner> planner_;
+  std::unique_ptr<FollowerFeed> feed_;
+  std::unique_ptr<ClientService> service_;
+  std::unique_ptr<DigestMonitor> monitor_;
+  std::unique_ptr<DigestReporter> reporter_;
+
+  // Replication failures reported by callbacks, acted on by the watch thread.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  Status failure_;          // guarded by mu_
+  bool failure_handled_ = false;  // guarded by mu_
+  bool watch_stop_ = false; // guarded by mu_
+  uint32_t markers_done_ = 0;     // guarded by mu_
+  Status marker_status_;          // guarded by mu_
+  std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> replicated_bytes_{0};
+  NamedThread watch_;
+  bool stopped_ = false;
+};
+
+Status ServerImpl::Init(const Config& config, const std::string& node) {
+  config_ = std::make_unique<Config>(config);
+  auto topo = Topology::FromConfig(config);
+  if (!topo.ok()) return topo.status();
+  topo_ = std::make_unique<Topology>(std::move(topo).value());
+  auto me = topo_->Find(node);
+  if (!me.ok()) return me.status();
+  me_ = *me.value();
+  leader_ = me_.row == 0;
+  std::vector<std::string> errors;
+  if (topo_->partitions() > 1) {
+    errors.push_back("cluster.nodes: " + std::to_string(topo_->partitions()) +
+                     " partitions; partitioned rows come with a later issue: give every node partition 0");
+  }
+  for (const std::string& k : DerivedReplicationKeys()) {
+    if (config.IsSet(k)) errors.push_back(k + ": derived from cluster.nodes and --node; remove it from the config");
+  }
+  auto engine = Engine::OptionsFromConfig(config);
+  if (!engine.ok()) errors.push_back(engine.status().message());
+  auto workload = workloads::OptionsFromConfig(config);
+  if (!workload.ok()) errors.push_back(workload.status().message());
+  if (!errors.empty()) {
+    std::string msg = "invalid config for node " + node + ":";
+    for (const auto& e : errors) msg += "\n  " + e;
+    return Status::InvalidArgument(msg);
+  }
+  engine_ = engine.value();
+  workload_ = workload.value();
+  backend_ = config.GetString("replication.backend");
+  mode_ = config.GetString("replication.mode");
+  drain_timeout_ms_ = config.GetInt("server.drain_timeout_ms");
+
+  // The replication backend's member list, role and ids, from cluster.nodes.
+  const auto group = topo_->Group(me_.partition);
+  std::string members;
+  for (const NodeInfo* n : group) members += (members.empty() ? "" : ",") + n->peer_address();
+  int64_t election_ticks = config.GetInt("replication.raft.election_ticks");
+  if (!leader_) election_ticks *= config.GetInt("server.follower_election_factor");
+  std::vector<std::string> derived = {
+      "replication.groups=1",
+      "replication.planners=" + std::to_string(engine_.planner.planners),
+      std::string("replication.role=") + (leader_ ? "leader" : "follower"),
+      "replication.raft.members=" + members,
+      "replication.raft.node_id=" + std::to_string(me_.row),
+      "replication.raft.preferred_leader=0",
+      "replication.raft.election_ticks=" + std::to_string(election_ticks),
+      "replication.zookeeper.followers=" + std::to_string(topo_->replication_factor()),
+      "replication.zookeeper.follower_id=" + me_.name,
+  };
+  auto rc = config.WithOverrides(derived);
+  if (!rc.ok()) return Status::InvalidArgument("replication keys derived for node " + node + ": " + rc.status().message());
+  repl_config_ = std::make_unique<Config>(std::move(rc).value());
+  auto repl = replication::CreateReplicator(*repl_config_);
+  if (!repl.ok()) return repl.status();
+  replicator_ = std::move(repl).value();
+
+  // The initial table: the same on every node (the workload's records).
+  table_ = std::make_unique<storage::Table>(workload_.Layout(), workload_.RecordCount());
+  QR_RETURN_IF_ERROR(workloads::LoadTable(workload_, table_.get()));
+  return Status::Ok();
+}
+
+Status ServerImpl::Start() {
+  auto log = Logger("server");
+  const Config& c = *config_;
+  // 1. The client port, first: a port in use fails here, naming the key.
+  ClientServiceOptions so;
+  so.node = me_.name;
+  so.listen_address = me_.client_address();
+  so.max_connections = static_cast<uint32_t>(c.GetInt("server.max_connections"));
+  so.max_message_bytes = static_cast<uint32_t>(c.GetInt("server.max_message_bytes"));
+  so.max_inflight_txns = static_cast<uint64_t>(c.GetInt("server.max_inflight_txns_per_connection"));
+  so.record_bytes = workload_.Layout().size();
+  so.records = workload_.RecordCount();
+  ClientServiceHandler h;
+  h.status = [this] { return NodeStatusNow(); };
+  if (leader_) {
+    h.submit = [this](storage::Txn&& t) { return planner_->Submit(std::move(t)); };
+    h.report = [this](const proto::FollowerReport& r) { return monitor_->OnReport(r); };
+    h.report_connection = [this](const std::string& n, bool up) { monitor_->SetConnected(n, up); };
+  } else {
+    const NodeInfo& l = topo_->Leader(me_.partition);
+    h.not_leader.leader_node = l.name;
+    h.not_leader.leader_address = l.client_address();
+  }
+  // The pieces the handlers use exist before the port opens.
+  PipelineOptions po = engine_.pipeline;
+  po.first_batch = 0;
+  po.capture_reads = leader_;
+  po.track_digest = true;
+  po.executors_wait_for_replication = mode_ == "sync";
+  if (leader_) {
+    std::vector<std::string> followers;
+    for (const NodeInfo* n : topo_->Group(me_.partition)) {
+      if (n->row != 0) followers.push_back(n->name);
+    }
+    monitor_ = std::make_unique<DigestMonitor>(followers, static_cast<size_t>(c.GetInt("server.digest_history_batches")));
+    service_ = std::make_unique<ClientService>(so, h);
+    pipeline_ = std::make_unique<Pipeline>(
+        po, table_.get(), [this](const std::vector<commit::TxnOutcome>& o) { service_->OnOutcomes(o); },
+        [this](const BatchInfo& b) { monitor_->RecordOwn(b.batch, b.digest); });
+    planner_ = std::make_unique<LocalPlanner>(engine_.planner, pipeline_.get(), [this](const planner::PlannedSlice& s) {
+      // On the planner thread, outside every lock the executors need; the slice is read-only.
+      std::string bytes = planner::EncodeSlice(s);
+      replicated_bytes_.fetch_add(bytes.size(), std::memory_order_relaxed);
+      const uint64_t b = s.batch;
+      const uint32_t p = s.planner;
+      replication::ReplicateMeta meta{me_.partition, p, b};
+      // `s` may be reused once the callback fired: nothing below touches it.
+      replicator_->ReplicateData(meta, std::move(bytes),
+                                 [this, b, p](const replication::ReplicateMeta&, Status st) { OnReplicated(b, p, st); });
+    });
+  } else {
+    DigestReporter::Options ro;
+    ro.node = me_.name;
+    ro.leader_address = topo_->Leader(me_.partition).client_address();
+    ro.interval_ms = c.GetInt("server.report_interval_ms");
+    reporter_ = std::make_unique<DigestReporter>(ro);
+    service_ = std::make_unique<ClientService>(so, h);
+    pipeline_ = std::make_unique<Pipeline>(po, table_.get(), [](const std::vector<commit::TxnOutcome>&) {},
+                                           [this](const BatchInfo& b) { reporter_->RecordApplied(b.batch, b.digest); });
+    FollowerFeedOptions fo;
+    fo.group = me_.partition;
+    fo.planners = engine_.planner.planners;
+    fo.ranges = po.ranges;
+    fo.window = po.batches_in_flight + 2;
+    feed_ = std::make_unique<FollowerFeed>(fo, pipeline_.get(), replicator_.get());
+  }
+  if (Status st = service_->Start(); !st.ok()) {
+    return Status::Unavailable("cluster.nodes[" + std::to_string(me_.index) + "].client_port: " + st.message());
+  }
+
+  // 2. Replication; a leader waits until the backend makes it leader of a fresh stream.
+  if (Status st = replicator_->Start(); !st.ok()) {
+    std::string where = backend_ == "raft" ? "cluster.nodes[" + std::to_string(me_.index) + "].peer_port (raft, " +
+                                                 me_.peer_address() + "): "
+                                           : "replication (" + backend_ + "): ";
+    return Status(st.code() == StatusCode::kInvalidArgument ? Status::InvalidArgument(where + st.message())
+                                                              : Status::Unavailable(where + st.message()));
+  }
+  if (leader_) QR_RETURN_IF_ERROR(WaitForLeadership());
+
+  // 3. The pipeline and the front-end.
+  QR_RETURN_IF_ERROR(pipeline_->Start());
+  if (leader_) {
+    QR_RETURN_IF_ERROR(planner_->Start());
+  } else {
+    QR_RETURN_IF_ERROR(feed_->Start());
+    QR_RETURN_IF_ERROR(reporter_->Start());
+  }
+  watch_ = NamedThread("watch", [this] { WatchLoop(); });
+  log->info("{} serving: partition {} row {}, clients on {}, backend {} ({}), {} planner(s), {} executor(s)",
+            Identity(), me_.partition, me_.row, me_.client_address(), backend_, mode_, engine_.planner.planners,
+            engine_.pipeline.executors);
+  return Status::Ok();
+}
+
+Status ServerImpl::WaitForLeadership() {
+  const int64_t deadline = NowNanos() + config_->GetInt("server.start_timeout_ms") * 1'000'000;
+  for (;;) {
+    bool ready = replicator_->IsLeader(me_.partition);
+    std::vector<uint64_t> next;
+    for (uint32_t p = 0; ready && p < engine_.planner.planners; ++p) {
+      auto n = replicator_->NextBatchId(me_.partition, p);
+      ready = n.ok();
+      if (ready) next.push_back(n.value());
+    }
+    if (ready) {
+      for (uint32_t p = 0; p < next.size(); ++p) {
+        if (next[p] != 0) {
+          return Status::InvalidArgument(
+              "replication (" + backend_ + "): stream " + std::to_string(p) + " already holds batches up to " +
+              std::to_string(next[p]) + " from an earlier run; this leader starts from the initial table and cannot "
+              "resume (leader restarts come with failover): use a fresh " +
+              (backend_ == "zookeeper" ? std::string("replication.zookeeper.root") : std::string("raft log")));
+        }
+      }
+      return Status::Ok();
+    }
+    if (NowNanos() >= deadline) {
+      return Status::Unavailable("replication (" + backend_ + "): this node (row 0) did not become leader within " +
+                                 "server.start_timeout_ms (" + std::to_string(config_->GetInt("server.start_timeout_ms")) +
+                                 " ms): are the other members of cluster.nodes up?");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+void ServerImpl::OnReplicated(uint64_t b, uint32_t p, const Status& st) {
+  // A library thread: hand over only.
+  if (st.ok()) {
+    pipeline_->MarkReplicated(b, p);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!failure_.ok()) return;
+    failure_ = Status::Unavailable("replication failed at batch " + std::to_string(b) + ", planner " +
+                                   std::to_string(p) + ": " + st.ToString());
+  }
+  cv_.notify_all();
+}
+
+void ServerImpl::WatchLoop() {
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    cv_.wait(lk, [&] { return watch_stop_ || (!failure_.ok() && !failure_handled_); });
+    if (watch_stop_) return;
+    failure_handled_ = true;
+    const Status st = failure_;
+    lk.unlock();
+    Logger("server")->error("{} {}: stops admitting; every unacknowledged txn is answered 'failed'", Identity(),
+                            st.message());
+    pipeline_->Fail(st);  // no outcome is delivered after this returns
+    service_->StopAdmitting(st);
+    service_->FailPending(st);
+    lk.lock();
+  }
+}
+
+Status ServerImpl::health() const {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!failure_.ok()) return failure_;
+  }
+  if (feed_) {
+    if (Status st = feed_->health(); !st.ok()) return st;
+  }
+  return pipeline_ ? pipeline_->health() : Status::Ok();
+}
+
+proto::NodeStatus ServerImpl::NodeStatusNow() const {
+  proto::NodeStatus s;
+  s.node = me_.name;
+  s.role = leader_ ? "leader" : "follower";
+  const Status h = health();
+  s.state = !h.ok() ? "failed" : (stopping_.load() ? "stopping" : "serving");
+  s.error = h.ok() ? "" : h.message();
+  s.backend = backend_;
+  s.mode = mode_;
+  s.partition = me_.partition;
+  s.row = me_.row;
+  const PipelineStats ps = pipeline_->Stats();
+  s.committed_batches = ps.committed_batches;
+  s.last_digest = ps.last_digest;
+  s.committed_txns = ps.committed;
+  s.aborted_txns = ps.aborted;
+  const ClientServiceCounters cc = service_->counters();
+  s.rejected_txns = cc.rejected_txns;
+  s.failed_txns = cc.failed_txns;
+  s.cpu_ns = ProcessCpuNanos();
+  if (ps.committed_batches > 0) {
+    const double n = static_cast<double>(ps.committed_batches) * 1e6;
+    s.phases.plan_ms = static_cast<double>(ps.phase_sums.plan_ns) / n;
+    s.phases.deliver_ms = static_cast<double>(ps.phase_sums.deliver_ns) / n;
+    s.phases.exec_ms = static_cast<double>(ps.phase_sums.exec_ns) / n;
+    s.phases.repl_ms = static_cast<double>(ps.phase_sums.repl_ns) / n;
+    s.phases.repl_wait_ms = static_cast<double>(ps.phase_sums.repl_wait_ns) / n;
+    s.phases.commit_ms = static_cast<double>(ps.phase_sums.commit_ns) / n;
+  }
+  if (monitor_) {
+    s.digest_mismatches = monitor_->mismatches();
+    s.followers = monitor_->Views(ps.committed_batches);
+  }
+  return s;
+}
+
+std::string ServerImpl::ReadyLine() const {
+  return "qrstore-server ready: node " + me_.name + " (partition " + std::to_string(me_.partition) + ", row " +
+         std::to_string(me_.row) + ", " + (leader_ ? "leader" : "follower") + ") clients " + me_.client_address() +
+         " backend " + backend_ + " mode " + mode_;
+}
+
+std::string ServerImpl::StatsLine() const {
+  const proto::NodeStatus s = NodeStatusNow();
+  std::string line = Identity() + " " + s.state + " batches=" + std::to_string(s.committed_batches) +
+                     " committed=" + std::to_string(s.committed_txns) + " aborted=" + std::to_string(s.aborted_txns) +
+                     " rejected=" + std::to_string(s.rejected_txns) + " failed=" + std::to_string(s.failed_txns) +
+                     " digest=" + Hex(s.last_digest) + " cpu_s=" + std::to_string(static_cast<double>(s.cpu_ns) / 1e9);
+  if (leader_) {
+    line += " replicated_mb=" + std::to_string(static_cast<double>(replicated_bytes_.load()) / 1e6);
+    for (const auto& f : s.followers) {
+      line += " [" + f.node + (f.connected ? "" : " disconnected") + " lag=" + std::to_string(f.lag_batches) +
+              " checked=" + std::to_string(f.checked_batches) + " mismatches=" + std::to_string(f.mismatches) + "]";
+    }
+  }
+  return line;
+}
+
+Status ServerImpl::Shutdown() {
+  auto log = Logger("server");
+  stopping_.store(true);
+  Status result;
+  if (leader_) {
+    service_->StopAdmitting(Status::Unavailable("node stopping (SIGTERM)"));
+    planner_->CloseInput();
+    Status idle = pipeline_->WaitIdle(drain_timeout_ms_);
+    if (idle.ok() && planner_->ended()) {
+      // Tell every stream where the input ended, so followers know they have it all.
+      const uint64_t end = planner_->end_batch();
+      for (uint32_t p = 0; p < engine_.planner.planners; ++p) {
+        replicator_->ReplicateData(replication::ReplicateMeta{me_.partition, p, end}, EncodeEndMarker(end),
+                                   [this](const replication::ReplicateMeta&, Status st) {
+                                     {
+                                       std::lock_guard<std::mutex> lk(mu_);
+                                       ++markers_done_;
+                                       if (!st.ok() && marker_status_.ok()) marker_status_ = st;
+                                     }
+                                     cv_.notify_all();
+                                   });
+      }
+      const int64_t deadline = NowNanos() + drain_timeout_ms_ * 1'000'000;
+      {
+        std::unique_lock<std::mutex> lk(mu_);
+        cv_.wait_for(lk, std::chrono::milliseconds(drain_timeout_ms_),
+                     [&] { return markers_done_ == engine_.planner.planners; });
+        if (markers_done_ < engine_.planner.planners) {
+          result = Status::Timeout("end markers not replicated within server.drain_timeout_ms");
+        } else if (!marker_status_.ok()) {
+          result = marker_status_;
+        }
+      }
+      // Connected followers apply everything before replication stops (a raft follower that
+      // lags behind gets the rest from this leader only).
+      while (result.ok() && NowNanos() < deadline) {
+        bool behind = false;
+        for (const auto& f : monitor_->Views(end)) behind |= f.connected && f.applied_batches < end;
+        if (!behind) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      log->info("{} input ended at batch {}; end markers replicated", Identity(), end);
+    } else if (!idle.ok()) {
+      result = idle;
+    }
+  } else {
+    Status idle = pipeline_->WaitIdle(drain_timeout_ms_);
+    uint64_t end = 0;
+    if (!idle.ok()) {
+      result = Status(idle.code() == StatusCode::kTimeout
+                          ? Status::Timeout("the leader's end was not reached within server.drain_timeout_ms; "
+                                            "applied " + std::to_string(pipeline_->committed_batches()) + " batches")
+                          : idle);
+    } else if (feed_->ended(&end)) {
+      log->info("{} applied every batch of the leader ({})", Identity(), end);
+    }
+    reporter_->Stop(1000);  // a last report
+  }
+  StopAll();
+  if (Status d = Dump(); !d.ok() && result.ok()) result = d;
+  if (!result.ok()) log->warn("{} stopped: {}", Identity(), result.ToString());
+  return result;
+}
+
+void ServerImpl::StopAll() {
+  if (stopped_) return;
+  stopped_ = true;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    watch_stop_ = true;
+  }
+  cv_.notify_all();
+  watch_.Join();
+  if (service_) service_->Stop(5000);
+  if (feed_) feed_->Stop();
+  if (reporter_) reporter_->Stop(0);
+  if (pipeline_) pipeline_->Stop();
+  if (planner_) planner_->Stop();
+  if (replicator_) replicator_->Stop();
+}
+
+Status ServerImpl::Dump() {
+  const std::string& dir = config_->GetString("server.dump_state_dir");
+  if (dir.empty()) return Status::Ok();
+  const std::string path = dir + "/" + me_.name + ".tsv";
+  Status st = workloads::DumpState(*table_, path);
+  if (st.ok()) {
+    Logger("server")->info("{} wrote {} records to {} (digest {})", Identity(), table_->size(), path,
+                           Hex(table_->Digest()));
+  }
+  return st;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+Result<std::unique_ptr<Server>> Server::Create(const Config& config, const std::string& node) {
+  auto impl = std::make_unique<ServerImpl>();
+  QR_RETURN_IF_ERROR(impl->Init(config, node));
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+Server::Server(std::unique_ptr<ServerImpl> impl) : impl_(std::move(impl)) {}
+Server::~Server() = default;
+Status Server::Start() { return impl_->Start(); }
+std::string Server::ReadyLine() const { return impl_->ReadyLine(); }
+std::string Server::StatsLine() const { return impl_->StatsLine(); }
+proto::NodeStatus Server::NodeStatusNow() const { return impl_->NodeStatusNow(); }
+Status Server::Shutdown() { return impl_->Shutdown(); }
+Status Server::health() const { return impl_->health(); }
+
+}  // namespace qrstore::cluster

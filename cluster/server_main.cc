@@ -1,0 +1,140 @@
+// qrstore-server: one node of a qrstore cluster (cluster/server.h). Started by
+// scripts/cluster.sh, one process per node of the config.
+//
+// Output: logs on stderr; one ready line on stdout once the node serves ("qrstore-server ready:
+// ..."); a stats line in the log every server.stats_interval_ms. SIGTERM or SIGINT: the clean
+// stop of cluster/server.h, then exit 0 (1 if it could not finish cleanly or the node had
+// failed). Exit 2: bad input (flags, config, unknown --node), reported before anything starts.
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <memory>
+#include <string>
+
+#include "cluster/cluster_config.h"
+#include "cluster/server.h"
+#include "cluster/topology.h"
+#include "common/cli.h"
+#include "common/exit_codes.h"
+#include "common/logging.h"
+
+namespace qrstore::cluster {
+namespace {
+
+int Fail(int code, const std::string& msg) {
+  std::fprintf(stderr, "qrstore-server: %s\n", msg.c_str());
+  return code;
+}
+
+int Main(int argc, char** argv) {
+  CommandLine cli("qrstore-server", "--config FILE --node NAME [--key=value ...]",
+                  "Runs one node of a qrstore cluster: the node called NAME in the config's cluster.nodes.\n"
+                  "Row 0 of a partition leads: it takes transactions from clients, plans them into execution\n"
+                  "queues, replicates them (replication.backend: none | raft | zookeeper) and executes them;\n"
+                  "rows 1..rf follow: they replay the leader's queues and report their state digest after\n"
+                  "every batch. Prints one ready line on stdout once serving. SIGTERM stops it cleanly (in-flight\n"
+                  "batches finish, clients are answered; with server.dump_state_dir the table is written to\n"
+                  "<dir>/<node>.tsv). Usually started by scripts/cluster.sh.\n"
+                  "Exit status: 0 clean stop, 1 failed, 2 bad input.");
+  cli.AddValue("config", "FILE", "the cluster config (e.g. configs/cluster-raft.yaml)");
+  cli.AddValue("node", "NAME", "which node of cluster.nodes this process is");
+  cli.AddSwitch("list-nodes", "print the validated node list (name host client_port peer_port partition row) and exit");
+  cli.AddValue("get", "KEY", "print the effective value of one config key (after overrides) and exit");
+  cli.AddValue("log-level", "LEVEL", "trace|debug|info|warn|error|off (default info)");
+
+  ConfigSchema schema;
+  AddClusterConfigKeys(&schema);
+  Status parsed = cli.Parse(argc, argv);
+  if (cli.help_requested()) {
+    std::fputs(cli.Usage(&schema).c_str(), stdout);
+    return kExitOk;
+  }
+  if (!parsed.ok()) return Fail(kExitBadInput, parsed.message());
+  if (!cli.positional().empty()) {
+    return Fail(kExitBadInput, "unexpected argument '" + cli.positional()[0] + "' (see qrstore-server --help)");
+  }
+  if (cli.Has("log-level") && !SetLogLevel(cli.Get("log-level"))) {
+    return Fail(kExitBadInput, "flag --log-level: unknown level '" + cli.Get("log-level") + "'");
+  }
+  if (!cli.Has("config")) return Fail(kExitBadInput, "missing --config FILE (see qrstore-server --help)");
+  auto config = Config::Load(schema, cli.Get("config"), cli.overrides());
+  if (!config.ok()) return Fail(kExitBadInput, config.status().message());
+
+  if (cli.Has("get")) {
+    const std::string key = cli.Get("get");
+    const ConfigKey* k = schema.Find(key);
+    if (k == nullptr || k->type == ConfigType::kTable) {
+      return Fail(kExitBadInput, "--get " + key + ": not a scalar config key (see qrstore-server --help)");
+    }
+    std::string dump = config->Dump();
+    const std::string prefix = key + ": ";
+    for (size_t pos = 0; pos < dump.size();) {
+      size_t nl = dump.find('\n', pos);
+      std::string line = dump.substr(pos, nl - pos);
+      if (line.rfind(prefix, 0) == 0) {
+        std::printf("%s\n", line.substr(prefix.size()).c_str());
+        return kExitOk;
+      }
+      pos = nl == std::string::npos ? dump.size() : nl + 1;
+    }
+    return Fail(kExitFailed, "--get " + key + ": no value");
+  }
+  auto topo = Topology::FromConfig(config.value());
+  if (!topo.ok()) return Fail(kExitBadInput, cli.Get("config") + ": " + topo.status().message());
+  if (cli.Has("list-nodes")) {
+    for (const NodeInfo& n : topo->nodes()) {
+      std::printf("%s %s %u %u %u %u\n", n.name.c_str(), n.host.c_str(), n.client_port, n.peer_port, n.partition, n.row);
+    }
+    return kExitOk;
+  }
+  if (!cli.Has("node")) return Fail(kExitBadInput, "missing --node NAME (see qrstore-server --help)");
+  const std::string node = cli.Get("node");
+
+  // Signals are taken by sigtimedwait below: block them before any thread starts, so every
+  // thread inherits the mask. Writes to closed sockets must not kill the process.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  auto log = Logger("server");
+  log->info("node {} effective config from {}:\n{}", node, cli.Get("config"), config->Dump());
+  auto server = Server::Create(config.value(), node);
+  if (!server.ok()) {
+    const bool bad_input = server.status().code() == StatusCode::kInvalidArgument ||
+                           server.status().code() == StatusCode::kNotFound;
+    return Fail(bad_input ? kExitBadInput : kExitFailed, cli.Get("config") + ": " + server.status().message());
+  }
+  if (Status st = server.value()->Start(); !st.ok()) {
+    return Fail(st.code() == StatusCode::kInvalidArgument ? kExitBadInput : kExitFailed, st.message());
+  }
+  std::printf("%s\n", server.value()->ReadyLine().c_str());
+  std::fflush(stdout);
+
+  const int64_t stats_ms = config->GetInt("server.stats_interval_ms");
+  for (;;) {
+    timespec wait{};
+    wait.tv_sec = stats_ms > 0 ? stats_ms / 1000 : 3600;
+    wait.tv_nsec = stats_ms > 0 ? (stats_ms % 1000) * 1'000'000 : 0;
+    const int sig = sigtimedwait(&signals, nullptr, &wait);
+    if (sig == SIGTERM || sig == SIGINT) {
+      log->info("{}: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+      break;
+    }
+    if (stats_ms > 0) log->info("{}", server.value()->StatsLine());
+  }
+  const Status failed_before = server.value()->health();
+  const Status stop = server.value()->Shutdown();
+  log->info("{}", server.value()->StatsLine());
+  if (!failed_before.ok()) return Fail(kExitFailed, "stopped after a failure: " + failed_before.message());
+  if (!stop.ok()) return Fail(kExitFailed, "unclean stop: " + stop.message());
+  log->info("stopped cleanly");
+  return kExitOk;
+}
+
+}  // namespace
+}  // namespace qrstore::cluster
+
+int main(int argc, char** argv) { return qrstore::cluster::Main(argc, argv); }
