@@ -1,0 +1,260 @@
+#!/usr/bin/env bash
+# cluster.sh: launch, inspect and stop a qrstore cluster described by a config file.
+#
+#   scripts/cluster.sh up CONFIG [--key=value ...]      start every node of CONFIG's cluster.nodes
+#   scripts/cluster.sh down CONFIG                      stop what `up` started, leaders first
+#   scripts/cluster.sh status CONFIG                    role, batches, lag, digest agreement per node
+#   scripts/cluster.sh logs CONFIG [NODE] [--lines N]   the tail of every node's log (or one node's)
+#   scripts/cluster.sh kill CONFIG NODE [SIGNAL]        send SIGNAL (default KILL) to one node (tests)
+#
+# up: applies the overrides to every node, waits until each prints its ready line (on a
+# time-out or an early exit it names the node and prints the tail of its log), and, when the
+# effective backend is zookeeper and replication.zookeeper.hosts is empty, first starts a local
+# ZooKeeper (scripts/zk-server.sh) and gives its address to every node. Every `up` of a cluster
+# whose run folder holds no running node gets a fresh ZooKeeper root (the leader starts from the
+# initial table and refuses old streams). `up` is idempotent: nodes already running are left
+# alone, so `up` after a node died restarts just that node (with the overrides of the first up).
+# The overrides are saved in the run folder and used by down/status/logs and scripts/ycsb.sh.
+#
+# Run folder: $QRSTORE_RUN_DIR/<cluster.name> (default run/<cluster.name> in this checkout):
+# per node <node>.pid, <node>.log (stderr), <node>.out (stdout), <node>.exit (exit code);
+# overrides; zk/ when a local ZooKeeper was started. Programs: $QRSTORE_BIN (default build/bin).
+#
+# Nodes on other hosts: a node whose host is not this machine (127.0.0.1, localhost, ::1, this
+# hostname or one of its addresses) is started over ssh on that host (`ssh HOST`, so keys and
+# ~/.ssh/config decide the login): the same checkout must exist there at $QRSTORE_REMOTE_DIR
+# (default: this checkout's path) with the programs built, and ports must be reachable; pid and
+# exit files then live in the remote run folder, and down/kill act over ssh too.
+# Time-outs: QRSTORE_READY_TIMEOUT_S (default 90) for up, QRSTORE_STOP_TIMEOUT_S (default 60)
+# per node for down (then SIGKILL, reported).
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")/.." && pwd)"
+bin="${QRSTORE_BIN:-$here/build/bin}"
+ready_timeout="${QRSTORE_READY_TIMEOUT_S:-90}"
+stop_timeout="${QRSTORE_STOP_TIMEOUT_S:-60}"
+
+die() { echo "cluster.sh: $*" >&2; exit 1; }
+usage() { sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; }
+
+[[ $# -ge 1 ]] || { usage; exit 2; }
+cmd="$1"; shift
+case "$cmd" in -h|--help|help) usage; exit 0 ;; esac
+[[ $# -ge 1 ]] || { echo "cluster.sh: $cmd needs a CONFIG file (see --help)" >&2; exit 2; }
+config="$1"; shift
+[[ -f "$config" ]] || { echo "cluster.sh: config '$config' is not a file" >&2; exit 2; }
+config="$(cd "$(dirname "$config")" && pwd)/$(basename "$config")"
+[[ -x "$bin/qrstore-server" ]] || die "no $bin/qrstore-server: build first (cmake -S . -B build && cmake --build build)"
+
+overrides=()
+extra=()
+for a in "$@"; do
+  case "$a" in
+    --*.*=*) overrides+=("$a") ;;
+    *) extra+=("$a") ;;
+  esac
+done
+
+server() { "$bin/qrstore-server" --config "$config" "$@"; }
+
+# The cluster's name and run folder: from the config with the overrides given now.
+name="$(server "${overrides[@]+"${overrides[@]}"}" --get cluster.name 2>/dev/null)" ||
+  { server "${overrides[@]+"${overrides[@]}"}" --get cluster.name >/dev/null; exit 2; }
+run="${QRSTORE_RUN_DIR:-$here/run}/$name"
+
+# Overrides saved by the first `up`, then the ones given now.
+saved=()
+if [[ -f "$run/overrides" ]]; then
+  while IFS= read -r line; do [[ -n "$line" ]] && saved+=("$line"); done <"$run/overrides"
+fi
+all=("${saved[@]+"${saved[@]}"}" "${overrides[@]+"${overrides[@]}"}")
+
+# The node list: name host client_port peer_port partition row (validated by the server).
+nodes() { server "${all[@]+"${all[@]}"}" --list-nodes; }
+
+is_local() {
+  local h="$1"
+  case "$h" in 127.*|localhost|::1|"$(hostname)") return 0 ;; esac
+  hostname -I 2>/dev/null | tr ' ' '\n' | grep -qx -- "$h"
+}
+
+remote_dir="${QRSTORE_REMOTE_DIR:-$here}"
+# Runs a shell snippet where the node lives (here, or over ssh).
+on_host() {
+  local host="$1"; shift
+  if is_local "$host"; then bash -c "$*"; else ssh -o BatchMode=yes "$host" "$*"; fi
+}
+
+node_pid() {  # prints the pid if the node is running
+  local n="$1" host="$2"
+  on_host "$host" "p=\$(cat '$run/$n.pid' 2>/dev/null) && [ -n \"\$p\" ] && kill -0 \"\$p\" 2>/dev/null && tr '\\0' ' ' </proc/\$p/cmdline | grep -q -- '--node $n' && echo \$p" || true
+}
+
+start_node() {
+  local n="$1" host="$2"; shift 2
+  local args=(--config "$config" --node "$n" "$@")
+  if is_local "$host"; then
+    mkdir -p "$run"
+    rm -f "$run/$n.exit" "$run/$n.out"
+    # The wrapper records the server's pid and, when it ends, its exit code.
+    setsid bash -c 'exe="$1"; dir="$2"; n="$3"; shift 3
+      "$exe" "$@" >"$dir/$n.out" 2>>"$dir/$n.log" </dev/null & pid=$!
+      echo "$pid" >"$dir/$n.pid"; wait "$pid"; echo $? >"$dir/$n.exit"' \
+      _ "$bin/qrstore-server" "$run" "$n" "${args[@]}" </dev/null >/dev/null 2>&1 &
+  else
+    local q; q="$(printf '%q ' "${args[@]}")"
+    ssh -o BatchMode=yes "$host" "mkdir -p '$run' && cd '$remote_dir' && rm -f '$run/$n.exit' && setsid bash -c 'build/bin/qrstore-server $q >\"$run/$n.out\" 2>>\"$run/$n.log\" </dev/null & echo \$! >\"$run/$n.pid\"; wait \$!; echo \$? >\"$run/$n.exit\"' >/dev/null 2>&1 </dev/null &"
+  fi
+}
+
+tail_log() {
+  local n="$1" host="$2" lines="${3:-20}"
+  on_host "$host" "tail -n $lines '$run/$n.log' 2>/dev/null" || true
+}
+
+cmd_up() {
+  local list running=0 n host cport pport part row
+  list="$(nodes)" || exit 2
+  mkdir -p "$run"
+  while read -r n host cport pport part row; do
+    [[ -n "$(node_pid "$n" "$host")" ]] && running=$((running + 1))
+  done <<<"$list"
+  if ((running == 0)); then
+    # A fresh start: these overrides are the cluster's from now on.
+    all=("${overrides[@]+"${overrides[@]}"}")
+    local backend hosts root
+    backend="$(server "${all[@]+"${all[@]}"}" --get replication.backend)"
+    if [[ "$backend" == zookeeper ]]; then
+      hosts="$(server "${all[@]+"${all[@]}"}" --get replication.zookeeper.hosts)"
+      if [[ -z "$hosts" ]]; then
+        "$here/scripts/zk-server.sh" stop "$run/zk" >/dev/null 2>&1 || true
+        rm -rf "$run/zk"
+        hosts="$("$here/scripts/zk-server.sh" start "$run/zk")" || die "could not start a local ZooKeeper (see $run/zk)"
+        echo "cluster.sh: started ZooKeeper at $hosts for $name (stopped by down)"
+        all+=("--replication.zookeeper.hosts=$hosts")
+      fi
+      root="$(server "${all[@]+"${all[@]}"}" --get replication.zookeeper.root)"
+      all+=("--replication.zookeeper.root=${root%/}/$name-$(date +%Y%m%d%H%M%S)-$$")
+    fi
+    printf '%s\n' "${all[@]+"${all[@]}"}" >"$run/overrides"
+  elif ((${#overrides[@]} > 0)); then
+    echo "cluster.sh: $running node(s) already running: the new overrides apply to the nodes started now" >&2
+  fi
+  # Leaders first: a raft leader campaigns at once, followers wait (server.follower_election_factor).
+  local started=()
+  while read -r n host cport pport part row; do
+    if [[ -n "$(node_pid "$n" "$host")" ]]; then continue; fi
+    start_node "$n" "$host" "${all[@]+"${all[@]}"}"
+    started+=("$n $host")
+  done < <(sort -k6,6n <<<"$list")
+  local deadline=$((SECONDS + ready_timeout)) entry pending
+  for entry in "${started[@]+"${started[@]}"}"; do
+    read -r n host <<<"$entry"
+    while true; do
+      if on_host "$host" "grep -q '^qrstore-server ready' '$run/$n.out' 2>/dev/null"; then
+        echo "cluster.sh: $(on_host "$host" "grep '^qrstore-server ready' '$run/$n.out'")"
+        break
+      fi
+      if on_host "$host" "test -f '$run/$n.exit'"; then
+        echo "cluster.sh: node $n exited with status $(on_host "$host" "cat '$run/$n.exit'") before it was ready; its log ($run/$n.log):" >&2
+        tail_log "$n" "$host" 30 >&2
+        exit 1
+      fi
+      if ((SECONDS >= deadline)); then
+        echo "cluster.sh: node $n not ready within ${ready_timeout} s; its log ($run/$n.log):" >&2
+        tail_log "$n" "$host" 30 >&2
+        exit 1
+      fi
+      sleep 0.1
+    done
+  done
+  ((${#started[@]} > 0)) || echo "cluster.sh: every node of $name is already running"
+}
+
+cmd_down() {
+  local list n host cport pport part row pid code failed=0 any=0
+  list="$(nodes)" || exit 2
+  # Leaders first: they finish their batches and replicate an end marker; then followers, which
+  # have applied everything by then, stop at once.
+  while read -r n host cport pport part row; do
+    pid="$(node_pid "$n" "$host")"
+    [[ -n "$pid" ]] || continue
+    any=1
+    on_host "$host" "kill -TERM $pid" || true
+    local deadline=$((SECONDS + stop_timeout))
+    while [[ -n "$(node_pid "$n" "$host")" ]]; do
+      if ((SECONDS >= deadline)); then
+        echo "cluster.sh: node $n did not stop within ${stop_timeout} s: SIGKILL" >&2
+        on_host "$host" "kill -KILL $pid" || true
+        failed=1
+        break
+      fi
+      sleep 0.1
+    done
+    # The wrapper writes the exit code just after the server ends.
+    for _ in $(seq 50); do on_host "$host" "test -f '$run/$n.exit'" && break; sleep 0.1; done
+    code="$(on_host "$host" "cat '$run/$n.exit' 2>/dev/null" || true)"
+    if [[ "$code" == 0 ]]; then
+      echo "cluster.sh: node $n stopped cleanly"
+    else
+      echo "cluster.sh: node $n stopped with status ${code:-unknown}; its log ($run/$n.log):" >&2
+      tail_log "$n" "$host" 15 >&2
+      failed=1
+    fi
+  done < <(sort -k6,6n <<<"$list")
+  if [[ -d "$run/zk" ]]; then
+    "$here/scripts/zk-server.sh" stop "$run/zk" >/dev/null 2>&1 || true
+    echo "cluster.sh: stopped the local ZooKeeper"
+  fi
+  ((any)) || echo "cluster.sh: no node of $name was running"
+  # The next up is a fresh cluster.
+  rm -f "$run/overrides"
+  return $failed
+}
+
+cmd_status() {
+  [[ -x "$bin/qrstore-client" ]] || die "no $bin/qrstore-client"
+  "$bin/qrstore-client" --config "$config" "${all[@]+"${all[@]}"}" --status
+}
+
+cmd_logs() {
+  local lines=40 only="" list n host rest
+  for ((i = 0; i < ${#extra[@]}; i++)); do
+    case "${extra[$i]}" in
+      --lines) lines="${extra[$((i + 1))]:-40}"; i=$((i + 1)) ;;
+      --lines=*) lines="${extra[$i]#--lines=}" ;;
+      *) only="${extra[$i]}" ;;
+    esac
+  done
+  list="$(nodes)" || exit 2
+  while read -r n host rest; do
+    [[ -z "$only" || "$only" == "$n" ]] || continue
+    echo "==> $n ($host) $run/$n.log"
+    tail_log "$n" "$host" "$lines"
+  done <<<"$list"
+}
+
+cmd_kill() {
+  local target="${extra[0]:-}" sig="${extra[1]:-KILL}" list n host rest pid
+  [[ -n "$target" ]] || { echo "cluster.sh: kill CONFIG NODE [SIGNAL]" >&2; exit 2; }
+  list="$(nodes)" || exit 2
+  while read -r n host rest; do
+    [[ "$n" == "$target" ]] || continue
+    pid="$(node_pid "$n" "$host")"
+    [[ -n "$pid" ]] || die "node $n is not running"
+    on_host "$host" "kill -$sig $pid"
+    echo "cluster.sh: sent SIG$sig to node $n (pid $pid)"
+    return 0
+  done <<<"$list"
+  echo "cluster.sh: no node $target in $config" >&2
+  exit 2
+}
+
+case "$cmd" in
+  up) cmd_up ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  logs) cmd_logs ;;
+  kill) cmd_kill ;;
+  *) echo "cluster.sh: unknown command '$cmd' (up|down|status|logs|kill; see --help)" >&2; exit 2 ;;
+esac
