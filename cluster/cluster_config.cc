@@ -30,6 +30,9 @@ void AddClusterConfigKeys(ConfigSchema* s) {
             "per-batch digests a leader keeps to compare with its followers' reports");
   s->AddInt("server.start_timeout_ms", 30000, 100, 3'600'000,
             "a leader waits this long for its replication backend to make it leader at start");
+  s->AddInt("server.test_corrupt_slice_batch", -1, -1, INT64_MAX,
+            "test hook: the leader damages planner 0's encoded slice of this batch before replicating it (its own "
+            "execution is unaffected), so tests can show a follower refusing it; -1: off");
   s->AddInt("server.follower_election_factor", 10, 1, 1000,
             "raft: followers wait this many times replication.raft.election_ticks before campaigning (row 0 "
             "leads; there is no failover yet, so a follower that took over would stop the cluster)");

@@ -73,6 +73,7 @@ class ServerImpl {
   EngineConfig engine_;
   workloads::WorkloadOptions workload_;
   int64_t drain_timeout_ms_ = 0;
+  int64_t corrupt_batch_ = -1;  // server.test_corrupt_slice_batch
 
   std::unique_ptr<storage::Table> table_;
   std::unique_ptr<replication::Replicator> replicator_;
@@ -128,6 +129,7 @@ Status ServerImpl::Init(const Config& config, const std::string& node) {
   backend_ = config.GetString("replication.backend");
   mode_ = config.GetString("replication.mode");
   drain_timeout_ms_ = config.GetInt("server.drain_timeout_ms");
+  corrupt_batch_ = config.GetInt("server.test_corrupt_slice_batch");
 
   // The replication backend's member list, role and ids, from cluster.nodes.
   const auto group = topo_->Group(me_.partition);
@@ -201,6 +203,11 @@ Status ServerImpl::Start() {
     planner_ = std::make_unique<LocalPlanner>(engine_.planner, pipeline_.get(), [this](const planner::PlannedSlice& s) {
       // On the planner thread, outside every lock the executors need; the slice is read-only.
       std::string bytes = planner::EncodeSlice(s);
+      if (s.planner == 0 && static_cast<int64_t>(s.batch) == corrupt_batch_ && bytes.size() > 8) {
+        bytes[bytes.size() / 2] ^= 0x5a;  // the test hook
+        bytes.resize(bytes.size() - 5);
+        Logger("server")->warn("{} test hook: damaged the slice of batch {}, planner 0", Identity(), s.batch);
+      }
       replicated_bytes_.fetch_add(bytes.size(), std::memory_order_relaxed);
       const uint64_t b = s.batch;
       const uint32_t p = s.planner;
@@ -421,10 +428,25 @@ Status ServerImpl::Shutdown() {
       }
       // Connected followers apply everything before replication stops (a raft follower that
       // lags behind gets the rest from this leader only).
+      // A follower that stopped applying (it failed, or is stuck) makes no progress: stop waiting
+      // for it after a while rather than for the whole drain time.
+      uint64_t progress = 0;
+      int64_t progress_ns = NowNanos();
       while (result.ok() && NowNanos() < deadline) {
         bool behind = false;
-        for (const auto& f : monitor_->Views(end)) behind |= f.connected && f.applied_batches < end;
+        uint64_t applied = 0;
+        for (const auto& f : monitor_->Views(end)) {
+          behind |= f.connected && f.applied_batches < end;
+          applied += f.applied_batches;
+        }
         if (!behind) break;
+        if (applied != progress) {
+          progress = applied;
+          progress_ns = NowNanos();
+        } else if (NowNanos() - progress_ns > 3'000'000'000) {
+          log->warn("{} a connected follower stopped applying before batch {}: not waiting for it", Identity(), end);
+          break;
+        }
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
       log->info("{} input ended at batch {}; end markers replicated", Identity(), end);

@@ -1,0 +1,95 @@
+# Shared by the cluster integration tests (sourced). Each test gets its own temporary run folder
+# and config files with ports chosen free at run time on 127.0.0.1, and brings its clusters down
+# (then kills leftovers) however it ends.
+#   QRSTORE_BIN  the build's bin folder (set by CTest)
+#   qr_config OUT BACKEND ROWS [YAML...]  writes a cluster config: ROWS nodes of partition 0
+#                                         (row 0 leads), BACKEND none|raft|zookeeper, then the
+#                                         given YAML lines appended (extra sections)
+#   qr_up CONFIG [--key=value ...], qr_down CONFIG, qr_client CONFIG [args]: the scripts/programs
+#   fail MESSAGE: prints it and exits 1
+set -euo pipefail
+QR_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
+: "${QRSTORE_BIN:?set QRSTORE_BIN to the bin folder of a build}"
+export QRSTORE_BIN
+QR_TMP="$(mktemp -d /tmp/qrstore-cluster-test.XXXXXX)"
+export QRSTORE_RUN_DIR="$QR_TMP/run"
+QR_CONFIGS=()
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+note() { echo "-- $*"; }
+
+qr_cleanup() {
+  local code=$?
+  for c in "${QR_CONFIGS[@]+"${QR_CONFIGS[@]}"}"; do
+    QRSTORE_STOP_TIMEOUT_S=20 "$QR_SRC/scripts/cluster.sh" down "$c" >/dev/null 2>&1 || true
+  done
+  # Anything still running from this test's run folder.
+  pkill -KILL -f -- "--config $QR_TMP/" 2>/dev/null || true
+  for d in "$QRSTORE_RUN_DIR"/*/zk; do [[ -d "$d" ]] && "$QR_SRC/scripts/zk-server.sh" stop "$d" >/dev/null 2>&1; done
+  if [[ $code -ne 0 ]]; then
+    echo "== logs of the failed test ($QR_TMP)" >&2
+    for f in "$QRSTORE_RUN_DIR"/*/*.log; do [[ -f "$f" ]] && { echo "--- $f" >&2; tail -n 25 "$f" >&2; }; done
+  fi
+  [[ $code -eq 0 ]] && rm -rf "$QR_TMP"
+  exit $code
+}
+trap qr_cleanup EXIT
+
+free_ports() {  # prints N distinct free TCP ports on 127.0.0.1
+  python3 - "$1" <<'PY'
+import socket, sys
+socks = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+PY
+}
+
+qr_config() {
+  local out="$1" backend="$2" rows="$3"; shift 3
+  local ports; read -r -a ports <<<"$(free_ports $((2 * rows)))"
+  {
+    echo "cluster:"
+    echo "  name: $(basename "$out" .yaml)"
+    echo "  nodes:"
+    for ((r = 0; r < rows; r++)); do
+      echo "    - {name: n$r, host: 127.0.0.1, client_port: ${ports[$((2 * r))]}, peer_port: ${ports[$((2 * r + 1))]}, partition: 0, row: $r}"
+    done
+    echo "replication:"
+    echo "  backend: $backend"
+    echo "  raft:"
+    echo "    election_ticks: 100"
+    echo "server:"
+    echo "  dump_state_dir: $QR_TMP/dump-$(basename "$out" .yaml)"
+    echo "  stats_interval_ms: 2000"
+    echo "  drain_timeout_ms: 20000"
+    for line in "$@"; do echo "$line"; done
+  } >"$out"
+  mkdir -p "$QR_TMP/dump-$(basename "$out" .yaml)"
+  QR_CONFIGS+=("$out")
+}
+
+qr_dump_dir() { echo "$QR_TMP/dump-$(basename "$1" .yaml)"; }
+qr_up() { "$QR_SRC/scripts/cluster.sh" up "$@"; }
+qr_down() { "$QR_SRC/scripts/cluster.sh" down "$@"; }
+qr_client() { local c="$1"; shift; "$QRSTORE_BIN/qrstore-client" --config "$c" "$@"; }
+qr_port() {  # client port of node N in CONFIG
+  "$QRSTORE_BIN/qrstore-server" --config "$1" --list-nodes | awk -v n="$2" '$1 == n { print $3 }'
+}
+
+# Every node's dump equal (as files), and that file not empty.
+qr_same_dumps() {
+  local dir; dir="$(qr_dump_dir "$1")"
+  local first="" f
+  for f in "$dir"/*.tsv; do
+    [[ -s "$f" ]] || fail "empty or missing dump $f"
+    if [[ -z "$first" ]]; then first="$f"; continue; fi
+    if ! cmp -s "$first" "$f"; then
+      local d
+      d="$(diff "$first" "$f" | head -5)"
+      fail "dumps differ: $first vs $f: $d"
+    fi
+  done
+  [[ -n "$first" ]] || fail "no dumps in $dir"
+  note "dumps identical: $(cd "$dir" && echo *.tsv)"
+}
