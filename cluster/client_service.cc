@@ -69,6 +69,8 @@ struct ClientService::Conn {
   bool close_after_flush = false;  // guarded by mu
   bool stopping = false;           // guarded by mu: the service is stopping
   std::string report_node;         // reader only: a follower's report connection
+  std::vector<storage::Txn> submit_buffer;  // reader only: one request's txns for the engine
+  std::vector<uint32_t> submit_positions;   // reader only: their positions in the request
   NamedThread reader;
   NamedThread writer;
 };
@@ -287,32 +289,39 @@ void ClientService::HandleTxnRequest(Conn* c, std::string_view body) {
     Advance(c);
   }
   // Submit in order, outside every lock (the engine's queue may block: back-pressure).
+  std::vector<storage::Txn>& batch = c->submit_buffer;
+  std::vector<uint32_t>& positions = c->submit_positions;
+  batch.clear();
+  positions.clear();
+  const int64_t now = NowNanos();
   for (uint32_t i = 0; i < n; ++i) {
     if (codes[i] != kEngine) continue;
     storage::Txn& t = req.txns[i];
     t.client = c->id;
-    t.submit_ns = NowNanos();
-    if (handler_.submit(std::move(t))) continue;
-    // The engine takes no more (stopping or failed): this and the later positions fail now.
-    Status reason;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      reason = failed_ ? failure_ : (!refusal_.ok() ? refusal_ : Status::Unavailable("the engine stopped"));
-      for (uint32_t j = i; j < n; ++j) counters_.failed_txns += codes[j] == kEngine ? 1 : 0;
-    }
-    std::lock_guard<std::mutex> lk(c->mu);
-    for (Pending& q : c->pending) {
-      if (q.seq != seq) continue;  // (gone if FailPending answered it already)
-      q.failure = opt_.node + ": not run: " + reason.message();
-      for (uint32_t j = i; j < n; ++j) {
-        if (q.code[j] != kEngine) continue;
-        q.code[j] = static_cast<uint8_t>(ResultCode::kFailed);
-        --c->inflight;
-      }
-    }
-    Advance(c);
-    break;
+    t.submit_ns = now;
+    batch.push_back(std::move(t));
+    positions.push_back(i);
   }
+  const size_t taken = batch.empty() ? 0 : handler_.submit(batch);
+  if (taken == batch.size()) return;
+  // The engine takes no more (stopping or failed): the positions not taken fail now.
+  Status reason;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    reason = failed_ ? failure_ : (!refusal_.ok() ? refusal_ : Status::Unavailable("the engine stopped"));
+    counters_.failed_txns += batch.size() - taken;
+  }
+  std::lock_guard<std::mutex> lk(c->mu);
+  for (Pending& q : c->pending) {
+    if (q.seq != seq) continue;  // (gone if FailPending answered it already)
+    q.failure = opt_.node + ": not run: " + reason.message();
+    for (size_t k = taken; k < positions.size(); ++k) {
+      if (q.code[positions[k]] != kEngine) continue;
+      q.code[positions[k]] = static_cast<uint8_t>(ResultCode::kFailed);
+      --c->inflight;
+    }
+  }
+  Advance(c);
 }
 
 void ClientService::Advance(Conn* c) {

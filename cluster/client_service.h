@@ -62,9 +62,10 @@ struct ClientServiceOptions {
 };
 
 struct ClientServiceHandler {
-  // Leader: hands a txn to the engine, blocking while its queue is full; false when the engine
-  // takes no more. Empty on a follower (txn requests get kNotLeader).
-  std::function<bool(storage::Txn&&)> submit;
+  // Leader: hands txns to the engine in order (moved out), blocking while its queue is full;
+  // returns how many it took (fewer once the engine takes no more). Empty on a follower (txn
+  // requests get kNotLeader).
+  std::function<size_t(std::vector<storage::Txn>& txns)> submit;
   std::function<proto::NodeStatus()> status;
   // Leader: a follower's digest report; an error is logged (e.g. an unknown follower).
   std::function<Status(const proto::FollowerReport&)> report;

@@ -31,6 +31,7 @@ Status LocalPlanner::Start() {
 }
 
 bool LocalPlanner::Submit(storage::Txn txn) { return queue_.Push(std::move(txn)); }
+size_t LocalPlanner::SubmitMany(std::vector<storage::Txn>& txns, size_t first) { return queue_.PushMany(txns, first); }
 bool LocalPlanner::TrySubmit(storage::Txn& txn) { return queue_.TryPush(txn); }
 
 void LocalPlanner::CloseInput() {

@@ -60,6 +60,9 @@ class LocalPlanner {
   // Enqueues a transaction; blocks while the queue is full. false (the txn is not taken) after
   // CloseInput, Stop, or once the pipeline refused a slice (failed or stopped).
   bool Submit(storage::Txn txn);
+  // Submits txns[first..] in order (moved out), blocking while the queue is full; returns how
+  // many were taken (fewer than asked once the input is closed).
+  size_t SubmitMany(std::vector<storage::Txn>& txns, size_t first = 0);
   // Non-blocking Submit: false when the queue is full or closed (`txn` is kept then).
   bool TrySubmit(storage::Txn& txn);
   // No more input: planners drain the queue, close the open batch and tell the pipeline where

@@ -336,9 +336,12 @@ class PipelineImpl {
       for (uint32_t p = 0; p < P; ++p) {
         if ((b * P + p) % opt_.committers != me) continue;
         const SliceState& ss = *slot.slices[p];
-        const commit::SliceTally tally = commit::BuildSliceOutcomes(
-            ss.plan, slot.fates, NowNanos(), &outcomes, opt_.capture_reads ? std::string_view(ss.read_values) : "",
-            record_bytes_);
+        const commit::SliceTally tally =
+            opt_.deliver_outcomes
+                ? commit::BuildSliceOutcomes(ss.plan, slot.fates, NowNanos(), &outcomes,
+                                             opt_.capture_reads ? std::string_view(ss.read_values) : "", record_bytes_)
+                : commit::CountSliceOutcomes(ss.plan, slot.fates);
+        if (!opt_.deliver_outcomes) outcomes.clear();
         const uint64_t ticket = b * P + p;
         {
           std::unique_lock<std::mutex> lk(mu_);

@@ -53,6 +53,7 @@ struct PipelineOptions {
   uint64_t first_batch = 0;        // the first batch id fed
   bool executors_wait_for_replication = false;  // replication.mode=sync
   bool capture_reads = false;      // give the sink the values read (a node that answers clients)
+  bool deliver_outcomes = true;    // call the sink (false: a follower, whose outcomes nobody reads)
   bool track_digest = false;       // keep the state digest per batch
 };
 

@@ -206,18 +206,30 @@ void TxnReplyWriter::Begin(uint64_t request_id, uint32_t record_bytes, uint32_t 
   record_bytes_ = record_bytes;
 }
 
+namespace {
+// Appends a LEB128 varint to `out` (the reply path builds bodies in place, no temporaries).
+inline void AppendVarint(std::string& out, uint64_t v) {
+  char buf[10];
+  size_t n = 0;
+  while (v >= 0x80) {
+    buf[n++] = static_cast<char>((v & 0x7f) | 0x80);
+    v >>= 7;
+  }
+  buf[n++] = static_cast<char>(v);
+  out.append(buf, n);
+}
+}  // namespace
+
 void TxnReplyWriter::AddOutcome(ResultCode code, uint64_t batch, uint32_t planner, uint32_t index, uint32_t reads,
                                 std::string_view values) {
   QR_CHECK(code != ResultCode::kRejected && code != ResultCode::kFailed, "AddOutcome with a reject code");
   QR_CHECK_EQ(values.size(), uint64_t{reads} * record_bytes_);
   QR_CHECK_LT(added_, expected_);
-  Writer w(24);
-  w.PutU8(static_cast<uint8_t>(code));
-  w.PutVarint(batch);
-  w.PutVarint(planner);
-  w.PutVarint(index);
-  w.PutVarint(reads);
-  body_.append(w.data());
+  body_.push_back(static_cast<char>(code));
+  AppendVarint(body_, batch);
+  AppendVarint(body_, planner);
+  AppendVarint(body_, index);
+  AppendVarint(body_, reads);
   body_.append(values.data(), values.size());
   ++added_;
 }

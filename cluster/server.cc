@@ -176,7 +176,7 @@ Status ServerImpl::Start() {
   ClientServiceHandler h;
   h.status = [this] { return NodeStatusNow(); };
   if (leader_) {
-    h.submit = [this](storage::Txn&& t) { return planner_->Submit(std::move(t)); };
+    h.submit = [this](std::vector<storage::Txn>& t) { return planner_->SubmitMany(t); };
     h.report = [this](const proto::FollowerReport& r) { return monitor_->OnReport(r); };
     h.report_connection = [this](const std::string& n, bool up) { monitor_->SetConnected(n, up); };
   } else {
@@ -188,6 +188,7 @@ Status ServerImpl::Start() {
   PipelineOptions po = engine_.pipeline;
   po.first_batch = 0;
   po.capture_reads = leader_;
+  po.deliver_outcomes = leader_;  // a follower's outcomes go to nobody
   po.track_digest = true;
   po.executors_wait_for_replication = mode_ == "sync";
   if (leader_) {

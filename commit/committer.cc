@@ -14,6 +14,18 @@ const char* TxnStatusName(TxnStatus s) {
   return "?";
 }
 
+SliceTally CountSliceOutcomes(const planner::PlannedSlice& slice, const executor::BatchFates& fates) {
+  SliceTally tally;
+  const uint64_t n = slice.txns.size();
+  if (!fates.any_abort) {
+    tally.committed = n;
+    return tally;
+  }
+  for (uint32_t i = 0; i < n; ++i) tally.aborted_logic += fates.Of(slice.planner, i) == executor::Fate::kLogic ? 1 : 0;
+  tally.committed = n - tally.aborted_logic;
+  return tally;
+}
+
 SliceTally BuildSliceOutcomes(const planner::PlannedSlice& slice, const executor::BatchFates& fates,
                               int64_t commit_ns, std::vector<TxnOutcome>* out, std::string_view read_values,
                               uint32_t record_bytes) {

@@ -23,6 +23,9 @@ struct SliceTally {
   uint64_t aborted_logic = 0;
 };
 
+// The tally alone (a node whose outcomes nobody reads, e.g. a follower).
+SliceTally CountSliceOutcomes(const planner::PlannedSlice& slice, const executor::BatchFates& fates);
+
 // Fills `out` (cleared first) with one outcome per txn of `slice`, in slice order. With
 // `read_values` (the slice's read_slots records of `record_bytes` each), committed outcomes
 // point at their reads.

@@ -35,6 +35,22 @@ class BoundedQueue {
     return true;
   }
 
+  // Pushes items[first..] in order, moving them out, under as few lock acquisitions as the space
+  // allows (blocks while full; other pushers may interleave between chunks). Returns how many
+  // were taken: all of them, or fewer once the queue is closed.
+  size_t PushMany(std::vector<T>& items, size_t first = 0) {
+    size_t i = first;
+    while (i < items.size()) {
+      std::unique_lock<std::mutex> lock(mu_);
+      not_full_.wait(lock, [&] { return closed_ || items_.size() < capacity_; });
+      if (closed_) break;
+      while (i < items.size() && items_.size() < capacity_) items_.push_back(std::move(items[i++]));
+      lock.unlock();
+      not_empty_.notify_all();
+    }
+    return i - first;
+  }
+
   // Blocks up to `timeout` while full. Returns false on timeout or close.
   template <typename Rep, typename Period>
   bool PushFor(T& item, std::chrono::duration<Rep, Period> timeout) {
