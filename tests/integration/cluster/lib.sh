@@ -93,3 +93,19 @@ qr_same_dumps() {
   [[ -n "$first" ]] || fail "no dumps in $dir"
   note "dumps identical: $(cd "$dir" && echo *.tsv)"
 }
+
+# json_field FILE KEY: a field of the JSON object on the last line of FILE (python's repr for
+# objects; true/false for booleans).
+json_field() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+line = [l for l in open(sys.argv[1]).read().splitlines() if l.strip()][-1]
+v = json.loads(line)
+for k in sys.argv[2].split("."):
+    v = v[k]
+print(str(v).lower() if isinstance(v, bool) else v)
+PY
+}
+
+# Sum of the counters (second column) of a dump: money, for the transfer workload.
+dump_sum() { awk -F'\t' '{ s += $2 } END { print s + 0 }' "$1"; }
