@@ -340,7 +340,7 @@ void ClientService::Advance(Conn* c) {
       ++p.filled;
     }
     if (p.filled < p.total) break;
-    c->out.push_back(proto::Frame(proto::MsgType::kTxnReply, p.writer.Finish()));
+    c->out.push_back(p.writer.FinishFrame());
     c->pending.pop_front();
     sent = true;
   }

@@ -194,18 +194,6 @@ Status DecodeTxnRequest(std::string_view body, TxnRequest* out) {
 
 // --- kTxnReply ---------------------------------------------------------------------------
 
-void TxnReplyWriter::Begin(uint64_t request_id, uint32_t record_bytes, uint32_t count) {
-  body_.clear();
-  Writer w(24);
-  w.PutU64(request_id);
-  w.PutVarint(record_bytes);
-  w.PutVarint(count);
-  body_ = w.Release();
-  expected_ = count;
-  added_ = 0;
-  record_bytes_ = record_bytes;
-}
-
 namespace {
 // Appends a LEB128 varint to `out` (the reply path builds bodies in place, no temporaries).
 inline void AppendVarint(std::string& out, uint64_t v) {
@@ -219,6 +207,18 @@ inline void AppendVarint(std::string& out, uint64_t v) {
   out.append(buf, n);
 }
 }  // namespace
+
+void TxnReplyWriter::Begin(uint64_t request_id, uint32_t record_bytes, uint32_t count) {
+  body_.assign(kHeaderBytes, '\0');
+  // Most results are committed ones with a few reads: reserve for that much.
+  body_.reserve(kHeaderBytes + 24 + uint64_t{count} * (12 + 2 * uint64_t{record_bytes}));
+  body_.append(reinterpret_cast<const char*>(&request_id), 8);
+  AppendVarint(body_, record_bytes);
+  AppendVarint(body_, count);
+  expected_ = count;
+  added_ = 0;
+  record_bytes_ = record_bytes;
+}
 
 void TxnReplyWriter::AddOutcome(ResultCode code, uint64_t batch, uint32_t planner, uint32_t index, uint32_t reads,
                                 std::string_view values) {
@@ -246,6 +246,14 @@ void TxnReplyWriter::AddRejected(ResultCode code, std::string_view detail) {
 
 std::string TxnReplyWriter::Finish() {
   QR_CHECK_EQ(added_, expected_);
+  std::string body = body_.substr(kHeaderBytes);
+  body_.clear();
+  return body;
+}
+
+std::string TxnReplyWriter::FinishFrame() {
+  QR_CHECK_EQ(added_, expected_);
+  EncodeHeader(MsgType::kTxnReply, static_cast<uint32_t>(body_.size() - kHeaderBytes), body_.data());
   return std::move(body_);
 }
 

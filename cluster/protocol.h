@@ -131,9 +131,11 @@ class TxnReplyWriter {
   uint32_t added() const { return added_; }
   uint32_t expected() const { return expected_; }
   std::string Finish();  // the body; checks that `count` results were added
+  // The whole frame (header + body) without copying the body: Begin leaves room for the header.
+  std::string FinishFrame();
 
  private:
-  std::string body_;
+  std::string body_;     // kHeaderBytes of room for the frame header, then the body
   uint32_t expected_ = 0;
   uint32_t added_ = 0;
   uint32_t record_bytes_ = 0;

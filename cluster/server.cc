@@ -201,7 +201,10 @@ Status ServerImpl::Start() {
     pipeline_ = std::make_unique<Pipeline>(
         po, table_.get(), [this](const std::vector<commit::TxnOutcome>& o) { service_->OnOutcomes(o); },
         [this](const BatchInfo& b) { monitor_->RecordOwn(b.batch, b.digest); });
-    planner_ = std::make_unique<LocalPlanner>(engine_.planner, pipeline_.get(), [this](const planner::PlannedSlice& s) {
+    // With no followers (rf = 0: the Q-Store baseline) nothing is replicated, whatever the
+    // backend: slices count as replicated at once and no bytes are encoded.
+    PlannedHook replicate;
+    if (topo_->replication_factor() > 0) replicate = [this](const planner::PlannedSlice& s) {
       // On the planner thread, outside every lock the executors need; the slice is read-only.
       std::string bytes = planner::EncodeSlice(s);
       if (s.planner == 0 && static_cast<int64_t>(s.batch) == corrupt_batch_ && bytes.size() > 8) {
@@ -216,7 +219,8 @@ Status ServerImpl::Start() {
       // `s` may be reused once the callback fired: nothing below touches it.
       replicator_->ReplicateData(meta, std::move(bytes),
                                  [this, b, p](const replication::ReplicateMeta&, Status st) { OnReplicated(b, p, st); });
-    });
+    };
+    planner_ = std::make_unique<LocalPlanner>(engine_.planner, pipeline_.get(), std::move(replicate));
   } else {
     DigestReporter::Options ro;
     ro.node = me_.name;
@@ -402,7 +406,7 @@ Status ServerImpl::Shutdown() {
     service_->StopAdmitting(Status::Unavailable("node stopping (SIGTERM)"));
     planner_->CloseInput();
     Status idle = pipeline_->WaitIdle(drain_timeout_ms_);
-    if (idle.ok() && planner_->ended()) {
+    if (idle.ok() && planner_->ended() && topo_->replication_factor() > 0) {
       // Tell every stream where the input ended, so followers know they have it all.
       const uint64_t end = planner_->end_batch();
       for (uint32_t p = 0; p < engine_.planner.planners; ++p) {

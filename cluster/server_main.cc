@@ -5,6 +5,8 @@
 // ..."); a stats line in the log every server.stats_interval_ms. SIGTERM or SIGINT: the clean
 // stop of cluster/server.h, then exit 0 (1 if it could not finish cleanly or the node had
 // failed). Exit 2: bad input (flags, config, unknown --node), reported before anything starts.
+#include <malloc.h>
+
 #include <csignal>
 #include <cstdio>
 #include <ctime>
@@ -89,6 +91,12 @@ int Main(int argc, char** argv) {
   }
   if (!cli.Has("node")) return Fail(kExitBadInput, "missing --node NAME (see qrstore-server --help)");
   const std::string node = cli.Get("node");
+
+  // Planned slices, replication frames and replies are buffers of a few hundred KB to a few MB,
+  // allocated and freed every batch. glibc would serve each from a fresh mmap (page faults and
+  // page zeroing on every batch: ~9% of a leader's CPU); keep them in the heap and reuse it.
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
 
   // Signals are taken by sigtimedwait below: block them before any thread starts, so every
   // thread inherits the mask. Writes to closed sockets must not kill the process.

@@ -9,8 +9,8 @@ namespace qrstore::planner {
 namespace {
 constexpr char kMagic[3] = {'Q', 'S', '2'};
 // Smallest encodings, for GetCount's guard against corrupt counts.
-constexpr size_t kMinTxnBytes = 8 + 1 + 8 + 1 + 1 + 1 + 1 + 1 + 1 + 1;
-constexpr size_t kMinFragBytes = 1 + 1 + 8 + 1 + 1 + 1;
+constexpr size_t kMinTxnBytes = 8 + 1 + 1 + 1 + 1 + 1 + 1;
+constexpr size_t kMinFragBytes = 1 + 1 + 1 + 1 + 1 + 1;
 
 Status Corrupt(const std::string& what) { return Status::Corruption("planned slice: " + what); }
 }  // namespace
@@ -55,14 +55,13 @@ std::string EncodeSlice(const PlannedSlice& s) {
   w.PutU8(s.may_abort ? 1 : 0);
   w.PutVarint(s.txns.size());
   for (const TxnContext& t : s.txns) {
+    // Slot ranges are back to back, so their beginnings are not sent; submit_ns is the planning
+    // node's latency bookkeeping and not sent either.
     w.PutU64(t.txn_id);
     w.PutVarint(t.client);
-    w.PutI64(t.submit_ns);
     w.PutVarint(t.fragments);
     w.PutVarint(t.write_ops);
-    w.PutVarint(t.dep_begin);
     w.PutVarint(t.deps);
-    w.PutVarint(t.read_begin);
     w.PutVarint(t.reads);
     w.PutU8(t.may_abort ? 1 : 0);
   }
@@ -75,7 +74,7 @@ std::string EncodeSlice(const PlannedSlice& s) {
       w.PutU8(static_cast<uint8_t>(f.kind));
       w.PutVarint(f.txn - prev);
       prev = f.txn;
-      w.PutU64(f.key);
+      w.PutVarint(f.key);
       w.PutVarint(f.arg);
       w.PutVarint(f.slot);
       w.PutVarint(f.op);
@@ -117,25 +116,24 @@ Status DecodeSlice(std::string_view bytes, PlannedSlice* out) {
   uint64_t next_dep = 0, next_read = 0;
   for (size_t i = 0; i < ntxns; ++i) {
     TxnContext& t = out->txns[i];
-    uint64_t client = 0, frags = 0, writes = 0, dep_begin = 0, deps = 0, read_begin = 0, reads = 0;
+    uint64_t client = 0, frags = 0, writes = 0, deps = 0, reads = 0;
     uint8_t ma = 0;
     r.GetU64(&t.txn_id);
     r.GetVarint(&client);
-    r.GetI64(&t.submit_ns);
     r.GetVarint(&frags);
     r.GetVarint(&writes);
-    r.GetVarint(&dep_begin);
     r.GetVarint(&deps);
-    r.GetVarint(&read_begin);
     r.GetVarint(&reads);
     r.GetU8(&ma);
     if (!r.ok()) return Corrupt("truncated txn context");
     if (client > UINT32_MAX || frags > UINT32_MAX || writes > frags || ma > 1) return Corrupt("bad txn context");
-    if (dep_begin != next_dep || deps > dep_slots - next_dep) {
-      return Corrupt("txn " + std::to_string(i) + ": dependency slots not back to back (shared or out of range)");
+    const uint64_t dep_begin = next_dep, read_begin = next_read;
+    t.submit_ns = 0;
+    if (deps > dep_slots - next_dep) {
+      return Corrupt("txn " + std::to_string(i) + ": dependency slots beyond the slice's count");
     }
-    if (read_begin != next_read || reads > read_slots - next_read) {
-      return Corrupt("txn " + std::to_string(i) + ": read slots not back to back (shared or out of range)");
+    if (reads > read_slots - next_read) {
+      return Corrupt("txn " + std::to_string(i) + ": read slots beyond the slice's count");
     }
     next_dep += deps;
     next_read += reads;
@@ -174,7 +172,7 @@ Status DecodeSlice(std::string_view bytes, PlannedSlice* out) {
       uint64_t delta = 0, slot = 0, op = 0;
       r.GetU8(&kind);
       r.GetVarint(&delta);
-      r.GetU64(&f.key);
+      r.GetVarint(&f.key);
       r.GetVarint(&f.arg);
       r.GetVarint(&slot);
       r.GetVarint(&op);

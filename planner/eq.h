@@ -19,7 +19,9 @@
 //    TxnContext::fragments;
 //  - slot ranges are laid out back to back in txn order: txn i's dependency slots are
 //    [dep_begin, dep_begin + deps) with dep_begin = the deps of txns before it (likewise
-//    read_begin / reads), so no two txns share a slot; dep_slots and read_slots are the totals;
+//    read_begin / reads), so no two txns share a slot; dep_slots and read_slots are the totals.
+//    The encoding carries only the counts (the beginnings follow), so it cannot express shared
+//    slots at all;
 //  - every dependency slot has exactly one kDepRead and one kDepWrite, of its own txn and the
 //    same op; every read slot exactly one kRead of its own txn; no other fragment names a slot.
 // The op order is what makes dependency waits deadlock-free: every executor runs the fragments
@@ -112,7 +114,9 @@ bool operator==(const PlannedSlice& a, const PlannedSlice& b);
 constexpr uint32_t kMaxRanges = 4096;
 constexpr uint32_t kMaxSliceTxns = 1u << 24;
 
-// Bytes: magic "QS2", then varints and fixed-width fields (common/codec.h).
+// Bytes: magic "QS2", then varints and fixed-width fields (common/codec.h). Keys are varints
+// (a few bytes for real key spaces). TxnContext::submit_ns is not encoded (the planning node's
+// latency bookkeeping): a decoded slice has 0 there.
 std::string EncodeSlice(const PlannedSlice& slice);
 // Rejects truncated input, trailing bytes, bad counts, unknown kinds and every broken invariant
 // listed above with kCorruption. `out` is reused (its capacity kept).
