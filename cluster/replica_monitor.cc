@@ -65,7 +65,13 @@ Status DigestMonitor::OnReport(const proto::FollowerReport& report) {
     return Status::InvalidArgument("follower report from '" + report.node + "', not a follower of this partition");
   }
   Follower& f = it->second;
-  f.view.applied_batches = std::max(f.view.applied_batches, report.applied_batches);
+  if (report.applied_batches < f.view.applied_batches) {
+    // A restarted follower (it replays from batch 0): its progress starts over.
+    Logger("replicas")->info("follower {} restarted: applied {} (was {})", report.node, report.applied_batches,
+                             f.view.applied_batches);
+    f.ahead.clear();
+  }
+  f.view.applied_batches = report.applied_batches;
   for (const proto::BatchDigest& d : report.digests) {
     f.last_batch = d.batch;
     f.last_matched = false;

@@ -124,11 +124,13 @@ cmd_up() {
     all=("${overrides[@]+"${overrides[@]}"}")
     local backend hosts root
     backend="$(server "${all[@]+"${all[@]}"}" --get replication.backend)"
+    if [[ -d "$run/zk" ]]; then  # a ZooKeeper left by an earlier up of this cluster
+      "$here/scripts/zk-server.sh" stop "$run/zk" >/dev/null 2>&1 || true
+      rm -rf "$run/zk"
+    fi
     if [[ "$backend" == zookeeper ]]; then
       hosts="$(server "${all[@]+"${all[@]}"}" --get replication.zookeeper.hosts)"
       if [[ -z "$hosts" ]]; then
-        "$here/scripts/zk-server.sh" stop "$run/zk" >/dev/null 2>&1 || true
-        rm -rf "$run/zk"
         hosts="$("$here/scripts/zk-server.sh" start "$run/zk")" || die "could not start a local ZooKeeper (see $run/zk)"
         echo "cluster.sh: started ZooKeeper at $hosts for $name (stopped by down)"
         all+=("--replication.zookeeper.hosts=$hosts")
