@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bench/driver.h"
+#include "bench/report.h"
 #include "bench/verify.h"
 #include "cluster/engine.h"
 #include "common/cli.h"
@@ -37,51 +38,6 @@ void AddBenchKeys(ConfigSchema* s) {
             "--verify keeps 32 bytes per txn: --txns above this is refused, --duration-s stops submitting here");
   s->AddInt("bench.progress_interval_ms", 1000, 0, 3'600'000, "stderr progress line period (0: none)");
 }
-
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
-  return buf;
-}
-
-std::string Num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
-
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
-// A flat JSON object built field by field, in insertion order.
-class JsonObject {
- public:
-  void Raw(const std::string& key, const std::string& json) {
-    body_ += (body_.empty() ? "" : ",") + JsonString(key) + ":" + json;
-  }
-  void Str(const std::string& key, const std::string& v) { Raw(key, JsonString(v)); }
-  void Int(const std::string& key, uint64_t v) { Raw(key, std::to_string(v)); }
-  void Dbl(const std::string& key, double v) { Raw(key, Num(v)); }
-  void Bool(const std::string& key, bool v) { Raw(key, v ? "true" : "false"); }
-  std::string Done() const { return "{" + body_ + "}"; }
-
- private:
-  std::string body_;
-};
 
 int Fail(int code, const std::string& msg) {
   std::fprintf(stderr, "qrstore-bench: %s\n", msg.c_str());

@@ -26,8 +26,9 @@ bool DecodeEndMarker(std::string_view bytes, uint64_t* end) {
   return r.GetU64(end);
 }
 
-FollowerFeed::FollowerFeed(FollowerFeedOptions options, Pipeline* pipeline, replication::Replicator* replicator)
-    : opt_(options), pipeline_(pipeline), replicator_(replicator) {
+FollowerFeed::FollowerFeed(FollowerFeedOptions options, Pipeline* pipeline, replication::Replicator* replicator,
+                           std::function<void(uint64_t end)> on_end)
+    : opt_(options), pipeline_(pipeline), replicator_(replicator), on_end_(std::move(on_end)) {
   QR_CHECK(opt_.planners >= 1 && opt_.window >= 1);
   for (uint32_t p = 0; p < opt_.planners; ++p) {
     streams_.push_back(std::make_unique<Stream>());
@@ -123,13 +124,16 @@ void FollowerFeed::Loop(uint32_t p) {
         StopWith(Status::Corruption("follower: end marker for batch " + std::to_string(end) + " delivered as " + where));
         return;
       }
+      bool first = false;
       {
         std::lock_guard<std::mutex> lk(mu_);
+        first = !ended_;
         ended_ = true;
         end_ = end;
       }
       Logger("follower")->info("leader's input ended at batch {} (stream {})", end, p);
       pipeline_->EndInput(end);
+      if (first && on_end_) on_end_(end);
       return;
     }
     planner::PlannedSlice* slice = pipeline_->BeginSlice(b, p);

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -50,7 +51,9 @@ struct FollowerFeedOptions {
 
 class FollowerFeed {
  public:
-  FollowerFeed(FollowerFeedOptions options, Pipeline* pipeline, replication::Replicator* replicator);
+  // `on_end` (optional) is called once, on a replay thread, when the end marker arrived.
+  FollowerFeed(FollowerFeedOptions options, Pipeline* pipeline, replication::Replicator* replicator,
+               std::function<void(uint64_t end)> on_end = nullptr);
   ~FollowerFeed();
   FollowerFeed(const FollowerFeed&) = delete;
   FollowerFeed& operator=(const FollowerFeed&) = delete;
@@ -78,6 +81,7 @@ class FollowerFeed {
   const FollowerFeedOptions opt_;
   Pipeline* const pipeline_;
   replication::Replicator* const replicator_;
+  const std::function<void(uint64_t)> on_end_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;          // guarded by mu_

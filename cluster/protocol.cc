@@ -426,6 +426,7 @@ std::string EncodeFollowerReport(const FollowerReport& f) {
   Writer w(32 + f.digests.size() * 12);
   PutString(w, f.node);
   w.PutVarint(f.applied_batches);
+  w.PutU8(f.ended ? 1 : 0);
   w.PutVarint(f.digests.size());
   for (const BatchDigest& d : f.digests) {
     w.PutVarint(d.batch);
@@ -437,7 +438,8 @@ std::string EncodeFollowerReport(const FollowerReport& f) {
 Status DecodeFollowerReport(std::string_view body, FollowerReport* out) {
   Reader r(body);
   uint64_t n = 0;
-  if (!GetString(r, &out->node) || !GetVarint(r, &out->applied_batches) || !GetVarint(r, &n)) {
+  if (!GetString(r, &out->node) || !GetVarint(r, &out->applied_batches) || !GetBool(r, &out->ended) ||
+      !GetVarint(r, &n)) {
     return Bad("follower report", "truncated or non-canonical");
   }
   if (n > r.remaining() / kMinDigestBytes) return Bad("follower report", "digest count exceeds the body");

@@ -222,6 +222,7 @@ struct BatchDigest {
 struct FollowerReport {
   std::string node;
   uint64_t applied_batches = 0;      // batches [0, this) applied
+  bool ended = false;                // the leader's end marker arrived: nothing more will come
   std::vector<BatchDigest> digests;  // batches applied since the previous report, in order
 };
 std::string EncodeFollowerReport(const FollowerReport& r);

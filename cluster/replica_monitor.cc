@@ -72,6 +72,7 @@ Status DigestMonitor::OnReport(const proto::FollowerReport& report) {
     f.ahead.clear();
   }
   f.view.applied_batches = report.applied_batches;
+  f.ended = report.ended;
   for (const proto::BatchDigest& d : report.digests) {
     f.last_batch = d.batch;
     f.last_matched = false;
@@ -108,6 +109,14 @@ std::vector<proto::FollowerView> DigestMonitor::Views(uint64_t committed_batches
   return out;
 }
 
+bool DigestMonitor::ConnectedFollowersEnded() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  for (const auto& [name, f] : followers_) {
+    if (f.view.connected && !f.ended) return false;
+  }
+  return true;
+}
+
 uint64_t DigestMonitor::mismatches() const {
   std::lock_guard<std::mutex> lk(mu_);
   return mismatches_;
@@ -133,6 +142,14 @@ void DigestReporter::RecordApplied(uint64_t batch, uint64_t digest) {
       ++dropped_;
     }
   }
+}
+
+void DigestReporter::MarkEnded() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    ended_ = true;
+  }
+  cv_.notify_all();
 }
 
 Status DigestReporter::Start() {
@@ -169,16 +186,20 @@ bool DigestReporter::SendPending(raft::StreamConn* conn) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     report.applied_batches = applied_;
+    report.ended = ended_;
     report.digests.assign(pending_.begin(), pending_.end());
   }
-  if (report.digests.empty()) return true;
+  if (report.digests.empty() && report.ended == ended_sent_) return true;
   const std::string frame = proto::Frame(proto::MsgType::kFollowerReport, proto::EncodeFollowerReport(report));
   iovec iov{const_cast<char*>(frame.data()), frame.size()};
   if (!conn->WriteAll(&iov, 1)) return false;
   std::lock_guard<std::mutex> lk(mu_);
   // Drop what was sent (new digests may have been appended meanwhile; old ones may have been
   // dropped by the bound, so match by batch).
-  while (!pending_.empty() && pending_.front().batch <= report.digests.back().batch) pending_.pop_front();
+  if (!report.digests.empty()) {
+    while (!pending_.empty() && pending_.front().batch <= report.digests.back().batch) pending_.pop_front();
+  }
+  ended_sent_ = report.ended;
   return true;
 }
 

@@ -45,6 +45,9 @@ class DigestMonitor {
   Status OnReport(const proto::FollowerReport& report);
   void SetConnected(const std::string& node, bool connected);
 
+  // Whether every follower with a report connection open said the leader's end marker reached it
+  // (a clean stop waits for that before replication stops).
+  bool ConnectedFollowersEnded() const;
   // Views for NodeStatus; `committed_batches` is the leader's count (for lag).
   std::vector<proto::FollowerView> Views(uint64_t committed_batches) const;
   uint64_t mismatches() const;
@@ -56,6 +59,7 @@ class DigestMonitor {
     std::map<uint64_t, uint64_t> ahead;  // reported before the leader committed them
     uint64_t last_batch = UINT64_MAX;    // last batch reported
     bool last_matched = false;
+    bool ended = false;                  // it saw the leader's end marker
   };
   // Compares one digest (mu_ held); false when the leader's digest of `batch` is gone.
   void Check(Follower& f, uint64_t batch, uint64_t digest);
@@ -82,6 +86,8 @@ class DigestReporter {
 
   // The pipeline's batch hook calls this (quick: a deque push).
   void RecordApplied(uint64_t batch, uint64_t digest);
+  // The leader's end marker arrived (the next report says so).
+  void MarkEnded();
   Status Start();
   // Sends what is pending once more (bounded by `timeout_ms`), then stops the thread.
   void Stop(int64_t timeout_ms);
@@ -97,6 +103,8 @@ class DigestReporter {
   std::condition_variable cv_;
   std::deque<proto::BatchDigest> pending_;  // guarded by mu_
   uint64_t applied_ = 0;                    // guarded by mu_
+  bool ended_ = false;                      // guarded by mu_
+  bool ended_sent_ = false;                 // guarded by mu_
   uint64_t dropped_ = 0;                    // guarded by mu_
   bool stop_ = false;                       // guarded by mu_
   bool done_ = false;                       // guarded by mu_: the thread finished

@@ -235,7 +235,8 @@ Status ServerImpl::Start() {
     fo.planners = engine_.planner.planners;
     fo.ranges = po.ranges;
     fo.window = po.batches_in_flight + 2;
-    feed_ = std::make_unique<FollowerFeed>(fo, pipeline_.get(), replicator_.get());
+    feed_ = std::make_unique<FollowerFeed>(fo, pipeline_.get(), replicator_.get(),
+                                           [this](uint64_t) { reporter_->MarkEnded(); });
   }
   if (Status st = service_->Start(); !st.ok()) {
     return Status::Unavailable("cluster.nodes[" + std::to_string(me_.index) + "].client_port: " + st.message());
@@ -434,17 +435,14 @@ Status ServerImpl::Shutdown() {
       // Connected followers apply everything before replication stops (a raft follower that
       // lags behind gets the rest from this leader only).
       // A follower that stopped applying (it failed, or is stuck) makes no progress: stop waiting
-      // for it after a while rather than for the whole drain time.
+      // for it after a while rather than for the whole drain time. A raft follower learns that
+      // the end marker committed only from this leader, so replication runs until it says so.
       uint64_t progress = 0;
       int64_t progress_ns = NowNanos();
       while (result.ok() && NowNanos() < deadline) {
-        bool behind = false;
         uint64_t applied = 0;
-        for (const auto& f : monitor_->Views(end)) {
-          behind |= f.connected && f.applied_batches < end;
-          applied += f.applied_batches;
-        }
-        if (!behind) break;
+        for (const auto& f : monitor_->Views(end)) applied += f.applied_batches;
+        if (monitor_->ConnectedFollowersEnded()) break;
         if (applied != progress) {
           progress = applied;
           progress_ns = NowNanos();

@@ -163,10 +163,11 @@ TEST_CASE("protocol: error, not-leader, status and follower reports round trip")
   CHECK(EncodeStatusReply(s2) == sb);
   for (size_t k = 0; k < sb.size(); ++k) CHECK_FALSE(DecodeStatusReply(sb.substr(0, k), &s2).ok());
 
-  FollowerReport f{"n1", 10, {{8, 1}, {9, 2}}}, f2;
+  FollowerReport f{"n1", 10, true, {{8, 1}, {9, 2}}}, f2;
   const std::string fb = EncodeFollowerReport(f);
   REQUIRE(DecodeFollowerReport(fb, &f2).ok());
   CHECK(f2.applied_batches == 10);
+  CHECK(f2.ended);
   REQUIRE(f2.digests.size() == 2);
   CHECK(f2.digests[1].digest == 2);
   CHECK(EncodeFollowerReport(f2) == fb);
