@@ -405,18 +405,7 @@ int Main(int argc, char** argv) {
 
   ConfigSchema schema;
   cluster::AddClusterConfigKeys(&schema);
-  Status parsed = cli.Parse(argc, argv);
-  if (cli.help_requested()) {
-    std::fputs(cli.Usage(&schema).c_str(), stdout);
-    return kExitOk;
-  }
-  if (!parsed.ok()) return Fail(kExitBadInput, parsed.message());
-  if (!cli.positional().empty()) {
-    return Fail(kExitBadInput, "unexpected argument '" + cli.positional()[0] + "' (see qrstore-client --help)");
-  }
-  if (cli.Has("log-level") && !SetLogLevel(cli.Get("log-level"))) {
-    return Fail(kExitBadInput, "flag --log-level: unknown level '" + cli.Get("log-level") + "'");
-  }
+  if (auto code = cli.ParseStandard(argc, argv, &schema)) return *code;
   if (!cli.Has("config")) return Fail(kExitBadInput, "missing --config FILE (see qrstore-client --help)");
   auto loaded = Config::Load(schema, cli.Get("config"), cli.overrides());
   if (!loaded.ok()) return Fail(kExitBadInput, loaded.status().message());

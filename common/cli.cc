@@ -3,7 +3,11 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
+#include <cstdio>
 #include <sstream>
+
+#include "common/exit_codes.h"
+#include "common/logging.h"
 
 namespace qrstore {
 
@@ -93,6 +97,24 @@ Result<double> CommandLine::GetDouble(const std::string& name, double def) const
     return Status::InvalidArgument("flag --" + name + ": expected a number, got '" + it->second + "'");
   }
   return v;
+}
+
+std::optional<int> CommandLine::ParseStandard(int argc, char** argv, const ConfigSchema* schema) {
+  Status parsed = Parse(argc, argv);
+  if (help_) {
+    std::fputs(Usage(schema).c_str(), stdout);
+    return kExitOk;
+  }
+  auto fail = [&](const std::string& msg) {
+    std::fprintf(stderr, "%s: %s\n", program_.c_str(), msg.c_str());
+    return kExitBadInput;
+  };
+  if (!parsed.ok()) return fail(parsed.message());
+  if (!positional_.empty()) return fail("unexpected argument '" + positional_[0] + "' (see " + program_ + " --help)");
+  if (flags_.count("log-level") && Has("log-level") && !SetLogLevel(Get("log-level"))) {
+    return fail("flag --log-level: unknown level '" + Get("log-level") + "'");
+  }
+  return std::nullopt;
 }
 
 std::string CommandLine::Usage(const ConfigSchema* schema) const {

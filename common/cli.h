@@ -38,6 +38,12 @@ class CommandLine {
 
   std::string Usage(const ConfigSchema* schema = nullptr) const;
 
+  // The start every program shares: Parse; --help prints Usage(schema) to stdout; a bad flag, a
+  // stray positional argument or an unknown --log-level (when the program declared that flag)
+  // is reported on stderr as "<program>: ...", and --log-level is applied. Returns the exit code
+  // to return at once (kExitOk after --help, kExitBadInput after an error), or nullopt to go on.
+  std::optional<int> ParseStandard(int argc, char** argv, const ConfigSchema* schema);
+
  private:
   struct Flag {
     std::string value_name;  // empty for switches
