@@ -1,5 +1,6 @@
 #include "cluster/protocol.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/codec.h"
@@ -210,8 +211,9 @@ inline void AppendVarint(std::string& out, uint64_t v) {
 
 void TxnReplyWriter::Begin(uint64_t request_id, uint32_t record_bytes, uint32_t count) {
   body_.assign(kHeaderBytes, '\0');
-  // Most results are committed ones with a few reads: reserve for that much.
-  body_.reserve(kHeaderBytes + 24 + uint64_t{count} * (12 + 2 * uint64_t{record_bytes}));
+  // Most results are committed ones with a few reads: reserve for that much, within reason (the
+  // counts may come from a decoded message: a fuzzer made this reserve terabytes once).
+  body_.reserve(std::min<uint64_t>(kHeaderBytes + 24 + uint64_t{count} * (12 + 2 * uint64_t{record_bytes}), 4u << 20));
   body_.append(reinterpret_cast<const char*>(&request_id), 8);
   AppendVarint(body_, record_bytes);
   AppendVarint(body_, count);

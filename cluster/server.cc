@@ -484,6 +484,8 @@ void ServerImpl::StopAll() {
   }
   cv_.notify_all();
   watch_.Join();
+  // A client reader blocked on the full client queue must get out before the service joins it.
+  if (planner_) planner_->CloseInput();
   if (service_) service_->Stop(5000);
   if (feed_) feed_->Stop();
   if (reporter_) reporter_->Stop(0);

@@ -181,7 +181,9 @@ void NormalizeTable(const ConfigKey& key, const RawRows& raw, std::vector<Normal
     const std::string where = key.name + "[" + std::to_string(i) + "]";
     std::map<std::string, std::string> values;
     std::map<std::string, bool> given;
-    for (const auto& [col, value] : raw[i]) {
+    for (const auto& cell : raw[i]) {
+      const std::string& col = cell.first;
+      const std::string& value = cell.second;
       auto it = std::find_if(key.columns.begin(), key.columns.end(), [&](const ConfigKey& c) { return c.name == col; });
       if (it == key.columns.end()) {
         std::string known;

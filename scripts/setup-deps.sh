@@ -10,6 +10,7 @@ pkgs=(
   libsnappy-dev libnng-dev libzookeeper-mt-dev zookeeper
   libspdlog-dev catch2 libyaml-cpp-dev
   default-jre-headless python3
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # qrstore's test command: installs what is missing, builds (Release, with tests), starts a
-# ZooKeeper server on 127.0.0.1 for the ZooKeeper tests, runs every test with ctest, then
-# builds the concurrency tests under ThreadSanitizer and runs them. Exits non-zero on any
-# failure. Usage: scripts/test.sh [--no-tsan] [extra ctest args]
+# ZooKeeper server on 127.0.0.1 for the ZooKeeper tests, runs every test with ctest (unit,
+# simulation, integration: clusters of real processes), builds the concurrency tests under
+# ThreadSanitizer and runs them, then a short fuzz smoke of every fuzz target (clang,
+# libFuzzer, ASan + UBSan; QRSTORE_FUZZ_SECONDS each, default 20). Exits non-zero on any failure.
+# Usage: scripts/test.sh [--no-tsan] [--no-fuzz] [extra ctest args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
 tsan=1
+fuzz=1
 ctest_args=()
 for a in "$@"; do
   case "$a" in
     --no-tsan) tsan=0 ;;
+    --no-fuzz) fuzz=0 ;;
     -h|--help)
-      sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
       exit 0 ;;
     *) ctest_args+=("$a") ;;
   esac
@@ -50,5 +54,9 @@ if [ "$tsan" = 1 ]; then
   echo "== running the concurrency tests under ThreadSanitizer"
   (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/scripts/tsan.supp" \
      ctest --output-on-failure -L concurrency --timeout 600)
+fi
+if [ "$fuzz" = 1 ]; then
+  echo "== fuzz smoke: every fuzz target for ${QRSTORE_FUZZ_SECONDS:-20} s (build-fuzz/)"
+  scripts/fuzz.sh --seconds "${QRSTORE_FUZZ_SECONDS:-20}"
 fi
 echo "== all tests passed"

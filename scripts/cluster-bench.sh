@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# cluster-bench.sh: the replicated cluster's benchmark (issue 7, section 8). For each workload
+# row it brings up a cluster on this machine, runs qrstore-client with a warm-up and a measured
+# window, records throughput, latency and every process's CPU per committed transaction (the
+# client's server_cpu_s / committed), and brings the cluster down; it also runs qrstore-bench
+# in-process on the same workload right before the cluster-none row, for the client-in-its-own-
+# process comparison. Writes OUT/results.csv and OUT/results.md (one table row per run with the
+# exact commands).
+#
+#   scripts/cluster-bench.sh [--out DIR] [--seconds S] [--warmup S] [--rows all|quick] [--repeat N]
+#
+# Rows: STAR's YCSB (10 ops, 20% writes, 200K records) and the paper's (16 ops, 50% writes, 1M
+# records), Zipf theta 0 and 0.99, on cluster-none, raft rf = 1 and 2, zookeeper rf = 2; and on
+# STAR's workload at theta 0: speculative vs sync, Snappy on and off. `quick` runs STAR theta 0
+# only. Everything runs on 127.0.0.1; nothing else should run meanwhile (all processes share
+# this machine's cores). Programs: build/bin (build first, Release).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root="$(pwd)"
+out="/tmp/qrstore-cluster-bench"
+seconds=10
+warmup=2
+rows=all
+repeat=1
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --out) out="$2"; shift 2 ;;
+    --seconds) seconds="$2"; shift 2 ;;
+    --warmup) warmup="$2"; shift 2 ;;
+    --rows) rows="$2"; shift 2 ;;
+    --repeat) repeat="$2"; shift 2 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "cluster-bench.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+bin="$root/build/bin"
+for p in qrstore-server qrstore-client qrstore-bench; do
+  [[ -x "$bin/$p" ]] || { echo "cluster-bench.sh: no $bin/$p: build first" >&2; exit 1; }
+done
+mkdir -p "$out"
+export QRSTORE_RUN_DIR="$out/run"
+csv="$out/results.csv"
+md="$out/results.md"
+echo "workload,theta,config,mode,compression,txn_per_s,ops_per_s,p50_ms,p99_ms,committed,aborted,replicas_agree,digest_mismatches,cpu_us_per_txn,command" >"$csv"
+{
+  echo "| workload | theta | config | mode | compression | committed txn/s | p50 ms | p99 ms | CPU us per committed txn (per process) | replicas agree | command |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
+} >"$md"
+
+star=(--ycsb.records=200000 --engine.key_space=200000 --ycsb.ops_per_txn=10 --ycsb.write_ratio=0.2)
+paper=(--ycsb.records=1000000 --engine.key_space=1000000 --ycsb.ops_per_txn=16 --ycsb.write_ratio=0.5)
+
+# run_cluster NAME WORKLOAD THETA CONFIG MODE COMPRESSION
+run_cluster() {
+  local wl="$1" theta="$2" cfg="$3" mode="$4" comp="$5"
+  local -a w
+  if [[ "$wl" == star ]]; then w=("${star[@]}"); else w=("${paper[@]}"); fi
+  local ov=("${w[@]}" "--ycsb.theta=$theta" "--replication.mode=$mode" "--replication.compression=$comp")
+  local tag="$wl-$theta-$(basename "$cfg" .yaml)-$mode-$comp"
+  scripts/cluster.sh up "$cfg" "${ov[@]}" >"$out/$tag.up" 2>&1 || { cat "$out/$tag.up" >&2; return 1; }
+  local cmd="build/bin/qrstore-client --config $cfg ${ov[*]} --duration-s $seconds --warmup-s $warmup --json"
+  local ok=1
+  "$bin/qrstore-client" --config "$cfg" "${ov[@]}" --duration-s "$seconds" --warmup-s "$warmup" --json \
+    >"$out/$tag.json" 2>"$out/$tag.err" || ok=0
+  scripts/cluster.sh down "$cfg" >"$out/$tag.down" 2>&1 || ok=0
+  ((ok)) || echo "cluster-bench.sh: $tag: the run or its stop reported an error (see $out/$tag.*)" >&2
+  python3 - "$out/$tag.json" "$wl" "$theta" "$(basename "$cfg" .yaml)" "$mode" "$comp" "$cmd" "$csv" "$md" <<'PY'
+import json, sys
+path, wl, theta, cfg, mode, comp, cmd, csv, md = sys.argv[1:]
+lines = [l for l in open(path).read().splitlines() if l.strip().startswith("{")]
+if not lines:
+    print(f"{wl} {theta} {cfg} {mode} {comp}: no result", file=sys.stderr); sys.exit(0)
+j = json.loads(lines[-1])
+cpu = j["cpu_us_per_txn"]
+cpu_s = " ".join(f"{k}={v:.3f}" for k, v in cpu.items())
+open(csv, "a").write(",".join(str(x) for x in [wl, theta, cfg, mode, comp, round(j["throughput_tps"]), round(j["ops_per_s"]),
+    j["p50_ms"], j["p99_ms"], j["committed"], j["aborted"], j["replicas_agree"], j["digest_mismatches"], cpu_s.replace(" ", ";"), cmd]) + "\n")
+open(md, "a").write(f"| {wl} | {theta} | {cfg} | {mode} | {comp} | {j['throughput_tps']:,.0f} | {j['p50_ms']:.1f} | {j['p99_ms']:.1f} | {cpu_s} | {str(j['replicas_agree']).lower()} | `{cmd}` |\n")
+print(f"{wl} theta={theta} {cfg} {mode} {comp}: {j['throughput_tps']:,.0f} txn/s p50 {j['p50_ms']:.1f} ms cpu us/txn {cpu_s} agree={j['replicas_agree']}")
+PY
+}
+
+run_bench() {
+  local wl="$1" theta="$2"
+  local -a w
+  if [[ "$wl" == star ]]; then w=("${star[@]}"); else w=("${paper[@]}"); fi
+  local cmd="build/bin/qrstore-bench --config configs/single-node.yaml ${w[*]} --ycsb.theta=$theta --duration-s $seconds --json"
+  "$bin/qrstore-bench" --config configs/single-node.yaml "${w[@]}" "--ycsb.theta=$theta" --duration-s "$seconds" --json \
+    >"$out/bench-$wl-$theta.json" 2>/dev/null
+  python3 - "$out/bench-$wl-$theta.json" "$wl" "$theta" "$cmd" "$csv" "$md" <<'PY'
+import json, sys
+path, wl, theta, cmd, csv, md = sys.argv[1:]
+j = json.loads(open(path).read().splitlines()[-1])
+open(csv, "a").write(",".join(str(x) for x in [wl, theta, "in-process qrstore-bench", "-", "-", round(j["throughput_tps"]),
+    round(j["ops_per_s"]), j["p50_ms"], j["p99_ms"], j["committed"], j["aborted"], "", "", "", cmd]) + "\n")
+open(md, "a").write(f"| {wl} | {theta} | in-process qrstore-bench | - | - | {j['throughput_tps']:,.0f} | {j['p50_ms']:.1f} | {j['p99_ms']:.1f} | (one process, 2 cores) | - | `{cmd}` |\n")
+print(f"{wl} theta={theta} qrstore-bench in-process: {j['throughput_tps']:,.0f} txn/s")
+PY
+}
+
+for ((r = 0; r < repeat; r++)); do
+  for wl in star paper; do
+    [[ "$rows" == quick && "$wl" != star ]] && continue
+    for theta in 0 0.99; do
+      [[ "$rows" == quick && "$theta" != 0 ]] && continue
+      run_bench "$wl" "$theta"
+      run_cluster "$wl" "$theta" configs/cluster-none.yaml speculative none
+      run_cluster "$wl" "$theta" configs/cluster-raft-rf1.yaml speculative none
+      run_cluster "$wl" "$theta" configs/cluster-raft.yaml speculative none
+      run_cluster "$wl" "$theta" configs/cluster-zookeeper.yaml speculative none
+      if [[ "$wl" == star && "$theta" == 0 ]]; then
+        run_cluster "$wl" "$theta" configs/cluster-raft-rf1.yaml sync none
+        run_cluster "$wl" "$theta" configs/cluster-raft.yaml sync none
+        run_cluster "$wl" "$theta" configs/cluster-raft.yaml speculative snappy
+        run_cluster "$wl" "$theta" configs/cluster-zookeeper.yaml speculative snappy
+      fi
+    done
+  done
+done
+echo "cluster-bench.sh: results in $csv and $md"
