@@ -25,6 +25,8 @@
 # ~/.ssh/config decide the login): the same checkout must exist there at $QRSTORE_REMOTE_DIR
 # (default: this checkout's path) with the programs built, and ports must be reachable; pid and
 # exit files then live in the remote run folder, and down/kill act over ssh too.
+# A local ZooKeeper gets QRSTORE_ZK_HEAP_MB of heap (default 1024: it keeps its last 500
+# transactions in memory, and a planned batch is up to a few MB).
 # Time-outs: QRSTORE_READY_TIMEOUT_S (default 90) for up, QRSTORE_STOP_TIMEOUT_S (default 60)
 # per node for down (then SIGKILL, reported).
 set -euo pipefail
@@ -35,7 +37,7 @@ ready_timeout="${QRSTORE_READY_TIMEOUT_S:-90}"
 stop_timeout="${QRSTORE_STOP_TIMEOUT_S:-60}"
 
 die() { echo "cluster.sh: $*" >&2; exit 1; }
-usage() { sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; }
 
 [[ $# -ge 1 ]] || { usage; exit 2; }
 cmd="$1"; shift
@@ -131,7 +133,9 @@ cmd_up() {
     if [[ "$backend" == zookeeper ]]; then
       hosts="$(server "${all[@]+"${all[@]}"}" --get replication.zookeeper.hosts)"
       if [[ -z "$hosts" ]]; then
-        hosts="$("$here/scripts/zk-server.sh" start "$run/zk")" || die "could not start a local ZooKeeper (see $run/zk)"
+        # ZooKeeper keeps its last 500 transactions in its heap: batches of ~1 MB need ~1 GB.
+        hosts="$("$here/scripts/zk-server.sh" start "$run/zk" --heap-mb "${QRSTORE_ZK_HEAP_MB:-1024}")" ||
+          die "could not start a local ZooKeeper (see $run/zk)"
         echo "cluster.sh: started ZooKeeper at $hosts for $name (stopped by down)"
         all+=("--replication.zookeeper.hosts=$hosts")
       fi
