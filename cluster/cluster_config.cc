@@ -33,6 +33,10 @@ void AddClusterConfigKeys(ConfigSchema* s) {
   s->AddInt("server.test_corrupt_slice_batch", -1, -1, INT64_MAX,
             "test hook: the leader damages planner 0's encoded slice of this batch before replicating it (its own "
             "execution is unaffected), so tests can show a follower refusing it; -1: off");
+  s->AddString("server.test_wrong_digest_node", "",
+               "test hook: this follower reports wrong digests from server.test_wrong_digest_batch on, so tests can "
+               "show the leader catching a divergence; empty: off");
+  s->AddInt("server.test_wrong_digest_batch", 0, 0, INT64_MAX, "see server.test_wrong_digest_node");
   s->AddInt("server.follower_election_factor", 10, 1, 1000,
             "raft: followers wait this many times replication.raft.election_ticks before campaigning (row 0 "
             "leads; there is no failover yet, so a follower that took over would stop the cluster)");

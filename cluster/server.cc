@@ -228,8 +228,13 @@ Status ServerImpl::Start() {
     ro.interval_ms = c.GetInt("server.report_interval_ms");
     reporter_ = std::make_unique<DigestReporter>(ro);
     service_ = std::make_unique<ClientService>(so, h);
-    pipeline_ = std::make_unique<Pipeline>(po, table_.get(), [](const std::vector<commit::TxnOutcome>&) {},
-                                           [this](const BatchInfo& b) { reporter_->RecordApplied(b.batch, b.digest); });
+    const bool wrong = c.GetString("server.test_wrong_digest_node") == me_.name;
+    const uint64_t wrong_from = static_cast<uint64_t>(c.GetInt("server.test_wrong_digest_batch"));
+    pipeline_ = std::make_unique<Pipeline>(
+        po, table_.get(), [](const std::vector<commit::TxnOutcome>&) {}, [this, wrong, wrong_from](const BatchInfo& b) {
+          // The test hook lies about the digest, so tests can see the leader notice.
+          reporter_->RecordApplied(b.batch, wrong && b.batch >= wrong_from ? ~b.digest : b.digest);
+        });
     FollowerFeedOptions fo;
     fo.group = me_.partition;
     fo.planners = engine_.planner.planners;
