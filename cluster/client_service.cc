@@ -279,10 +279,13 @@ void ClientService::HandleTxnRequest(Conn* c, std::string_view body) {
   {
     std::unique_lock<std::mutex> lk(c->mu);
     // Back-pressure: read nothing more while this connection has too many txns unanswered.
+    // Replies not yet written count too: a client that sends (even empty) requests and never
+    // reads the answers is not read any more either.
     c->cv.wait(lk, [&] {
-      return c->stopping || c->inflight == 0 || c->inflight + engine_txns <= opt_.max_inflight_txns;
+      return c->stopping || c->writer_done ||
+             ((c->inflight == 0 || c->inflight + engine_txns <= opt_.max_inflight_txns) && c->out.size() < kMaxQueuedFrames);
     });
-    if (c->stopping) return;
+    if (c->stopping || c->writer_done) return;  // the client is gone: nothing to run for it
     seq = p.seq = ++c->next_seq;
     c->pending.push_back(std::move(p));
     c->inflight += engine_txns;
