@@ -66,6 +66,7 @@ batch:
   timeout_ms: 5
 server:
   max_message_bytes: {MAX_MSG}
+  max_inflight_txns_per_connection: 2000
   dump_state_dir: {tmp}
 """)
     up = run(SRC + "/scripts/cluster.sh", "up", cfg, check=False)
@@ -79,6 +80,13 @@ server:
     a, b = open(tmp + "/n0.tsv").read(), open(tmp + "/n1.tsv").read()
     expect(a == b and len(a) > 0, "leader and follower dumps are identical")
     shutil.rmtree(tmp)
+
+
+def rss_mb(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0
 
 
 def good_client(port, results):
@@ -169,6 +177,33 @@ def body(leader, follower):
     expect(f is not None and f[0] == qp.T_NOT_LEADER and r.u64() == 8 and r.string() == "n0" and
            r.string() == f"127.0.0.1:{leader}", "a follower answers not-leader with the leader's address")
     c.close()
+
+    # A client that sends and never reads: its sends stall (back-pressure), the server's memory
+    # stays bounded, and other clients are unaffected (the good client runs meanwhile).
+    pid = int(open(os.environ["QRSTORE_RUN_DIR"] + "/badinput/n0.pid").read())
+    rss0 = rss_mb(pid)
+    greedy = qp.Conn(leader)
+    greedy.s.setblocking(False)
+    # Empty requests: no txn is in flight, yet every one gets a reply the client never reads.
+    frame = qp.frame(qp.T_TXN_REQUEST, qp.txn_request(1, []))
+    sent, stalled_since = 0, None
+    import time
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            n = greedy.s.send(frame)
+            sent += n
+            stalled_since = None
+        except BlockingIOError:
+            stalled_since = stalled_since or time.time()
+            if time.time() - stalled_since > 2:
+                break
+            time.sleep(0.01)
+    rss1 = rss_mb(pid)
+    expect(stalled_since is not None,
+           f"a client that never reads its replies is stalled after {sent // len(frame)} empty requests")
+    expect(rss1 - rss0 < 300, f"the server's memory stays bounded meanwhile ({rss0:.0f} MB -> {rss1:.0f} MB)")
+    greedy.close()
 
     t.join(60)
     expect(not t.is_alive(), "the well-behaved client finished")
