@@ -70,8 +70,12 @@ uint64_t ReadsHash(std::string_view values) { return values.empty() ? 0 : Hash64
 // Totals over the whole run and over the measured window (shared by every connection).
 struct Totals {
   std::mutex mu;
+  // Set on the first failed txn or error reply: the drivers stop sending (the run has failed;
+  // hammering a node that refuses work only multiplies the errors).
+  std::atomic<bool> stop_sending{false};
   uint64_t committed = 0, aborted = 0, rejected = 0, failed = 0, errors = 0, results = 0;
   uint64_t accounted = 0;  // txns answered: results, plus the txns of requests answered by an error
+  uint64_t max_acked_batch = 0;  // the highest batch of a committed or aborted result (+1; 0: none)
   uint64_t w_committed = 0, w_aborted = 0, w_results = 0;  // received inside the window
   uint64_t last_committed_report = 0;
   workloads::LatencyHistogram latency_ns;  // committed txns received inside the window
@@ -170,8 +174,11 @@ class Driver {
       uint32_t n = 0;
       {
         std::unique_lock<std::mutex> lk(mu_);
-        cv_.wait(lk, [&] { return stop_ || !conn_->open() || inflight_ + per_request_ <= outstanding_ || inflight_ == 0; });
-        if (stop_ || !conn_->open()) return;
+        cv_.wait(lk, [&] {
+          return stop_ || totals_->stop_sending.load() || !conn_->open() || inflight_ + per_request_ <= outstanding_ ||
+                 inflight_ == 0;
+        });
+        if (stop_ || totals_->stop_sending.load() || !conn_->open()) return;
         const uint64_t left = quota_ - sent_.load();
         n = static_cast<uint32_t>(std::min<uint64_t>(per_request_, left));
         if (n == 0) return;
@@ -227,6 +234,7 @@ class Driver {
         }
         std::lock_guard<std::mutex> lk(totals_->mu);
         ++totals_->errors;
+        totals_->stop_sending = true;
         totals_->Note(std::string("error reply: ") + StatusCodeName(e.code) + ": " + e.message);
         if (found) totals_->failed += req.count;
         if (found) totals_->accounted += req.count;
@@ -271,6 +279,7 @@ class Driver {
           break;
         case ResultCode::kFailed:
           ++failed;
+          totals_->stop_sending = true;
           totals_->Note("failed: " + std::string(r.detail));
           break;
       }
@@ -281,6 +290,11 @@ class Driver {
         } else {
           totals_->verify_overflow = true;
         }
+      }
+    }
+    for (const proto::TxnResult& r : reply_.results) {
+      if (r.code == ResultCode::kCommitted || r.code == ResultCode::kAbortedLogic) {
+        totals_->max_acked_batch = std::max(totals_->max_acked_batch, r.batch + 1);
       }
     }
     totals_->committed += committed;
@@ -561,7 +575,7 @@ int Main(int argc, char** argv) {
       last_report = now;
       while (next_report <= now) next_report += interval;
     }
-    if (broken) break;
+    if (broken || totals.stop_sending.load()) break;
     if (has_txns) {
       if (accounted >= total_txns) break;
     } else if (window.start_ns != INT64_MAX && now >= window.start_ns + duration_ns) {
@@ -780,6 +794,7 @@ int Main(int argc, char** argv) {
     j.Int("digest_mismatches", leader_status.digest_mismatches);
     j.Int("follower_lag_batches", max_lag);
     j.Int("leader_batches", leader_status.committed_batches);
+    j.Int("acked_batches", t.max_acked_batch);  // 1 + the highest batch any answer came from
     j.Str("leader_digest", Hex(leader_status.last_digest));
     j.Raw("server_cpu_s", cpu_json.Done());
     j.Raw("cpu_us_per_txn", cpu_txn_json.Done());
