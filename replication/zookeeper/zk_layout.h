@@ -13,7 +13,7 @@
 // the chunk count, total length and a hash of the whole payload. Markers of one stream are
 // created in batch-id order through one session (FIFO), so a valid marker b+1 always has a
 // larger creation zxid than marker b; followers use that to detect a stale marker left by a
-// crashed leader beyond a gap (see zk_replicator.cc).
+// crashed leader beyond a gap (see DeliverReady in zk_follower.cc).
 #pragma once
 
 #include <cstdint>

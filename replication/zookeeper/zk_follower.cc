@@ -1,0 +1,392 @@
+// ZkReplicator, follower (reader) side: its progress read at Start, admitting ReceiveData
+// requests, fetching markers (with exists-watches) and chunks, checking and delivering batches
+// in batch-id order, and the progress writes the leader's cleanup relies on.
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/hash.h"
+#include "common/logging.h"
+#include "replication/zookeeper/zk_layout.h"
+#include "replication/zookeeper/zk_replicator_impl.h"
+#include "replication/zookeeper/zk_session.h"
+
+namespace qrstore::replication::zookeeper {
+
+namespace {
+
+constexpr size_t kMaxRequestsPerStream = 4096;
+constexpr int kMaxCorruptRetries = 3;
+constexpr int64_t kStaleBackoffNanos = 50'000'000;    // refetch of a stale marker
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------
+// Start-up: the progress this follower recorded last time.
+
+Status ZkReplicator::LoadProgress(int64_t deadline_nanos) {
+  const std::string path = ConsumerPath(opts_.root, follower_id_);
+  std::string buf(1 << 20, '\0');
+  int len = 0;
+  int rc = ZOK;
+  struct Stat stat;
+  QR_RETURN_IF_ERROR(SyncRetry(
+      "read", path, deadline_nanos,
+      [&] {
+        len = static_cast<int>(buf.size());
+        return zoo_get(session_.handle(), path.c_str(), 0, buf.data(), &len, &stat);
+      },
+      {ZNONODE}, &rc));
+  if (rc == ZNONODE) {
+    std::string empty = EncodeProgress({});
+    return SyncRetry(
+        "create", path, deadline_nanos,
+        [&] {
+          return zoo_create(session_.handle(), path.c_str(), empty.data(), static_cast<int>(empty.size()),
+                            &ZOO_OPEN_ACL_UNSAFE, 0, nullptr, 0);
+        },
+        {ZNODEEXISTS});
+  }
+  std::vector<StreamProgress> progress;
+  Status s = DecodeProgress(std::string_view(buf.data(), static_cast<size_t>(std::max(len, 0))), &progress);
+  if (!s.ok()) return Status::Corruption(ident_ + path + ": " + s.message());
+  for (const auto& p : progress) {
+    if (p.group >= opts_.groups || p.planner >= opts_.planners) continue;
+    in_[{p.group, p.planner}].next_needed = p.next_batch_id;
+    PublishNext({p.group, p.planner}, p.next_batch_id);
+  }
+  log_->info("{}resuming follower '{}' from its progress ({} streams)", ident_, follower_id_, progress.size());
+  return Status::Ok();
+}
+
+// ------------------------------------------------------------------------------------------
+// Follower.
+
+void ZkReplicator::AdmitReceive(Request r) {
+  const ReplicateMeta& m = r.meta;
+  if (!InRange(m)) {
+    r.receive_cb(m,
+                 Status::InvalidArgument(ident_ + "stream " + StreamName(m.group, m.planner) +
+                                         " out of range (groups " + std::to_string(opts_.groups) + ", planners " +
+                                         std::to_string(opts_.planners) + ")"),
+                 {});
+    return;
+  }
+  InStream& s = in_[{m.group, m.planner}];
+  if (s.fetches.count(m.batch_id) != 0) {
+    r.receive_cb(m,
+                 Status::InvalidArgument(ident_ + "batch " + std::to_string(m.batch_id) + " of stream " +
+                                         StreamName(m.group, m.planner) + " is already requested"),
+                 {});
+    return;
+  }
+  if (s.fetches.size() >= kMaxRequestsPerStream) {
+    r.receive_cb(m,
+                 Status::ResourceExhausted(ident_ + "more than " + std::to_string(kMaxRequestsPerStream) +
+                                           " outstanding ReceiveData on stream " + StreamName(m.group, m.planner)),
+                 {});
+    return;
+  }
+  Fetch& f = s.fetches[m.batch_id];
+  f.meta = m;
+  f.cb = std::move(r.receive_cb);
+}
+
+void ZkReplicator::RestartFetch(Fetch& f, int64_t not_before_nanos) {
+  ++f.attempt;
+  f.state = FetchState::kStart;
+  f.not_before_nanos = not_before_nanos;
+  f.parts.clear();
+  f.part_state.clear();
+  f.parts_done = 0;
+  f.bytes.clear();
+}
+
+void ZkReplicator::PumpFollower() {
+  if (connected_) {
+    const int max = opts_.max_inflight;
+    const int64_t now = NowNanos();
+    for (auto& [key, s] : in_) {
+      const auto [g, p] = key;
+      for (auto& [id, f] : s.fetches) {
+        if (inflight_ >= max) break;
+        if (f.state == FetchState::kStart && f.not_before_nanos <= now) {
+          // Expected reply size: like the stream's previous marker (small batches stay cheap).
+          const uint64_t cost = std::max<uint64_t>(4096, s.last_marker_bytes);
+          if (!CanIssue(cost)) break;
+          OpTag t = OpTag::Make(OpTag::Type::kGetMarker, g, p, id, 0);
+          t.attempt = f.attempt;
+          Charge(&t, cost);
+          session_.Get(MarkerPath(g, p, id), t);
+          ++inflight_;
+          f.state = FetchState::kGetMarker;
+        } else if (f.state == FetchState::kChunks) {
+          for (uint32_t k = 1; k < f.part_state.size(); ++k) {
+            if (f.part_state[k] != PartState::kNeed) continue;
+            const uint64_t cost = ChunkRange(f.header.total_bytes, f.header.chunk_bytes, k).length;
+            if (!CanIssue(cost)) break;
+            OpTag t = OpTag::Make(OpTag::Type::kGetChunk, g, p, id, k);
+            t.attempt = f.attempt;
+            Charge(&t, cost);
+            session_.Get(ChunkPath(g, p, id, k), t);
+            ++inflight_;
+            f.part_state[k] = PartState::kInFlight;
+          }
+        }
+      }
+    }
+  }
+  WriteProgress();
+}
+
+void ZkReplicator::FollowerWatch(const ZkEvent& ev) {
+  // Path: ROOT/g<g>/p<p>/b<id>.
+  const std::string prefix = opts_.root + "/g";
+  if (ev.path.compare(0, prefix.size(), prefix) != 0) return;
+  unsigned g = 0, p = 0;
+  char name[64] = {0};
+  if (std::sscanf(ev.path.c_str() + prefix.size(), "%u/p%u/%63s", &g, &p, name) != 3) return;
+  auto c = ParseChildName(name);
+  if (!c || c->kind != ChildName::Kind::kMarker) return;
+  auto it = in_.find({g, p});
+  if (it == in_.end()) return;
+  auto f = it->second.fetches.find(c->batch_id);
+  if (f != it->second.fetches.end() && f->second.state == FetchState::kWaitCreated) f->second.state = FetchState::kStart;
+}
+
+void ZkReplicator::FollowerCompletion(ZkEvent& ev) {
+  const OpTag& t = ev.op;
+  if (t.type == OpTag::Type::kWriteProgress) {
+    progress_inflight_ = false;
+    if (ev.rc == ZNONODE && t.chunk == 0) {
+      // Someone removed our progress znode: create it again.
+      OpTag c = OpTag::Make(OpTag::Type::kWriteProgress);
+      c.chunk = 1;
+      session_.Create(ConsumerPath(opts_.root, follower_id_), ProgressBytes(), c);
+      ++inflight_;
+      progress_inflight_ = true;
+    } else if (ev.rc != ZOK) {
+      if (IsRetryable(ev.rc)) NoteRetry(ev.rc);
+      progress_dirty_ = true;
+    }
+    return;
+  }
+  const StreamKey key{t.group, t.planner};
+  auto sit = in_.find(key);
+  if (sit == in_.end()) return;
+  InStream& s = sit->second;
+  if (t.type == OpTag::Type::kListStream) {
+    if (ev.rc != ZOK) return;  // the next poll asks again
+    bool any = false;
+    uint64_t oldest = 0;
+    for (const auto& c : ev.children) {
+      auto parsed = ParseChildName(c);
+      if (parsed && parsed->kind == ChildName::Kind::kMarker && (!any || parsed->batch_id < oldest)) {
+        oldest = parsed->batch_id;
+        any = true;
+      }
+    }
+    // Cleanup deletes from the oldest up and always keeps the newest batch, so a request
+    // below the oldest marker asks for a deleted batch.
+    while (any && !s.fetches.empty() && s.fetches.begin()->first < oldest &&
+           s.fetches.begin()->second.state != FetchState::kReady) {
+      auto it = s.fetches.begin();
+      ReceiveCallback cb = std::move(it->second.cb);
+      ReplicateMeta meta = it->second.meta;
+      s.fetches.erase(it);
+      counters_.gone.fetch_add(1, std::memory_order_relaxed);
+      Status st = Status::NotFound(ident_ + "batch " + std::to_string(meta.batch_id) + " of stream " +
+                                   StreamName(key.first, key.second) + " was deleted from ZooKeeper (oldest kept: " +
+                                   std::to_string(oldest) +
+                                   "); this follower fell behind replication.zookeeper.retain_bytes or its progress");
+      log_->error("{}", st.message());
+      cb(meta, st, {});
+    }
+    DeliverReady(key, s);
+    return;
+  }
+  auto fit = s.fetches.find(t.batch_id);
+  if (fit == s.fetches.end() || fit->second.attempt != t.attempt) return;  // superseded
+  Fetch& f = fit->second;
+  const int rc = ev.rc;
+  auto fail = [&](const Status& st) {
+    log_->error("{}{}", ident_, st.ToString());
+    ReceiveCallback cb = std::move(f.cb);
+    ReplicateMeta meta = f.meta;
+    s.fetches.erase(fit);
+    cb(meta, st, {});
+    DeliverReady(key, s);  // a later request may now be first in line
+  };
+  switch (t.type) {
+    case OpTag::Type::kGetMarker: {
+      if (f.state != FetchState::kGetMarker) return;
+      if (IsRetryable(rc)) {
+        NoteRetry(rc);
+        f.state = FetchState::kStart;
+        return;
+      }
+      if (rc == ZNONODE) {
+        // Not written yet: set an exists-watch (a create in between is seen by exists itself).
+        OpTag w = OpTag::Make(OpTag::Type::kExistsMarker, t.group, t.planner, t.batch_id, 0);
+        w.attempt = f.attempt;
+        session_.ExistsWatch(MarkerPath(t.group, t.planner, t.batch_id), w);
+        ++inflight_;
+        f.state = FetchState::kExists;
+        return;
+      }
+      if (rc != ZOK) {
+        return fail(Status::Unavailable("reading batch " + std::to_string(t.batch_id) + " of stream " +
+                                        StreamName(t.group, t.planner) + ": " + ZkErrorName(rc)));
+      }
+      std::string_view chunk0;
+      Status st = DecodeMarker(ev.data, &f.header, &chunk0);
+      if (!st.ok()) {
+        return fail(Status::Corruption("batch " + std::to_string(t.batch_id) + " of stream " +
+                                       StreamName(t.group, t.planner) + ": " + st.message()));
+      }
+      f.czxid = ev.czxid;
+      s.last_marker_bytes = ev.data.size();
+      f.parts.assign(f.header.num_chunks, std::string());
+      f.parts[0].assign(chunk0.data(), chunk0.size());
+      f.part_state.assign(f.header.num_chunks, PartState::kNeed);
+      f.part_state[0] = PartState::kDone;
+      f.parts_done = 1;
+      f.state = FetchState::kChunks;
+      if (f.parts_done == f.header.num_chunks) Assemble(s, f);
+      break;
+    }
+    case OpTag::Type::kExistsMarker:
+      if (f.state != FetchState::kExists) return;
+      if (rc == ZNONODE) {
+        f.state = FetchState::kWaitCreated;  // the watch fires on create
+      } else {
+        if (IsRetryable(rc)) NoteRetry(rc);
+        f.state = FetchState::kStart;
+      }
+      return;
+    case OpTag::Type::kGetChunk: {
+      if (f.state != FetchState::kChunks || f.part_state[t.chunk] != PartState::kInFlight) return;
+      if (IsRetryable(rc)) {
+        NoteRetry(rc);
+        f.part_state[t.chunk] = PartState::kNeed;
+        return;
+      }
+      if (rc == ZNONODE) {
+        // The marker we read was a crashed leader's leftover, removed meanwhile: start over.
+        counters_.stale.fetch_add(1, std::memory_order_relaxed);
+        RestartFetch(f, NowNanos() + kStaleBackoffNanos);
+        return;
+      }
+      if (rc != ZOK) {
+        return fail(Status::Unavailable("reading chunk " + std::to_string(t.chunk) + " of batch " +
+                                        std::to_string(t.batch_id) + ": " + ZkErrorName(rc)));
+      }
+      f.parts[t.chunk] = std::move(ev.data);
+      f.part_state[t.chunk] = PartState::kDone;
+      ++f.parts_done;
+      if (f.parts_done == f.header.num_chunks) Assemble(s, f);
+      break;
+    }
+    default:
+      QR_CHECK(false, "unexpected follower completion type %d", static_cast<int>(t.type));
+  }
+  DeliverReady(key, s);
+}
+
+void ZkReplicator::Assemble(InStream& s, Fetch& f) {
+  (void)s;
+  std::string bytes;
+  bytes.reserve(f.header.total_bytes);
+  bool sizes_ok = true;
+  for (uint32_t k = 0; k < f.header.num_chunks; ++k) {
+    ByteRange r = ChunkRange(f.header.total_bytes, f.header.chunk_bytes, k);
+    if (f.parts[k].size() != r.length) sizes_ok = false;
+    bytes += f.parts[k];
+  }
+  f.parts.clear();
+  if (sizes_ok && Hash64(bytes) == f.header.payload_hash) {
+    f.bytes = std::move(bytes);
+    f.state = FetchState::kReady;
+    return;
+  }
+  // Chunks replaced under us (a crashed leader's leftovers being rewritten) or real damage:
+  // re-read a few times, then report corruption.
+  if (++f.corrupt <= kMaxCorruptRetries) {
+    int corrupt = f.corrupt;
+    RestartFetch(f, NowNanos() + kStaleBackoffNanos);
+    f.corrupt = corrupt;
+    return;
+  }
+  f.state = FetchState::kReady;
+  f.bytes.clear();
+  f.header.payload_hash = ~Hash64(std::string_view());  // marks the failure for DeliverReady
+  f.corrupt = -1;
+}
+
+void ZkReplicator::DeliverReady(const StreamKey& key, InStream& s) {
+  while (!s.fetches.empty()) {
+    auto it = s.fetches.begin();
+    Fetch& f = it->second;
+    if (f.state != FetchState::kReady) return;
+    const uint64_t id = it->first;
+    if (f.corrupt < 0) {
+      ReceiveCallback cb = std::move(f.cb);
+      ReplicateMeta meta = f.meta;
+      s.fetches.erase(it);
+      cb(meta,
+         Status::Corruption(ident_ + "batch " + std::to_string(id) + " of stream " +
+                            StreamName(key.first, key.second) + ": chunks do not match the marker's hash"),
+         {});
+      continue;
+    }
+    // Markers of a stream are created in batch order, so a marker b+1 older than the marker b
+    // we delivered is a crashed leader's leftover beyond its gap: wait for the rewrite.
+    if (s.have_last && id == s.last_id + 1 && f.czxid <= s.last_czxid) {
+      counters_.stale.fetch_add(1, std::memory_order_relaxed);
+      RestartFetch(f, NowNanos() + kStaleBackoffNanos);
+      return;
+    }
+    ReceiveCallback cb = std::move(f.cb);
+    ReplicateMeta meta = f.meta;
+    std::string bytes = std::move(f.bytes);
+    s.have_last = true;
+    s.last_id = id;
+    s.last_czxid = f.czxid;
+    s.next_needed = std::max(s.next_needed, id + 1);
+    s.fetches.erase(it);
+    PublishNext(key, s.next_needed);
+    progress_dirty_ = true;
+    counters_.delivered.fetch_add(1, std::memory_order_relaxed);
+    cb(meta, Status::Ok(), std::move(bytes));
+  }
+}
+
+std::string ZkReplicator::ProgressBytes() const {
+  std::vector<StreamProgress> progress;
+  for (const auto& [key, s] : in_) {
+    if (s.next_needed > 0) progress.push_back({key.first, key.second, s.next_needed});
+  }
+  return EncodeProgress(progress);
+}
+
+void ZkReplicator::WriteProgress() {
+  // One write in flight at a time, at most one per progress_interval_ms; deliveries meanwhile
+  // are coalesced into the next one. Not more often: ZooKeeper answers a session's reads only
+  // after its earlier writes committed (fsync), so each progress write stalls our reads.
+  if (!progress_dirty_ || progress_inflight_ || !connected_) return;
+  const int64_t now = NowNanos();
+  if (now < next_progress_nanos_) return;
+  next_progress_nanos_ = now + static_cast<int64_t>(opts_.progress_interval_ms) * 1'000'000;
+  progress_dirty_ = false;
+  progress_inflight_ = true;
+  session_.Set(ConsumerPath(opts_.root, follower_id_), ProgressBytes(), OpTag::Make(OpTag::Type::kWriteProgress));
+  ++inflight_;
+}
+
+}  // namespace qrstore::replication::zookeeper

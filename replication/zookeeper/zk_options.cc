@@ -1,0 +1,102 @@
+// The replication.zookeeper.* config keys and their reading into ZkOptions (declared in
+// zk_replicator.h): plain functions, no state, no threads.
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "replication/zookeeper/zk_layout.h"
+#include "replication/zookeeper/zk_replicator.h"
+
+namespace qrstore::replication::zookeeper {
+
+void AddConfigKeys(ConfigSchema* schema) {
+  schema->AddString("replication.zookeeper.hosts", "",
+                    "ZooKeeper connect string host:port[,host:port...]; empty = $QRSTORE_ZK_HOSTS");
+  schema->AddString("replication.zookeeper.root", "/qrstore", "znode root of this deployment's streams");
+  schema->AddInt("replication.zookeeper.session_timeout_ms", 10000, 1000, 600000,
+                 "ZooKeeper session timeout (the server clamps it to [2, 20] ticks)");
+  schema->AddInt("replication.zookeeper.connect_timeout_ms", 15000, 100, 600000,
+                 "Start() fails with kUnavailable if no session is established by then");
+  schema->AddInt("replication.zookeeper.chunk_bytes", 900 * 1024, 1,
+                 static_cast<int64_t>(kMaxChunkBytes - kMarkerHeaderBytes),
+                 "payloads above this are split into chunks (ZooKeeper's znode limit is ~1 MB)");
+  schema->AddInt("replication.zookeeper.max_inflight", 256, 1, 65536,
+                 "outstanding asynchronous ZooKeeper requests per Replicator");
+  schema->AddInt("replication.zookeeper.max_inflight_bytes", 8ll << 20, 1, 1ll << 40,
+                 "payload bytes of outstanding requests per Replicator (ZooKeeper buffers them in its heap)");
+  schema->AddInt("replication.zookeeper.op_deadline_ms", 30000, 100, 3600000,
+                 "leader: a batch not durable after this long fails with kUnavailable");
+  schema->AddInt("replication.zookeeper.followers", 0, 0, 1000,
+                 "cleanup deletes consumed batches once this many followers registered progress (0 = keep all)");
+  schema->AddString("replication.zookeeper.follower_id", "",
+                    "follower: name of its progress znode ([A-Za-z0-9._-]); empty = auto (not stable across restarts)");
+  schema->AddInt("replication.zookeeper.retain_bytes", 32ll << 20, 0, 1ll << 40,
+                 "leader: payload bytes kept in ZooKeeper at most (its servers hold all data in memory): with "
+                 "followers > 0 the leader waits for them to consume; with 0, the oldest are deleted (0 = no limit)");
+  schema->AddInt("replication.zookeeper.cleanup_interval_ms", 100, 10, 600000,
+                 "leader: how often consumed batches are looked for");
+  schema->AddInt("replication.zookeeper.progress_interval_ms", 200, 1, 600000,
+                 "follower: at most one progress write per interval (each stalls the session's reads)");
+  schema->AddInt("replication.zookeeper.poll_ms", 1000, 10, 600000,
+                 "follower: re-check of awaited batches (safety net behind watches)");
+}
+
+Result<ZkOptions> OptionsFromConfig(const Config& config) {
+  ZkOptions o;
+  std::vector<std::string> errors;
+  o.hosts = config.GetString("replication.zookeeper.hosts");
+  if (o.hosts.empty()) {
+    const char* env = std::getenv("QRSTORE_ZK_HOSTS");
+    if (env != nullptr) o.hosts = env;
+  }
+  if (o.hosts.empty()) {
+    errors.push_back(
+        "replication.zookeeper.hosts: empty and $QRSTORE_ZK_HOSTS unset (start a server: scripts/zk-server.sh "
+        "start DIR)");
+  } else if (o.hosts.find(':') == std::string::npos) {
+    errors.push_back("replication.zookeeper.hosts: '" + o.hosts + "' is not a host:port[,host:port] list");
+  }
+  o.root = config.GetString("replication.zookeeper.root");
+  if (Status s = ValidateRoot(o.root); !s.ok()) errors.push_back(s.message());
+  const std::string& role = config.GetString("replication.role");
+  if (role == "leader") {
+    o.leader = true;
+  } else if (role == "follower") {
+    o.leader = false;
+  } else {
+    errors.push_back("replication.role: must be leader or follower for the zookeeper backend (got '" + role + "')");
+  }
+  int64_t groups = config.GetInt("replication.groups");
+  int64_t planners = config.GetInt("replication.planners");
+  if (groups < 1 || groups > 65536) errors.push_back("replication.groups: must be in [1, 65536]");
+  if (planners < 1 || planners > 65536) errors.push_back("replication.planners: must be in [1, 65536]");
+  if (groups * planners > 100000) {
+    errors.push_back("replication.groups x replication.planners: at most 100000 streams for the zookeeper backend");
+  }
+  o.groups = static_cast<uint32_t>(std::clamp<int64_t>(groups, 1, 65536));
+  o.planners = static_cast<uint32_t>(std::clamp<int64_t>(planners, 1, 65536));
+  o.session_timeout_ms = static_cast<int>(config.GetInt("replication.zookeeper.session_timeout_ms"));
+  o.connect_timeout_ms = static_cast<int>(config.GetInt("replication.zookeeper.connect_timeout_ms"));
+  o.chunk_bytes = static_cast<uint64_t>(config.GetInt("replication.zookeeper.chunk_bytes"));
+  o.max_inflight = static_cast<int>(config.GetInt("replication.zookeeper.max_inflight"));
+  o.max_inflight_bytes = static_cast<uint64_t>(config.GetInt("replication.zookeeper.max_inflight_bytes"));
+  o.op_deadline_ms = static_cast<int>(config.GetInt("replication.zookeeper.op_deadline_ms"));
+  o.followers = static_cast<int>(config.GetInt("replication.zookeeper.followers"));
+  o.follower_id = config.GetString("replication.zookeeper.follower_id");
+  if (!o.follower_id.empty()) {
+    if (Status s = ValidateFollowerId(o.follower_id); !s.ok()) errors.push_back(s.message());
+  }
+  o.cleanup_interval_ms = static_cast<int>(config.GetInt("replication.zookeeper.cleanup_interval_ms"));
+  o.retain_bytes = static_cast<uint64_t>(config.GetInt("replication.zookeeper.retain_bytes"));
+  o.poll_ms = static_cast<int>(config.GetInt("replication.zookeeper.poll_ms"));
+  o.progress_interval_ms = static_cast<int>(config.GetInt("replication.zookeeper.progress_interval_ms"));
+  if (!errors.empty()) {
+    std::string msg;
+    for (const auto& e : errors) msg += (msg.empty() ? "" : "; ") + e;
+    return Status::InvalidArgument(msg);
+  }
+  return o;
+}
+
+}  // namespace qrstore::replication::zookeeper

@@ -1,0 +1,254 @@
+// ZkReplicator: the ZooKeeper backend's Replicator (zk_replicator.h describes what it does and
+// promises), and the state its worker thread keeps per stream. Internal to
+// replication/zookeeper: only this folder's .cc files include it. The class is implemented in
+// several files, one part each:
+//   zk_replicator.cc  Start / Stop, the user-facing calls, stats, the factory and test hooks
+//   zk_worker.cc      the worker thread: event loop, session events, timers, shutdown
+//   zk_leader.cc      leader (writer) side: the Start scan, batch writes and acks, cleanup
+//   zk_follower.cc    follower (reader) side: progress at Start, fetches, delivery, progress writes
+//
+// Ownership and threads: CreateZkReplicator returns it to the caller, who owns it. Start and
+// Stop run on one controlling thread; ReplicateData, ReceiveData, NextBatchId, stats and the
+// test hooks may run on any thread and touch only the members under "Shared with user threads".
+// Everything under "Owned by the worker thread" belongs to the one thread Start creates,
+// "zk-leader" or "zk-follower" (and to Start itself before that thread exists); ZooKeeper's
+// client threads only push into inbox_ (zk_session.h), and user callbacks run on the worker.
+//
+// Invariants (on the worker thread): inflight_ and inflight_bytes_ count the requests issued on
+// the current session that have no completion yet (and their Charge()d cost); Recreate resets
+// both with the session, and completions of older sessions are dropped. A stream's OutBatches
+// have consecutive ids and are acknowledged in that order; its markers are issued in that order
+// (followers rely on it, see zk_layout.h). A leader uses out_ only, a follower in_ only.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/bounded_queue.h"
+#include "common/logging.h"
+#include "common/thread.h"
+#include "replication/zookeeper/zk_layout.h"
+#include "replication/zookeeper/zk_replicator.h"
+#include "replication/zookeeper/zk_session.h"
+
+namespace qrstore::replication::zookeeper {
+
+using StreamKey = std::pair<uint32_t, uint32_t>;  // (group, planner)
+
+inline constexpr size_t kRequestQueueCapacity = 1024;
+
+inline std::string StreamName(uint32_t g, uint32_t p) { return "g" + std::to_string(g) + "/p" + std::to_string(p); }
+
+struct Request {
+  bool replicate = true;  // else receive
+  ReplicateMeta meta;
+  std::string bytes;
+  ReplicateCallback replicate_cb;
+  ReceiveCallback receive_cb;
+};
+
+// ---- leader state (owned by the zk-leader thread) ----
+enum class PartState : uint8_t { kNeed, kInFlight, kDone };
+enum class MarkerState : uint8_t { kWaitChunks, kReady, kInFlight, kDone };
+
+struct OutBatch {
+  ReplicateMeta meta;
+  std::string payload;
+  MarkerHeader header;
+  ReplicateCallback cb;
+  std::vector<PartState> chunks;  // index 0 unused (inline in the marker)
+  uint32_t chunks_done = 0;       // of chunks 1..n-1
+  MarkerState marker = MarkerState::kWaitChunks;
+  uint64_t marker_attempt = 0;  // bumped when an in-flight marker create is written off
+  bool started = false;         // some request of it was issued
+  int64_t deadline_nanos = 0;
+};
+
+struct OutStream {
+  uint64_t next_id = 0;                // id the next ReplicateData must carry
+  std::deque<OutBatch> batches;        // admitted, not yet acknowledged; consecutive ids
+  struct Live {
+    uint32_t chunks = 1;
+    uint64_t bytes = 0;  // payload bytes; 0 when unknown (found by the Start scan)
+  };
+  std::map<uint64_t, Live> live;       // acknowledged batches still in ZooKeeper
+  uint64_t live_bytes = 0;             // sum of live[].bytes
+  // Leftovers of a crashed writer found by the Start scan, deleted before this process first
+  // writes the stream (not at Start: only a process that actually writes the stream may
+  // touch it). Batch writes wait until the fence is empty.
+  std::set<std::string> fence;
+  size_t fence_inflight = 0;
+  bool broken = false;
+  std::string broken_reason;
+};
+
+// ---- follower state (owned by the zk-follower thread) ----
+enum class FetchState : uint8_t { kStart, kGetMarker, kExists, kWaitCreated, kChunks, kReady };
+
+struct Fetch {
+  ReplicateMeta meta;
+  ReceiveCallback cb;
+  FetchState state = FetchState::kStart;
+  uint64_t attempt = 0;
+  int64_t not_before_nanos = 0;
+  MarkerHeader header;
+  int64_t czxid = 0;
+  std::vector<std::string> parts;
+  std::vector<PartState> part_state;
+  uint32_t parts_done = 0;
+  std::string bytes;  // kReady
+  int corrupt = 0;
+};
+
+struct InStream {
+  std::map<uint64_t, Fetch> fetches;  // outstanding requests by batch id
+  uint64_t next_needed = 0;           // last delivered + 1 (progress)
+  bool have_last = false;
+  uint64_t last_id = 0;               // last delivered id and its marker's creation zxid
+  int64_t last_czxid = 0;
+  uint64_t last_marker_bytes = 0;     // size of the last marker read (cost estimate)
+};
+
+class ZkReplicator final : public Replicator {
+ public:
+  explicit ZkReplicator(ZkOptions o)
+      : opts_(std::move(o)),
+        log_(Logger("zk")),
+        ident_(std::string("[zk ") + (opts_.leader ? "leader" : "follower") + " " + opts_.root + "] "),
+        requests_(kRequestQueueCapacity),
+        session_(&inbox_) {}
+  ~ZkReplicator() override { Stop(); }
+
+  Status Start() override;
+  void Stop() override;
+  void ReplicateData(const ReplicateMeta& meta, std::string bytes, ReplicateCallback cb) override;
+  void ReceiveData(const ReplicateMeta& meta, ReceiveCallback cb) override;
+  Result<uint64_t> NextBatchId(uint32_t group, uint32_t planner) const override;
+  bool IsLeader(uint32_t group) const override { return opts_.leader && group < opts_.groups; }
+  std::string Name() const override { return "zookeeper"; }
+
+  ZkStats stats() const;
+  Status ForceSessionExpiry();
+  std::string CurrentServer() const { return session_.CurrentServer(); }
+
+ private:
+  // Whether a request of `cost` bytes may go out now: both the count and the byte budget
+  // bound what this process has outstanding at ZooKeeper (whose servers buffer it all in their
+  // heap); one request always may, however large.
+  bool CanIssue(uint64_t cost) const {
+    return inflight_ < opts_.max_inflight &&
+           (inflight_bytes_ == 0 || inflight_bytes_ + cost <= opts_.max_inflight_bytes);
+  }
+  void Charge(OpTag* t, uint64_t cost) {
+    t->cost = cost;
+    inflight_bytes_ += cost;
+  }
+  // Leader with registered followers: too much written that they have not consumed yet.
+  bool HeldBack() const {
+    return opts_.followers > 0 && opts_.retain_bytes > 0 && retained_bytes_ >= opts_.retain_bytes;
+  }
+  bool InRange(const ReplicateMeta& m) const { return m.group < opts_.groups && m.planner < opts_.planners; }
+  // Start-up, on Start's thread (zk_replicator.cc; ScanStream in zk_leader.cc, LoadProgress in
+  // zk_follower.cc). PublishNext (zk_replicator.cc) also runs on the worker thread.
+  Status WaitConnected(int64_t deadline_nanos);
+  Status SyncRetry(const char* what, const std::string& path, int64_t deadline_nanos, const std::function<int()>& op,
+                   std::initializer_list<int> accepted, int* rc_out = nullptr);
+  Status EnsurePath(const std::string& path, int64_t deadline_nanos);
+  Status ScanStream(uint32_t g, uint32_t p, int64_t deadline_nanos);
+  Status LoadProgress(int64_t deadline_nanos);
+  void PublishNext(const StreamKey& key, uint64_t next);
+
+  // The worker thread (zk_worker.cc).
+  void Run();
+  void Shutdown();
+  void HandleEvent(ZkEvent& ev);
+  void HandleSession(const ZkEvent& ev);
+  void Recreate(const char* why);
+  void NoteRetry(int rc);
+  int64_t OnTimers(int64_t now);
+
+  // Leader (zk_leader.cc).
+  void AdmitReplicate(Request r);
+  void PumpLeader();
+  void LeaderCompletion(ZkEvent& ev);
+  OutBatch* FindBatch(const OpTag& t);
+  void AckFront(OutStream& s);
+  void FailStream(const StreamKey& key, OutStream& s, const Status& status);
+  void StartCleanup();
+  void CleanupCompletion(ZkEvent& ev);
+  void FinishCleanupRound();
+  void DeleteBatch(const StreamKey& key, OutStream& s);  // the oldest live batch of s
+
+  // Follower (zk_follower.cc).
+  void AdmitReceive(Request r);
+  void PumpFollower();
+  void FollowerCompletion(ZkEvent& ev);
+  void FollowerWatch(const ZkEvent& ev);
+  void RestartFetch(Fetch& f, int64_t not_before_nanos);
+  void Assemble(InStream& s, Fetch& f);
+  void DeliverReady(const StreamKey& key, InStream& s);
+  void WriteProgress();
+  std::string ProgressBytes() const;
+
+  std::string MarkerPath(uint32_t g, uint32_t p, uint64_t id) const {
+    return StreamPath(opts_.root, g, p) + "/" + MarkerName(id);
+  }
+  std::string ChunkPath(uint32_t g, uint32_t p, uint64_t id, uint32_t k) const {
+    return StreamPath(opts_.root, g, p) + "/" + ChunkName(id, k);
+  }
+
+  const ZkOptions opts_;
+  std::shared_ptr<spdlog::logger> log_;
+  const std::string ident_;
+
+  // Shared with user threads.
+  Inbox inbox_;
+  BoundedQueue<Request> requests_;
+  std::atomic<bool> running_{false};   // Start succeeded and Stop not begun (acquire/release)
+  std::atomic<bool> stopping_{false};  // release by Stop, acquire by the worker
+  mutable std::mutex next_mu_;         // NextBatchId is read from any thread
+  std::map<StreamKey, uint64_t> next_ids_;      // guarded by next_mu_
+  std::set<StreamKey> broken_;                  // guarded by next_mu_
+  struct Counters {
+    std::atomic<uint64_t> acked{0}, delivered{0}, retried{0}, verified{0}, sessions{0}, losses{0}, deleted{0},
+        stale{0}, evicted{0}, gone{0};
+  } counters_;  // relaxed: statistics only
+
+  // Owned by the worker thread (and by Start before the thread exists).
+  ZkSession session_;
+  bool connected_ = false;
+  bool reopen_pending_ = false;
+  int inflight_ = 0;  // requests of the current session without their completion yet
+  uint64_t inflight_bytes_ = 0;  // their cost (payload bytes sent or expected back)
+  std::map<StreamKey, OutStream> out_;
+  size_t admitted_ = 0;  // OutBatches across streams
+  int64_t next_cleanup_nanos_ = 0;
+  uint64_t retained_bytes_ = 0;  // sum of out_[].live_bytes
+  int64_t next_stats_nanos_ = 0;
+  uint64_t last_stats_activity_ = 0;
+  bool cleanup_inflight_ = false;
+  uint64_t cleanup_round_ = 0;
+  size_t consumers_pending_ = 0;
+  bool cleanup_failed_ = false;
+  bool retention_warned_ = false;
+  std::vector<std::vector<StreamProgress>> consumer_progress_;
+  std::map<StreamKey, InStream> in_;
+  std::string follower_id_;
+  bool progress_dirty_ = false;
+  bool progress_inflight_ = false;
+  int64_t next_progress_nanos_ = 0;
+  int64_t next_poll_nanos_ = 0;
+  NamedThread thread_;
+};
+
+}  // namespace qrstore::replication::zookeeper
