@@ -249,8 +249,13 @@ int64_t ZkReplicator::OnTimers(int64_t now) {
         }
       }
     }
-    if (waiting) wake = std::min(wake, next_poll_nanos_);
-    if (progress_dirty_) wake = std::min(wake, std::max(next_progress_nanos_, now + 1'000'000));
+    // Disconnected, the poll and the progress write wait for the session (or the next busy tick):
+    // a deadline already past would make the worker spin (seen: a follower at 50% of a core
+    // while its ZooKeeper was down).
+    if (waiting) wake = std::min(wake, connected_ ? next_poll_nanos_ : now + kBusyTickNanos);
+    if (progress_dirty_) {
+      wake = std::min(wake, connected_ ? std::max(next_progress_nanos_, now + 1'000'000) : now + kBusyTickNanos);
+    }
   }
   if (busy) wake = std::min(wake, now + kBusyTickNanos);
   return wake;

@@ -48,5 +48,18 @@ r = qp.Reader(f[1]); r.u64(); [r.string() for _ in range(6)]; r.varint(); r.vari
   done
   note "follower $n applied $got batches >= every acknowledged batch ($acked)"
 done
-qr_down "$cfg" || true
+# With their ZooKeeper gone, followers waiting for the next batch must wait, not spin (they once
+# burned half a core each: a poll deadline in the past while disconnected): at most 10% of a core
+# each over 3 s, once the loss is noticed.
+kill -KILL "$zk_pid"
+sleep 4
+declare -A t0
+for n in n1 n2; do t0[$n]="$(awk '{print $14 + $15}' "/proc/$(cat "$QRSTORE_RUN_DIR/replfail/$n.pid")/stat")"; done
+sleep 3
+for n in n1 n2; do
+  used=$(($(awk '{print $14 + $15}' "/proc/$(cat "$QRSTORE_RUN_DIR/replfail/$n.pid")/stat") - ${t0[$n]}))
+  ((used <= 30)) || fail "follower $n used $used CPU ticks in 3 s with ZooKeeper gone (spinning?)"
+  note "follower $n idle with ZooKeeper gone: $used ticks in 3 s"
+done
+QRSTORE_STOP_TIMEOUT_S=30 qr_down "$cfg" >/dev/null 2>&1 || true
 echo PASS
