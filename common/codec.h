@@ -30,13 +30,20 @@ class Writer {
     std::memcpy(&bits, &v, sizeof bits);
     PutFixed(bits);
   }
-  // LEB128 unsigned varint (1..10 bytes).
+  // LEB128 unsigned varint (1..10 bytes), built in a register-sized buffer and appended once.
   void PutVarint(uint64_t v) {
+    char tmp[kMaxVarintBytes];
+    buf_.append(tmp, static_cast<size_t>(EncodeVarint(tmp, v) - tmp));
+  }
+  static constexpr size_t kMaxVarintBytes = 10;
+  // Writes v's varint at p (room for kMaxVarintBytes needed); returns the end.
+  static char* EncodeVarint(char* p, uint64_t v) {
     while (v >= 0x80) {
-      buf_.push_back(static_cast<char>((v & 0x7f) | 0x80));
+      *p++ = static_cast<char>((v & 0x7f) | 0x80);
       v >>= 7;
     }
-    buf_.push_back(static_cast<char>(v));
+    *p++ = static_cast<char>(v);
+    return p;
   }
   // Varint length, then the bytes.
   void PutBytes(std::string_view bytes) {
@@ -83,7 +90,32 @@ class Reader {
     std::memcpy(v, &bits, sizeof bits);
     return true;
   }
-  bool GetVarint(uint64_t* v) {
+  __attribute__((always_inline)) bool GetVarint(uint64_t* v) {
+    // Most varints on the hot paths (kinds, deltas, small counts) are one byte: inline that.
+    if (__builtin_expect(p_ != end_ && static_cast<uint8_t>(*p_) < 0x80, 1)) {
+      *v = static_cast<uint8_t>(*p_++);
+      return true;
+    }
+    return GetVarintSlow(v);
+  }
+  bool GetVarintSlow(uint64_t* v) {
+    if (remaining() >= 10) {
+      // Ten bytes are there whatever the value: no bounds check per byte, loop unrolled.
+      const auto* q = reinterpret_cast<const uint8_t*>(p_);
+      uint64_t result = 0;
+#pragma GCC unroll 10
+      for (int i = 0; i < 10; ++i) {
+        const uint64_t byte = q[i];
+        result |= (byte & 0x7f) << (7 * i);
+        if (byte < 0x80) {
+          if (i == 9 && byte > 1) return Fail();  // overflow past 64 bits
+          p_ += i + 1;
+          *v = result;
+          return true;
+        }
+      }
+      return Fail();
+    }
     uint64_t result = 0;
     for (int shift = 0; shift <= 63; shift += 7) {
       if (p_ >= end_) return Fail();
