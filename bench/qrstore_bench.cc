@@ -260,9 +260,7 @@ int Main(int argc, char** argv) {
     inputs.Bool("verify", verify);
     inputs.Bool("raw_loop", raw_loop);
     inputs.Str("dump_state", dump_path);
-    std::string ov = "[";
-    for (size_t i = 0; i < cli.overrides().size(); ++i) ov += (i ? "," : "") + JsonString(cli.overrides()[i]);
-    inputs.Raw("overrides", ov + "]");
+    inputs.Raw("overrides", JsonStringArray(cli.overrides()));
 
     JsonObject j;
     j.Str("workload", kind);

@@ -1,54 +1,37 @@
-// Output helpers shared by the benchmark programs (qrstore-bench, qrstore-client): number and
-// hex formatting, and a flat JSON object built field by field (their --json last line).
-// Pure functions and a value type; any thread.
+// Output helpers shared by the benchmark programs (qrstore-bench, qrstore-client) and the
+// verifiers: number and hex formatting, and a flat JSON object built field by field (their
+// --json last line). Pure functions and a value type; any thread.
+//
+// JSON produced here is always valid (RFC 8259): strings are escaped (quote, backslash, control
+// characters), and a number that is not finite (NaN, +-inf: a mean over nothing, a division by
+// a zero window) is written as null rather than as "nan", which no JSON parser accepts.
 #pragma once
 
-#include <cinttypes>
 #include <cstdint>
-#include <cstdio>
 #include <string>
+#include <vector>
 
 namespace qrstore::bench {
 
-inline std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
-  return buf;
-}
+// 16 lower-case hex digits.
+std::string Hex(uint64_t v);
+// %.6g: compact, enough digits for measured figures ("nan"/"inf" when not finite: for humans).
+std::string Num(double v);
+// A JSON number (%.6g), or null when `v` is not finite.
+std::string JsonNumber(double v);
+// A JSON string literal holding `s` (UTF-8 bytes are passed through).
+std::string JsonString(const std::string& s);
+// A JSON array of string literals.
+std::string JsonStringArray(const std::vector<std::string>& items);
 
-// %.6g: compact, enough digits for measured figures.
-inline std::string Num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
-
-inline std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
-// A flat JSON object built field by field, in insertion order.
+// A flat JSON object built field by field, in insertion order. Keys are not checked for
+// duplicates (the callers use fixed, distinct keys).
 class JsonObject {
  public:
-  void Raw(const std::string& key, const std::string& json) {
-    body_ += (body_.empty() ? "" : ",") + JsonString(key) + ":" + json;
-  }
+  void Raw(const std::string& key, const std::string& json);  // `json` must be a JSON value
   void Str(const std::string& key, const std::string& v) { Raw(key, JsonString(v)); }
   void Int(const std::string& key, uint64_t v) { Raw(key, std::to_string(v)); }
-  void Dbl(const std::string& key, double v) { Raw(key, Num(v)); }
+  void Dbl(const std::string& key, double v) { Raw(key, JsonNumber(v)); }
   void Bool(const std::string& key, bool v) { Raw(key, v ? "true" : "false"); }
   bool empty() const { return body_.empty(); }
   std::string Done() const { return "{" + body_ + "}"; }

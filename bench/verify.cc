@@ -5,17 +5,12 @@
 #include <cstdio>
 #include <unordered_set>
 
+#include "bench/report.h"
 #include "storage/table.h"
 #include "workloads/reference_executor.h"
 
 namespace qrstore::bench {
 namespace {
-
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
-  return buf;
-}
 
 std::string Where(uint64_t seq, const OutcomeRecord& o) {
   return "txn #" + std::to_string(seq) + " (id " + Hex(o.txn_id) + ", batch " + std::to_string(o.batch) +
