@@ -41,7 +41,7 @@ const std::set<std::string>& Ignored() {
   static const std::set<std::string> s = {"workload",         "threadcount",   "table",
                                           "fieldnameprefix",  "measurementtype", "histogram.buckets",
                                           "insertorder",      "insertstart",     "insertcount",
-                                          "maxexecutiontime", "writeallfields",  "hotspotdatafraction",
+                                          "maxexecutiontime", "hotspotdatafraction",
                                           "hotspotopnfraction", "status.interval", "exporter",
                                           "dataintegrity",    "zeropadding"};
   return s;
@@ -116,6 +116,9 @@ Result<YcsbProperties> ParseYcsbProperties(const std::string& text, const std::s
   const std::string dist = props.count("requestdistribution") ? props["requestdistribution"].first : "uniform";
   if (dist == "uniform") {
     out.overrides.push_back("ycsb.theta=0");
+    if (props.count("zipfianconstant")) {
+      out.warnings.push_back(where("zipfianconstant") + " is ignored: requestdistribution is uniform");
+    }
   } else if (dist == "zipfian") {
     out.overrides.push_back("ycsb.theta=" + Fmt(num("zipfianconstant", 0.99)));
   } else {
@@ -128,10 +131,14 @@ Result<YcsbProperties> ParseYcsbProperties(const std::string& text, const std::s
   if (props.count("readallfields") && props["readallfields"].first != "true") {
     errors.push_back(where("readallfields") + ": qrstore reads return the whole record; use true");
   }
+  if (props.count("writeallfields") && props["writeallfields"].first != "false") {
+    errors.push_back(where("writeallfields") +
+                     ": qrstore updates write the counter and one field, not every field; use false");
+  }
   static const std::set<std::string> used = {
       "recordcount",    "fieldcount",      "fieldlength",     "qrstore.opspertxn", "operationcount",
       "readproportion", "updateproportion", "insertproportion", "scanproportion",   "readmodifywriteproportion",
-      "requestdistribution", "zipfianconstant", "fieldlengthdistribution", "readallfields"};
+      "requestdistribution", "zipfianconstant", "fieldlengthdistribution", "readallfields", "writeallfields"};
   for (const auto& [name, v] : props) {
     if (used.count(name)) continue;
     if (Ignored().count(name)) {

@@ -9,7 +9,10 @@
 // does), and the qrstore extension qrstore.opspertxn (ycsb.ops_per_txn: YCSB-T operations per
 // transaction). Refused with an error naming the property: insert, scan and read-modify-write
 // proportions above 0, request distributions qrstore does not generate (latest, hotspot,
-// exponential, sequential), non-constant field lengths, readallfields=false. Known YCSB
+// exponential, sequential), non-constant field lengths, readallfields=false, writeallfields=true
+// (an update writes the counter and one field). A zipfianconstant with a uniform distribution is
+// named in a warning. recordcount/fieldcount/fieldlength describe the servers' table: the caller
+// (qrstore-client) refuses values that differ from the cluster config's. Known YCSB
 // properties that do not apply here (workload, threadcount, table, measurementtype, ...) and
 // unknown properties are named in warnings.
 // Pure functions; any thread.
