@@ -3,267 +3,328 @@
 #include <algorithm>
 #include <chrono>
 
-#include "bench/report.h"
-#include "bench/verify.h"
-#include "workloads/reference_executor.h"
 #include "common/clock.h"
+#include "common/logging.h"
 
 namespace qrstore::bench {
 
 namespace proto = cluster::proto;
 using proto::ResultCode;
 
-Status Driver::Connect(const std::string& address, int timeout_ms) {
-  auto c = cluster::ClientConnection::Connect(address, timeout_ms, std::to_string(index_),
-                                              [this](uint8_t type, std::string_view body) { OnFrame(type, body); });
+void ErrorLog::Note(const std::string& e, bool is_error) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (is_error) ++count_;
+  if (first_.size() < kKeep) first_.push_back(e);
+}
+
+std::vector<std::string> ErrorLog::first() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return first_;
+}
+
+uint64_t ErrorLog::count() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return count_;
+}
+
+void RunSignal::Notify() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    ++events_;
+  }
+  cv_.notify_all();
+}
+
+uint64_t RunSignal::WaitFor(uint64_t seen, int64_t timeout_ns) {
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_.wait_for(lk, std::chrono::nanoseconds(std::max<int64_t>(timeout_ns, 0)), [&] { return events_ != seen; });
+  return events_;
+}
+
+Status LoadConnection::Connect(const std::string& address) {
+  address_ = address;  // before the reader thread starts: it names the connection with it
+  cluster::ClientConnectionOptions o;
+  o.name = std::to_string(cfg_.index);
+  o.connect_timeout_ms = cfg_.connect_timeout_ms;
+  o.max_frame_bytes = cfg_.max_frame_bytes;
+  o.on_frame = [this](uint8_t type, std::string_view body) { return OnFrame(type, body); };
+  o.on_close = [this](const Status& why) { OnClose(why); };
+  auto c = cluster::ClientConnection::Connect(address, std::move(o));
   if (!c.ok()) return c.status();
   conn_ = std::move(c).value();
   return Status::Ok();
 }
 
-Result<std::string> Driver::Probe(int timeout_ms) {
-  proto::TxnRequestWriter w;
-  w.Begin(0);
+Result<std::string> LoadConnection::Probe(int timeout_ms) {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    pending_[0] = Req{NowNanos(), 0, 0};
+    probing_ = true;
+    pending_.push_back(Req{0, NowNanos(), 0, 0});
   }
-  QR_RETURN_IF_ERROR(conn_->Send(proto::Frame(proto::MsgType::kTxnRequest, w.Finish())));
-  std::unique_lock<std::mutex> lk(mu_);
-  if (!cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] { return pending_.empty() || !conn_->open(); })) {
-    return Status::Timeout("no answer from " + conn_->address() + " within " + std::to_string(timeout_ms) + " ms");
-  }
-  if (!redirect_.empty()) return redirect_;
-  if (!pending_.empty()) return conn_->status().ok() ? Status::Unavailable("connection closed") : conn_->status();
-  return std::string();
-}
-
-bool Driver::Drain(int64_t deadline_ns) {
-  thread_.Join();
-  std::unique_lock<std::mutex> lk(mu_);
-  while (!pending_.empty() && conn_->open()) {
-    const int64_t left = deadline_ns - NowNanos();
-    if (left <= 0) return false;
-    cv_.wait_for(lk, std::chrono::nanoseconds(std::min<int64_t>(left, 100'000'000)));
-  }
-  return pending_.empty();
-}
-
-void Driver::Loop() {
   proto::TxnRequestWriter w;
-  uint64_t request_id = 1;
-  while (true) {
-    uint32_t n = 0;
-    {
-      std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [&] {
-        return stop_ || totals_->stop_sending.load() || !conn_->open() || inflight_ + per_request_ <= outstanding_ ||
-               inflight_ == 0;
-      });
-      if (stop_ || totals_->stop_sending.load() || !conn_->open()) return;
-      const uint64_t left = quota_ - sent_.load();
-      n = static_cast<uint32_t>(std::min<uint64_t>(per_request_, left));
-      if (n == 0) return;
-      inflight_ += n;
-    }
-    const uint64_t first = sent_.load();
-    w.Begin(request_id);
-    for (uint32_t i = 0; i < n; ++i) w.Add(gen_->Next());
-    const std::string frame = proto::Frame(proto::MsgType::kTxnRequest, w.Finish());
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      pending_[request_id] = Req{NowNanos(), first, n};
-    }
-    sent_.fetch_add(n);
-    ++request_id;
-    if (!conn_->Send(frame).ok()) return;  // the reader notes why; Drain sees it
+  w.Begin(0);
+  QR_RETURN_IF_ERROR(conn_->Send(proto::MsgType::kTxnRequest, w.Finish()));
+  std::unique_lock<std::mutex> lk(mu_);
+  const bool answered = cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] { return !probing_ || closed_; });
+  if (!answered) {
+    return Status::Timeout("no answer from " + address_ + " within " + std::to_string(timeout_ms) + " ms");
   }
+  if (probing_) {  // closed first
+    Status s = conn_->status();
+    return s.ok() ? Status::Unavailable(address_ + " closed the connection") : s;
+  }
+  if (!probe_error_.ok()) return probe_error_;
+  return probe_redirect_;
 }
 
-void Driver::OnFrame(uint8_t type, std::string_view body) {
-  const int64_t now = NowNanos();
-  switch (static_cast<proto::MsgType>(type)) {
-    case proto::MsgType::kTxnReply: {
-      if (Status st = proto::DecodeTxnReply(body, &reply_); !st.ok()) return Broken("a malformed reply: " + st.message());
-      Req req;
-      {
-        std::lock_guard<std::mutex> lk(mu_);
-        auto it = pending_.find(reply_.request_id);
-        if (it == pending_.end()) return Broken("a reply to request " + std::to_string(reply_.request_id) + " never sent");
-        req = it->second;
-        pending_.erase(it);
-      }
-      if (req.count != reply_.results.size()) {
-        return Broken("request " + std::to_string(reply_.request_id) + ": " + std::to_string(reply_.results.size()) +
-                      " results for " + std::to_string(req.count) + " txns");
-      }
-      Account(req, now);
-      break;
-    }
-    case proto::MsgType::kError: {
-      proto::ErrorReply e;
-      if (!proto::DecodeError(body, &e).ok()) return Broken("a malformed error reply");
-      Req req;
-      bool found = false;
-      {
-        std::lock_guard<std::mutex> lk(mu_);
-        auto it = pending_.find(e.request_id);
-        if (it != pending_.end()) {
-          req = it->second;
-          pending_.erase(it);
-          found = true;
-        }
-      }
-      std::lock_guard<std::mutex> lk(totals_->mu);
-      ++totals_->errors;
-      totals_->stop_sending = true;
-      totals_->Note(std::string("error reply: ") + StatusCodeName(e.code) + ": " + e.message);
-      if (found) totals_->failed += req.count;
-      if (found) totals_->accounted += req.count;
-      if (found) {
-        std::lock_guard<std::mutex> lk2(mu_);
-        inflight_ -= req.count;
-      }
-      break;
-    }
-    case proto::MsgType::kNotLeader: {
-      proto::NotLeaderReply nl;
-      if (!proto::DecodeNotLeader(body, &nl).ok()) return Broken("a malformed not-leader reply");
+void LoadConnection::Start() {
+  sender_ = NamedThread("cli-send-" + std::to_string(cfg_.index), [this] {
+    SendLoop();
+    {
       std::lock_guard<std::mutex> lk(mu_);
-      redirect_ = nl.leader_address.empty() ? "?" : nl.leader_address;
-      pending_.erase(nl.request_id);
-      break;
+      sender_exited_ = true;
     }
-    default:
-      return Broken("an unexpected message type " + std::to_string(type));
+    signal_->Notify();
+  });
+}
+
+void LoadConnection::StopSending() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
   }
   cv_.notify_all();
 }
 
-void Driver::Account(const Req& req, int64_t now) {
-  uint64_t committed = 0, aborted = 0, rejected = 0, failed = 0;
+void LoadConnection::Shutdown(Status why) {
+  StopSending();
+  if (conn_) conn_->Shutdown(std::move(why));
+}
+
+void LoadConnection::Finish() {
+  StopSending();
+  if (conn_) conn_->Shutdown(Status::Ok());  // unblocks a sender inside Send
+  sender_.Join();
+  if (conn_) conn_->Close();
+}
+
+bool LoadConnection::Done() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return sender_done_ && pending_.empty();
+}
+
+bool LoadConnection::Idle() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return closed_ || (sender_exited_ && pending_.empty());
+}
+
+bool LoadConnection::Broken() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return broken_;
+}
+
+uint64_t LoadConnection::inflight() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return inflight_;
+}
+
+void LoadConnection::SendLoop() {
+  proto::TxnRequestWriter w;
+  uint64_t next_id = 1;
+  for (;;) {
+    uint32_t n = 0;
+    uint64_t first = 0;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      const uint64_t left = cfg_.quota - sent_.load(std::memory_order_relaxed);
+      n = static_cast<uint32_t>(std::min<uint64_t>(cfg_.per_request, left));
+      if (n == 0) {
+        sender_done_ = true;
+        const bool done = pending_.empty();
+        lk.unlock();
+        if (done) signal_->Notify();
+        return;
+      }
+      cv_.wait(lk, [&] { return stop_ || closed_ || signal_->stopping() || inflight_ + n <= cfg_.outstanding; });
+      if (stop_ || closed_ || signal_->stopping()) return;
+      inflight_ += n;
+      first = sent_.load(std::memory_order_relaxed);
+    }
+    w.Begin(next_id);
+    for (uint32_t i = 0; i < n; ++i) w.Add(gen_->Next());
+    const std::string body = w.Finish();
+    {
+      // Registered before it is sent, so the reader (which takes mu_) always finds it.
+      std::lock_guard<std::mutex> lk(mu_);
+      pending_.push_back(Req{next_id, NowNanos(), first, n});
+    }
+    sent_.store(first + n, std::memory_order_relaxed);
+    ++next_id;
+    if (!conn_->Send(proto::MsgType::kTxnRequest, body).ok()) return;  // on_close says why
+  }
+}
+
+Status LoadConnection::OnFrame(uint8_t type, std::string_view body) {
+  const int64_t now = NowNanos();
+  switch (static_cast<proto::MsgType>(type)) {
+    case proto::MsgType::kTxnReply:
+      return OnReply(body, now);
+    case proto::MsgType::kError: {
+      proto::ErrorReply e;
+      if (!proto::DecodeError(body, &e).ok()) return Violation("a malformed error reply");
+      const std::string what = std::string("error reply to request ") + std::to_string(e.request_id) + ": " +
+                               StatusCodeName(e.code) + ": " + e.message;
+      std::optional<Req> req = Take(e.request_id, /*front_only=*/false);
+      if (!req) {
+        // Unreadable, or for a request we do not have in flight: some request's txns may never be
+        // answered, so the connection is out of step.
+        return Violation(what + " (matches no request in flight)");
+      }
+      errors_->Note(Who() + ": " + what);
+      counts_.failed.fetch_add(req->count, std::memory_order_relaxed);
+      counts_.results.fetch_add(req->count, std::memory_order_relaxed);
+      if (req->count == 0) EndProbe("", Status::Unavailable(address_ + ": " + what));
+      FailRun();
+      Released();
+      return Status::Ok();
+    }
+    case proto::MsgType::kNotLeader: {
+      proto::NotLeaderReply nl;
+      if (!proto::DecodeNotLeader(body, &nl).ok()) return Violation("a malformed not-leader reply");
+      std::optional<Req> req = Take(nl.request_id, /*front_only=*/false);
+      if (req && req->count == 0) {  // the probe
+        EndProbe(nl.leader_address, nl.leader_address.empty()
+                                        ? Status::Unavailable(address_ + " is not the leader and does not know who is")
+                                        : Status::Ok());
+        Released();
+        return Status::Ok();
+      }
+      // Mid-run: the node no longer takes transactions (failover is not followed): the request's
+      // txns failed, and so would every later one here.
+      if (req) {
+        counts_.failed.fetch_add(req->count, std::memory_order_relaxed);
+        counts_.results.fetch_add(req->count, std::memory_order_relaxed);
+      }
+      FailRun();
+      return Status::Unavailable(Who() + ": not the leader (any more): it names " +
+                                 (nl.leader_node.empty() ? std::string("no leader")
+                                                         : nl.leader_node + " at " + nl.leader_address));
+    }
+    default:
+      return Violation("an unexpected message of type " + std::to_string(type));
+  }
+}
+
+Status LoadConnection::OnReply(std::string_view body, int64_t now) {
+  if (Status st = proto::DecodeTxnReply(body, &reply_); !st.ok()) return Violation(st.message());
+  std::optional<Req> req = Take(reply_.request_id, /*front_only=*/true);
+  if (!req) {
+    return Violation("a reply to request " + std::to_string(reply_.request_id) +
+                     ", which is not the oldest request in flight (replies must come in request order)");
+  }
+  if (req->count != reply_.results.size()) {
+    return Violation("request " + std::to_string(req->id) + ": " + std::to_string(reply_.results.size()) +
+                     " results for " + std::to_string(req->count) + " txns");
+  }
+  if (req->count == 0) EndProbe("", Status::Ok());
   const bool in_window = window_->In(now);
-  std::lock_guard<std::mutex> lk(totals_->mu);
+  const int64_t latency = now - req->send_ns;
+  uint64_t committed = 0, aborted = 0, rejected = 0, failed = 0, acked = 0;
   for (size_t i = 0; i < reply_.results.size(); ++i) {
     const proto::TxnResult& r = reply_.results[i];
     switch (r.code) {
       case ResultCode::kCommitted:
         ++committed;
-        if (in_window) totals_->latency_ns.Record(now - req.send_ns);
+        if (in_window) latency_ns_.Record(latency);
+        acked = std::max(acked, r.batch + 1);
         break;
       case ResultCode::kAbortedLogic:
       case ResultCode::kAbortedCascade:
         ++aborted;
+        acked = std::max(acked, r.batch + 1);
         break;
       case ResultCode::kRejected:
-        ++rejected;
-        totals_->Note("rejected: " + std::string(r.detail));
+        if (rejected++ == 0) errors_->Note(Who() + ": rejected: " + std::string(r.detail), false);
         break;
       case ResultCode::kFailed:
-        ++failed;
-        totals_->stop_sending = true;
-        totals_->Note("failed: " + std::string(r.detail));
+        if (failed++ == 0) errors_->Note(Who() + ": failed: " + std::string(r.detail), false);
         break;
     }
-    if (totals_->keep_records) {
-      if (totals_->records.size() < totals_->verify_cap) {
-        totals_->records.push_back(VerifyRecord{req.first_seq + i, r.batch, ReadsHash(r.values), r.planner, r.index,
-                                                static_cast<uint16_t>(index_), static_cast<uint8_t>(r.code)});
-      } else {
-        totals_->verify_overflow = true;
-      }
+    if (cfg_.keep_records) {
+      records_.push_back(ClientTxnRecord{req->first_seq + i, r.batch,
+                                         r.code == ResultCode::kCommitted ? ReadsHash(r.values) : 0, r.planner, r.index,
+                                         static_cast<uint16_t>(cfg_.index), static_cast<uint8_t>(r.code)});
     }
   }
-  for (const proto::TxnResult& r : reply_.results) {
-    if (r.code == ResultCode::kCommitted || r.code == ResultCode::kAbortedLogic) {
-      totals_->max_acked_batch = std::max(totals_->max_acked_batch, r.batch + 1);
-    }
-  }
-  totals_->committed += committed;
-  totals_->aborted += aborted;
-  totals_->rejected += rejected;
-  totals_->failed += failed;
-  totals_->results += reply_.results.size();
-  totals_->accounted += reply_.results.size();
+  constexpr auto kRelaxed = std::memory_order_relaxed;
+  counts_.committed.fetch_add(committed, kRelaxed);
+  counts_.aborted.fetch_add(aborted, kRelaxed);
+  counts_.rejected.fetch_add(rejected, kRelaxed);
+  counts_.failed.fetch_add(failed, kRelaxed);
+  counts_.results.fetch_add(reply_.results.size(), kRelaxed);
+  if (acked > counts_.acked_batches.load(kRelaxed)) counts_.acked_batches.store(acked, kRelaxed);
   if (in_window) {
-    totals_->w_committed += committed;
-    totals_->w_aborted += aborted;
-    totals_->w_results += reply_.results.size();
+    counts_.w_committed.fetch_add(committed, kRelaxed);
+    counts_.w_aborted.fetch_add(aborted, kRelaxed);
   }
-  std::lock_guard<std::mutex> lk2(mu_);
-  inflight_ -= req.count;
+  if (failed > 0) FailRun();
+  Released();
+  return Status::Ok();
 }
 
-void Driver::Broken(const std::string& why) {
+std::optional<LoadConnection::Req> LoadConnection::Take(uint64_t id, bool front_only) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = front_only ? pending_.begin()
+                       : std::find_if(pending_.begin(), pending_.end(), [&](const Req& r) { return r.id == id; });
+  if (it == pending_.end() || it->id != id) return std::nullopt;
+  Req r = *it;
+  pending_.erase(it);
+  inflight_ -= r.count;
+  return r;
+}
+
+void LoadConnection::Released() {
+  bool done = false;
   {
-    std::lock_guard<std::mutex> lk(totals_->mu);
-    ++totals_->errors;
-    totals_->Note("connection " + std::to_string(index_) + ": " + why);
+    std::lock_guard<std::mutex> lk(mu_);
+    done = sender_done_ && pending_.empty();
   }
-  conn_->Shutdown(Status::Corruption(why));  // the reader thread: no join here
   cv_.notify_all();
+  if (done) signal_->Notify();
 }
 
-Result<std::string> VerifyPlannedOrder(const workloads::WorkloadOptions& options, uint64_t seed, uint32_t conns,
-                                       std::vector<VerifyRecord> records, uint64_t sent, bool overflow,
-                                       std::optional<uint64_t> leader_digest) {
-  if (overflow) return Status::ResourceExhausted("more than client.verify_max_txns results (raise it or run fewer txns)");
-  if (records.size() != sent) {
-    return Status::Internal(std::to_string(sent) + " txns sent but " + std::to_string(records.size()) + " results kept");
+void LoadConnection::EndProbe(std::string redirect, Status error) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!probing_) return;
+  probing_ = false;
+  probe_redirect_ = std::move(redirect);
+  probe_error_ = std::move(error);
+}
+
+void LoadConnection::FailRun() {
+  signal_->StopAll();  // the main thread stops every other connection's sender
+  cv_.notify_all();    // this one's at once
+}
+
+void LoadConnection::OnClose(const Status& why) {
+  bool broken = false;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    closed_ = true;
+    // A close after the main thread stopped us with nothing in flight loses nothing.
+    const bool clean_stop = stop_ && pending_.empty();
+    broken = !why.ok() && (!pending_.empty() || !sender_done_) && !clean_stop;
+    broken_ = broken;
   }
-  std::sort(records.begin(), records.end(), [](const VerifyRecord& a, const VerifyRecord& b) {
-    if (a.batch != b.batch) return a.batch < b.batch;
-    if (a.planner != b.planner) return a.planner < b.planner;
-    return a.index < b.index;
-  });
-  std::vector<std::unique_ptr<workloads::Generator>> gens;
-  std::vector<uint64_t> next(conns, 0);
-  for (uint32_t c = 0; c < conns; ++c) {
-    auto g = workloads::MakeGenerator(options, ConnSeed(seed, c));
-    if (!g.ok()) return g.status();
-    gens.push_back(std::move(g).value());
+  if (!why.ok()) {
+    if (broken) {
+      errors_->Note(why.message());
+    } else {
+      Logger("client")->warn("{} (nothing was in flight)", why.message());
+    }
   }
-  workloads::ReferenceExecutor ref(options.Layout(), options.RecordCount());
-  QR_RETURN_IF_ERROR(workloads::LoadTable(options, ref.mutable_table()));
-  std::string reads;
-  uint64_t reads_checked = 0;
-  for (size_t i = 0; i < records.size(); ++i) {
-    const VerifyRecord& r = records[i];
-    const std::string where = "connection " + std::to_string(r.conn) + " txn #" + std::to_string(r.seq) + " (batch " +
-                              std::to_string(r.batch) + ", planner " + std::to_string(r.planner) + ", index " +
-                              std::to_string(r.index) + ")";
-    if (r.code != static_cast<uint8_t>(ResultCode::kCommitted) && r.code != static_cast<uint8_t>(ResultCode::kAbortedLogic)) {
-      return Status::Internal(where + " was " + proto::ResultCodeName(static_cast<ResultCode>(r.code)));
-    }
-    if (i > 0 && records[i - 1].batch == r.batch && records[i - 1].planner == r.planner && records[i - 1].index == r.index) {
-      return Status::Internal(where + " shares its planned position with another txn");
-    }
-    if (r.seq != next[r.conn]) {
-      return Status::Internal(where + " planned out of its connection's order (expected txn #" +
-                              std::to_string(next[r.conn]) + ")");
-    }
-    ++next[r.conn];
-    const storage::Txn txn = gens[r.conn]->Next();
-    reads.clear();
-    const bool committed = r.code == static_cast<uint8_t>(ResultCode::kCommitted);
-    auto applied = ref.Apply(txn, /*keep=*/committed, &reads);
-    if (!applied.ok()) return Status::Internal(where + ": " + applied.status().message());
-    if (applied.value() != committed) {
-      return Status::Internal(where + (committed ? " committed but aborts" : " aborted but commits") +
-                              " when the txns run serially in planned order");
-    }
-    if (committed && ReadsHash(reads) != r.reads_hash) {
-      return Status::Internal(where + ": the values it read differ from the serial run's");
-    }
-    reads_checked += committed ? reads.size() / options.Layout().size() : 0;
-  }
-  const uint64_t digest = ref.table().Digest();
-  if (leader_digest && *leader_digest != digest) {
-    return Status::Internal("the leader's state digest " + Hex(*leader_digest) + " differs from the reference's " +
-                            Hex(digest) + " (another client ran, or the cluster was not fresh?)");
-  }
-  return "ok: " + std::to_string(records.size()) + " txns in planned order, fates and " + std::to_string(reads_checked) +
-         " read values equal the serial reference's, state digest " + Hex(digest);
+  cv_.notify_all();
+  signal_->Notify();
 }
 
 }  // namespace qrstore::bench

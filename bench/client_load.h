@@ -1,18 +1,27 @@
-// The closed loop of qrstore-client: one Driver per connection keeps at most `outstanding` txns
-// in flight in requests of `per_request` txns, drawn from its own deterministic generator, and
-// accounts every answer into the shared Totals (counts, the measured window's latency
-// histogram, and for --verify one VerifyRecord per txn).
+// The closed loop of qrstore-client: one LoadConnection per connection keeps at most K txns in
+// flight, in requests of at most n txns, drawn from its own deterministic generator
+// (bench/client_verify.h ConnectionSeed), and accounts every answer into its own counters,
+// latency histogram and (--verify) records.
 //
-// Threads: a Driver's sending loop runs on its "cli-send-<i>" thread, its answers arrive on the
-// connection's reader thread ("cli-recv-<i>"); Totals is shared by every driver under its mutex.
-// Memory: the pending map (bounded by outstanding / per_request), and 40 bytes per txn only with
-// --verify (capped by client.verify_max_txns).
+// Threads: a LoadConnection's sender runs on "cli-send-<c>", its answers arrive on the
+// connection's reader "cli-recv-<c>" (cluster/client.h); the program's main thread owns the
+// timeline (Start, StopSending, Shutdown, Finish) and reads counters. Connections share no lock:
+// each has its own mutex (pending requests, window room) and its counters are relaxed atomics
+// written by its reader only; histogram and records are the reader's, read after Finish. The
+// shared pieces are ErrorLog (rare path, own mutex), RunSignal (wakes the main thread on events
+// that are not per reply: a quota done, a connection closed, the first failure) and Window
+// (two atomics).
+// Memory per connection: at most K/n + 1 pending requests, one reply buffer, a fixed histogram,
+// and with --verify one 40-byte ClientTxnRecord per txn (at most its quota).
+// Invariants: pending requests are answered in request order (an error reply may answer any
+// one); inflight = txns of pending requests (+ one request being encoded) <= K; a connection
+// never sends after StopSending, Shutdown or its first failure.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <map>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -20,9 +29,9 @@
 #include <string_view>
 #include <vector>
 
+#include "bench/client_verify.h"
 #include "cluster/client.h"
 #include "cluster/protocol.h"
-#include "common/hash.h"
 #include "common/status.h"
 #include "common/thread.h"
 #include "workloads/latency_histogram.h"
@@ -30,125 +39,160 @@
 
 namespace qrstore::bench {
 
-// Connection c's generator seed: connection 0 runs exactly the seed's sequence.
-inline uint64_t ConnSeed(uint64_t seed, uint32_t c) { return c == 0 ? seed : Mix64(seed ^ (0x9e3779b97f4a7c15ULL * c)); }
+// The first few problems for the summary, and how many errors (error replies, broken or stalled
+// connections) there were; rejected and failed txns are noted but counted by result.
+class ErrorLog {
+ public:
+  void Note(const std::string& e, bool is_error = true);
+  std::vector<std::string> first() const;
+  uint64_t count() const;
 
-// What --verify keeps of one txn (40 bytes).
-struct VerifyRecord {
-  uint64_t seq = 0;
-  uint64_t batch = 0;
-  uint64_t reads_hash = 0;
-  uint32_t planner = 0;
-  uint32_t index = 0;
-  uint16_t conn = 0;
-  uint8_t code = 0;
+ private:
+  static constexpr size_t kKeep = 5;
+  mutable std::mutex mu_;
+  std::vector<std::string> first_;  // guarded by mu_
+  uint64_t count_ = 0;              // guarded by mu_
 };
 
-// Totals over the whole run and over the measured window (shared by every connection).
-struct Totals {
-  std::mutex mu;
-  // Set on the first failed txn or error reply: the drivers stop sending (the run has failed;
-  // hammering a node that refuses work only multiplies the errors).
-  std::atomic<bool> stop_sending{false};
-  uint64_t committed = 0, aborted = 0, rejected = 0, failed = 0, errors = 0, results = 0;
-  uint64_t accounted = 0;  // txns answered: results, plus the txns of requests answered by an error
-  uint64_t max_acked_batch = 0;  // the highest batch of a committed or aborted result (+1; 0: none)
-  uint64_t w_committed = 0, w_aborted = 0, w_results = 0;  // received inside the window
-  uint64_t last_committed_report = 0;
-  workloads::LatencyHistogram latency_ns;  // committed txns received inside the window
-  std::vector<std::string> first_errors;
-  std::vector<VerifyRecord> records;
-  bool keep_records = false;
-  uint64_t verify_cap = 0;
-  bool verify_overflow = false;
-  void Note(const std::string& e) {
-    if (first_errors.size() < 5) first_errors.push_back(e);
+// Wakes the main thread when something it waits for may have happened, and carries the run-wide
+// stop: set on the first failed txn or error reply (the run has failed; hammering a node that
+// refuses work only multiplies the errors).
+class RunSignal {
+ public:
+  void Notify();
+  // Waits until a Notify after event count `seen`, or the timeout; returns the event count.
+  uint64_t WaitFor(uint64_t seen, int64_t timeout_ns);
+  void StopAll() {
+    stop_all_.store(true, std::memory_order_release);
+    Notify();
   }
+  bool stopping() const { return stop_all_.load(std::memory_order_acquire); }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t events_ = 0;  // guarded by mu_
+  std::atomic<bool> stop_all_{false};
 };
 
+// The measured window [start, end) on the NowNanos clock; a reply counts in the window's figures
+// when it is received inside it. INT64_MAX: not started / not ended.
 struct Window {
   std::atomic<int64_t> start_ns{INT64_MAX};
   std::atomic<int64_t> end_ns{INT64_MAX};
-  bool In(int64_t t) const { return t >= start_ns.load(std::memory_order_relaxed) && t < end_ns.load(std::memory_order_relaxed); }
+  bool In(int64_t t) const {
+    return t >= start_ns.load(std::memory_order_acquire) && t < end_ns.load(std::memory_order_acquire);
+  }
 };
 
-// One connection and its closed loop.
-class Driver {
+// Result counts of one connection, whole run and inside the window. Written by its reader thread
+// only (relaxed: the main thread reads them for progress lines, and exactly after Finish).
+struct Counts {
+  std::atomic<uint64_t> results{0}, committed{0}, aborted{0}, rejected{0}, failed{0};
+  std::atomic<uint64_t> w_committed{0}, w_aborted{0};
+  std::atomic<uint64_t> acked_batches{0};  // 1 + the highest batch a committed/aborted answer came from
+};
+
+struct ConnectionConfig {
+  uint32_t index = 0;
+  uint64_t quota = UINT64_MAX;  // txns to send in all
+  uint64_t outstanding = 1;     // K: txns in flight at most
+  uint32_t per_request = 1;     // txns per request, <= outstanding
+  bool keep_records = false;    // --verify
+  int connect_timeout_ms = 5000;
+  uint32_t max_frame_bytes = 64u << 20;
+};
+
+class LoadConnection {
  public:
-  Driver(uint32_t index, std::unique_ptr<workloads::Generator> gen, uint64_t quota, uint64_t outstanding,
-         uint32_t per_request, Totals* totals, Window* window)
-      : index_(index), gen_(std::move(gen)), quota_(quota), outstanding_(outstanding), per_request_(per_request),
-        totals_(totals), window_(window) {}
+  LoadConnection(ConnectionConfig cfg, std::unique_ptr<workloads::Generator> gen, const Window* window,
+                 ErrorLog* errors, RunSignal* signal)
+      : cfg_(cfg), gen_(std::move(gen)), window_(window), errors_(errors), signal_(signal) {}
+  ~LoadConnection() { Finish(); }
+  LoadConnection(const LoadConnection&) = delete;
+  LoadConnection& operator=(const LoadConnection&) = delete;
 
-  Status Connect(const std::string& address, int timeout_ms);
-
-  // Sends an empty request: the answer says whether this node takes transactions. Returns the
-  // leader's address on kNotLeader, "" when it does.
+  Status Connect(const std::string& address);
+  // Sends an empty request and waits for the answer: "" when this node takes transactions, the
+  // leader's address when it answers not-leader. Before Start only.
   Result<std::string> Probe(int timeout_ms);
+  void Start();
+  // The sender sends no more requests (in-flight ones are still answered).
+  void StopSending();
+  // StopSending, and the connection ends with `why` (unblocks its sender and reader).
+  void Shutdown(Status why);
+  // Stops the sender and closes the connection (joins the reader). Idempotent.
+  void Finish();
 
-  void Start() {
-    thread_ = NamedThread("cli-send-" + std::to_string(index_), [this] { Loop(); });
-  }
-  void StopSending() {
-    std::lock_guard<std::mutex> lk(mu_);
-    stop_ = true;
-    cv_.notify_all();
-  }
-  // Waits (bounded) until every request sent has its answer.
-  bool Drain(int64_t deadline_ns);
-  void Close() {
-    if (conn_) conn_->Close();
-  }
-  uint64_t sent() const { return sent_.load(); }
-  uint64_t inflight() {
-    std::lock_guard<std::mutex> lk(mu_);
-    return inflight_;
-  }
-  Status conn_status() const { return conn_ ? conn_->status() : Status::Ok(); }
-  bool broken() const { return conn_ && !conn_->open(); }
+  // Quota sent and every request answered.
+  bool Done();
+  // After StopSending: the sender has exited and nothing is in flight (or the connection is
+  // gone). Until the sender exits it may hold a request it reserved room for but has not
+  // registered.
+  bool Idle();
+  // The connection closed while it still had work: txns in flight or a quota not sent.
+  bool Broken();
+  uint64_t inflight();
+  uint64_t sent() const { return sent_.load(std::memory_order_relaxed); }
+  const Counts& counts() const { return counts_; }
+  // After Finish: what only the reader thread wrote.
+  const workloads::LatencyHistogram& latency() const { return latency_ns_; }
+  std::vector<ClientTxnRecord>& records() { return records_; }
 
  private:
   struct Req {
+    uint64_t id = 0;
     int64_t send_ns = 0;
     uint64_t first_seq = 0;
     uint32_t count = 0;
   };
 
-  void Loop();
+  void SendLoop();
+  Status OnFrame(uint8_t type, std::string_view body);
+  Status OnReply(std::string_view body, int64_t now);
+  // Removes request `id` from the pending ones (only if it is the oldest, when front_only) and
+  // gives its txns' room back to the sender.
+  std::optional<Req> Take(uint64_t id, bool front_only);
+  // After a request was answered: wake the sender; tell the main thread when the quota is done.
+  void Released();
+  void EndProbe(std::string redirect, Status error);
+  // The run has failed (a failed txn, an error reply): every connection stops sending.
+  void FailRun();
+  // A frame that breaks the protocol: the connection ends with this reason (OnClose notes it).
+  Status Violation(const std::string& why) const { return Status::Corruption(Who() + ": " + why); }
+  // Reader thread, once: the stream ended.
+  void OnClose(const Status& why);
+  std::string Who() const { return "connection " + std::to_string(cfg_.index) + " to " + address_; }
 
-  void OnFrame(uint8_t type, std::string_view body);
-
-  void Account(const Req& req, int64_t now);
-
-  void Broken(const std::string& why);
-
-  const uint32_t index_;
-  std::unique_ptr<workloads::Generator> gen_;
-  const uint64_t quota_;
-  const uint64_t outstanding_;
-  const uint32_t per_request_;
-  Totals* const totals_;
-  Window* const window_;
+  const ConnectionConfig cfg_;
+  std::unique_ptr<workloads::Generator> gen_;  // sender thread
+  const Window* const window_;
+  ErrorLog* const errors_;
+  RunSignal* const signal_;
+  std::string address_;  // set before the connection's reader starts
   std::unique_ptr<cluster::ClientConnection> conn_;
-  cluster::proto::TxnReply reply_;  // reader thread only
+
   std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<uint64_t, Req> pending_;  // guarded by mu_
-  uint64_t inflight_ = 0;            // guarded by mu_
-  bool stop_ = false;                // guarded by mu_
-  std::string redirect_;             // guarded by mu_
-  std::atomic<uint64_t> sent_{0};
-  NamedThread thread_;
+  std::condition_variable cv_;  // the sender waits for room; Probe for its answer
+  std::deque<Req> pending_;     // guarded by mu_: sent, not answered, in request order
+  uint64_t inflight_ = 0;       // guarded by mu_: txns of pending_ (+ those being encoded)
+  bool stop_ = false;           // guarded by mu_
+  bool sender_done_ = false;    // guarded by mu_: the quota is sent
+  bool sender_exited_ = false;  // guarded by mu_: SendLoop returned
+  bool closed_ = false;         // guarded by mu_
+  bool broken_ = false;         // guarded by mu_
+  bool probing_ = false;        // guarded by mu_
+  std::string probe_redirect_;  // guarded by mu_
+  Status probe_error_;          // guarded by mu_
+
+  std::atomic<uint64_t> sent_{0};  // written by the sender; relaxed
+  Counts counts_;
+  // Reader thread only (read by others after Finish).
+  cluster::proto::TxnReply reply_;
+  workloads::LatencyHistogram latency_ns_;
+  std::vector<ClientTxnRecord> records_;
+
+  NamedThread sender_;
 };
-
-
-// --verify (a fresh cluster, one client): sorts the records by planned position and replays each
-// connection's generated txns in that order on the serial reference executor. Every txn must
-// have a position of its own, in its connection's send order; every committed one must commit
-// serially having read the same values, every aborted one abort; and the reference's final
-// digest must equal the leader's (when known). Returns a summary, or the first violation.
-Result<std::string> VerifyPlannedOrder(const workloads::WorkloadOptions& options, uint64_t seed, uint32_t conns,
-                                       std::vector<VerifyRecord> records, uint64_t sent, bool overflow,
-                                       std::optional<uint64_t> leader_digest);
 
 }  // namespace qrstore::bench

@@ -1,31 +1,42 @@
 // qrstore-client: the closed-loop YCSB-T / transfer driver of a qrstore cluster (and its status
 // tool). See Usage below and README.md.
 //
-// Load: C connections to the partition's leader (or --node), each keeping at most K txns in
-// flight in requests of client.txns_per_request txns. Connection c draws from its own
-// deterministic generator (connection 0: MakeGenerator(options, seed), exactly qrstore-bench's
-// sequence; c > 0: a seed derived from (seed, c)), so a one-connection run is reproducible and
-// ends in the same state as `qrstore-bench --seed S` on the same workload.
+// Load: C connections to the partition's leader (or --node, redirected once if it is not the
+// leader), each keeping at most K txns in flight, in requests of up to client.txns_per_request
+// txns. Connection c draws from its own deterministic generator (bench/client_verify.h
+// ConnectionSeed: connection 0 runs exactly MakeGenerator(options, seed), qrstore-bench's
+// sequence), so a one-connection run is reproducible and ends in the same state as
+// `qrstore-bench --seed S` on the same workload.
 //
-// Output: progress on stderr each second; the summary on stdout; with --json the last stdout
-// line is one JSON object. Exit status: 0 ok, 1 the run failed (failed or rejected txns, error
-// replies, a broken connection, replicas that disagree, --verify), 2 bad input.
+// Threads: main (flags, connecting, the run's timeline: warm-up, window, progress lines, stall
+// checks, drain, settle, verify, report); per connection a sender and a reader (the closed loop,
+// bench/client_load.h). Every wait has a stop path: the run ends on completion, the window's end,
+// a broken connection, the first failed txn or error reply (every sender stops), or no reply for
+// client.stall_timeout_ms while txns are in flight; shutting a connection down unblocks its
+// sender and reader. Memory: per connection at most K/n+1 pending requests, one reply buffer, a
+// fixed histogram, and with --verify one 40-byte record per txn (at most client.verify_max_txns).
+//
+// Output: progress on stderr each client.progress_interval_ms; the summary on stdout; with
+// --json the last stdout line is one JSON object. Exit status: 0 ok; 1 the run failed (failed or
+// rejected txns, error replies, a broken or stalled connection, replicas that disagree,
+// --verify); 2 bad input (flags, config, workload file).
+#include <sys/resource.h>
+
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cinttypes>
-#include <condition_variable>
 #include <cstdio>
 #include <map>
 #include <memory>
-#include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "bench/client_load.h"
+#include "bench/client_stats.h"
+#include "bench/client_verify.h"
 #include "bench/report.h"
-#include "bench/verify.h"
 #include "cluster/client.h"
 #include "cluster/cluster_config.h"
 #include "cluster/protocol.h"
@@ -33,11 +44,9 @@
 #include "common/cli.h"
 #include "common/clock.h"
 #include "common/exit_codes.h"
-#include "common/hash.h"
 #include "common/logging.h"
-#include "storage/table.h"
+#include "storage/key_map.h"
 #include "workloads/latency_histogram.h"
-#include "workloads/reference_executor.h"
 #include "workloads/workload.h"
 #include "workloads/ycsb_properties.h"
 
@@ -53,16 +62,32 @@ int Fail(int code, const std::string& msg) {
 }
 double Ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
 
-// Status of every node (nodes that do not answer are missing from the map).
+int64_t ProcessCpuNanos() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto ns = [](const timeval& t) { return int64_t{t.tv_sec} * 1'000'000'000 + int64_t{t.tv_usec} * 1000; };
+  return ns(u.ru_utime) + ns(u.ru_stime);
+}
+
+size_t VarintBytes(uint64_t v) {
+  size_t n = 1;
+  for (; v >= 0x80; v >>= 7) ++n;
+  return n;
+}
+
+// Every node's status (parallel); a node that does not answer is missing from the map.
 std::map<std::string, proto::NodeStatus> AllStatus(const cluster::Topology& topo, int timeout_ms,
                                                   std::vector<std::string>* errors = nullptr) {
+  std::vector<std::string> addresses;
+  for (const cluster::NodeInfo& n : topo.nodes()) addresses.push_back(n.client_address());
+  auto results = cluster::QueryStatuses(addresses, timeout_ms);
   std::map<std::string, proto::NodeStatus> out;
-  for (const cluster::NodeInfo& n : topo.nodes()) {
-    auto s = cluster::QueryStatus(n.client_address(), timeout_ms);
-    if (s.ok()) {
-      out[n.name] = std::move(s).value();
+  for (size_t i = 0; i < results.size(); ++i) {
+    const cluster::NodeInfo& n = topo.nodes()[i];
+    if (results[i].ok()) {
+      out[n.name] = std::move(results[i]).value();
     } else if (errors != nullptr) {
-      errors->push_back(n.name + " (" + n.client_address() + "): " + s.status().message());
+      errors->push_back(n.name + " (" + n.client_address() + "): " + results[i].status().message());
     }
   }
   return out;
@@ -71,16 +96,16 @@ std::map<std::string, proto::NodeStatus> AllStatus(const cluster::Topology& topo
 int StatusMain(const cluster::Topology& topo, int timeout_ms) {
   std::vector<std::string> errors;
   auto all = AllStatus(topo, timeout_ms, &errors);
-  std::map<std::string, proto::FollowerView> views;
+  std::map<std::string, proto::FollowerView> views;  // as the leaders see their followers
   for (const auto& [name, s] : all) {
     for (const auto& f : s.followers) views[f.node] = f;
   }
-  std::printf("%-12s %-8s %-9s %10s %12s %8s %-10s %s\n", "node", "role", "state", "batches", "committed", "lag",
+  std::printf("%-12s %-8s %-11s %10s %12s %8s %-10s %s\n", "node", "role", "state", "batches", "committed", "lag",
               "digest", "error");
   for (const cluster::NodeInfo& n : topo.nodes()) {
     auto it = all.find(n.name);
     if (it == all.end()) {
-      std::printf("%-12s %-8s %-9s %10s %12s %8s %-10s %s\n", n.name.c_str(), n.row == 0 ? "leader" : "follower",
+      std::printf("%-12s %-8s %-11s %10s %12s %8s %-10s %s\n", n.name.c_str(), n.row == 0 ? "leader" : "follower",
                   "down", "-", "-", "-", "-", "no answer");
       continue;
     }
@@ -90,13 +115,44 @@ int StatusMain(const cluster::Topology& topo, int timeout_ms) {
       lag = std::to_string(v->second.lag_batches);
       digest = v->second.mismatches > 0 ? "MISMATCH" : (v->second.agrees_at_last ? "agrees" : "behind");
     } else if (s.role == "leader") {
-      digest = s.digest_mismatches > 0 ? "mismatch" : "reference";
+      digest = s.digest_mismatches > 0 ? "MISMATCH" : "reference";
     }
-    std::printf("%-12s %-8s %-9s %10" PRIu64 " %12" PRIu64 " %8s %-10s %s\n", n.name.c_str(), s.role.c_str(),
-                s.state.c_str(), s.committed_batches, s.committed_txns, lag.c_str(), digest.c_str(), s.error.c_str());
+    std::printf("%-12s %-8s %-11s %10" PRIu64 " %12" PRIu64 " %8s %-10s %s\n", n.name.c_str(), s.role.c_str(),
+                s.state.c_str(), s.committed_batches, s.committed_txns, lag.c_str(), digest.c_str(),
+                s.error.empty() ? "-" : s.error.c_str());
   }
-  for (const auto& e : errors) std::fprintf(stderr, "qrstore-client: %s\n", e.c_str());
+  std::fflush(stdout);
+  for (const auto& e : errors) std::fprintf(stderr, "qrstore-client: %s: no answer: %s\n", topo.name().c_str(), e.c_str());
   return errors.empty() ? kExitOk : kExitFailed;
+}
+
+// The workload's partition mapping, as the servers build it (engine.partitions,
+// engine.range_function, engine.key_space): the generators draw keys with it.
+Result<storage::KeyMapper> PartitionMap(const Config& config) {
+  const bool range_fn = config.GetString("engine.range_function") == "range";
+  const auto partitions = static_cast<uint32_t>(config.GetInt("engine.partitions"));
+  const auto key_space = static_cast<uint64_t>(config.GetInt("engine.key_space"));
+  if (range_fn && key_space < partitions) {
+    return Status::InvalidArgument("engine.key_space must be >= engine.partitions with engine.range_function=range");
+  }
+  return storage::KeyMapper(range_fn ? storage::KeyMapper::Kind::kRange : storage::KeyMapper::Kind::kHash, partitions,
+                            key_space);
+}
+
+// Bytes of the largest request body of `n` txns this workload can produce (varints at their
+// widest for the workload's keys and arguments), and of the largest reply to it.
+uint64_t MaxRequestBytes(const workloads::WorkloadOptions& o, uint64_t n) {
+  const bool transfer = o.kind == workloads::WorkloadKind::kTransfer;
+  const uint64_t ops = transfer ? 2 : o.ycsb.ops_per_txn;
+  const uint64_t key = VarintBytes(o.RecordCount() - 1);
+  const uint64_t arg = VarintBytes(transfer ? o.transfer.max_amount : o.ycsb.abort_fire_per_10k);
+  return 8 + VarintBytes(n) + n * (8 + VarintBytes(ops) + ops * (1 + 2 * key + arg));
+}
+uint64_t MaxReplyBytes(const workloads::WorkloadOptions& o, uint64_t n) {
+  const uint64_t ops = o.kind == workloads::WorkloadKind::kTransfer ? 2 : o.ycsb.ops_per_txn;
+  const uint64_t outcome = 1 + 10 + 5 + 5 + 5 + ops * o.Layout().size();
+  const uint64_t rejected = 1 + 2 + proto::kMaxStringBytes;
+  return 8 + 5 + 5 + n * std::max(outcome, rejected);
 }
 
 int Main(int argc, char** argv) {
@@ -104,16 +160,25 @@ int Main(int argc, char** argv) {
                   "--config FILE [--key=value ...] (--txns N | --duration-s S) [--warmup-s W] [--connections C] "
                   "[--outstanding K] [--seed S] [--workload-file F] [--node NAME] [--verify] [--json] | --status",
                   "Drives a qrstore cluster with a closed-loop YCSB-T or transfer load (workload.kind, ycsb.*,\n"
-                  "transfer.* of the config, or a YCSB property file) over C connections to the partition's\n"
-                  "leader, each keeping at most K txns in flight, and prints throughput, latency percentiles\n"
-                  "(request sent -> answer received, per txn), every node's per-batch phase times and CPU,\n"
-                  "follower lag and whether every follower's state digest agrees with the leader's.\n"
-                  "Connection 0 runs exactly the --seed sequence (the same as qrstore-bench --seed S).\n"
-                  "--verify (a fresh cluster, this client alone): replays the planned order on the serial\n"
-                  "reference executor and checks every fate and every value read.\n"
-                  "--status: one line per node (role, state, batches, lag, digest agreement) and exit.\n"
+                  "transfer.* of the config, or a YCSB property file) over C connections to partition 0's\n"
+                  "leader, each keeping at most K txns in flight in requests of client.txns_per_request txns,\n"
+                  "and prints throughput, latency percentiles (request sent -> answer received, per txn),\n"
+                  "every node's per-batch phase times and CPU over the measured window, follower lag and\n"
+                  "whether every follower's state digest agrees with the leader's (replicas_agree).\n"
+                  "Connection 0 runs exactly the --seed sequence (the same as qrstore-bench --seed S); connection\n"
+                  "c > 0 a seed derived from (S, c). A node that answers not-leader is followed once.\n"
+                  "--verify (a fresh cluster, this client its only client): replays the planned order on the\n"
+                  "serial reference executor and checks every txn's fate and the values it read, and the\n"
+                  "leader's final digest.\n"
+                  "--status: one line per node (role, state, batches, lag and digest agreement of followers as\n"
+                  "their leader sees them, error); exit 0 when every node answered, 1 otherwise.\n"
+                  "--workload-file: YCSB core properties recordcount, operationcount (the txns to run without\n"
+                  "--txns/--duration-s), readproportion/updateproportion, requestdistribution (uniform|zipfian),\n"
+                  "zipfianconstant, fieldcount, fieldlength, readallfields, and qrstore.opspertxn (ops per txn);\n"
+                  "recordcount/fieldcount/fieldlength must equal the cluster config's (the servers' table).\n"
                   "Progress goes to stderr once per second; --json makes the last stdout line a JSON object.\n"
-                  "Exit status: 0 ok, 1 failed (failed/rejected txns, errors, disagreeing replicas, verify), 2 bad input.");
+                  "Exit status: 0 ok; 1 failed (failed/rejected txns, error replies, a broken or stalled\n"
+                  "connection, replicas that disagree, verify); 2 bad input (flags, config, workload file).");
   cli.AddValue("config", "FILE", "the cluster config the servers run (e.g. configs/cluster-raft.yaml)");
   cli.AddValue("txns", "N", "run exactly N transactions (over all connections)");
   cli.AddValue("duration-s", "S", "measure for S seconds (after the warm-up), then let the in-flight ones finish");
@@ -121,7 +186,7 @@ int Main(int argc, char** argv) {
   cli.AddValue("connections", "C", "connections (default client.connections)");
   cli.AddValue("outstanding", "K", "txns in flight per connection (default client.outstanding)");
   cli.AddValue("seed", "S", "workload seed (default 1)");
-  cli.AddValue("workload-file", "F", "a YCSB core workload property file (recordcount, operationcount, readproportion, ...)");
+  cli.AddValue("workload-file", "F", "a YCSB core workload property file (see above)");
   cli.AddValue("node", "NAME", "send to this node instead of the leader (a follower answers with the leader's address)");
   cli.AddSwitch("verify", "check every fate and read value against the serial reference executor (fresh cluster only)");
   cli.AddSwitch("status", "print every node's status and exit");
@@ -137,41 +202,51 @@ int Main(int argc, char** argv) {
   Config config = std::move(loaded).value();
   auto log = Logger("client");
 
+  const std::string workload_file = cli.Get("workload-file");
   std::optional<uint64_t> file_txns;
   if (cli.Has("workload-file")) {
-    auto props = workloads::LoadYcsbProperties(cli.Get("workload-file"));
+    auto props = workloads::LoadYcsbProperties(workload_file);
     if (!props.ok()) return Fail(kExitBadInput, props.status().message());
+    if (config.GetString("workload.kind") != "ycsb") {
+      return Fail(kExitBadInput, "--workload-file is a YCSB workload but the cluster runs workload.kind=" +
+                                     config.GetString("workload.kind"));
+    }
     for (const auto& w : props->warnings) log->warn("{}", w);
     for (const auto& o : props->overrides) {
       const std::string key = o.substr(0, o.find('='));
       const std::string value = o.substr(o.find('=') + 1);
       if ((key == "ycsb.records" || key == "ycsb.fields" || key == "ycsb.field_bytes") &&
           std::to_string(config.GetInt(key)) != value) {
-        return Fail(kExitBadInput, cli.Get("workload-file") + ": " + key + "=" + value + " but the servers loaded " + key +
-                                       "=" + std::to_string(config.GetInt(key)) +
+        return Fail(kExitBadInput, workload_file + ": " + key + "=" + value + " but the servers loaded " + key + "=" +
+                                       std::to_string(config.GetInt(key)) +
                                        " from the cluster config: put it in the cluster config (or --" + key +
                                        " to cluster.sh up) so they load that table");
       }
     }
     auto with = config.WithOverrides(props->overrides);
-    if (!with.ok()) return Fail(kExitBadInput, cli.Get("workload-file") + ": " + with.status().message());
+    if (!with.ok()) return Fail(kExitBadInput, workload_file + ": " + with.status().message());
     config = std::move(with).value();
     file_txns = props->operationcount;
+    if (file_txns && *file_txns == 0 && !cli.Has("txns") && !cli.Has("duration-s")) {
+      return Fail(kExitBadInput, workload_file + ": operationcount=0: nothing to run");
+    }
   }
   auto topo = cluster::Topology::FromConfig(config);
   if (!topo.ok()) return Fail(kExitBadInput, cli.Get("config") + ": " + topo.status().message());
   const int connect_ms = static_cast<int>(config.GetInt("client.connect_timeout_ms"));
   if (cli.Has("status")) return StatusMain(topo.value(), connect_ms);
 
-  auto options_or = workloads::OptionsFromConfig(config);
+  auto partition_map = PartitionMap(config);
+  if (!partition_map.ok()) return Fail(kExitBadInput, partition_map.status().message());
+  auto options_or = workloads::OptionsFromConfig(config, partition_map.value());
   if (!options_or.ok()) return Fail(kExitBadInput, options_or.status().message());
   const workloads::WorkloadOptions& options = options_or.value();
-  const bool has_txns = cli.Has("txns") || (!cli.Has("duration-s") && file_txns.has_value());
   if (cli.Has("txns") && cli.Has("duration-s")) return Fail(kExitBadInput, "give either --txns or --duration-s, not both");
+  const bool has_txns = cli.Has("txns") || (!cli.Has("duration-s") && file_txns.has_value());
   if (!has_txns && !cli.Has("duration-s")) {
     return Fail(kExitBadInput, "missing --txns N or --duration-s S (see qrstore-client --help)");
   }
-  auto txns_flag = cli.GetInt("txns", file_txns.value_or(0));
+  auto txns_flag = cli.GetInt("txns", static_cast<int64_t>(file_txns.value_or(0)));
   auto duration_flag = cli.GetDouble("duration-s", 0);
   auto warmup_flag = cli.GetDouble("warmup-s", 0);
   auto conns_flag = cli.GetInt("connections", config.GetInt("client.connections"));
@@ -188,208 +263,302 @@ int Main(int argc, char** argv) {
   if (!(warmup_flag.value() >= 0 && warmup_flag.value() <= 3600)) return Fail(kExitBadInput, "flag --warmup-s: must be in [0, 3600]");
   if (has_txns && cli.Has("warmup-s")) return Fail(kExitBadInput, "--warmup-s goes with --duration-s");
   if (conns_flag.value() < 1 || conns_flag.value() > 1024) return Fail(kExitBadInput, "flag --connections: must be in [1, 1024]");
-  if (outstanding_flag.value() < 1) return Fail(kExitBadInput, "flag --outstanding: must be >= 1");
+  if (outstanding_flag.value() < 1 || outstanding_flag.value() > 10'000'000) {
+    return Fail(kExitBadInput, "flag --outstanding: must be in [1, 10000000]");
+  }
   if (seed_flag.value() < 0) return Fail(kExitBadInput, "flag --seed: must be >= 0");
   const uint64_t total_txns = has_txns ? static_cast<uint64_t>(txns_flag.value()) : 0;
   const uint32_t conns = static_cast<uint32_t>(conns_flag.value());
   const uint64_t outstanding = static_cast<uint64_t>(outstanding_flag.value());
   const uint64_t seed = static_cast<uint64_t>(seed_flag.value());
   const bool verify = cli.Has("verify"), json = cli.Has("json");
-  const uint32_t per_request = static_cast<uint32_t>(config.GetInt("client.txns_per_request"));
+  // A request never carries more than K txns: at most K are in flight, whatever its size.
+  const uint32_t per_request =
+      static_cast<uint32_t>(std::min<uint64_t>(static_cast<uint64_t>(config.GetInt("client.txns_per_request")), outstanding));
   const uint64_t verify_cap = static_cast<uint64_t>(config.GetInt("client.verify_max_txns"));
   if (verify && has_txns && total_txns > verify_cap) {
     return Fail(kExitBadInput, "--verify with --txns " + std::to_string(total_txns) + " exceeds client.verify_max_txns (" +
-                                   std::to_string(verify_cap) + ")");
+                                   std::to_string(verify_cap) + "): raise it (40 bytes per txn) or run fewer");
   }
+  const uint64_t max_message = static_cast<uint64_t>(config.GetInt("server.max_message_bytes"));
+  if (MaxRequestBytes(options, per_request) > max_message) {
+    return Fail(kExitBadInput, "a request of " + std::to_string(per_request) + " txns can take " +
+                                   std::to_string(MaxRequestBytes(options, per_request)) +
+                                   " bytes, more than server.max_message_bytes (" + std::to_string(max_message) +
+                                   "): lower client.txns_per_request");
+  }
+  const int64_t stall_ns = config.GetInt("client.stall_timeout_ms") * 1'000'000;
   std::string target = topo->Leader(0).client_address();
   if (cli.Has("node")) {
     auto n = topo->Find(cli.Get("node"));
-    if (!n.ok()) return Fail(kExitBadInput, n.status().message());
+    if (!n.ok()) return Fail(kExitBadInput, "flag --node: " + n.status().message());
     target = n.value()->client_address();
   }
   const std::string kind = options.kind == workloads::WorkloadKind::kTransfer ? "transfer" : "ycsb";
   const uint64_t ops_per_txn = options.kind == workloads::WorkloadKind::kTransfer ? 2 : options.ycsb.ops_per_txn;
+  log->info("effective config from {}:\n{}", cli.Get("config"), config.Dump());
 
-  // Connections (a follower named by --node redirects us to its leader).
-  Totals totals;
-  totals.keep_records = verify;
-  totals.verify_cap = verify_cap;
+  // Connections. A duration run with --verify stops submitting at client.verify_max_txns.
+  const uint64_t budget = has_txns ? total_txns : (verify ? verify_cap : 0);
+  ErrorLog errors;
+  RunSignal signal;
   Window window;
-  std::vector<std::unique_ptr<Driver>> drivers;
+  auto make_connection = [&](uint32_t c) -> Result<std::unique_ptr<LoadConnection>> {
+    auto gen = workloads::MakeGenerator(options, ConnectionSeed(seed, c));
+    if (!gen.ok()) return gen.status();
+    ConnectionConfig cc;
+    cc.index = c;
+    cc.quota = budget > 0 ? budget / conns + (c < budget % conns ? 1 : 0) : UINT64_MAX;
+    cc.outstanding = outstanding;
+    cc.per_request = per_request;
+    cc.keep_records = verify;
+    cc.connect_timeout_ms = connect_ms;
+    cc.max_frame_bytes = static_cast<uint32_t>(std::min<uint64_t>(
+        std::max<uint64_t>(MaxReplyBytes(options, per_request), 1u << 16), uint64_t{1} << 31));
+    return std::make_unique<LoadConnection>(cc, std::move(gen).value(), &window, &errors, &signal);
+  };
+  std::vector<std::unique_ptr<LoadConnection>> lc;
   for (uint32_t c = 0; c < conns; ++c) {
-    auto gen = workloads::MakeGenerator(options, ConnSeed(seed, c));
-    if (!gen.ok()) return Fail(kExitBadInput, gen.status().message());
-    const uint64_t quota = has_txns ? total_txns / conns + (c < total_txns % conns ? 1 : 0) : UINT64_MAX;
-    drivers.push_back(std::make_unique<Driver>(c, std::move(gen).value(), quota, outstanding, per_request, &totals, &window));
+    auto l = make_connection(c);
+    if (!l.ok()) return Fail(kExitBadInput, l.status().message());
+    lc.push_back(std::move(l).value());
   }
-  if (Status st = drivers[0]->Connect(target, connect_ms); !st.ok()) return Fail(kExitFailed, st.message());
-  auto probe = drivers[0]->Probe(connect_ms);
-  if (!probe.ok()) return Fail(kExitFailed, target + ": " + probe.status().message());
-  if (!probe.value().empty()) {
+  // Connection 0 asks first whether the target takes transactions, and follows one redirect.
+  for (int attempt = 0;; ++attempt) {
+    if (Status st = lc[0]->Connect(target); !st.ok()) return Fail(kExitFailed, st.message());
+    auto probe = lc[0]->Probe(connect_ms);
+    if (!probe.ok()) return Fail(kExitFailed, probe.status().message());
+    if (probe.value().empty()) break;
+    if (attempt == 1) {
+      return Fail(kExitFailed, target + " does not take transactions either (it names " + probe.value() +
+                                   "): no leader after one redirect");
+    }
     log->info("{} is not the leader: redirected to {}", target, probe.value());
     target = probe.value();
-    drivers[0]->Close();
-    auto gen = workloads::MakeGenerator(options, ConnSeed(seed, 0));
-    const uint64_t quota = has_txns ? total_txns / conns + (0 < total_txns % conns ? 1 : 0) : UINT64_MAX;
-    drivers[0] = std::make_unique<Driver>(0, std::move(gen).value(), quota, outstanding, per_request, &totals, &window);
-    if (Status st = drivers[0]->Connect(target, connect_ms); !st.ok()) return Fail(kExitFailed, st.message());
-    auto again = drivers[0]->Probe(connect_ms);
-    if (!again.ok() || !again.value().empty()) return Fail(kExitFailed, target + ": does not take transactions either");
+    lc[0]->Finish();
+    auto fresh = make_connection(0);
+    lc[0] = std::move(fresh).value();
   }
   for (uint32_t c = 1; c < conns; ++c) {
-    if (Status st = drivers[c]->Connect(target, connect_ms); !st.ok()) return Fail(kExitFailed, st.message());
+    if (Status st = lc[c]->Connect(target); !st.ok()) return Fail(kExitFailed, st.message());
+  }
+  // The leader we drive: its node name, for its status and its followers.
+  std::string leader_name;
+  std::vector<std::string> follower_names;
+  for (const cluster::NodeInfo& n : topo->nodes()) {
+    if (n.client_address() == target) leader_name = n.name;
+  }
+  if (const cluster::NodeInfo* ln = leader_name.empty() ? nullptr : topo->Find(leader_name).value()) {
+    for (const cluster::NodeInfo* m : topo->Group(ln->partition)) {
+      if (m->name != ln->name) follower_names.push_back(m->name);
+    }
   }
   log->info("{} {} against {} ({} connection(s), {} in flight each, {} txns per request, seed {})", kind,
             has_txns ? std::to_string(total_txns) + " txns" : Num(duration_flag.value()) + " s", target, conns,
             outstanding, per_request, seed);
 
-  // Run.
-  const int64_t start = NowNanos();
+  // Run: the main thread keeps the timeline.
+  auto sum = [&](auto field) {
+    uint64_t s = 0;
+    for (auto& l : lc) s += (l->counts().*field).load(std::memory_order_relaxed);
+    return s;
+  };
+  auto inflight = [&] {
+    uint64_t s = 0;
+    for (auto& l : lc) s += l->inflight();
+    return s;
+  };
   const int64_t warmup_ns = static_cast<int64_t>(warmup_flag.value() * 1e9);
   const int64_t duration_ns = static_cast<int64_t>(duration_flag.value() * 1e9);
-  std::map<std::string, proto::NodeStatus> status0;
-  if (has_txns || warmup_ns == 0) {
+  std::map<std::string, proto::NodeStatus> status0, status1;
+  int64_t cpu0 = 0, cpu1 = 0;
+  auto open_window = [&] {
     status0 = AllStatus(topo.value(), connect_ms);
-    window.start_ns = NowNanos();
-  }
-  for (auto& d : drivers) d->Start();
+    cpu0 = ProcessCpuNanos();
+    window.start_ns.store(NowNanos(), std::memory_order_release);
+  };
+  auto close_window = [&] {
+    window.end_ns.store(NowNanos(), std::memory_order_release);
+    cpu1 = ProcessCpuNanos();
+    status1 = AllStatus(topo.value(), connect_ms);
+  };
+  const int64_t start = NowNanos();
+  if (has_txns || warmup_ns == 0) open_window();
+  for (auto& l : lc) l->Start();
   const int64_t interval = config.GetInt("client.progress_interval_ms") * 1'000'000;
-  int64_t next_report = start + (interval > 0 ? interval : INT64_MAX / 2);
-  uint64_t last_committed = 0;
-  int64_t last_report = start;
-  bool broken = false;
+  int64_t next_report = interval > 0 ? start + interval : INT64_MAX;
+  uint64_t last_committed = 0, last_results = 0, events = 0;
+  int64_t last_report = start, last_progress = start;
+  bool broken = false, stalled = false, capped = false;
+  auto all = [&](auto pred) { return std::all_of(lc.begin(), lc.end(), [&](auto& l) { return pred(*l); }); };
+  auto check_stall = [&](int64_t now) {
+    const uint64_t results = sum(&Counts::results);
+    if (results != last_results) {
+      last_results = results;
+      last_progress = now;
+      return false;
+    }
+    const uint64_t in_flight = inflight();
+    if (in_flight == 0 || now - last_progress < stall_ns) return false;
+    const std::string why = "no reply for " + Num(static_cast<double>(now - last_progress) / 1e9) + " s with " +
+                            std::to_string(in_flight) + " txns in flight (client.stall_timeout_ms)";
+    errors.Note(target + ": " + why);
+    for (auto& l : lc) l->Shutdown(Status::Timeout(target + ": " + why));
+    return true;
+  };
   for (;;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
     const int64_t now = NowNanos();
-    if (!has_txns && window.start_ns == INT64_MAX && now >= start + warmup_ns) {
-      status0 = AllStatus(topo.value(), connect_ms);
-      window.start_ns = NowNanos();
+    if (window.start_ns.load() == INT64_MAX && now >= start + warmup_ns) {
+      open_window();
       log->info("warm-up done: measuring for {} s", Num(duration_flag.value()));
     }
-    for (auto& d : drivers) broken |= d->broken();
-    uint64_t accounted = 0, committed = 0, aborted = 0, failed = 0;
-    {
-      std::lock_guard<std::mutex> lk(totals.mu);
-      accounted = totals.accounted;
-      committed = totals.committed;
-      aborted = totals.aborted;
-      failed = totals.failed;
-    }
     if (now >= next_report) {
-      uint64_t inflight = 0;
-      for (auto& d : drivers) inflight += d->inflight();
+      const uint64_t committed = sum(&Counts::committed);
       const double dt = static_cast<double>(now - last_report) / 1e9;
       log->info("t={:.0f}s committed={} ({:.0f} txn/s) aborted={} failed={} outstanding={}",
-                static_cast<double>(now - start) / 1e9, committed, static_cast<double>(committed - last_committed) / dt,
-                aborted, failed, inflight);
+                static_cast<double>(now - start) / 1e9, committed,
+                static_cast<double>(committed - last_committed) / dt, sum(&Counts::aborted), sum(&Counts::failed),
+                inflight());
       last_committed = committed;
       last_report = now;
       while (next_report <= now) next_report += interval;
     }
-    if (broken || totals.stop_sending.load()) break;
-    if (has_txns) {
-      if (accounted >= total_txns) break;
-    } else if (window.start_ns != INT64_MAX && now >= window.start_ns + duration_ns) {
+    broken = !all([](LoadConnection& l) { return !l.Broken(); });
+    if (broken) break;
+    if (signal.stopping()) {
+      log->warn("a txn failed or an error reply came: no more requests (the run has failed)");
       break;
     }
-  }
-  const int64_t window_end = NowNanos();
-  window.end_ns = window_end;
-  // CPU over the measured window: a duration run reads it now (the txns still in flight are
-  // not counted, nor is their work); a --txns run after the last answer.
-  std::map<std::string, proto::NodeStatus> status1;
-  if (!has_txns) status1 = AllStatus(topo.value(), connect_ms);
-  for (auto& d : drivers) d->StopSending();
-  const int64_t drain_deadline = NowNanos() + 60'000'000'000;
-  bool drained = true;
-  for (auto& d : drivers) drained &= d->Drain(drain_deadline);
-  const int64_t end = NowNanos();
-  for (auto& d : drivers) {
-    if (!d->conn_status().ok()) {
-      std::lock_guard<std::mutex> lk(totals.mu);
-      totals.Note(d->conn_status().message());
-      broken = true;
+    if (all([](LoadConnection& l) { return l.Done(); })) {
+      capped = !has_txns;
+      break;
     }
-    d->Close();
+    if (!has_txns && window.start_ns.load() != INT64_MAX && now >= window.start_ns.load() + duration_ns) break;
+    if ((stalled = check_stall(now))) break;
+    int64_t wake = std::min<int64_t>(next_report, now + 100'000'000);  // stall checks 10 times a second
+    if (!has_txns) {
+      const int64_t ws = window.start_ns.load();
+      wake = std::min(wake, ws == INT64_MAX ? start + warmup_ns : ws + duration_ns);
+    }
+    events = signal.WaitFor(events, wake - NowNanos());
   }
-  if (has_txns) status1 = AllStatus(topo.value(), connect_ms);
+  if (!has_txns && window.start_ns.load() != INT64_MAX) close_window();  // before the drain
+  if (capped) log->warn("stopped submitting at client.verify_max_txns = {} txns (kept for --verify)", verify_cap);
 
-  // Replicas: every follower reports the leader's last committed batch with the same digest.
-  const std::string leader_name = topo->Leader(0).name;
-  const int64_t settle_deadline = NowNanos() + config.GetInt("client.settle_timeout_ms") * 1'000'000;
+  // Drain: no new requests; the in-flight ones are answered (or the connection stalls).
+  for (auto& l : lc) l->StopSending();
+  while (!broken && !stalled && !all([](LoadConnection& l) { return l.Idle(); })) {
+    const int64_t now = NowNanos();
+    if ((stalled = check_stall(now))) break;
+    broken = !all([](LoadConnection& l) { return !l.Broken(); });
+    events = signal.WaitFor(events, 100'000'000);
+  }
+  for (auto& l : lc) l->Finish();
+  for (auto& l : lc) broken |= l->Broken();
+  if (window.start_ns.load() == INT64_MAX) open_window();  // ended during the warm-up: an empty window
+  if (window.end_ns.load() == INT64_MAX) close_window();
+
+  // Replicas: poll the leader until every follower has its last committed batch with its digest.
   proto::NodeStatus leader_status;
-  bool replicas_agree = false;
   bool leader_answered = false;
+  Status agreement = Status::Unavailable("no status from " + target);
+  const int64_t settle_deadline = NowNanos() + config.GetInt("client.settle_timeout_ms") * 1'000'000;
   for (;;) {
-    auto s = cluster::QueryStatus(topo->Leader(0).client_address(), connect_ms);
+    auto s = cluster::QueryStatus(target, connect_ms);
     if (s.ok()) {
       leader_answered = true;
-      leader_status = s.value();
-      bool all = leader_status.digest_mismatches == 0;
-      for (const auto& f : leader_status.followers) all &= f.agrees_at_last;
-      if (all) {
-        replicas_agree = true;
-        break;
-      }
+      leader_status = std::move(s).value();
+      agreement = ReplicaAgreement(leader_status, follower_names);
+    } else {
+      agreement = s.status();
     }
-    if (NowNanos() >= settle_deadline) break;
+    // A mismatch is final, but the other followers still get to catch up, so that the summary
+    // says which ones agree.
+    if (agreement.ok() || NowNanos() >= settle_deadline) break;
+    if (agreement.code() == StatusCode::kCorruption && FollowersCaughtUp(leader_status, follower_names)) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  const bool replicas_agree = agreement.ok();
   uint64_t max_lag = 0;
   for (const auto& f : leader_status.followers) max_lag = std::max(max_lag, f.lag_batches);
+  uint64_t acked_batches = 0;
+  for (auto& l : lc) acked_batches = std::max(acked_batches, l->counts().acked_batches.load());
 
   // Verify.
   std::string verify_text = "skipped";
   bool verify_failed = false;
   if (verify) {
-    std::vector<VerifyRecord> records;
-    {
-      std::lock_guard<std::mutex> lk(totals.mu);
-      records = std::move(totals.records);
+    std::vector<ClientTxnRecord> records;
+    std::vector<uint64_t> sent;
+    for (auto& l : lc) {
+      sent.push_back(l->sent());
+      records.insert(records.end(), l->records().begin(), l->records().end());
+      std::vector<ClientTxnRecord>().swap(l->records());
     }
-    uint64_t sent = 0;
-    for (auto& d : drivers) sent += d->sent();
-    auto v = VerifyPlannedOrder(options, seed, conns, std::move(records), sent, totals.verify_overflow,
-                                leader_answered ? std::optional<uint64_t>(leader_status.last_digest) : std::nullopt);
-    verify_failed = !v.ok();
-    verify_text = v.ok() ? v.value() : "failed: " + v.status().message();
+    const int64_t v0 = NowNanos();
+    ClientVerifyReport vr;
+    Status v = VerifyClientRun(options, seed, sent, &records, &vr);
+    if (v.ok() && leader_answered && leader_status.last_digest != vr.reference_digest) {
+      v = Status::Internal("the leader's state digest " + Hex(leader_status.last_digest) + " differs from the reference's " +
+                           Hex(vr.reference_digest) + " (another client ran, or the cluster was not fresh?)");
+    } else if (v.ok() && !leader_answered) {
+      v = Status::Unavailable("the leader's final digest is unknown: " + agreement.message());
+    }
+    if (v.ok()) {
+      verify_text = "ok: " + std::to_string(vr.txns) + " txns in planned order (" + std::to_string(vr.committed) +
+                    " committed, " + std::to_string(vr.aborted) + " aborted), fates and " +
+                    std::to_string(vr.reads_checked) + " read values equal the serial reference's, digest " +
+                    Hex(vr.reference_digest) + ", " + Num(static_cast<double>(NowNanos() - v0) / 1e9) + " s";
+    } else {
+      verify_text = "failed: " + v.message();
+      verify_failed = true;
+    }
   }
 
   // Report.
-  Totals& t = totals;
-  std::lock_guard<std::mutex> lk(t.mu);
-  const int64_t window_ns = (has_txns ? end : window_end) - window.start_ns.load();
-  const double window_s = static_cast<double>(window_ns) / 1e9;
-  const uint64_t w_committed = has_txns ? t.committed : t.w_committed;
-  const uint64_t w_aborted = has_txns ? t.aborted : t.w_aborted;
+  workloads::LatencyHistogram latency;
+  for (auto& l : lc) latency.Merge(l->latency());
+  const uint64_t committed_total = sum(&Counts::committed), aborted_total = sum(&Counts::aborted);
+  const uint64_t rejected = sum(&Counts::rejected), failed = sum(&Counts::failed);
+  const uint64_t w_committed = has_txns ? committed_total : sum(&Counts::w_committed);
+  const uint64_t w_aborted = has_txns ? aborted_total : sum(&Counts::w_aborted);
+  uint64_t submitted = 0;
+  for (auto& l : lc) submitted += l->sent();
+  const double window_s = static_cast<double>(window.end_ns.load() - window.start_ns.load()) / 1e9;
   const double tps = window_s > 0 ? static_cast<double>(w_committed) / window_s : 0;
   const double ops = tps * static_cast<double>(ops_per_txn);
-  const double p50 = Ms(t.latency_ns.Percentile(0.50)), p95 = Ms(t.latency_ns.Percentile(0.95));
-  const double p99 = Ms(t.latency_ns.Percentile(0.99)), p999 = Ms(t.latency_ns.Percentile(0.999));
-  std::printf("qrstore-client: %s against %s, %s (seed %" PRIu64 ", %u connection(s) x %" PRIu64 " in flight)\n",
+  const double p50 = Ms(latency.Percentile(0.50)), p95 = Ms(latency.Percentile(0.95));
+  const double p99 = Ms(latency.Percentile(0.99)), p999 = Ms(latency.Percentile(0.999));
+  const double client_cpu_s = static_cast<double>(cpu1 - cpu0) / 1e9;
+  auto per_txn_us = [&](double cpu_s) { return w_committed > 0 ? cpu_s * 1e6 / static_cast<double>(w_committed) : 0.0; };
+  std::printf("qrstore-client: %s against %s, %s (seed %" PRIu64 ", %u connection(s) x %" PRIu64
+              " in flight, %u txns per request)\n",
               kind.c_str(), target.c_str(),
-              has_txns ? (std::to_string(total_txns) + " txns").c_str() : ("measured " + Num(window_s) + " s").c_str(),
-              seed, conns, outstanding);
+              has_txns ? (std::to_string(total_txns) + " txns in " + Num(window_s) + " s").c_str()
+                       : ("measured " + Num(window_s) + " s").c_str(),
+              seed, conns, outstanding, per_request);
   std::printf("  throughput     %.0f txn/s, %.0f ops/s (%" PRIu64 " ops per txn)\n", tps, ops, ops_per_txn);
   std::printf("  committed      %" PRIu64 "  aborted %" PRIu64 "  rejected %" PRIu64 "  failed %" PRIu64
-              "  errors %" PRIu64 "  (whole run: %" PRIu64 " committed)\n",
-              w_committed, w_aborted, t.rejected, t.failed, t.errors, t.committed);
-  std::printf("  latency ms     p50 %.3f  p95 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n", p50, p95, p99, p999,
-              Ms(t.latency_ns.max()));
-  JsonObject cpu_json, cpu_txn_json, phases_json;
+              "  errors %" PRIu64 "  (whole run: %" PRIu64 " submitted, %" PRIu64 " committed)\n",
+              w_committed, w_aborted, rejected, failed, errors.count(), submitted, committed_total);
+  std::printf("  latency ms     p50 %.3f  p95 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  (request sent -> answer, committed)\n",
+              p50, p95, p99, p999, Ms(latency.max()));
+  std::printf("  client cpu     %.2f s (%.3f us/txn)\n", client_cpu_s, per_txn_us(client_cpu_s));
+  JsonObject cpu_json, cpu_txn_json, phases_json, batches_json;
   for (const cluster::NodeInfo& n : topo->nodes()) {
     auto a = status0.find(n.name);
     auto b = status1.find(n.name);
-    if (a == status0.end() || b == status1.end()) {
-      std::printf("  node %-8s   no status (down?)\n", n.name.c_str());
+    std::optional<NodeWindow> w;
+    if (a != status0.end() && b != status1.end()) w = WindowOf(a->second, b->second);
+    if (!w) {
+      std::printf("  node %-8s   %s\n", n.name.c_str(),
+                  a == status0.end() || b == status1.end() ? "no status in the window (down?)" : "restarted in the window");
       continue;
     }
-    const proto::NodeStatus& s = b->second;
-    const double cpu_s = static_cast<double>(s.cpu_ns - a->second.cpu_ns) / 1e9;
-    const double us_per_txn = w_committed > 0 ? cpu_s * 1e6 / static_cast<double>(has_txns ? t.committed : w_committed) : 0;
-    cpu_json.Dbl(n.name, cpu_s);
-    cpu_txn_json.Dbl(n.name, us_per_txn);
-    const proto::PhaseMeans& ph = s.phases;
+    cpu_json.Dbl(n.name, w->cpu_s);
+    cpu_txn_json.Dbl(n.name, per_txn_us(w->cpu_s));
+    batches_json.Int(n.name, w->batches);
+    const proto::PhaseMeans& ph = w->phases;
     JsonObject pj;
     pj.Dbl("plan_ms", ph.plan_ms);
     pj.Dbl("deliver_ms", ph.deliver_ms);
@@ -397,21 +566,24 @@ int Main(int argc, char** argv) {
     pj.Dbl("repl_ms", ph.repl_ms);
     pj.Dbl("repl_wait_ms", ph.repl_wait_ms);
     pj.Dbl("commit_ms", ph.commit_ms);
+    pj.Bool("windowed", w->phases_windowed);
     phases_json.Raw(n.name, pj.Done());
-    std::printf("  node %-8s   %-8s batches %" PRIu64 "  per batch ms: plan %.3f deliver %.3f exec %.3f repl %.3f "
+    std::printf("  node %-8s   %-8s batches %" PRIu64 "%s  per batch ms: plan %.3f deliver %.3f exec %.3f repl %.3f "
                 "repl-wait %.3f commit %.3f  cpu %.2f s (%.3f us/txn)\n",
-                n.name.c_str(), s.role.c_str(), s.committed_batches, ph.plan_ms, ph.deliver_ms, ph.exec_ms, ph.repl_ms,
-                ph.repl_wait_ms, ph.commit_ms, cpu_s, us_per_txn);
+                n.name.c_str(), b->second.role.c_str(), w->batches, w->phases_windowed ? "" : " (means since start)",
+                ph.plan_ms, ph.deliver_ms, ph.exec_ms, ph.repl_ms, ph.repl_wait_ms, ph.commit_ms, w->cpu_s,
+                per_txn_us(w->cpu_s));
   }
   for (const auto& f : leader_status.followers) {
     std::printf("  follower %-6s lag %" PRIu64 " batches, %" PRIu64 " digests checked, %" PRIu64 " mismatches, %s\n",
                 f.node.c_str(), f.lag_batches, f.checked_batches, f.mismatches,
                 f.agrees_at_last ? "agrees at the last batch" : "does NOT agree at the last batch");
   }
-  std::printf("  replicas agree %s%s\n", replicas_agree ? "yes" : "NO",
-              leader_status.followers.empty() ? " (no followers)" : "");
+  std::printf("  replicas agree %s%s\n", replicas_agree ? "yes" : "NO: ",
+              replicas_agree ? (follower_names.empty() ? " (no followers)" : "") : agreement.message().c_str());
   std::printf("  verify         %s\n", verify_text.c_str());
-  for (const auto& e : t.first_errors) std::printf("  error          %s\n", e.c_str());
+  const std::vector<std::string> first_errors = errors.first();
+  for (const auto& e : first_errors) std::printf("  error          %s\n", e.c_str());
 
   if (json) {
     JsonObject inputs;
@@ -420,20 +592,23 @@ int Main(int argc, char** argv) {
     inputs.Dbl("warmup_s", warmup_flag.value());
     inputs.Int("connections", conns);
     inputs.Int("outstanding", outstanding);
+    inputs.Int("txns_per_request", per_request);
     inputs.Int("seed", seed);
-    inputs.Str("workload_file", cli.Get("workload-file"));
-    inputs.Str("target", target);
-    std::string ov = "[";
-    for (size_t i = 0; i < cli.overrides().size(); ++i) ov += (i ? "," : "") + JsonString(cli.overrides()[i]);
-    inputs.Raw("overrides", ov + "]");
+    inputs.Bool("verify", verify);
+    inputs.Str("workload_file", workload_file);
+    inputs.Str("node", cli.Get("node"));
+    inputs.Raw("overrides", JsonStringArray(cli.overrides()));
     JsonObject j;
     j.Str("workload", kind);
+    j.Str("target", target);
+    j.Int("submitted", submitted);
     j.Int("committed", w_committed);
     j.Int("aborted", w_aborted);
-    j.Int("rejected", t.rejected);
-    j.Int("failed", t.failed);
-    j.Int("errors", t.errors);
-    j.Int("committed_total", t.committed);
+    j.Int("rejected", rejected);
+    j.Int("failed", failed);
+    j.Int("errors", errors.count());
+    j.Int("committed_total", committed_total);
+    j.Int("aborted_total", aborted_total);
     j.Dbl("elapsed_s", window_s);
     j.Dbl("throughput_tps", tps);
     j.Dbl("ops_per_s", ops);
@@ -441,28 +616,33 @@ int Main(int argc, char** argv) {
     j.Dbl("p95_ms", p95);
     j.Dbl("p99_ms", p99);
     j.Dbl("p999_ms", p999);
-    j.Dbl("max_ms", Ms(t.latency_ns.max()));
+    j.Dbl("max_ms", Ms(latency.max()));
     j.Bool("replicas_agree", replicas_agree);
+    if (!replicas_agree) j.Str("replicas_detail", agreement.message());
     j.Int("digest_mismatches", leader_status.digest_mismatches);
     j.Int("follower_lag_batches", max_lag);
     j.Int("leader_batches", leader_status.committed_batches);
-    j.Int("acked_batches", t.max_acked_batch);  // 1 + the highest batch any answer came from
+    j.Int("acked_batches", acked_batches);  // 1 + the highest batch any committed/aborted answer came from
     j.Str("leader_digest", Hex(leader_status.last_digest));
     j.Raw("server_cpu_s", cpu_json.Done());
     j.Raw("cpu_us_per_txn", cpu_txn_json.Done());
+    j.Raw("batches", batches_json.Done());
     j.Raw("phases", phases_json.Done());
+    j.Dbl("client_cpu_s", client_cpu_s);
+    j.Dbl("client_cpu_us_per_txn", per_txn_us(client_cpu_s));
+    j.Bool("stopped_at_verify_cap", capped);
     j.Str("verify", verify_text);
     j.Raw("inputs", inputs.Done());
     j.Raw("config", config.DumpJson());
     std::printf("%s\n", j.Done().c_str());
   }
   std::fflush(stdout);
-  if (!drained) return Fail(kExitFailed, "some requests got no answer within 60 s");
-  if (broken || t.errors > 0 || t.failed > 0 || t.rejected > 0) {
-    return Fail(kExitFailed, std::to_string(t.failed) + " failed, " + std::to_string(t.rejected) + " rejected, " +
-                                 std::to_string(t.errors) + " errors" + (t.first_errors.empty() ? "" : ": " + t.first_errors[0]));
+  if (stalled || broken || errors.count() > 0 || failed > 0 || rejected > 0) {
+    return Fail(kExitFailed, std::to_string(failed) + " failed, " + std::to_string(rejected) + " rejected, " +
+                                 std::to_string(errors.count()) + " errors" +
+                                 (first_errors.empty() ? "" : ": " + first_errors[0]));
   }
-  if (!replicas_agree) return Fail(kExitFailed, "the replicas did not all agree with the leader within client.settle_timeout_ms");
+  if (!replicas_agree) return Fail(kExitFailed, "the replicas do not agree with the leader: " + agreement.message());
   if (verify_failed) return Fail(kExitFailed, "verify " + verify_text);
   return kExitOk;
 }

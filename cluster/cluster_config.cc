@@ -49,7 +49,9 @@ void AddClusterConfigKeys(ConfigSchema* s) {
   s->AddInt("client.settle_timeout_ms", 15000, 0, 600'000,
             "after the run: how long to wait for every follower to report the leader's last batch");
   s->AddInt("client.verify_max_txns", 2'000'000, 1, 1'000'000'000,
-            "--verify keeps ~40 bytes per txn: a run stops submitting at this many");
+            "--verify keeps 40 bytes per txn: --txns above this is refused, --duration-s stops submitting here");
+  s->AddInt("client.stall_timeout_ms", 30000, 100, 3'600'000,
+            "the run fails when no reply arrives for this long while txns are in flight (the drain too)");
 }
 
 const std::vector<std::string>& DerivedReplicationKeys() {

@@ -1,0 +1,38 @@
+// What qrstore-client derives from the nodes' status replies (cluster/protocol.h NodeStatus) for
+// its summary: per-node figures over the measured window, and whether the replicas agree with
+// the leader. Pure functions; any thread.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cluster/protocol.h"
+#include "common/status.h"
+
+namespace qrstore::bench {
+
+// One node's figures between two status snapshots of it (window start `a`, window end `b`).
+struct NodeWindow {
+  double cpu_s = 0;         // CPU the server process used in the window
+  uint64_t batches = 0;     // batches it committed (a follower: applied) in the window
+  cluster::proto::PhaseMeans phases;  // mean per-batch phase times over those batches
+  bool phases_windowed = false;       // false: no batch in the window, `phases` are b's cumulative means
+};
+// nullopt when the snapshots cannot be from one process run (CPU or batches went backwards: the
+// node restarted in between). The phase means in a NodeStatus are cumulative, sum / committed
+// batches since the process started (cluster/server.cc), so the window's are
+//   (mean_b * n_b - mean_a * n_a) / (n_b - n_a).
+std::optional<NodeWindow> WindowOf(const cluster::proto::NodeStatus& a, const cluster::proto::NodeStatus& b);
+
+// Whether every follower has applied the leader's last committed batch with the leader's digest:
+// OK when the leader counted no digest mismatch and every follower in `followers` (the
+// topology's: a follower the leader does not list counts as behind) has applied_batches >=
+// the leader's committed_batches and agrees_at_last. Otherwise kUnavailable saying which
+// follower is behind (retry later), or kCorruption when a mismatch was counted (final).
+Status ReplicaAgreement(const cluster::proto::NodeStatus& leader, const std::vector<std::string>& followers);
+// Every follower in `followers` is listed by the leader and has applied its committed batches
+// (whether or not its digests agree).
+bool FollowersCaughtUp(const cluster::proto::NodeStatus& leader, const std::vector<std::string>& followers);
+
+}  // namespace qrstore::bench

@@ -1,0 +1,126 @@
+#include "bench/client_verify.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+
+#include "cluster/protocol.h"
+#include "common/hash.h"
+#include "storage/table.h"
+#include "workloads/reference_executor.h"
+
+namespace qrstore::bench {
+
+namespace {
+
+using cluster::proto::ResultCode;
+
+std::string Where(const ClientTxnRecord& r) {
+  return "connection " + std::to_string(r.connection) + " txn #" + std::to_string(r.seq) + " (batch " +
+         std::to_string(r.batch) + ", planner " + std::to_string(r.planner) + ", index " + std::to_string(r.index) + ")";
+}
+
+bool SamePosition(const ClientTxnRecord& a, const ClientTxnRecord& b) {
+  return a.batch == b.batch && a.planner == b.planner && a.index == b.index;
+}
+
+}  // namespace
+
+uint64_t ConnectionSeed(uint64_t seed, uint32_t connection) {
+  return connection == 0 ? seed : Mix64(seed ^ (0x9e3779b97f4a7c15ULL * connection));
+}
+
+uint64_t ReadsHash(std::string_view values) { return values.empty() ? 0 : Hash64(values, 0x72656164); }
+
+Status VerifyClientRun(const workloads::WorkloadOptions& options, uint64_t seed, const std::vector<uint64_t>& sent,
+                       std::vector<ClientTxnRecord>* records, ClientVerifyReport* report) {
+  *report = ClientVerifyReport{};
+  const size_t conns = sent.size();
+  // 1. Completeness, per connection (before sorting: counts only).
+  std::vector<uint64_t> kept(conns, 0);
+  for (const ClientTxnRecord& r : *records) {
+    if (r.connection >= conns) {
+      return Status::Internal("a result for connection " + std::to_string(r.connection) + " of a " +
+                              std::to_string(conns) + "-connection run");
+    }
+    ++kept[r.connection];
+  }
+  std::sort(records->begin(), records->end(), [](const ClientTxnRecord& a, const ClientTxnRecord& b) {
+    if (a.batch != b.batch) return a.batch < b.batch;
+    if (a.planner != b.planner) return a.planner < b.planner;
+    if (a.index != b.index) return a.index < b.index;
+    // Equal positions are a violation reported below; order them deterministically anyway.
+    if (a.connection != b.connection) return a.connection < b.connection;
+    return a.seq < b.seq;
+  });
+  std::vector<std::unique_ptr<workloads::Generator>> gens;
+  for (size_t c = 0; c < conns; ++c) {
+    auto g = workloads::MakeGenerator(options, ConnectionSeed(seed, static_cast<uint32_t>(c)));
+    if (!g.ok()) return g.status();
+    gens.push_back(std::move(g).value());
+  }
+  workloads::ReferenceExecutor ref(options.Layout(), options.RecordCount());
+  QR_RETURN_IF_ERROR(workloads::LoadTable(options, ref.mutable_table()));
+  const size_t record_bytes = options.Layout().size();
+  std::vector<uint64_t> next(conns, 0);
+  std::string reads;
+  for (size_t i = 0; i < records->size(); ++i) {
+    const ClientTxnRecord& r = (*records)[i];
+    if (i > 0 && SamePosition((*records)[i - 1], r)) {
+      return Status::Internal(Where(r) + " shares its planned position with " + Where((*records)[i - 1]));
+    }
+    if (r.seq != next[r.connection]) {
+      if (r.seq > next[r.connection] && next[r.connection] < sent[r.connection] && kept[r.connection] < sent[r.connection]) {
+        return Status::Internal("connection " + std::to_string(r.connection) + " txn #" +
+                                std::to_string(next[r.connection]) + " has no result (" +
+                                std::to_string(kept[r.connection]) + " results for " +
+                                std::to_string(sent[r.connection]) + " txns sent), or was planned after " + Where(r));
+      }
+      return Status::Internal(Where(r) + " is planned out of its connection's send order (expected txn #" +
+                              std::to_string(next[r.connection]) + " next)");
+    }
+    if (r.seq >= sent[r.connection]) {
+      return Status::Internal(Where(r) + ": a result for a txn never sent (connection sent " +
+                              std::to_string(sent[r.connection]) + ")");
+    }
+    ++next[r.connection];
+    const storage::Txn txn = gens[r.connection]->Next();
+    const auto code = static_cast<ResultCode>(r.code);
+    if (code != ResultCode::kCommitted && code != ResultCode::kAbortedLogic) {
+      return Status::Internal(Where(r) + " was answered " +
+                              (r.code <= cluster::proto::kMaxResultCode ? std::string(cluster::proto::ResultCodeName(code))
+                                                                        : "with code " + std::to_string(r.code)) +
+                              " (only committed and aborted-logic are expected here)");
+    }
+    const bool committed = code == ResultCode::kCommitted;
+    reads.clear();
+    auto applied = ref.Apply(txn, /*keep=*/committed, &reads);
+    if (!applied.ok()) return Status::Internal(Where(r) + ": the reference cannot run it: " + applied.status().message());
+    if (applied.value() != committed) {
+      return Status::Internal(Where(r) + (committed ? " committed but aborts" : " aborted but commits") +
+                              " when the txns run serially in planned order");
+    }
+    if (committed) {
+      if (ReadsHash(reads) != r.reads_hash) {
+        return Status::Internal(Where(r) + ": the values it read differ from the serial run's (" +
+                                std::to_string(reads.size() / record_bytes) + " records)");
+      }
+      ++report->committed;
+      report->reads_checked += reads.size() / record_bytes;
+    } else {
+      ++report->aborted;
+    }
+  }
+  for (size_t c = 0; c < conns; ++c) {
+    if (next[c] != sent[c]) {
+      return Status::Internal("connection " + std::to_string(c) + " txn #" + std::to_string(next[c]) +
+                              " has no result (" + std::to_string(next[c]) + " results for " + std::to_string(sent[c]) +
+                              " txns sent)");
+    }
+  }
+  report->txns = records->size();
+  report->reference_digest = ref.table().Digest();
+  return Status::Ok();
+}
+
+}  // namespace qrstore::bench
