@@ -395,14 +395,18 @@ TEST_CASE("qrstore-client: --node on a follower is redirected once to the leader
 }
 
 TEST_CASE("qrstore-client: error replies, not-leader mid-run, a hung server and rejected txns fail the run, never hang") {
-  SECTION("an error reply to a request: its txns count as failed, the error is printed") {
+  SECTION("an error reply to a request: its txns count as failed, the error is printed, nothing more is sent") {
     testing::Faults f;
     f.error_on_request = 2;
     TwoNodes c("error", f);
-    Output o = Expect(1, c, {"--txns", "1000", "--connections", "1", "--json"},
+    // One request in flight (K = 100): after the error on request 3 nothing more is sent (the
+    // run has failed; a node refusing work is not hammered further).
+    Output o = Expect(1, c, {"--txns", "1000", "--connections", "1", "--outstanding", "100", "--json"},
                       "error          connection 0 to 127.0.0.1:" + std::to_string(c.ports[0]) +
                           ": error reply to request 3: Unavailable: fake: injected error");
-    CHECK(CheckJson(o, "assert o['failed'] == 100 and o['errors'] == 1 and o['committed'] + o['aborted'] == 900, o")
+    CHECK(c.leader->txn_requests() == 3);
+    CHECK(CheckJson(o, "assert o['failed'] == 100 and o['errors'] == 1 and o['committed'] + o['aborted'] == 200, o\n"
+                       "assert o['acked_batches'] == 2 and o['submitted'] == 300, o")
           == "");
   }
   // The rest only have to fail, promptly, saying why.
