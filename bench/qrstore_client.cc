@@ -126,8 +126,10 @@ int StatusMain(const cluster::Topology& topo, int timeout_ms) {
   return errors.empty() ? kExitOk : kExitFailed;
 }
 
-// The workload's partition mapping, as the servers build it (engine.partitions,
-// engine.range_function, engine.key_space): the generators draw keys with it.
+// The workload's partition mapping, built as qrstore-bench builds it (engine.partitions,
+// engine.range_function, engine.key_space), so connection 0 generates the bench's sequence
+// whatever those keys say. (Servers do not generate: the mapping only decides which keys a
+// multi-partition YCSB txn draws.)
 Result<storage::KeyMapper> PartitionMap(const Config& config) {
   const bool range_fn = config.GetString("engine.range_function") == "range";
   const auto partitions = static_cast<uint32_t>(config.GetInt("engine.partitions"));
@@ -176,6 +178,7 @@ int Main(int argc, char** argv) {
                   "--txns/--duration-s), readproportion/updateproportion, requestdistribution (uniform|zipfian),\n"
                   "zipfianconstant, fieldcount, fieldlength, readallfields, and qrstore.opspertxn (ops per txn);\n"
                   "recordcount/fieldcount/fieldlength must equal the cluster config's (the servers' table).\n"
+                  "The first failed txn or error reply stops every connection's sending (the run has failed).\n"
                   "Progress goes to stderr once per second; --json makes the last stdout line a JSON object.\n"
                   "Exit status: 0 ok; 1 failed (failed/rejected txns, error replies, a broken or stalled\n"
                   "connection, replicas that disagree, verify); 2 bad input (flags, config, workload file).");
