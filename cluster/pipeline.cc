@@ -114,6 +114,10 @@ class PipelineImpl {
     {
       std::lock_guard<std::mutex> lk(mu_);
       QR_CHECK(slot.batch == b && ss.begun && !ss.published);
+      // Once halted, executors leave at the first slice they cannot run; a slice that became
+      // runnable after some left would make the others wait forever for dependency values only
+      // the leavers would publish. So nothing becomes runnable after a halt.
+      if (Halted()) return;
       ss.published = true;
       ss.plan_ns = plan_ns;
       if (slot.first_published_ns == 0) slot.first_published_ns = now;
@@ -135,7 +139,8 @@ class PipelineImpl {
         return;
       }
       SliceState& ss = *slot.slices[p];
-      if (ss.replicated) return;
+      // After a halt nothing may become runnable (see PublishSlice), nor does anything commit.
+      if (ss.replicated || Halted()) return;
       MarkReplicatedLocked(slot, ss, NowNanos());
     }
     published_cv_.notify_all();
