@@ -152,7 +152,7 @@ void LoadConnection::SendLoop() {
     }
     w.Begin(next_id);
     for (uint32_t i = 0; i < n; ++i) w.Add(gen_->Next());
-    const std::string body = w.Finish();
+    const std::string_view body = w.FinishView();
     {
       // Registered before it is sent, so the reader (which takes mu_) always finds it.
       std::lock_guard<std::mutex> lk(mu_);

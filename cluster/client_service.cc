@@ -165,17 +165,25 @@ void ClientService::ReadLoop(Conn* c) {
       break;
     }
     if (h.body_bytes > opt_.max_message_bytes) {
-      // Read and drop the body (bounded memory), then say why; the connection lives on.
+      // Read and drop the body (bounded memory), then say why; the connection lives on. Every
+      // request body starts with its request id: the error carries it, so the client knows
+      // which request failed.
       uint64_t left = h.body_bytes;
       char sink[64 << 10];
       bool ok = left <= kMaxDiscardBytes;
+      uint64_t request_id = 0;
+      if (ok && left >= 8) {
+        ok = c->stream->ReadFull(sink, 8);
+        std::memcpy(&request_id, sink, 8);
+        left -= 8;
+      }
       while (ok && left > 0) {
         const size_t n = static_cast<size_t>(std::min<uint64_t>(left, sizeof sink));
         ok = c->stream->ReadFull(sink, n);
         left -= n;
       }
       if (!ok) break;
-      SendError(c, 0,
+      SendError(c, request_id,
                 Status::InvalidArgument("message of " + std::to_string(h.body_bytes) +
                                         " bytes exceeds server.max_message_bytes (" +
                                         std::to_string(opt_.max_message_bytes) + ")"));

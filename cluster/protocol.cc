@@ -62,6 +62,12 @@ bool GetString(Reader& r, std::string* s) {
   return true;
 }
 
+// A LEB128 varint appended to `out` (bodies built in place, no temporaries).
+inline void AppendVarint(std::string& out, uint64_t v) {
+  char buf[Writer::kMaxVarintBytes];
+  out.append(buf, static_cast<size_t>(Writer::EncodeVarint(buf, v) - buf));
+}
+
 void PutTxn(Writer& w, const storage::Txn& t) {
   w.PutU64(t.id);
   w.PutVarint(t.ops.size());
@@ -131,24 +137,33 @@ std::string Frame(MsgType type, std::string_view body) {
 void TxnRequestWriter::Begin(uint64_t request_id) {
   request_id_ = request_id;
   count_ = 0;
-  txns_.clear();
+  buf_.assign(kRoom, '\0');
 }
 
 void TxnRequestWriter::Add(const storage::Txn& txn) {
-  Writer w(16 + txn.ops.size() * 8);
-  PutTxn(w, txn);
-  txns_.append(w.data());
+  // PutTxn's layout, appended in place.
+  char id[8];
+  std::memcpy(id, &txn.id, 8);
+  buf_.append(id, 8);
+  AppendVarint(buf_, txn.ops.size());
+  for (const storage::Op& op : txn.ops) {
+    buf_.push_back(static_cast<char>(op.kind));
+    AppendVarint(buf_, op.key);
+    AppendVarint(buf_, op.src_key);
+    AppendVarint(buf_, op.arg);
+  }
   ++count_;
 }
 
-std::string TxnRequestWriter::Finish() {
-  Writer w(16 + txns_.size());
-  w.PutU64(request_id_);
-  w.PutVarint(count_);
-  w.PutRaw(txns_.data(), txns_.size());
-  txns_.clear();
-  count_ = 0;
-  return w.Release();
+std::string_view TxnRequestWriter::FinishView() {
+  if (buf_.size() < kRoom) buf_.assign(kRoom, '\0');  // Finish without Begin: an empty request
+  // The id and the count go right before the txns, so the body is one contiguous view.
+  char count[Writer::kMaxVarintBytes];
+  const size_t n = static_cast<size_t>(Writer::EncodeVarint(count, count_) - count);
+  const size_t start = kRoom - 8 - n;
+  std::memcpy(buf_.data() + start, &request_id_, 8);
+  std::memcpy(buf_.data() + start + 8, count, n);
+  return std::string_view(buf_).substr(start);
 }
 
 std::string EncodeTxnRequest(const TxnRequest& req) {
@@ -194,20 +209,6 @@ Status DecodeTxnRequest(std::string_view body, TxnRequest* out) {
 }
 
 // --- kTxnReply ---------------------------------------------------------------------------
-
-namespace {
-// Appends a LEB128 varint to `out` (the reply path builds bodies in place, no temporaries).
-inline void AppendVarint(std::string& out, uint64_t v) {
-  char buf[10];
-  size_t n = 0;
-  while (v >= 0x80) {
-    buf[n++] = static_cast<char>((v & 0x7f) | 0x80);
-    v >>= 7;
-  }
-  buf[n++] = static_cast<char>(v);
-  out.append(buf, n);
-}
-}  // namespace
 
 void TxnReplyWriter::Begin(uint64_t request_id, uint32_t record_bytes, uint32_t count) {
   body_.assign(kHeaderBytes, '\0');

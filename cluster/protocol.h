@@ -83,13 +83,17 @@ class TxnRequestWriter {
   void Begin(uint64_t request_id);
   void Add(const storage::Txn& txn);
   uint32_t count() const { return count_; }
-  // The body (not framed); the writer is empty afterwards.
-  std::string Finish();
+  // The body (not framed) as a view into the writer, valid until the next Begin: built in place
+  // (room for the id and count before the txns), no copy, no allocation once warm.
+  std::string_view FinishView();
+  // The same, copied out.
+  std::string Finish() { return std::string(FinishView()); }
 
  private:
+  static constexpr size_t kRoom = 8 + 10;  // request id + the count's varint, before the txns
   uint64_t request_id_ = 0;
   uint32_t count_ = 0;
-  std::string txns_;
+  std::string buf_;  // kRoom bytes of room, then the txns
 };
 // Structural checks only: op kinds are range-checked by the server (an unknown kind is a
 // rejected transaction, not a malformed request), so kind is decoded as a raw byte into
