@@ -40,12 +40,23 @@ cleanup() {
 trap cleanup EXIT
 
 echo "== starting a ZooKeeper server on 127.0.0.1 for the ZooKeeper tests"
-QRSTORE_ZK_HOSTS=$(scripts/zk-server.sh start "$zkdir")
+# One server serves every ZooKeeper test of the run; they write payloads of up to 5 MB and
+# ZooKeeper keeps its last 500 transactions in its heap, so 256 MB (zk-server.sh's default) ran
+# out of memory in CI once the suite grew (the server died, three tests could not connect).
+QRSTORE_ZK_HOSTS=$(scripts/zk-server.sh start "$zkdir" --heap-mb "${QRSTORE_TEST_ZK_HEAP_MB:-1024}")
 export QRSTORE_ZK_HOSTS
 echo "   ZooKeeper at $QRSTORE_ZK_HOSTS"
 
 echo "== running every test"
-(cd build && ctest --output-on-failure -j"$jobs" --timeout 600 "${ctest_args[@]+"${ctest_args[@]}"}")
+if ! (cd build && ctest --output-on-failure -j"$jobs" --timeout 600 "${ctest_args[@]+"${ctest_args[@]}"}"); then
+  # A ZooKeeper that died mid-run fails every later ZooKeeper test: say so, with its log.
+  if ! scripts/zk-server.sh status "$zkdir" | grep -qv down; then
+    echo "== the tests' ZooKeeper server is down; the end of its log:"
+    tail -n 30 "$zkdir"/s1/server.log || true
+    grep -m 3 OutOfMemoryError "$zkdir"/s1/server.log || true
+  fi
+  exit 1
+fi
 
 if [ "$tsan" = 1 ]; then
   echo "== building the concurrency tests under ThreadSanitizer into build-tsan/"
