@@ -89,12 +89,13 @@ void FollowerFeed::Request(uint32_t p, uint64_t batch) {
 }
 
 void FollowerFeed::StopWith(Status status) {
+  Logger("follower")->error("{}", status.ToString());
+  // The pipeline first: whoever sees the feed's error sees the apply stopped too.
+  pipeline_->Fail(status);
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (health_.ok()) health_ = status;
+    if (health_.ok()) health_ = std::move(status);
   }
-  Logger("follower")->error("{}", status.ToString());
-  pipeline_->Fail(std::move(status));
   cv_.notify_all();
 }
 
