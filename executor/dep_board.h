@@ -39,6 +39,12 @@ class DepBoard {
     s.ready.notify_all();  // cheap when nobody waits (libstdc++ counts waiters)
   }
 
+  // Whether slot i's value is published (Wait(i) would return at once).
+  bool Ready(uint32_t i) const {
+    QR_CHECK_LT(i, size_);
+    return slots_[i].ready.load(std::memory_order_acquire) != 0;
+  }
+
   int64_t Wait(uint32_t i) {
     QR_CHECK_LT(i, size_);
     Slot& s = slots_[i];

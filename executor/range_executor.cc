@@ -24,64 +24,114 @@ void RangeExecutor::RunEq(const planner::PlannedSlice& slice, DepBoard* deps, bo
 }
 
 template <bool kLog, bool kDigest>
-void RangeExecutor::Run(const planner::PlannedSlice& slice, DepBoard* deps, char* read_values) {
-  const std::vector<Fragment>& eq = slice.eqs[range_];
+inline void RangeExecutor::Exec(const planner::PlannedSlice& slice, uint32_t i, DepBoard* deps, char* read_values) {
+  const Fragment& f = slice.eqs[range_][i];
   const storage::RecordLayout& layout = table_->layout();
   const uint32_t rec_size = layout.size();
+  char* rec = table_->Find(f.key);
+  uint64_t undo = Access::kNoUndo;
+  bool fired = false;
+  if (rec == nullptr) {
+    // Absent key: a no-op (documented in cluster/engine.h); a dependency still flows, a read
+    // reads zeros.
+    if (f.kind == FragKind::kDepRead) deps->Publish(f.slot, 0);
+    if (f.kind == FragKind::kDepWrite) (void)deps->Wait(f.slot);
+    if (f.kind == FragKind::kRead && read_values != nullptr) {
+      std::memset(read_values + uint64_t{f.slot} * rec_size, 0, rec_size);
+    }
+  } else {
+    const bool writes = planner::IsWriteFrag(f.kind);
+    if constexpr (kLog) {
+      if (writes) {
+        undo = log_.undo.size();
+        log_.undo.append(rec, rec_size);
+      }
+    }
+    if constexpr (kDigest) {
+      if (writes) std::memcpy(scratch_.data(), rec, rec_size);
+    }
+    const int64_t dep_in = f.kind == FragKind::kDepWrite ? deps->Wait(f.slot) : 0;
+    int64_t dep_out = 0;
+    fired = ApplyFragment(f, rec, layout, slice.txns[f.txn].txn_id, dep_in, &dep_out);
+    if (f.kind == FragKind::kDepRead) deps->Publish(f.slot, dep_out);
+    if (f.kind == FragKind::kRead && read_values != nullptr) {
+      std::memcpy(read_values + uint64_t{f.slot} * rec_size, rec, rec_size);
+    }
+    if constexpr (kDigest) {
+      if (writes) digest_delta_ += storage::Table::DigestDelta(f.key, scratch_.data(), rec, rec_size);
+    }
+  }
+  if constexpr (kLog) {
+    if (fired) {
+      log_.votes.push_back(Vote{slice.planner, f.txn});
+      if (undo != Access::kNoUndo) {  // a short debit wrote nothing: drop its image
+        log_.undo.resize(undo);
+        undo = Access::kNoUndo;
+      }
+    }
+    log_.accesses.push_back(Access{slice.planner, f.txn, i, undo});
+  } else {
+    // Only slices with abortable ops can fire, and those always run with logging.
+    QR_CHECK(!fired, "abort vote fired in a slice planned without abortable ops");
+  }
+}
+
+template <bool kLog, bool kDigest>
+void RangeExecutor::Run(const planner::PlannedSlice& slice, DepBoard* deps, char* read_values) {
+  const std::vector<Fragment>& eq = slice.eqs[range_];
   // Records are random over a table far larger than the caches: prefetching a few fragments
   // ahead overlaps the misses.
   constexpr size_t kAhead = 16;
-  const size_t n = eq.size();
-  for (size_t i = 0; i < n && i < kAhead; ++i) table_->Prefetch(eq[i].key);
-  for (size_t i = 0; i < n; ++i) {
-    if (i + kAhead < n) table_->Prefetch(eq[i + kAhead].key);
-    const Fragment& f = eq[i];
-    char* rec = table_->Find(f.key);
-    uint64_t undo = Access::kNoUndo;
-    bool fired = false;
-    if (rec == nullptr) {
-      // Absent key: a no-op (documented in cluster/engine.h); a dependency still flows, a read
-      // reads zeros.
-      if (f.kind == FragKind::kDepRead) deps->Publish(f.slot, 0);
-      if (f.kind == FragKind::kDepWrite) (void)deps->Wait(f.slot);
-      if (f.kind == FragKind::kRead && read_values != nullptr) {
-        std::memset(read_values + uint64_t{f.slot} * rec_size, 0, rec_size);
-      }
-    } else {
-      const bool writes = planner::IsWriteFrag(f.kind);
-      if constexpr (kLog) {
-        if (writes) {
-          undo = log_.undo.size();
-          log_.undo.append(rec, rec_size);
+  const uint32_t n = static_cast<uint32_t>(eq.size());
+  for (uint32_t i = 0; i < n && i < kAhead; ++i) table_->Prefetch(eq[i].key);
+  if constexpr (kLog) {
+    // Logged slices run strictly in planned order: the abort resolver reads the accesses as
+    // the range's serial history.
+    for (uint32_t i = 0; i < n; ++i) {
+      if (i + kAhead < n) table_->Prefetch(eq[i + kAhead].key);
+      Exec<true, kDigest>(slice, i, deps, read_values);
+    }
+  } else {
+    // Deferral: a kDepWrite whose value is not published yet is parked instead of waited for,
+    // and the executor goes on with the next fragments; every later fragment on a parked key is
+    // parked behind it, so each record still sees its fragments in planned order (the state,
+    // the read values and the digest are those of the planned order). Parked fragments run in
+    // planned order as soon as the oldest one's value is there, and all of them before RunEq
+    // returns. Deadlock-free: the only blocking wait is the oldest parked fragment's (or any
+    // fragment's when the park is full), and the value it waits for comes from a fragment
+    // earlier in the (txn, op) order, which its executor has passed or parked earlier still.
+    parked_.Clear();
+    for (uint32_t i = 0; i < n; ++i) {
+      if (i + kAhead < n) table_->Prefetch(eq[i + kAhead].key);
+      const Fragment& f = eq[i];
+      if (!parked_.Empty()) {
+        RunParked<kDigest>(slice, deps, read_values, /*block=*/false);
+        if (parked_.Full()) RunParked<kDigest>(slice, deps, read_values, /*block=*/true);
+        if (!parked_.Empty() && parked_.MayHold(f.key)) {
+          parked_.Push(i, f.key);
+          continue;
         }
       }
-      if constexpr (kDigest) {
-        if (writes) std::memcpy(scratch_.data(), rec, rec_size);
+      if (f.kind == FragKind::kDepWrite && !deps->Ready(f.slot)) {
+        parked_.Push(i, f.key);
+        continue;
       }
-      const int64_t dep_in = f.kind == FragKind::kDepWrite ? deps->Wait(f.slot) : 0;
-      int64_t dep_out = 0;
-      fired = ApplyFragment(f, rec, layout, slice.txns[f.txn].txn_id, dep_in, &dep_out);
-      if (f.kind == FragKind::kDepRead) deps->Publish(f.slot, dep_out);
-      if (f.kind == FragKind::kRead && read_values != nullptr) {
-        std::memcpy(read_values + uint64_t{f.slot} * rec_size, rec, rec_size);
-      }
-      if constexpr (kDigest) {
-        if (writes) digest_delta_ += storage::Table::DigestDelta(f.key, scratch_.data(), rec, rec_size);
-      }
+      Exec<false, kDigest>(slice, i, deps, read_values);
     }
-    if constexpr (kLog) {
-      if (fired) {
-        log_.votes.push_back(Vote{slice.planner, f.txn});
-        if (undo != Access::kNoUndo) {  // a short debit wrote nothing: drop its image
-          log_.undo.resize(undo);
-          undo = Access::kNoUndo;
-        }
-      }
-      log_.accesses.push_back(Access{slice.planner, f.txn, static_cast<uint32_t>(i), undo});
-    } else {
-      // Only slices with abortable ops can fire, and those always run with logging.
-      QR_CHECK(!fired, "abort vote fired in a slice planned without abortable ops");
-    }
+    while (!parked_.Empty()) RunParked<kDigest>(slice, deps, read_values, /*block=*/true);
+  }
+}
+
+template <bool kDigest>
+void RangeExecutor::RunParked(const planner::PlannedSlice& slice, DepBoard* deps, char* read_values, bool block) {
+  // block: run at least the oldest one (waiting for its value), then whatever is ready.
+  const std::vector<Fragment>& eq = slice.eqs[range_];
+  while (!parked_.Empty()) {
+    const Fragment& head = eq[parked_.Front()];
+    if (!block && head.kind == FragKind::kDepWrite && !deps->Ready(head.slot)) return;
+    block = false;
+    Exec<false, kDigest>(slice, parked_.Front(), deps, read_values);
+    parked_.Pop(head.key);
   }
 }
 

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "common/check.h"
 #include "executor/dep_board.h"
 #include "planner/eq.h"
 #include "storage/table.h"
@@ -72,8 +73,46 @@ class RangeExecutor {
   }
 
  private:
+  // Fragments parked behind an unpublished dependency value (see Run), in planned order, and a
+  // counting filter over their keys (a false "may hold" only parks a fragment that need not be).
+  class Parked {
+   public:
+    bool Empty() const { return size_ == 0; }
+    bool Full() const { return size_ == kCapacity; }
+    uint32_t Front() const { return ring_[head_]; }
+    bool MayHold(uint64_t key) const { return counts_[Slot(key)] != 0; }
+    void Push(uint32_t frag, uint64_t key) {
+      QR_CHECK(!Full());
+      ring_[(head_ + size_) % kCapacity] = frag;
+      ++size_;
+      ++counts_[Slot(key)];
+    }
+    void Pop(uint64_t key) {
+      head_ = (head_ + 1) % kCapacity;
+      --size_;
+      --counts_[Slot(key)];
+    }
+    void Clear() {
+      QR_CHECK(size_ == 0);
+      head_ = 0;
+    }
+
+   private:
+    static constexpr uint32_t kCapacity = 256;  // bounds how far an executor runs ahead
+    static constexpr uint32_t kFilterBits = 12;
+    static uint32_t Slot(uint64_t key) { return static_cast<uint32_t>((key * 0x9E3779B97F4A7C15ull) >> (64 - kFilterBits)); }
+    uint32_t ring_[kCapacity] = {};
+    uint16_t counts_[1u << kFilterBits] = {};  // at most kCapacity per slot: fits
+    uint32_t head_ = 0;
+    uint32_t size_ = 0;
+  };
+
   template <bool kLog, bool kDigest>
   void Run(const planner::PlannedSlice& slice, DepBoard* deps, char* read_values);
+  template <bool kLog, bool kDigest>
+  void Exec(const planner::PlannedSlice& slice, uint32_t i, DepBoard* deps, char* read_values);
+  template <bool kDigest>
+  void RunParked(const planner::PlannedSlice& slice, DepBoard* deps, char* read_values, bool block);
 
   storage::Table* table_;
   uint32_t range_;
@@ -81,6 +120,7 @@ class RangeExecutor {
   ExecLog log_;
   std::string scratch_;  // a record's before-image for the digest delta
   uint64_t digest_delta_ = 0;
+  Parked parked_;
 };
 
 }  // namespace qrstore::executor
