@@ -63,6 +63,11 @@ class RangeExecutor {
   // each kRead leaves its record there.
   void RunEq(const planner::PlannedSlice& slice, DepBoard* deps, bool log, char* read_values = nullptr);
 
+  // How many fragments an executor parks behind unpublished dependency values before it blocks:
+  // how far it may run ahead of the ranges it depends on. 256 gave 290K txn/s in-process with
+  // 20% dependent writes, 4096 gave 400-450K (~530K without dependencies).
+  static constexpr uint32_t kParkCapacity = 4096;
+
   ExecLog& log() { return log_; }
   uint32_t range() const { return range_; }
   // The digest change of the records modified since the last call (track_digest); resets it.
@@ -98,11 +103,12 @@ class RangeExecutor {
     }
 
    private:
-    static constexpr uint32_t kCapacity = 256;  // bounds how far an executor runs ahead
-    static constexpr uint32_t kFilterBits = 12;
+    static constexpr uint32_t kCapacity = kParkCapacity;
+    static constexpr uint32_t kFilterBits = 15;
     static uint32_t Slot(uint64_t key) { return static_cast<uint32_t>((key * 0x9E3779B97F4A7C15ull) >> (64 - kFilterBits)); }
     uint32_t ring_[kCapacity] = {};
-    uint16_t counts_[1u << kFilterBits] = {};  // at most kCapacity per slot: fits
+    static_assert(kCapacity <= UINT16_MAX, "a filter slot counts up to kCapacity keys");
+    uint16_t counts_[1u << kFilterBits] = {};
     uint32_t head_ = 0;
     uint32_t size_ = 0;
   };

@@ -290,15 +290,16 @@ TEST_CASE("executor: a dependency not yet published does not stall the range; it
 }
 
 TEST_CASE("executor: more parked fragments than the park holds still run in planned order") {
-  // 600 txns each write k <- (a key of range 1) for k in 0..8, update k, then update key 9.
-  // Range 1 starts only once range 0 ran txn 1's update of key 9 (another key: not parked).
-  // Meanwhile range 0 parks the dependent writes and the updates behind them until its park
-  // (256) is full, then blocks on the oldest; whatever order, the result is the serial one.
+  // Txns each write k <- (a key of range 1) for k in 0..8, update k, then update key 9, until
+  // they make more parked fragments than the park holds. Range 1 starts only once range 0 ran
+  // txn 1's update of key 9 (another key: not parked). Meanwhile range 0 parks the dependent
+  // writes and the updates behind them until its park is full, then blocks on the oldest;
+  // whatever order, the result is the serial one.
   storage::Table table(kLayout, 20), expect(kLayout, 20);
   testing::LoadTable(&table, 20, 1);
   testing::LoadTable(&expect, 20, 1);
   std::vector<Txn> txns;
-  for (uint64_t i = 0; i < 600; ++i) {
+  for (uint64_t i = 0; i < executor::RangeExecutor::kParkCapacity; ++i) {  // 2 parked per txn
     txns.push_back(MakeTxn(i + 1, {{OpKind::kDepWrite, i % 9, 10 + i % 10}, {OpKind::kUpdate, i % 9}, {OpKind::kUpdate, 9}}));
   }
   for (const Txn& t : txns) REQUIRE(testing::SerialApply(&expect, t));
