@@ -206,7 +206,8 @@ Status ServerImpl::Start() {
     PlannedHook replicate;
     if (topo_->replication_factor() > 0) replicate = [this](const planner::PlannedSlice& s) {
       // On the planner thread, outside every lock the executors need; the slice is read-only.
-      std::string bytes = planner::EncodeSlice(s);
+      // Followers return no read values, so they get the slice without its plain reads.
+      std::string bytes = planner::EncodeSlice(s, planner::SliceEncoding::kWithoutReads);
       if (s.planner == 0 && static_cast<int64_t>(s.batch) == corrupt_batch_ && bytes.size() > 8) {
         bytes[bytes.size() / 2] ^= 0x5a;  // the test hook
         bytes.resize(bytes.size() - 5);

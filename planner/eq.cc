@@ -47,7 +47,8 @@ bool operator==(const PlannedSlice& a, const PlannedSlice& b) {
          a.read_slots == b.read_slots && a.may_abort == b.may_abort && a.txns == b.txns && a.eqs == b.eqs;
 }
 
-std::string EncodeSlice(const PlannedSlice& s) {
+std::string EncodeSlice(const PlannedSlice& s, SliceEncoding how) {
+  const bool with_reads = how == SliceEncoding::kFull;
   // Written through a raw pointer into a per-thread scratch buffer sized for the worst case (a
   // planner thread encodes a slice per batch: ~7 bytes per fragment, against ~3x that with a
   // size check per byte), then copied out once at its real size.
@@ -73,7 +74,7 @@ std::string EncodeSlice(const PlannedSlice& s) {
   var(s.batch);
   var(s.planner);
   var(s.dep_slots);
-  var(s.read_slots);
+  var(with_reads ? s.read_slots : 0);
   u8(s.may_abort ? 1 : 0);
   var(s.txns.size());
   for (const TxnContext& t : s.txns) {
@@ -81,18 +82,23 @@ std::string EncodeSlice(const PlannedSlice& s) {
     // node's latency bookkeeping and not sent either.
     u64(t.txn_id);
     var(t.client);
-    var(t.fragments);
+    var(with_reads ? t.fragments : t.fragments - t.reads);
     var(t.write_ops);
     var(t.deps);
-    var(t.reads);
+    var(with_reads ? t.reads : 0);
     u8(t.may_abort ? 1 : 0);
   }
   var(s.eqs.size());
   for (const auto& eq : s.eqs) {
-    var(eq.size());
+    size_t kept = eq.size();
+    if (!with_reads) {
+      for (const Fragment& f : eq) kept -= f.kind == FragKind::kRead ? 1 : 0;
+    }
+    var(kept);
     // Txn indices are non-decreasing: store the delta, usually one byte.
     uint32_t prev = 0;
     for (const Fragment& f : eq) {
+      if (!with_reads && f.kind == FragKind::kRead) continue;
       u8(static_cast<uint8_t>(f.kind));
       var(f.txn - prev);
       prev = f.txn;

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <map>
 #include <string>
 #include <vector>
@@ -141,6 +143,38 @@ TEST_CASE("planner: random slices satisfy the EQ invariants and decode back") {
     REQUIRE(st.ok());
     CHECK(d == s);
     CHECK(planner::EncodeSlice(d) == bytes);
+  }
+}
+
+TEST_CASE("eq codec: the replica encoding is the slice without its plain reads, and validates") {
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    const uint32_t ranges = 1 + static_cast<uint32_t>(seed % 5);
+    PlannedSlice s = PlanRandom(seed, 50 + seed * 13, ranges);
+    // What a replica should get: the same slice with every kRead removed and no read slots.
+    PlannedSlice want = s;
+    want.read_slots = 0;
+    for (auto& t : want.txns) {
+      t.fragments -= t.reads;
+      t.reads = 0;
+      t.read_begin = 0;
+      t.submit_ns = 0;
+    }
+    size_t dropped = 0;
+    for (auto& eq : want.eqs) {
+      const size_t before = eq.size();
+      eq.erase(std::remove_if(eq.begin(), eq.end(), [](const Fragment& f) { return f.kind == planner::FragKind::kRead; }),
+               eq.end());
+      dropped += before - eq.size();
+    }
+    REQUIRE(dropped > 0);
+    const std::string bytes = planner::EncodeSlice(s, planner::SliceEncoding::kWithoutReads);
+    PlannedSlice d;
+    Status st = planner::DecodeSlice(bytes, &d);
+    INFO("seed " << seed << ": " << st.ToString());
+    REQUIRE(st.ok());
+    CHECK(d == want);
+    CHECK(planner::ValidateSlice(d, KeyMapper(KeyMapper::Kind::kHash, ranges, 0), s.batch, s.planner).ok());
+    CHECK(bytes.size() < planner::EncodeSlice(s).size());
   }
 }
 
