@@ -236,9 +236,10 @@ namespace {
 
 // Plans `txns` as one slice over `ranges` and runs range 0 on a thread of its own while every
 // other range waits until `before_others` returned true (or 10 s passed), then runs them.
-// Returns the slice's read values.
+// Returns the slice's read values. The predicate sees range 0's progress through the dependency
+// board (whose slots are atomics): reading records range 0 may be writing would race.
 std::string RunRangeZeroFirst(storage::Table* table, const std::vector<Txn>& txns, const KeyMapper& ranges,
-                              const std::function<bool()>& before_others) {
+                              const std::function<bool(const executor::DepBoard&)>& before_others) {
   planner::Planner planner(ranges);
   planner::PlannedSlice slice;
   planner.PlanSlice(0, 0, txns, &slice);
@@ -248,10 +249,10 @@ std::string RunRangeZeroFirst(storage::Table* table, const std::vector<Txn>& txn
   executor::RangeExecutor zero(table, 0);
   std::thread t([&] { zero.RunEq(slice, &board, /*log=*/false, reads.data()); });
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!before_others() && std::chrono::steady_clock::now() < deadline) {
+  while (!before_others(board) && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  const bool ran_ahead = before_others();
+  const bool ran_ahead = before_others(board);
   for (uint32_t r = 1; r < ranges.buckets(); ++r) {
     executor::RangeExecutor other(table, r);
     other.RunEq(slice, &board, /*log=*/false, reads.data());
@@ -265,9 +266,11 @@ std::string RunRangeZeroFirst(storage::Table* table, const std::vector<Txn>& txn
 
 TEST_CASE("executor: a dependency not yet published does not stall the range; its key keeps planned order") {
   // Range 0 holds keys 0..9, range 1 keys 10..19. Txn 1 writes 2 <- 15 (range 1 publishes 15's
-  // counter); range 1 runs only after range 0 ran txn 2's update of key 3, which comes after
-  // txn 1: range 0 went on past the parked dependency. Txns 3 and 4 touch key 2 again (a read
-  // and an update): they must wait behind the parked write, in order.
+  // counter, slot 0); range 1 runs only after range 0 published key 3's counter for txn 2's
+  // 12 <- 3 (slot 1), which comes after txn 1: range 0 went on past the parked dependency.
+  // Txns 3 and 4 touch key 2 again (a read and an update): they must wait behind the parked
+  // write, in order. (Key 2 may be read meanwhile: range 0 writes it only after slot 0, which
+  // is published after the predicate returned.)
   storage::Table table(kLayout, 20), expect(kLayout, 20);
   testing::LoadTable(&table, 20, 5);
   testing::LoadTable(&expect, 20, 5);
@@ -275,7 +278,7 @@ TEST_CASE("executor: a dependency not yet published does not stall the range; it
   storage::SetCounter(expect.Find(15), 40);
   std::vector<Txn> txns = {
       MakeTxn(1, {{OpKind::kDepWrite, 2, 15}}),
-      MakeTxn(2, {{OpKind::kUpdate, 3}}),
+      MakeTxn(2, {{OpKind::kDepWrite, 12, 3}}),
       MakeTxn(3, {{OpKind::kRead, 2}, {OpKind::kUpdate, 4}}),
       MakeTxn(4, {{OpKind::kUpdate, 2}, {OpKind::kRead, 2}}),
   };
@@ -286,34 +289,35 @@ TEST_CASE("executor: a dependency not yet published does not stall the range; it
       if (op.kind != OpKind::kRead) REQUIRE(testing::SerialApply(&expect, MakeTxn(t.id, {op})));
     }
   }
-  const int64_t key3_before = storage::GetCounter(table.Find(3));
   const int64_t key2_before = storage::GetCounter(table.Find(2));
   bool key2_untouched_meanwhile = true;
-  const std::string reads = RunRangeZeroFirst(&table, txns, KeyMapper(KeyMapper::Kind::kRange, 2, 20), [&] {
-    if (storage::GetCounter(table.Find(3)) == key3_before) return false;
-    key2_untouched_meanwhile = storage::GetCounter(table.Find(2)) == key2_before;
-    return true;
-  });
+  const std::string reads =
+      RunRangeZeroFirst(&table, txns, KeyMapper(KeyMapper::Kind::kRange, 2, 20), [&](const executor::DepBoard& b) {
+        if (!b.Ready(1)) return false;
+        key2_untouched_meanwhile = storage::GetCounter(table.Find(2)) == key2_before;
+        return true;
+      });
   CHECK(key2_untouched_meanwhile);  // parked behind txn 1's write: nothing on key 2 ran early
   CHECK(table.Digest() == expect.Digest());
   CHECK(reads == expect_reads);
 }
 
 TEST_CASE("executor: more parked fragments than the park holds still run in planned order") {
-  // Txns each write k <- (a key of range 1) for k in 0..8, update k, then update key 9, until
-  // they make more parked fragments than the park holds. Range 1 starts only once range 0 ran
-  // txn 1's update of key 9 (another key: not parked). Meanwhile range 0 parks the dependent
-  // writes and the updates behind them until its park is full, then blocks on the oldest;
-  // whatever order, the result is the serial one.
+  // Txns each write k <- (a key of range 1) for k in 0..8, update k, then write 19 <- 9. Range 0
+  // parks the first two (2 per txn) and publishes key 9's counter (slot 2i + 1 of txn i, a key
+  // that is never parked). Range 1 starts only once range 0 published it for the txn before the
+  // one that fills the park: range 0 then fills it and blocks on its oldest parked write. Whatever the order, the result is
+  // the serial one.
   storage::Table table(kLayout, 20), expect(kLayout, 20);
   testing::LoadTable(&table, 20, 1);
   testing::LoadTable(&expect, 20, 1);
   std::vector<Txn> txns;
-  for (uint64_t i = 0; i < executor::RangeExecutor::kParkCapacity; ++i) {  // 2 parked per txn
-    txns.push_back(MakeTxn(i + 1, {{OpKind::kDepWrite, i % 9, 10 + i % 10}, {OpKind::kUpdate, i % 9}, {OpKind::kUpdate, 9}}));
+  constexpr uint32_t kFull = executor::RangeExecutor::kParkCapacity / 2;  // txns that fill the park
+  for (uint64_t i = 0; i < kFull + 100; ++i) {
+    txns.push_back(MakeTxn(i + 1, {{OpKind::kDepWrite, i % 9, 10 + i % 10}, {OpKind::kUpdate, i % 9}, {OpKind::kDepWrite, 19, 9}}));
   }
   for (const Txn& t : txns) REQUIRE(testing::SerialApply(&expect, t));
   (void)RunRangeZeroFirst(&table, txns, KeyMapper(KeyMapper::Kind::kRange, 2, 20),
-                          [&] { return storage::GetCounter(table.Find(9)) != 1; });
+                          [&](const executor::DepBoard& b) { return b.Ready(2 * (kFull - 2) + 1); });
   CHECK(table.Digest() == expect.Digest());
 }
