@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -36,13 +37,22 @@ namespace {
 
 std::string Addr(int port) { return "127.0.0.1:" + std::to_string(port); }
 
+// One scratch folder per test process, removed when the process exits.
 std::string TempDir() {
-  static const std::string dir = [] {
-    char tmpl[] = "/tmp/qrstore-client-test.XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
-    return std::string(tmpl);
-  }();
-  return dir;
+  struct Dir {
+    std::string path;
+    Dir() {
+      char tmpl[] = "/tmp/qrstore-client-test.XXXXXX";
+      REQUIRE(mkdtemp(tmpl) != nullptr);
+      path = tmpl;
+    }
+    ~Dir() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  };
+  static const Dir dir;
+  return dir.path;
 }
 
 std::string ReadFile(const std::string& path) {
