@@ -349,13 +349,15 @@ TEST_CASE("client: QueryStatus answers, refusals, closes and silence") {
   CHECK(NowNanos() - t0 < 3'000'000'000);
 
   // In parallel, in order: one answer, one node down, one silent: about one timeout in all.
+  // The timeout leaves the answering server room on a loaded machine (under ThreadSanitizer in
+  // CI it once missed 500 ms).
   t0 = NowNanos();
-  auto all = cluster::QueryStatuses({so.address, Addr(ports[3]), quiet.address}, 500);
+  auto all = cluster::QueryStatuses({so.address, Addr(ports[3]), quiet.address}, 2000);
   const int64_t took = NowNanos() - t0;
   REQUIRE(all.size() == 3);
   CHECK(all[0].ok());
   CHECK_FALSE(all[1].ok());
   CHECK(all[1].status().message().find(Addr(ports[3])) != std::string::npos);
   CHECK(all[2].status().code() == StatusCode::kTimeout);
-  CHECK(took < 1'500'000'000);
+  CHECK(took < 3'500'000'000);
 }
