@@ -9,6 +9,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <set>
+#include <cstring>
+#include <sys/stat.h>
 
 namespace qrstore {
 namespace {
@@ -118,14 +121,54 @@ bool Normalize(const ConfigKey& key, const std::string& raw, std::string* out, s
 
 using RawRows = std::vector<std::map<std::string, std::string>>;
 
+// What Flatten produces besides the values: the 1-based line of each key (for messages) and a
+// budget on how much the document expands to. YAML aliases (*name) repeat an anchored node
+// without copying it, so a few hundred bytes of nested aliases ("billion laughs") expand to
+// billions of values; Flatten stops, with one error, once the budget is spent.
+struct FlattenState {
+  std::map<std::string, int> lines;
+  uint64_t nodes = 0;
+  uint64_t bytes = 0;
+  bool over_budget = false;
+  std::vector<std::string>* errors = nullptr;
+
+  // Counts one node of `n` bytes; false (and one error) once over the budget.
+  bool Spend(uint64_t n) {
+    if (over_budget) return false;
+    ++nodes;
+    bytes += n;
+    if (nodes <= kConfigMaxNodes && bytes <= kConfigMaxExpandedBytes) return true;
+    over_budget = true;
+    errors->push_back("the document expands to more than " + std::to_string(kConfigMaxNodes) + " values or " +
+                      std::to_string(kConfigMaxExpandedBytes) +
+                      " bytes (YAML anchors and aliases repeating content?): refused");
+    return false;
+  }
+};
+
+int LineOf(const YAML::Node& n) { return n.Mark().line + 1; }
+
 // Flattens a YAML document into dotted keys. Sequences of scalars become comma lists;
-// sequences of maps become table rows (each a map of column -> scalar).
+// sequences of maps become table rows (each a map of column -> scalar). A key given twice in
+// one map is an error naming both lines (YAML parsers keep one of them silently).
 void Flatten(const YAML::Node& node, const std::string& prefix, std::map<std::string, std::string>* out,
-             std::map<std::string, RawRows>* tables, std::vector<std::string>* errors) {
+             std::map<std::string, RawRows>* tables, FlattenState* st) {
+  std::vector<std::string>* errors = st->errors;
+  if (!st->Spend(0)) return;
   if (node.IsMap()) {
+    std::map<std::string, int> seen;
     for (const auto& kv : node) {
       std::string k = kv.first.as<std::string>();
-      Flatten(kv.second, prefix.empty() ? k : prefix + "." + k, out, tables, errors);
+      const std::string path = prefix.empty() ? k : prefix + "." + k;
+      const int line = LineOf(kv.first);
+      auto [it, fresh] = seen.emplace(k, line);
+      if (!fresh) {
+        errors->push_back(path + ": given twice (lines " + std::to_string(it->second) + " and " +
+                          std::to_string(line) + ")");
+        continue;
+      }
+      st->lines.emplace(path, line);
+      Flatten(kv.second, path, out, tables, st);
     }
   } else if (node.IsSequence()) {
     bool any_map = false;
@@ -136,6 +179,7 @@ void Flatten(const YAML::Node& node, const std::string& prefix, std::map<std::st
       for (const auto& item : node) {
         const std::string where = prefix + "[" + std::to_string(i++) + "]";
         std::map<std::string, std::string> row;
+        if (!st->Spend(0)) return;
         if (!item.IsMap()) {
           errors->push_back(where + ": every item of a list of maps must be a map of column: value");
           rows.push_back(row);
@@ -147,7 +191,13 @@ void Flatten(const YAML::Node& node, const std::string& prefix, std::map<std::st
             errors->push_back(where + "." + col + ": must be a plain value");
             continue;
           }
-          row[col] = kv.second.as<std::string>();
+          if (row.count(col) != 0) {
+            errors->push_back(where + "." + col + ": given twice (line " + std::to_string(LineOf(kv.first)) + ")");
+            continue;
+          }
+          std::string v = kv.second.as<std::string>();
+          if (!st->Spend(v.size())) return;
+          row[col] = std::move(v);
         }
         rows.push_back(std::move(row));
       }
@@ -160,11 +210,15 @@ void Flatten(const YAML::Node& node, const std::string& prefix, std::map<std::st
         errors->push_back(prefix + ": list items must be plain values");
         return;
       }
-      joined += (joined.empty() ? "" : ",") + item.as<std::string>();
+      std::string v = item.as<std::string>();
+      if (!st->Spend(v.size())) return;
+      joined += (joined.empty() ? "" : ",") + v;
     }
     (*out)[prefix] = joined;
   } else if (node.IsScalar()) {
-    (*out)[prefix] = node.as<std::string>();
+    std::string v = node.as<std::string>();
+    if (!st->Spend(v.size())) return;
+    (*out)[prefix] = std::move(v);
   } else if (node.IsNull()) {
     if (!prefix.empty()) errors->push_back(prefix + ": has no value");
   }
@@ -326,20 +380,36 @@ std::string ConfigSchema::Describe() const {
 
 Result<Config> Config::FromRaw(const ConfigSchema& schema, const std::map<std::string, std::string>& given,
                                const std::map<std::string, RawRows>& given_tables,
-                               const std::vector<std::string>& overrides, std::vector<std::string> errors) {
+                               const std::vector<std::string>& overrides, std::vector<std::string> errors,
+                               const Source& source) {
   std::map<std::string, std::string> raw = given;
+  std::set<std::string> overridden;
   for (const auto& o : overrides) {
     size_t eq = o.find('=');
     if (eq == std::string::npos || eq == 0) {
-      errors.push_back("override '" + o + "': expected key=value");
+      errors.push_back(source.overrides_label + "override '" + o + "': expected key=value");
       continue;
     }
-    raw[Trim(o.substr(0, eq))] = o.substr(eq + 1);
+    const std::string name = Trim(o.substr(0, eq));
+    raw[name] = o.substr(eq + 1);
+    overridden.insert(name);
   }
+  // Each message says where the value came from: "file:line: ", "command line: ", or nothing.
+  auto where = [&](const std::string& name) -> std::string {
+    if (overridden.count(name)) return source.overrides_label;
+    auto it = source.lines.find(name);
+    if (it == source.lines.end()) return source.file.empty() ? "" : source.file + ": ";
+    return (source.file.empty() ? "line " : source.file + ":") + std::to_string(it->second) + ": ";
+  };
+  auto add = [&](const std::string& name, std::vector<std::string>* found) {
+    for (auto& e : *found) errors.push_back(where(name) + e);
+    found->clear();
+  };
   Config cfg;
   cfg.schema_ = &schema;
   cfg.given_ = raw;
   cfg.given_tables_ = given_tables;
+  std::vector<std::string> found;
   auto unknown = [&](const std::string& name) {
     // Name the known keys of the same section, so a typo is easy to fix.
     std::string hint;
@@ -347,7 +417,8 @@ Result<Config> Config::FromRaw(const ConfigSchema& schema, const std::map<std::s
     for (const auto& [known, unused] : schema.keys()) {
       if (known.rfind(section + ".", 0) == 0) hint += (hint.empty() ? "" : ", ") + known;
     }
-    errors.push_back(name + ": unknown key" + (hint.empty() ? "" : " (known in '" + section + "': " + hint + ")"));
+    found.push_back(name + ": unknown key" + (hint.empty() ? "" : " (known in '" + section + "': " + hint + ")"));
+    add(name, &found);
   };
   for (const auto& [name, value] : raw) {
     const ConfigKey* key = schema.Find(name);
@@ -356,7 +427,8 @@ Result<Config> Config::FromRaw(const ConfigSchema& schema, const std::map<std::s
       continue;
     }
     std::string norm;
-    if (Normalize(*key, value, &norm, &errors)) cfg.values_[name] = norm;
+    if (Normalize(*key, value, &norm, &found)) cfg.values_[name] = norm;
+    add(name, &found);
   }
   for (const auto& [name, rows] : given_tables) {
     const ConfigKey* key = schema.Find(name);
@@ -365,11 +437,13 @@ Result<Config> Config::FromRaw(const ConfigSchema& schema, const std::map<std::s
       continue;
     }
     if (key->type != ConfigType::kTable) {
-      errors.push_back(name + ": expected " + std::string(TypeName(key->type)) + ", got a list of maps");
+      found.push_back(name + ": expected " + std::string(TypeName(key->type)) + ", got a list of maps");
+      add(name, &found);
       continue;
     }
     std::vector<NormalRow> normal;
-    NormalizeTable(*key, rows, &normal, &errors);
+    NormalizeTable(*key, rows, &normal, &found);
+    add(name, &found);
     std::vector<ConfigRow>& out = cfg.tables_[name];
     for (NormalRow& n : normal) {
       ConfigRow row;
@@ -391,8 +465,11 @@ Result<Config> Config::FromRaw(const ConfigSchema& schema, const std::map<std::s
     cfg.values_[name] = norm;
   }
   if (!errors.empty()) {
+    // A bounded message: a document of thousands of unknown keys gets the first of them.
+    constexpr size_t kMaxListed = 50;
     std::string msg = "invalid configuration:";
-    for (const auto& e : errors) msg += "\n  " + e;
+    for (size_t i = 0; i < errors.size() && i < kMaxListed; ++i) msg += "\n  " + errors[i];
+    if (errors.size() > kMaxListed) msg += "\n  ... and " + std::to_string(errors.size() - kMaxListed) + " more";
     return Status::InvalidArgument(msg);
   }
   return cfg;
@@ -400,37 +477,75 @@ Result<Config> Config::FromRaw(const ConfigSchema& schema, const std::map<std::s
 
 Result<Config> Config::WithOverrides(const std::vector<std::string>& overrides) const {
   QR_CHECK(schema_ != nullptr, "Config used before Load");
-  return FromRaw(*schema_, given_, given_tables_, overrides, {});
+  return FromRaw(*schema_, given_, given_tables_, overrides, {}, Source{});
 }
 
-Result<Config> Config::LoadString(const ConfigSchema& schema, const std::string& yaml_text,
-                                  const std::vector<std::string>& overrides) {
+Result<Config> Config::Parse(const ConfigSchema& schema, const std::string& yaml_text,
+                             const std::vector<std::string>& overrides, const std::string& file) {
+  const std::string file_label = file.empty() ? "" : file + ": ";
+  if (yaml_text.size() > kConfigMaxFileBytes) {
+    return Status::InvalidArgument(file_label + "the config is " + std::to_string(yaml_text.size()) +
+                                   " bytes, more than the limit of " + std::to_string(kConfigMaxFileBytes) + " bytes");
+  }
   std::map<std::string, std::string> given;
   std::map<std::string, RawRows> tables;
   std::vector<std::string> errors;
+  FlattenState st;
+  st.errors = &errors;
   try {
     YAML::Node root = YAML::Load(yaml_text);
     if (!root.IsNull() && !root.IsMap()) {
       errors.push_back("the document must be a mapping of sections to keys");
     } else {
-      Flatten(root, "", &given, &tables, &errors);
+      Flatten(root, "", &given, &tables, &st);
     }
   } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument(std::string("YAML syntax error: ") + e.what());
+    return Status::InvalidArgument(file_label + "YAML syntax error: " + e.what());
   }
-  return FromRaw(schema, given, tables, overrides, std::move(errors));
+  for (auto& e : errors) e = file_label + e;
+  Source source;
+  source.file = file;
+  source.lines = std::move(st.lines);
+  source.overrides_label = "command line: ";
+  return FromRaw(schema, given, tables, overrides, std::move(errors), source);
+}
+
+Result<Config> Config::LoadString(const ConfigSchema& schema, const std::string& yaml_text,
+                                  const std::vector<std::string>& overrides) {
+  return Parse(schema, yaml_text, overrides, "");
 }
 
 Result<Config> Config::Load(const ConfigSchema& schema, const std::string& yaml_path,
                             const std::vector<std::string>& overrides) {
   if (yaml_path.empty()) return LoadString(schema, "", overrides);
-  std::ifstream in(yaml_path);
-  if (!in) return Status::NotFound("cannot open config file '" + yaml_path + "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto r = LoadString(schema, ss.str(), overrides);
-  if (!r.ok()) return Status::InvalidArgument(yaml_path + ": " + r.status().message());
-  return r;
+  auto text = ReadConfigFile(yaml_path);
+  if (!text.ok()) return text.status();
+  return Parse(schema, text.value(), overrides, yaml_path);
+}
+
+Result<std::string> ReadConfigFile(const std::string& path) {
+  // Checked before reading, so a directory, a device or a huge file is named, not read.
+  struct stat sb {};
+  if (::stat(path.c_str(), &sb) != 0) {
+    return Status::NotFound("cannot open config file '" + path + "': " + std::strerror(errno));
+  }
+  if (S_ISDIR(sb.st_mode)) return Status::InvalidArgument("config file '" + path + "' is a directory");
+  if (S_ISREG(sb.st_mode) && static_cast<uint64_t>(sb.st_size) > kConfigMaxFileBytes) {
+    return Status::InvalidArgument("config file '" + path + "' is " + std::to_string(sb.st_size) +
+                                   " bytes, more than the limit of " + std::to_string(kConfigMaxFileBytes) + " bytes");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound("cannot open config file '" + path + "': " + std::strerror(errno));
+  // Read at most one byte past the limit (a pipe or a device has no size to check up front).
+  std::string text(kConfigMaxFileBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) return Status::InvalidArgument("cannot read config file '" + path + "'");
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kConfigMaxFileBytes) {
+    return Status::InvalidArgument("config file '" + path + "' is more than the limit of " +
+                                   std::to_string(kConfigMaxFileBytes) + " bytes");
+  }
+  return text;
 }
 
 const std::string& Config::Raw(const std::string& name, ConfigType type) const {

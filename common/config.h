@@ -21,6 +21,13 @@
 
 namespace qrstore {
 
+// Bounds on what a config may cost to read (checked with a clear error, never by running out of
+// memory): the file's size, and what its YAML expands to once anchors and aliases are repeated.
+// Cluster configs are a few KB.
+constexpr uint64_t kConfigMaxFileBytes = uint64_t{1} << 20;
+constexpr uint64_t kConfigMaxNodes = 200'000;
+constexpr uint64_t kConfigMaxExpandedBytes = uint64_t{4} << 20;
+
 enum class ConfigType { kInt, kDouble, kBool, kString, kStringList, kTable };
 
 struct ConfigKey {
@@ -84,7 +91,11 @@ class ConfigSchema {
 
 class Config {
  public:
-  // yaml_path may be empty (defaults only). overrides: "dotted.key=value" strings.
+  // yaml_path may be empty (defaults only). overrides: "dotted.key=value" strings. Every error
+  // says where its value came from: "<file>:<line>: key: ..." for the file (a key given twice
+  // names both lines), "command line: key: ..." for an override. A directory, a file over
+  // kConfigMaxFileBytes and a document expanding past kConfigMaxNodes / kConfigMaxExpandedBytes
+  // are refused (kInvalidArgument); a missing file is kNotFound.
   static Result<Config> Load(const ConfigSchema& schema, const std::string& yaml_path,
                              const std::vector<std::string>& overrides);
   static Result<Config> LoadString(const ConfigSchema& schema, const std::string& yaml_text,
@@ -109,9 +120,18 @@ class Config {
 
  private:
   using RawRows = std::vector<std::map<std::string, std::string>>;
+  // Where the given keys came from, for messages.
+  struct Source {
+    std::string file;                  // empty: text given as a string
+    std::map<std::string, int> lines;  // key -> 1-based line of the document
+    std::string overrides_label;       // prefix of errors in overrides ("command line: ")
+  };
+  static Result<Config> Parse(const ConfigSchema& schema, const std::string& yaml_text,
+                              const std::vector<std::string>& overrides, const std::string& file);
   static Result<Config> FromRaw(const ConfigSchema& schema, const std::map<std::string, std::string>& given,
                                 const std::map<std::string, RawRows>& given_tables,
-                                const std::vector<std::string>& overrides, std::vector<std::string> errors);
+                                const std::vector<std::string>& overrides, std::vector<std::string> errors,
+                                const Source& source);
   const std::string& Raw(const std::string& name, ConfigType type) const;
   const ConfigSchema* schema_ = nullptr;  // not owned; must outlive the Config
   std::map<std::string, std::string> values_;
@@ -120,6 +140,10 @@ class Config {
   std::map<std::string, std::string> given_;
   std::map<std::string, RawRows> given_tables_;
 };
+
+// The text of a config file, refusing a missing file (kNotFound), a directory and a file over
+// kConfigMaxFileBytes (kInvalidArgument), each naming the path.
+Result<std::string> ReadConfigFile(const std::string& path);
 
 // Splits "a,b , c" into {"a","b","c"} (empty items dropped).
 std::vector<std::string> SplitList(const std::string& s);

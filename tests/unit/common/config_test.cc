@@ -1,5 +1,11 @@
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
 #include "common/config.h"
 
 using namespace qrstore;
@@ -127,4 +133,83 @@ TEST_CASE("config: WithOverrides re-validates on top of what was given") {
   auto bad = r->WithOverrides({"batch.txns=0"});
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().message().find("batch.txns: must be in") != std::string::npos);
+}
+
+namespace {
+// A scratch file under the test's temporary directory, removed when it goes out of scope.
+struct ScratchFile {
+  std::string path;
+  explicit ScratchFile(const std::string& name, const std::string& text) {
+    path = (std::filesystem::temp_directory_path() / ("qrstore-config-test-" + std::to_string(::getpid()) + "-" + name)).string();
+    std::ofstream(path, std::ios::binary) << text;
+  }
+  ~ScratchFile() { std::remove(path.c_str()); }
+};
+}  // namespace
+
+TEST_CASE("config: a key given twice is an error naming the key and both lines") {
+  ConfigSchema s = TestSchema();
+  auto r = Config::LoadString(s, "batch:\n  txns: 5\nycsb:\n  theta: 0.5\nbatch:\n  txns: 6\n", {});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message().find("batch: given twice (lines 1 and 5)") != std::string::npos);
+  auto inner = Config::LoadString(s, "batch:\n  txns: 5\n  txns: 6\n", {});
+  REQUIRE_FALSE(inner.ok());
+  CHECK(inner.status().message().find("batch.txns: given twice (lines 2 and 3)") != std::string::npos);
+  ScratchFile f("dup.yaml", "batch:\n  txns: 5\n  txns: 6\n");
+  auto file = Config::Load(s, f.path, {});
+  REQUIRE_FALSE(file.ok());
+  CHECK(file.status().message().find(f.path + ": batch.txns: given twice (lines 2 and 3)") != std::string::npos);
+}
+
+TEST_CASE("config: errors say whether the value came from the file (with its line) or the command line") {
+  ConfigSchema s = TestSchema();
+  ScratchFile f("where.yaml", "batch:\n  txns: 5\nycsb:\n  theta: -3\n");
+  auto r = Config::Load(s, f.path, {"batch.txns=0", "batch.txnz=1"});
+  REQUIRE_FALSE(r.ok());
+  const std::string& m = r.status().message();
+  INFO(m);
+  CHECK(m.find("command line: batch.txns: must be in [1, 1000000] (got '0')") != std::string::npos);
+  CHECK(m.find("command line: batch.txnz: unknown key") != std::string::npos);
+  CHECK(m.find(f.path + ":4: ycsb.theta: must be in [0, 10] (got '-3')") != std::string::npos);
+  // The file's name labels only what came from the file.
+  CHECK(m.find(f.path + ": batch.txns") == std::string::npos);
+  CHECK(m.find(f.path + ":2: batch.txns") == std::string::npos);
+}
+
+TEST_CASE("config: a directory, a missing file and a file over the size limit are refused naming the path") {
+  ConfigSchema s = TestSchema();
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  auto d = Config::Load(s, dir, {});
+  REQUIRE_FALSE(d.ok());
+  CHECK(d.status().message() == "config file '" + dir + "' is a directory");
+  auto missing = Config::Load(s, dir + "/qrstore-no-such-config.yaml", {});
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().code() == StatusCode::kNotFound);
+  CHECK(missing.status().message().find("qrstore-no-such-config.yaml") != std::string::npos);
+  ScratchFile big("big.yaml", "# " + std::string(kConfigMaxFileBytes, 'x') + "\n");
+  auto b = Config::Load(s, big.path, {});
+  REQUIRE_FALSE(b.ok());
+  CHECK(b.status().message().find(big.path + "' is " + std::to_string(kConfigMaxFileBytes + 3) +
+                                  " bytes, more than the limit of " + std::to_string(kConfigMaxFileBytes)) !=
+        std::string::npos);
+  CHECK_FALSE(Config::LoadString(s, std::string(kConfigMaxFileBytes + 1, ' '), {}).ok());
+}
+
+TEST_CASE("config: a YAML alias bomb is refused with one error, in bounded time") {
+  ConfigSchema s = TestSchema();
+  // Nine levels of ten aliases each: 10^9 leaves once expanded, ~600 bytes of text.
+  std::string y = "l0: &l0 {a: lol, b: lol, c: lol, d: lol, e: lol, f: lol, g: lol, h: lol, i: lol, j: lol}\n";
+  for (int i = 1; i <= 9; ++i) {
+    const std::string p = "*l" + std::to_string(i - 1);
+    y += "l" + std::to_string(i) + ": &l" + std::to_string(i) + " {a: " + p + ", b: " + p + ", c: " + p + ", d: " + p +
+         ", e: " + p + ", f: " + p + ", g: " + p + ", h: " + p + ", i: " + p + ", j: " + p + "}\n";
+  }
+  auto r = Config::LoadString(s, y, {});
+  REQUIRE_FALSE(r.ok());
+  const std::string& m = r.status().message();
+  CHECK(m.find("the document expands to more than " + std::to_string(kConfigMaxNodes) + " values") != std::string::npos);
+  CHECK(m.size() < 20000);  // the unknown keys it did expand are listed 50 at most
+  // Sequences of aliased sequences are refused as nested lists, before any expansion.
+  auto seq = Config::LoadString(s, "a: &a [lol, lol]\nb: &b [*a, *a]\nc: [*b, *b]\n", {});
+  REQUIRE_FALSE(seq.ok());
 }
