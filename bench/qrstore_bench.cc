@@ -133,6 +133,17 @@ int Main(int argc, char** argv) {
     return Fail(kExitBadInput, "--verify with --txns " + std::to_string(txns) + " exceeds bench.verify_max_txns (" +
                                    std::to_string(verify_cap) + "); raise it (32 bytes per txn) or run fewer");
   }
+  // Tables that cannot fit are bad input, refused before anything is allocated: the engine's
+  // table, plus the reference executor's for --verify (the raw loop's is freed before either).
+  const uint64_t txns_in_flight = static_cast<uint64_t>(config.GetInt("batch.txns")) *
+                                  static_cast<uint64_t>(config.GetInt("engine.batches_in_flight"));
+  if (Status s = workloads::CheckMemoryFits(options, verify ? 2 : 1, txns_in_flight); !s.ok()) {
+    return Fail(kExitBadInput, s.message());
+  }
+  // --dump-state to a path that cannot be written fails now, not after the run: create the file.
+  if (!dump_path.empty()) {
+    if (Status s = workloads::ProbeWritable(dump_path); !s.ok()) return Fail(kExitBadInput, "--dump-state: " + s.message());
+  }
   uint64_t outstanding = static_cast<uint64_t>(config.GetInt("bench.outstanding"));
   if (outstanding == 0) outstanding = 2 * static_cast<uint64_t>(config.GetInt("batch.txns"));
 

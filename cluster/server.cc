@@ -1,11 +1,14 @@
 #include "cluster/server.h"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cinttypes>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
@@ -119,6 +122,19 @@ Status ServerImpl::Init(const Config& config, const std::string& node) {
   if (!engine.ok()) errors.push_back(engine.status().message());
   auto workload = workloads::OptionsFromConfig(config);
   if (!workload.ok()) errors.push_back(workload.status().message());
+  // Checked before anything is allocated or started: the table must fit in memory, and the
+  // dump directory must be writable (a clean stop writes there after the whole run).
+  if (workload.ok()) {
+    const uint64_t txns_in_flight = static_cast<uint64_t>(config.GetInt("batch.txns")) *
+                                    static_cast<uint64_t>(config.GetInt("engine.batches_in_flight"));
+    if (Status s = workloads::CheckMemoryFits(workload.value(), 1, txns_in_flight); !s.ok()) {
+      errors.push_back(s.message());
+    }
+  }
+  if (const std::string& dir = config.GetString("server.dump_state_dir");
+      !dir.empty() && ::access(dir.c_str(), W_OK | X_OK) != 0) {
+    errors.push_back("server.dump_state_dir: cannot write in '" + dir + "': " + std::strerror(errno));
+  }
   if (!errors.empty()) {
     std::string msg = "invalid config for node " + node + ":";
     for (const auto& e : errors) msg += "\n  " + e;

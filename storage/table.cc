@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "common/memory.h"
+
 namespace qrstore::storage {
 
 Table::Table(RecordLayout layout, uint64_t capacity)
@@ -11,6 +13,12 @@ Table::Table(RecordLayout layout, uint64_t capacity)
   // new char[] without () leaves the bytes uninitialized: untouched pages cost no memory.
   dense_.reset(new char[capacity_ * stride_]);
   present_.assign((capacity_ + 63) / 64, 0);
+}
+
+uint64_t Table::MemoryBytes(RecordLayout layout, uint64_t capacity) {
+  const uint64_t records = SaturatingMul(capacity, layout.size());
+  const uint64_t bitmap = SaturatingMul(capacity / 64 + 1, sizeof(uint64_t));
+  return SaturatingAdd(records, bitmap);
 }
 
 const char* Table::FindSparse(Key key) const {

@@ -37,6 +37,11 @@ class Table {
   Table(const Table&) = delete;
   Table& operator=(const Table&) = delete;
 
+  // The bytes a Table of `capacity` records of `layout` holds once every key below capacity is
+  // inserted (records plus the presence bitmap); UINT64_MAX if that overflows. Callers check it
+  // against the memory available before building a large table (common/memory.h).
+  static uint64_t MemoryBytes(RecordLayout layout, uint64_t capacity);
+
   const RecordLayout& layout() const { return layout_; }
   uint64_t size() const { return size_; }
   uint64_t capacity() const { return capacity_; }

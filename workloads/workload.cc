@@ -1,11 +1,14 @@
 #include "workloads/workload.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cinttypes>
 #include <cstdio>
 #include <utility>
 #include <vector>
 
+#include "common/memory.h"
 #include "storage/table.h"
 
 namespace qrstore::workloads {
@@ -144,7 +147,9 @@ class TransferGenerator final : public Generator {
 void AddConfigKeys(ConfigSchema* s) {
   s->AddString("workload.kind", "ycsb", "which generator: ycsb (YCSB-T) or transfer (bank transfers)",
                {"ycsb", "transfer"});
-  s->AddInt("ycsb.records", 1000000, 1, int64_t{1} << 32, "records in the table; keys are [0, records)");
+  // The range is the real limit: a txn needs 2 distinct keys at least (Validate below asks for
+  // 2 * ops_per_txn * partitions, which is 2 at the smallest), so 1 is refused here, in one message.
+  s->AddInt("ycsb.records", 1000000, 2, int64_t{1} << 32, "records in the table; keys are [0, records)");
   s->AddInt("ycsb.fields", 10, 1, 1024, "fields per record (field 0 starts with the counter)");
   s->AddInt("ycsb.field_bytes", 10, 8, 4096, "bytes per field (>= 8: field 0 holds an int64 counter)");
   s->AddInt("ycsb.ops_per_txn", 16, 1, 1024, "operations per transaction, each on a distinct record");
@@ -243,6 +248,22 @@ uint64_t WorkloadOptions::RecordCount() const {
   return kind == WorkloadKind::kTransfer ? transfer.accounts : ycsb.records;
 }
 
+Status CheckMemoryFits(const WorkloadOptions& options, uint64_t tables, uint64_t txns_in_flight) {
+  const storage::RecordLayout layout = options.Layout();
+  const bool transfer = options.kind == WorkloadKind::kTransfer;
+  const uint64_t table_bytes = SaturatingMul(storage::Table::MemoryBytes(layout, options.RecordCount()), tables);
+  const uint64_t ops = transfer ? 2 : options.ycsb.ops_per_txn;
+  const uint64_t read_bytes = SaturatingMul(SaturatingMul(txns_in_flight, ops), layout.size());
+  const std::string what =
+      std::string(tables == 1 ? "the table" : std::to_string(tables) + " tables") + " of " +
+      std::to_string(options.RecordCount()) + " records of " + std::to_string(layout.size()) + " bytes (" +
+      (transfer ? "transfer.accounts" : "ycsb.records x ycsb.fields x ycsb.field_bytes") + ": " +
+      std::to_string(table_bytes) + " bytes) and the read values of " + std::to_string(txns_in_flight) +
+      " txns in flight (engine.batches_in_flight x batch.txns x " + (transfer ? "2 ops" : "ycsb.ops_per_txn") +
+      " x record bytes: " + std::to_string(read_bytes) + " bytes)";
+  return CheckFitsInMemory(SaturatingAdd(table_bytes, read_bytes), what);
+}
+
 Result<std::unique_ptr<Generator>> MakeGenerator(const WorkloadOptions& options, uint64_t seed) {
   QR_RETURN_IF_ERROR(options.Validate());
   // The generator's Rng stream is derived from the seed, so that different consumers of one
@@ -285,6 +306,13 @@ Status DumpState(const storage::Table& table, const std::string& path) {
   bool ok = std::ferror(f) == 0;
   ok = std::fclose(f) == 0 && ok;
   if (!ok) return Status::IoError("error writing '" + path + "'");
+  return Status::Ok();
+}
+
+Status ProbeWritable(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "a");
+  if (f == nullptr) return Status::InvalidArgument("cannot write '" + path + "': " + std::strerror(errno));
+  std::fclose(f);
   return Status::Ok();
 }
 

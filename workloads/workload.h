@@ -103,11 +103,25 @@ class Generator {
 // Options must be valid (Validate()); the result depends only on (options, seed).
 Result<std::unique_ptr<Generator>> MakeGenerator(const WorkloadOptions& options, uint64_t seed);
 
+// Ok if what the workload makes an engine hold fits in the memory available now: `tables`
+// tables of the workload's records (options.Layout(), RecordCount()) plus the read values
+// captured for `txns_in_flight` txns (engine.batches_in_flight x batch.txns; every op a read
+// returning its whole record, the upper bound). Otherwise kInvalidArgument naming the keys,
+// the bytes needed and the bytes available. Called before anything is allocated, so a
+// configuration that cannot fit is bad input reported up front, not a std::bad_alloc (or an OOM
+// kill) mid-load or mid-run.
+Status CheckMemoryFits(const WorkloadOptions& options, uint64_t tables, uint64_t txns_in_flight);
+
 // Inserts the initial image of every record [0, RecordCount()) into an empty table whose
 // layout equals options.Layout() and whose capacity is at least RecordCount().
 Status LoadTable(const WorkloadOptions& options, storage::Table* table);
 
 // Every record of `table` sorted by key as "key<TAB>counter\n" lines (--dump-state format).
 Status DumpState(const storage::Table& table, const std::string& path);
+
+// Checks before a run that DumpState(path) will be able to write: opens `path` for appending
+// (creating it if absent, leaving its bytes otherwise) and closes it. Errors name the path and
+// the reason (kInvalidArgument: a path that cannot be used is bad input).
+Status ProbeWritable(const std::string& path);
 
 }  // namespace qrstore::workloads

@@ -67,4 +67,18 @@ note "a port in use: up names node n0 and its log names cluster.nodes[0].client_
 
 # The config file itself: missing, a directory.
 expect_error 2 "cannot open config file" "$server" --config "$QR_TMP/none.yaml" --node a
+expect_error 2 "config file '$QR_TMP' is a directory" "$server" --config "$QR_TMP" --node a
+
+# Refused before anything is allocated or started (issue 9): a table that cannot fit (was an
+# uncaught std::bad_alloc), a dump directory that cannot be written (was found at the clean stop).
+nodes3 >"$cfg"
+expect_error 2 "not enough memory: the table of 4294967296 records" "$server" --config "$cfg" --node a \
+  --ycsb.records=4294967296
+expect_error 2 "server.dump_state_dir: cannot write in '$QR_TMP/none': No such file or directory" "$server" \
+  --config "$cfg" --node a --server.dump_state_dir="$QR_TMP/none"
+# A key given twice names both lines; an override's error is labelled as the command line's.
+{ nodes3; echo "batch:"; echo "  txns: 10"; echo "  txns: 20"; } >"$cfg"
+expect_error 2 "$cfg: batch.txns: given twice (lines 7 and 8)" "$server" --config "$cfg" --node a
+nodes3 >"$cfg"
+expect_error 2 "command line: batch.txns: must be in" "$server" --config "$cfg" --node a --batch.txns=0
 echo "PASS"

@@ -52,6 +52,37 @@ grep -q 'verify_max_txns' "$TMP/err" || fail "--verify over the cap not explaine
 run 2 "${SMALL[@]}" --txns 1 stray
 grep -q 'stray' "$TMP/err" || fail "stray argument not named"
 
+echo "inputs that passed validation and then failed are refused up front (issue 9)"
+# A table that cannot fit: refused before allocating (was an uncaught std::bad_alloc, status 134).
+run 2 --txns 1000 --ycsb.records=4294967296
+grep -q 'not enough memory: the table of 4294967296 records' "$TMP/err" || fail "huge table not refused"
+grep -q 'needed, [0-9]* bytes (.*) available' "$TMP/err" || fail "bytes needed/available not named"
+run 2 --txns 1000 --ycsb.fields=1024 --ycsb.field_bytes=4096
+grep -q 'not enough memory' "$TMP/err" || fail "4 MiB records not refused"
+# A directory as --config: an error naming it (it once ran with the defaults).
+run 2 --config "$CONFIGS" --txns 10
+grep -qF "config file '$CONFIGS' is a directory" "$TMP/err" || fail "a directory as --config not named"
+# A key given twice: both lines named.
+printf 'batch:\n  txns: 100\nycsb:\n  records: 2000\nbatch:\n  txns: 200\n' >"$TMP/dup.yaml"
+run 2 --config "$TMP/dup.yaml" --txns 10
+grep -qF "$TMP/dup.yaml: batch: given twice (lines 1 and 5)" "$TMP/err" || fail "duplicate key not named with its lines"
+# An error in an override is labelled as the command line's, not the config file's.
+run 2 --config "$CONFIGS/single-node.yaml" --txns 10 --ycsb.theta=abc
+grep -qF "command line: ycsb.theta: expected a number (got 'abc')" "$TMP/err" || fail "override error not labelled"
+grep -qF "single-node.yaml: ycsb.theta" "$TMP/err" && fail "override error labelled with the file name"
+# Per-key ranges are the real limits: one message each, from the key's range.
+run 2 --txns 10 --engine.batches_in_flight=1
+[ "$(grep -c . "$TMP/err")" -eq 2 ] && grep -qF "engine.batches_in_flight: must be in [2, 16] (got '1')" "$TMP/err" ||
+  fail "batches_in_flight=1 not refused by its range alone"
+run 2 --txns 10 --ycsb.records=1
+[ "$(grep -c . "$TMP/err")" -eq 2 ] && grep -qF "ycsb.records: must be in [2, 4294967296] (got '1')" "$TMP/err" ||
+  fail "ycsb.records=1 not refused by its range alone"
+# --dump-state to a path that cannot be written fails before the run (nothing on stdout).
+run 2 "${SMALL[@]}" --txns 100000 --dump-state "$TMP/no-such-dir/state.tsv"
+grep -qF -- "--dump-state: cannot write '$TMP/no-such-dir/state.tsv': No such file or directory" "$TMP/err" ||
+  fail "unwritable --dump-state not named"
+[ ! -s "$TMP/out" ] || fail "the run started before the unwritable --dump-state was refused"
+
 echo "--txns 0 --dump-state dumps the initial state"
 run 0 "${SMALL[@]}" --txns 0 --dump-state "$TMP/init.tsv"
 [ "$(wc -l <"$TMP/init.tsv")" -eq 2000 ] || fail "initial dump has $(wc -l <"$TMP/init.tsv") lines, expected 2000"

@@ -160,3 +160,11 @@ TEST_CASE("key mapper: hash and range mapping") {
   CHECK(got == std::vector<uint32_t>{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2});
   CHECK(r.Of(~0ull) == 2);
 }
+
+TEST_CASE("table: MemoryBytes counts records and the bitmap, saturating") {
+  using qrstore::storage::RecordLayout;
+  using qrstore::storage::Table;
+  CHECK(Table::MemoryBytes(RecordLayout{10, 10}, 1000) == 1000 * 100 + (1000 / 64 + 1) * 8);
+  CHECK(Table::MemoryBytes(RecordLayout{1024, 4096}, uint64_t{1} << 32) == (uint64_t{1} << 54) + ((uint64_t{1} << 26) + 1) * 8);
+  CHECK(Table::MemoryBytes(RecordLayout{10, 10}, UINT64_MAX / 50) == UINT64_MAX);
+}

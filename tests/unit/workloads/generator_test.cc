@@ -226,6 +226,15 @@ TEST_CASE("workload config: defaults, overrides and errors naming keys") {
   REQUIRE_FALSE(o4.ok());
   CHECK(o4.status().message().find("ycsb.partitions_per_txn") != std::string::npos);
 
+  // ycsb.records=1 is refused by the key's range, in one message (it once passed the range and
+  // failed the later check that every txn finds distinct keys).
+  auto one = Config::LoadString(schema, "", {"ycsb.records=1"});
+  REQUIRE_FALSE(one.ok());
+  CHECK(one.status().message() == "invalid configuration:\n  command line: ycsb.records: must be in [2, 4294967296] (got '1')");
+  auto two = Config::LoadString(schema, "", {"ycsb.records=2", "ycsb.ops_per_txn=1"});
+  REQUIRE(two.ok());
+  CHECK(OptionsFromConfig(two.value()).ok());
+
   CHECK_FALSE(Config::LoadString(schema, "", {"ycsb.write_ratio=1.5"}).ok());
   CHECK_FALSE(Config::LoadString(schema, "", {"workload.kind=tpcc"}).ok());
 }
@@ -261,4 +270,32 @@ TEST_CASE("load and dump: initial records, sorted dump") {
   storage::Table ytable(y.Layout(), 64);
   REQUIRE(LoadTable(y, &ytable).ok());
   CHECK(storage::GetCounter(ytable.Find(63)) == 0);
+}
+
+TEST_CASE("memory check: a table that cannot fit is refused before it is allocated") {
+  ConfigSchema schema;
+  AddConfigKeys(&schema);
+  auto fits = OptionsFromConfig(Config::LoadString(schema, "", {"ycsb.records=1000"}).value());
+  REQUIRE(fits.ok());
+  CHECK(CheckMemoryFits(fits.value(), 2, 30000).ok());
+  // 2^32 records of 100 bytes (~400 GiB), and 1,000,000 records of 4 MiB: both passed the key
+  // ranges and then threw std::bad_alloc while allocating.
+  for (auto overrides : {std::vector<std::string>{"ycsb.records=4294967296"},
+                         std::vector<std::string>{"ycsb.fields=1024", "ycsb.field_bytes=4096"}}) {
+    auto o = OptionsFromConfig(Config::LoadString(schema, "", overrides).value());
+    REQUIRE(o.ok());
+    Status s = CheckMemoryFits(o.value(), 1, 30000);
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.code() == StatusCode::kInvalidArgument);
+    CHECK(s.message().find("not enough memory: the table of " + std::to_string(o->RecordCount()) + " records") !=
+          std::string::npos);
+    CHECK(s.message().find("needed") != std::string::npos);
+    CHECK(s.message().find("available") != std::string::npos);
+  }
+  // The read values captured in flight count too: 4 MiB records, 16 reads, 30,000 txns.
+  auto wide = OptionsFromConfig(
+      Config::LoadString(schema, "", {"ycsb.records=64", "ycsb.fields=1024", "ycsb.field_bytes=4096"}).value());
+  REQUIRE(wide.ok());
+  CHECK(CheckMemoryFits(wide.value(), 1, 1).ok());
+  CHECK_FALSE(CheckMemoryFits(wide.value(), 1, 30000).ok());
 }
