@@ -29,6 +29,7 @@
 #include "common/cli.h"
 #include "common/clock.h"
 #include "common/config.h"
+#include "common/exit_codes.h"
 #include "common/logging.h"
 #include "replication/factory.h"
 #include "replication/tools/member.h"
@@ -43,10 +44,12 @@ using namespace qrstore::replication::tools;
 volatile std::sig_atomic_t g_stop_signal = 0;
 void OnSignal(int sig) { g_stop_signal = sig; }
 
-int Fail(const std::string& msg) {
+int Fail(const std::string& msg, int code = kExitFailed) {
   std::fprintf(stderr, "qrstore-repl-bench: %s\n", msg.c_str());
-  return 1;
+  return code;
 }
+// Bad flags, keys or values: the exit status every qrstore program gives bad input.
+int FailInput(const std::string& msg) { return Fail(msg, kExitBadInput); }
 
 double Percentile(const std::vector<int64_t>& sorted_ns, double q) {
   if (sorted_ns.empty()) return 0;
@@ -402,7 +405,7 @@ int Bench::Run() {
         ok ? "true" : "false", JsonEscape(problems).c_str(), config->DumpJson().c_str());
   }
   std::fflush(stdout);
-  return ok ? 0 : 2;
+  return ok ? kExitOk : kExitFailed;
 }
 
 int Main(int argc, char** argv) {
@@ -411,7 +414,7 @@ int Main(int argc, char** argv) {
                  "[--compression snappy] [--json] [--zk-hosts H] [--key=value ...]",
                  "Measures ReplicateData-to-callback latency and throughput of one replication backend on\n"
                  "127.0.0.1, starting the follower members it needs; followers verify every byte.\n"
-                 "Exit status: 0 OK, 1 bad input or start failure, 2 measurement or verification failed.");
+                 "Exit status: 0 OK, 1 start failure or a failed measurement or verification, 2 bad input.");
   cl.AddValue("backend", "NAME", "raft | zookeeper | none (required)");
   cl.AddValue("replicas", "N", "group members including the leader (default 3; 1 = leader only)");
   cl.AddValue("payload-bytes", "B", "payload size per batch (default 1024)");
@@ -426,17 +429,17 @@ int Main(int argc, char** argv) {
   cl.AddSwitch("keep-dir", "keep the temporary directory (member logs, deliveries files)");
   ConfigSchema schema;
   AddConfigKeys(&schema);
-  if (Status st = cl.Parse(argc, argv); !st.ok()) return Fail(st.message());
+  if (Status st = cl.Parse(argc, argv); !st.ok()) return FailInput(st.message());
   if (cl.help_requested()) {
     std::printf("%s", cl.Usage(&schema).c_str());
     return 0;
   }
-  if (!cl.positional().empty()) return Fail("unexpected argument '" + cl.positional()[0] + "'");
-  if (!SetLogLevel(cl.Get("log-level", "warn"))) return Fail("--log-level: unknown level");
+  if (!cl.positional().empty()) return FailInput("unexpected argument '" + cl.positional()[0] + "'");
+  if (!SetLogLevel(cl.Get("log-level", "warn"))) return FailInput("--log-level: unknown level");
   Settings s;
   s.backend = cl.Get("backend");
   if (s.backend != "raft" && s.backend != "zookeeper" && s.backend != "none") {
-    return Fail("--backend must be raft, zookeeper or none (got '" + s.backend + "')");
+    return FailInput("--backend must be raft, zookeeper or none (got '" + s.backend + "')");
   }
   auto replicas = cl.GetInt("replicas", 3);
   auto payload = cl.GetInt("payload-bytes", 1024);
@@ -444,20 +447,20 @@ int Main(int argc, char** argv) {
   auto duration = cl.GetDouble("duration-s", 3);
   auto warmup = cl.GetDouble("warmup-s", 0.5);
   for (const Status* st : {&replicas.status(), &payload.status(), &inflight.status(), &duration.status(), &warmup.status()}) {
-    if (!st->ok()) return Fail(st->message());
+    if (!st->ok()) return FailInput(st->message());
   }
-  if (replicas.value() < 1 || replicas.value() > 9) return Fail("--replicas must be in [1, 9]");
-  if (payload.value() < 0 || payload.value() > (64ll << 20)) return Fail("--payload-bytes must be in [0, 64 MiB]");
-  if (inflight.value() < 1 || inflight.value() > 10000) return Fail("--inflight must be in [1, 10000]");
-  if (!(duration.value() > 0) || duration.value() > 3600) return Fail("--duration-s must be in (0, 3600]");
-  if (warmup.value() < 0 || warmup.value() > 600) return Fail("--warmup-s must be in [0, 600]");
+  if (replicas.value() < 1 || replicas.value() > 9) return FailInput("--replicas must be in [1, 9]");
+  if (payload.value() < 0 || payload.value() > (64ll << 20)) return FailInput("--payload-bytes must be in [0, 64 MiB]");
+  if (inflight.value() < 1 || inflight.value() > 10000) return FailInput("--inflight must be in [1, 10000]");
+  if (!(duration.value() > 0) || duration.value() > 3600) return FailInput("--duration-s must be in (0, 3600]");
+  if (warmup.value() < 0 || warmup.value() > 600) return FailInput("--warmup-s must be in [0, 600]");
   s.replicas = replicas.value();
   s.payload_bytes = payload.value();
   s.inflight = inflight.value();
   s.duration_s = duration.value();
   s.warmup_s = warmup.value();
   s.compression = cl.Get("compression", "none");
-  if (s.compression != "none" && s.compression != "snappy") return Fail("--compression must be none or snappy");
+  if (s.compression != "none" && s.compression != "snappy") return FailInput("--compression must be none or snappy");
   s.zk_hosts = cl.Get("zk-hosts");
   s.json = cl.Has("json");
   s.keep_dir = cl.Has("keep-dir");
@@ -465,8 +468,12 @@ int Main(int argc, char** argv) {
   s.user_overrides = cl.overrides();
   for (const auto& o : s.user_overrides) {
     if (o.rfind("replication.backend=", 0) == 0 || o.rfind("replication.compression=", 0) == 0) {
-      return Fail("use --backend / --compression instead of --" + o);
+      return FailInput("use --backend / --compression instead of --" + o);
     }
+  }
+  // Unknown keys and bad values in the overrides are bad input, found before anything starts.
+  if (auto checked = Config::LoadString(schema, "", s.user_overrides); !checked.ok()) {
+    return FailInput(checked.status().message());
   }
 
   struct sigaction sa {};

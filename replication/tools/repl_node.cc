@@ -4,7 +4,7 @@
 // It runs one Replicator built from config (replication/factory.h). With --deliveries it
 // receives every stream (replication.groups x replication.planners) in order, checks each
 // payload against the deterministic generator and appends one line per delivered batch; any
-// gap, duplicate or content mismatch makes it exit with status 2. With --drive N it also acts
+// gap, duplicate or content mismatch makes it exit with status 3. With --drive N it also acts
 // as a leader "driver": whenever this process leads a group (by config for none/zookeeper, by
 // election for raft) it replicates generated payloads for that group's streams, resuming at
 // NextBatchId, until N batches per stream are acknowledged, logging acknowledged batches to
@@ -25,6 +25,7 @@
 #include "common/cli.h"
 #include "common/clock.h"
 #include "common/config.h"
+#include "common/exit_codes.h"
 #include "common/logging.h"
 #include "replication/factory.h"
 #include "replication/tools/member.h"
@@ -46,10 +47,14 @@ void InstallSignalHandlers() {
   sigaction(SIGINT, &sa, nullptr);
 }
 
-int Fail(const std::string& msg) {
+int Fail(const std::string& msg, int code = kExitFailed) {
   std::fprintf(stderr, "qrstore-repl-node: %s\n", msg.c_str());
-  return 1;
+  return code;
 }
+// Bad flags, keys, values or paths: the exit status every qrstore program gives bad input.
+int FailInput(const std::string& msg) { return Fail(msg, kExitBadInput); }
+// A delivered batch was wrong (gap, duplicate, content).
+constexpr int kExitWrongDelivery = 3;
 
 FILE* OpenAppend(const std::string& path) {
   if (path.empty()) return nullptr;
@@ -60,8 +65,8 @@ int Run(int argc, char** argv) {
   CommandLine cl("qrstore-repl-node", "--config FILE [--key=value ...] [--deliveries FILE] [--drive N ...]",
                  "Runs one replication group member. As a follower it receives and checks every stream;\n"
                  "with --drive it also replicates deterministic payloads whenever it leads a group.\n"
-                 "Exit status: 0 clean stop, 1 bad input or start failure, 2 a delivered batch was\n"
-                 "wrong (gap, duplicate, content), 4 --max-runtime-s reached.");
+                 "Exit status: 0 clean stop, 1 start failure, 2 bad input, 3 a delivered batch was wrong\n"
+                 "(gap, duplicate, content), 4 --max-runtime-s reached.");
   cl.AddValue("config", "FILE", "YAML config (replication.* keys); optional, overrides apply on top");
   cl.AddValue("deliveries", "FILE", "receive every stream, append 'group planner batch bytes hash' per batch");
   cl.AddValue("drive", "N", "when leader, replicate until N batches per stream are acknowledged (default 0: never)");
@@ -74,28 +79,28 @@ int Run(int argc, char** argv) {
   cl.AddValue("log-level", "LEVEL", "trace|debug|info|warn|error|off (default info)");
   ConfigSchema schema;
   AddConfigKeys(&schema);
-  if (Status s = cl.Parse(argc, argv); !s.ok()) return Fail(s.message());
+  if (Status s = cl.Parse(argc, argv); !s.ok()) return FailInput(s.message());
   if (cl.help_requested()) {
     std::printf("%s", cl.Usage(&schema).c_str());
     return 0;
   }
-  if (!cl.positional().empty()) return Fail("unexpected argument '" + cl.positional()[0] + "'");
-  if (!SetLogLevel(cl.Get("log-level", "info"))) return Fail("--log-level: unknown level '" + cl.Get("log-level") + "'");
+  if (!cl.positional().empty()) return FailInput("unexpected argument '" + cl.positional()[0] + "'");
+  if (!SetLogLevel(cl.Get("log-level", "info"))) return FailInput("--log-level: unknown level '" + cl.Get("log-level") + "'");
   auto drive = cl.GetInt("drive", 0);
   auto payload_bytes = cl.GetInt("payload-bytes", 1024);
   auto inflight = cl.GetInt("inflight", 1);
   auto max_runtime_s = cl.GetDouble("max-runtime-s", 0);
   for (const Status* s : {&drive.status(), &payload_bytes.status(), &inflight.status(), &max_runtime_s.status()}) {
-    if (!s->ok()) return Fail(s->message());
+    if (!s->ok()) return FailInput(s->message());
   }
-  if (drive.value() < 0) return Fail("--drive must be >= 0");
-  if (payload_bytes.value() < 0 || payload_bytes.value() > (1ll << 30)) return Fail("--payload-bytes must be in [0, 2^30]");
-  if (inflight.value() < 1 || inflight.value() > 100000) return Fail("--inflight must be in [1, 100000]");
-  if (max_runtime_s.value() < 0) return Fail("--max-runtime-s must be >= 0");
-  if (cl.Has("acks") && drive.value() == 0) return Fail("--acks needs --drive N");
+  if (drive.value() < 0) return FailInput("--drive must be >= 0");
+  if (payload_bytes.value() < 0 || payload_bytes.value() > (1ll << 30)) return FailInput("--payload-bytes must be in [0, 2^30]");
+  if (inflight.value() < 1 || inflight.value() > 100000) return FailInput("--inflight must be in [1, 100000]");
+  if (max_runtime_s.value() < 0) return FailInput("--max-runtime-s must be >= 0");
+  if (cl.Has("acks") && drive.value() == 0) return FailInput("--acks needs --drive N");
 
   Result<Config> config = Config::Load(schema, cl.Get("config"), cl.overrides());
-  if (!config.ok()) return Fail(config.status().message());
+  if (!config.ok()) return FailInput(config.status().message());
   const std::string name = cl.Get("name", "node");
   auto log = Logger("repl-node");
   log->info("[{}] effective config:\n{}", name, config->Dump());
@@ -103,13 +108,16 @@ int Run(int argc, char** argv) {
   const auto planners = static_cast<uint32_t>(config->GetInt("replication.planners"));
 
   FILE* deliveries = OpenAppend(cl.Get("deliveries"));
-  if (cl.Has("deliveries") && deliveries == nullptr) return Fail("cannot open --deliveries " + cl.Get("deliveries"));
+  if (cl.Has("deliveries") && deliveries == nullptr) return FailInput("cannot open --deliveries " + cl.Get("deliveries"));
   FILE* acks = OpenAppend(cl.Get("acks"));
-  if (cl.Has("acks") && acks == nullptr) return Fail("cannot open --acks " + cl.Get("acks"));
+  if (cl.Has("acks") && acks == nullptr) return FailInput("cannot open --acks " + cl.Get("acks"));
 
   InstallSignalHandlers();
   Result<std::unique_ptr<Replicator>> created = CreateReplicator(config.value());
-  if (!created.ok()) return Fail(created.status().message());
+  if (!created.ok()) {
+    return Fail(created.status().message(),
+                created.status().code() == StatusCode::kInvalidArgument ? kExitBadInput : kExitFailed);
+  }
   std::unique_ptr<Replicator> replicator = std::move(created).value();
   if (Status s = replicator->Start(); !s.ok()) return Fail("start: " + s.ToString());
   log->info("[{}] started {} ({} groups x {} planners)", name, replicator->Name(), groups, planners);
@@ -158,7 +166,7 @@ int Run(int argc, char** argv) {
     }
     if (receiver && receiver->errors() > 0) {
       log->error("[{}] stopping: {}", name, receiver->first_error());
-      exit_code = 2;
+      exit_code = kExitWrongDelivery;
       break;
     }
     const int64_t now_ms = NowMillis();
@@ -194,7 +202,7 @@ int Run(int argc, char** argv) {
   replicator.reset();
   if (deliveries != nullptr) std::fclose(deliveries);
   if (acks != nullptr) std::fclose(acks);
-  if (exit_code == 0 && errors > 0) exit_code = 2;
+  if (exit_code == 0 && errors > 0) exit_code = kExitWrongDelivery;
   return exit_code;
 }
 

@@ -73,6 +73,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (!cl.positional().empty()) return Fail("unexpected argument '" + cl.positional()[0] + "'");
+  // CommandLine collects any --dotted.key=value as a config override; raft_sim has no config.
+  if (!cl.overrides().empty()) return Fail("unknown flag --" + cl.overrides()[0] + " (raft_sim takes no config keys)");
 
   SimOptions base;
   Result<int64_t> nodes = cl.GetInt("nodes", 3);

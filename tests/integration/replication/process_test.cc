@@ -121,12 +121,12 @@ TEST_CASE("node: --help / bad flags and bad config are clear errors") {
   CHECK(RunNode({"--help"}, dir.path + "/help.log", &out) == 0);
   CHECK(out.find("usage: qrstore-repl-node") != std::string::npos);
   CHECK(out.find("replication.backend") != std::string::npos);
-  CHECK(RunNode({"--bogus"}, dir.path + "/bogus.log", &out) == 1);
+  CHECK(RunNode({"--bogus"}, dir.path + "/bogus.log", &out) == 2);  // bad input: common/exit_codes.h
   CHECK(out.find("unknown flag --bogus") != std::string::npos);
-  CHECK(RunNode({"--replication.backend=paxos"}, dir.path + "/paxos.log", &out) == 1);
+  CHECK(RunNode({"--replication.backend=paxos"}, dir.path + "/paxos.log", &out) == 2);
   CHECK(out.find("replication.backend") != std::string::npos);
-  CHECK(RunNode({"--drive", "-3"}, dir.path + "/drive.log", &out) == 1);
-  CHECK(RunNode({"--config", dir.path + "/missing.yaml"}, dir.path + "/missing.log", &out) == 1);
+  CHECK(RunNode({"--drive", "-3"}, dir.path + "/drive.log", &out) == 2);
+  CHECK(RunNode({"--config", dir.path + "/missing.yaml"}, dir.path + "/missing.log", &out) == 2);
 }
 
 TEST_CASE("node: a none leader drives and receives in one process / exits 0 on SIGTERM") {
@@ -198,7 +198,7 @@ TEST_CASE("raft processes: kill -9 the leader mid-stream / a new leader continue
     INFO(s->name << "\n" << Logs({s}));
     Result<int> code = s->process.Wait(20000);
     REQUIRE(code.ok());
-    CHECK(code.value() == 0);  // the node exits 2 on any gap, duplicate or content mismatch
+    CHECK(code.value() == 0);  // the node exits 3 on any gap, duplicate or content mismatch
     std::vector<Delivery> d = ReadDeliveries(s->deliveries);
     // Contiguous from 0, exact sizes and content hashes.
     CHECK(CheckDeliveries(d, 1, 1, {d.size()}, kBytes) == "");
