@@ -266,9 +266,11 @@ Status ServerImpl::Start() {
 
   // 2. Replication; a leader waits until the backend makes it leader of a fresh stream.
   if (Status st = replicator_->Start(); !st.ok()) {
-    std::string where = backend_ == "raft" ? "cluster.nodes[" + std::to_string(me_.index) + "].peer_port (raft, " +
-                                                 me_.peer_address() + "): "
-                                           : "replication (" + backend_ + "): ";
+    const bool disk_log = st.code() == StatusCode::kCorruption || st.code() == StatusCode::kIoError;
+    std::string where = backend_ != "raft" ? "replication (" + backend_ + "): "
+                        : disk_log ? "replication.raft.dir (the raft disk log): "
+                                   : "cluster.nodes[" + std::to_string(me_.index) + "].peer_port (raft, " +
+                                         me_.peer_address() + "): ";
     return Status(st.code() == StatusCode::kInvalidArgument ? Status::InvalidArgument(where + st.message())
                                                               : Status::Unavailable(where + st.message()));
   }

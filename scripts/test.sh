@@ -2,22 +2,26 @@
 # qrstore's test command: installs what is missing, builds (Release, with tests), starts a
 # ZooKeeper server on 127.0.0.1 for the ZooKeeper tests, runs every test with ctest (unit,
 # simulation, integration: clusters of real processes), builds the concurrency tests under
-# ThreadSanitizer and runs them, then a short fuzz smoke of every fuzz target (clang,
-# libFuzzer, ASan + UBSan; QRSTORE_FUZZ_SECONDS each, default 20). Exits non-zero on any failure.
-# Usage: scripts/test.sh [--no-tsan] [--no-fuzz] [extra ctest args]
+# ThreadSanitizer and runs them, builds the unit and integration tests with clang under
+# AddressSanitizer + UBSan (build-asan/) and runs them, then a short fuzz smoke of every fuzz
+# target (clang, libFuzzer, ASan + UBSan; QRSTORE_FUZZ_SECONDS each, default 20). Exits
+# non-zero on any failure.
+# Usage: scripts/test.sh [--no-tsan] [--no-asan] [--no-fuzz] [extra ctest args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
 tsan=1
+asan=1
 fuzz=1
 ctest_args=()
 for a in "$@"; do
   case "$a" in
     --no-tsan) tsan=0 ;;
+    --no-asan) asan=0 ;;
     --no-fuzz) fuzz=0 ;;
     -h|--help)
-      sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
       exit 0 ;;
     *) ctest_args+=("$a") ;;
   esac
@@ -65,6 +69,19 @@ if [ "$tsan" = 1 ]; then
   echo "== running the concurrency tests under ThreadSanitizer"
   (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/scripts/tsan.supp" \
      ctest --output-on-failure -L concurrency --timeout 600)
+fi
+if [ "$asan" = 1 ]; then
+  # The unit and integration tests (target sanitizer_tests: every test binary labelled unit or
+  # integration, and the programs the script tests run; not the benchmarks, raft_sim or the fuzz
+  # targets, which scripts/fuzz.sh builds with ASan itself). The simulation seeds run in
+  # Release only (~40x slower here); the fuzz corpus replays are fuzz.sh's.
+  echo "== building the unit and integration tests under AddressSanitizer + UBSan (clang) into build-asan/"
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+    -DQRSTORE_SANITIZE=address >/dev/null
+  cmake --build build-asan -j"$jobs" --target sanitizer_tests
+  echo "== running the unit and integration tests under AddressSanitizer + UBSan"
+  (cd build-asan && ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+     ctest --output-on-failure -j"$jobs" -L "unit|integration" -LE fuzz --timeout 600)
 fi
 if [ "$fuzz" = 1 ]; then
   echo "== fuzz smoke: every fuzz target for ${QRSTORE_FUZZ_SECONDS:-20} s (build-fuzz/)"

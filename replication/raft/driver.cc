@@ -147,6 +147,7 @@ void Driver::Fail(const Status& st) {
   deferred_.clear();
   for (auto& t : control) t(aborted);
   for (auto& t : propose) t(aborted);
+  listener_->OnFailed(st);
 }
 
 void Driver::Run() {

@@ -28,7 +28,8 @@
 // "raft thread only" may be called only from listener callbacks or tasks.
 //
 // Failure. A storage error is fatal for the driver: it logs it, stops processing (the peers
-// see a dead member) and aborts every queued task; health() reports the error.
+// see a dead member), aborts every queued task and tells the listener (OnFailed); health()
+// reports the error.
 #pragma once
 
 #include <atomic>
@@ -83,6 +84,10 @@ class DriverListener {
   // Newly committed entries, in index order (entries may be moved from).
   virtual void OnCommitted(uint32_t group, std::vector<Entry>& committed) = 0;
   virtual void OnRoleChanged(uint32_t group, Role role, Term term, NodeId leader) = 0;
+  // The driver stopped after a storage failure `st` (a full disk, an I/O error); called once,
+  // after the queued tasks were aborted. Nothing will commit on this member any more: fail
+  // whatever waits for it, so the application stops with an error instead of hanging.
+  virtual void OnFailed(const Status& st) { (void)st; }
 };
 
 // A task runs once on the raft thread with OK, or, if the driver stops before running it,

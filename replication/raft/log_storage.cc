@@ -314,6 +314,14 @@ Status DiskLogStorage::RecoverSegment(Segment* seg, bool* torn) {
         checksum == Hash64(b.data(), kSegmentHeaderBytes - 8)) {
       seg->prev_term = prev_term;
       good = kSegmentHeaderBytes;
+    } else if (std::any_of(b.data(), b.data() + kSegmentHeaderBytes, [](char c) { return c != 0; })) {
+      // A crash can leave a new segment's header short or blank (zeros), never as other bytes
+      // (it is written in one write, within one sector): bytes that are not a valid header are
+      // garbage or damage. Refuse, never "repair" by dropping the whole log after it.
+      return Status::Corruption(seg->path + ": not a raft log segment (its " + std::to_string(kSegmentHeaderBytes) +
+                                "-byte header has the wrong magic, version, first index or checksum): the disk "
+                                "log is damaged; restore " + options_.dir + ", or move it away to rejoin as an "
+                                "empty member");
     }
   }
   if (good > 0) {

@@ -104,7 +104,8 @@ struct DiskLogOptions {
 class DiskLogStorage : public LogStorage {
  public:
   // Opens (creating if needed) and recovers, truncating a torn tail. kIoError/kCorruption
-  // if the directory cannot be used or the hard state file is damaged.
+  // if the directory cannot be used, the hard state file is damaged, or a segment's header is
+  // neither valid nor blank (garbage, not a torn write).
   static Result<std::unique_ptr<DiskLogStorage>> Open(const DiskLogOptions& options);
   ~DiskLogStorage() override;
 

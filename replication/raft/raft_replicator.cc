@@ -506,6 +506,25 @@ void RaftReplicator::MaybeUnpause(uint32_t group) {
   if (groups_[group].buffered_bytes <= options_.max_buffered_bytes / 2) driver_->SetApplyPaused(group, false);
 }
 
+void RaftReplicator::OnFailed(const Status& st) {
+  // Raft thread, once, as the driver stops: no pending proposal will commit here and no
+  // waiting receive will be delivered. Fail them now (they would wait until Stop otherwise:
+  // a leader whose disk filled up stalled its clients until they timed out).
+  const Status failed = Status::IoError("the raft log storage of this member failed: " + st.ToString());
+  for (Group& g : groups_) {
+    for (auto& [index, p] : g.pending) p.cb(p.meta, failed);
+    g.pending.clear();
+    g.pending_bytes = 0;
+    for (auto& [planner, s] : g.streams) {
+      for (auto& [batch, cb] : s.waiting) {
+        ReplicateMeta meta{static_cast<uint32_t>(&g - groups_.data()), planner, batch};
+        cb(meta, failed, SharedBytes());
+      }
+      s.waiting.clear();
+    }
+  }
+}
+
 void RaftReplicator::OnRoleChanged(uint32_t group, Role role, Term term, NodeId leader) {
   (void)leader;
   Group& g = groups_[group];

@@ -152,6 +152,7 @@ class RaftReplicator : public Replicator, private DriverListener {
   void OnPersisted(uint32_t group, const std::vector<Entry>& entries) override;
   void OnCommitted(uint32_t group, std::vector<Entry>& committed) override;
   void OnRoleChanged(uint32_t group, Role role, Term term, NodeId leader) override;
+  void OnFailed(const Status& st) override;
 
   // Raft thread.
   bool ProposeOnRaft(const ReplicateMeta& meta, EntryData& data, ReplicateCallback& cb);

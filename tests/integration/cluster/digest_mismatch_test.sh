@@ -4,10 +4,11 @@
 # the leader logs an error naming the follower and the batch and counts it, `cluster.sh status`
 # shows the mismatch, and the client reports replicas_agree false and exits 1, while n1 agrees.
 source "$(dirname "$0")/lib.sh"
+# (qr_config writes the server section; a second one would be a key given twice.)
 qr_config "$QR_TMP/mismatch.yaml" raft 3 "ycsb:" "  records: 5000" "  ops_per_txn: 6" "batch:" "  txns: 300" \
-  "  timeout_ms: 5" "server:" "  test_wrong_digest_node: n2" "  test_wrong_digest_batch: 2" "client:" "  settle_timeout_ms: 3000"
+  "  timeout_ms: 5" "client:" "  settle_timeout_ms: 3000"
 cfg="$QR_TMP/mismatch.yaml"
-qr_up "$cfg"
+qr_up "$cfg" --server.test_wrong_digest_node=n2 --server.test_wrong_digest_batch=2
 code=0
 qr_client "$cfg" --txns 3000 --connections 1 --json >"$QR_TMP/m.out" 2>"$QR_TMP/m.err" || code=$?
 [[ "$code" == 1 ]] || fail "the client exited $code, not 1, with a follower that disagrees"

@@ -4,10 +4,11 @@
 # still holds every batch, replication.raft.max_log_bytes is raised so it does) and agrees on the
 # digest; after `down` every dump is identical.
 source "$(dirname "$0")/lib.sh"
+# (qr_config writes the replication section; a second one would be a key given twice.)
 qr_config "$QR_TMP/kill.yaml" raft 3 "ycsb:" "  records: 50000" "  ops_per_txn: 8" "batch:" "  txns: 2000" \
-  "  timeout_ms: 5" "replication:" "  raft:" "    max_log_bytes: 4294967296" "    election_ticks: 100"
+  "  timeout_ms: 5"
 cfg="$QR_TMP/kill.yaml"
-qr_up "$cfg"
+qr_up "$cfg" --replication.raft.max_log_bytes=4294967296
 qr_client "$cfg" --duration-s 12 --connections 2 --outstanding 3000 --seed 31 --json >"$QR_TMP/client.out" 2>"$QR_TMP/client.err" &
 client=$!
 sleep 3

@@ -4,7 +4,9 @@
 #   QRSTORE_BIN  the build's bin folder (set by CTest)
 #   qr_config OUT BACKEND ROWS [YAML...]  writes a cluster config: ROWS nodes of partition 0
 #                                         (row 0 leads), BACKEND none|raft|zookeeper, then the
-#                                         given YAML lines appended (extra sections)
+#                                         given YAML lines appended (extra sections other than
+#                                         replication and server, which it writes: a section
+#                                         given twice is an error; use qr_up --key=value)
 #   qr_up CONFIG [--key=value ...], qr_down CONFIG, qr_client CONFIG [args]: the scripts/programs
 #   fail MESSAGE: prints it and exits 1
 set -euo pipefail

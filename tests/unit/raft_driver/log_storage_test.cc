@@ -205,6 +205,56 @@ TEST_CASE("raft disk log: a segment of another format version is refused, never 
   REQUIRE(fs::file_size(seg) == size);  // untouched
 }
 
+// Entries 1..last of term 1 in 2000-byte segments, a hard state, synced.
+void WriteLog(const std::string& dir, Index last) {
+  auto log = OpenDisk(dir, 2000);
+  REQUIRE(log->Append(Entries(1, last, 1)).ok());
+  REQUIRE(log->SaveHardState(HardState{3, 1, 10}).ok());
+  REQUIRE(log->Sync().ok());
+}
+
+TEST_CASE("raft disk log: a segment or hard state filled with garbage is refused at open, naming the file", "[raft_driver][log]") {
+  TempDir dir;
+  WriteLog(dir.path, 60);
+  auto segs = Segments(dir.path);
+  REQUIRE(segs.size() >= 3);
+  const auto size = fs::file_size(segs[0]);
+  {
+    // Garbage over the whole first segment (it used to be taken for a torn tail: the whole
+    // log was dropped with a warning and the member started empty).
+    std::ofstream f(segs[0], std::ios::binary | std::ios::trunc);
+    for (uintmax_t i = 0; i < size; ++i) f.put(static_cast<char>((i * 131 + 7) & 0xff));
+  }
+  DiskLogOptions o;
+  o.dir = dir.path;
+  Result<std::unique_ptr<DiskLogStorage>> r = DiskLogStorage::Open(o);
+  REQUIRE(r.status().code() == StatusCode::kCorruption);
+  REQUIRE(r.status().message().find(segs[0].string() + ": not a raft log segment") != std::string::npos);
+  REQUIRE(Segments(dir.path).size() == segs.size());  // nothing removed or truncated
+  REQUIRE(fs::file_size(segs[0]) == size);
+  {
+    std::ofstream f(dir.path + "/hardstate", std::ios::binary | std::ios::trunc);
+    f << std::string(36, 'x');
+  }
+  r = DiskLogStorage::Open(o);
+  REQUIRE(r.status().code() == StatusCode::kCorruption);
+  REQUIRE(r.status().message().find("hardstate: bad magic") != std::string::npos);
+}
+
+TEST_CASE("raft disk log: a blank (zeroed) header of the last segment is a torn write, truncated", "[raft_driver][log]") {
+  TempDir dir;
+  WriteLog(dir.path, 60);
+  auto segs = Segments(dir.path);
+  {
+    std::fstream f(segs.back(), std::ios::in | std::ios::out | std::ios::binary);
+    const std::string zeros(32, '\0');
+    f.write(zeros.data(), 32);
+  }
+  auto log = OpenDisk(dir.path, 2000);
+  REQUIRE(log->recovered_truncated_bytes() > 0);
+  REQUIRE(log->Recovered().entries == Entries(1, log->last_index(), 1));
+}
+
 TEST_CASE("raft disk log: a corrupt record ends the log there", "[raft_driver][log]") {
   TempDir dir;
   {
