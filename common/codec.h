@@ -90,6 +90,8 @@ class Reader {
     std::memcpy(v, &bits, sizeof bits);
     return true;
   }
+  // Accepts only the shortest encoding (what Writer writes): a padded varint such as 80 00 for
+  // 0 is refused, so every decoder built on Reader can be canonical (re-encodes byte for byte).
   __attribute__((always_inline)) bool GetVarint(uint64_t* v) {
     // Most varints on the hot paths (kinds, deltas, small counts) are one byte: inline that.
     if (__builtin_expect(p_ != end_ && static_cast<uint8_t>(*p_) < 0x80, 1)) {
@@ -109,6 +111,7 @@ class Reader {
         result |= (byte & 0x7f) << (7 * i);
         if (byte < 0x80) {
           if (i == 9 && byte > 1) return Fail();  // overflow past 64 bits
+          if (i > 0 && byte == 0) return Fail();  // overlong: the writer never pads
           p_ += i + 1;
           *v = result;
           return true;
@@ -121,6 +124,7 @@ class Reader {
       if (p_ >= end_) return Fail();
       uint8_t byte = static_cast<uint8_t>(*p_++);
       if (shift == 63 && byte > 1) return Fail();  // overflow past 64 bits
+      if (shift > 0 && byte == 0) return Fail();   // overlong: the writer never pads
       result |= static_cast<uint64_t>(byte & 0x7f) << shift;
       if ((byte & 0x80) == 0) {
         *v = result;

@@ -22,6 +22,10 @@ std::string FrameError(const std::string& what) { return "replication payload fr
 
 }  // namespace
 
+uint64_t FrameChecksum(uint8_t version, uint8_t flags, uint32_t raw_len, uint32_t body_len, std::string_view body) {
+  return BulkHash64(body, HeaderSeed(version, flags, raw_len, body_len));
+}
+
 Result<std::string> EncodeFrame(std::string_view raw, Compression compression, uint64_t max_raw_bytes) {
   const uint64_t cap = std::min<uint64_t>(max_raw_bytes, kFrameMaxRawBytes);
   if (raw.size() > cap) {
@@ -48,7 +52,7 @@ Result<std::string> EncodeFrame(std::string_view raw, Compression compression, u
   w.PutU16(0);
   w.PutU32(raw_len);
   w.PutU32(body_len);
-  w.PutU64(BulkHash64(body_view, HeaderSeed(kFrameVersion, flags, raw_len, body_len)));
+  w.PutU64(FrameChecksum(kFrameVersion, flags, raw_len, body_len, body_view));
   w.PutRaw(body_view.data(), body_view.size());
   return w.Release();
 }
@@ -92,10 +96,14 @@ Result<SharedBytes> DecodeFrame(const SharedBytes& frame, uint64_t max_raw_bytes
                                          std::to_string(raw_len)));
   }
   std::string_view body = frame.view().substr(kFrameHeaderBytes);
-  if (BulkHash64(body, HeaderSeed(version, flags, raw_len, body_len)) != checksum) {
+  if (FrameChecksum(version, flags, raw_len, body_len, body) != checksum) {
     return Status::Corruption(FrameError("checksum mismatch"));
   }
   if (!compressed) return frame.Substr(kFrameHeaderBytes);
+  if (raw_len > uint64_t{body_len} * kSnappyMaxExpansion) {
+    return Status::Corruption(FrameError("Snappy body of " + std::to_string(body_len) +
+                                         " bytes cannot expand to the raw length " + std::to_string(raw_len)));
+  }
   size_t uncompressed = 0;
   if (!snappy::GetUncompressedLength(body.data(), body.size(), &uncompressed) || uncompressed != raw_len) {
     return Status::Corruption(FrameError("Snappy body does not decode to the raw length " + std::to_string(raw_len)));

@@ -58,9 +58,17 @@ Result<std::string> EncodeFrame(std::string_view raw, Compression compression, u
 
 // Checks and unframes. Every malformed input gives kCorruption with a message saying what is
 // wrong (truncated, bad magic, version, flags, lengths, checksum, Snappy body); a raw_len above
-// max_raw_bytes is rejected before anything is allocated.
+// max_raw_bytes, or above what a Snappy body of body_len bytes can expand to (kSnappyMaxExpansion
+// times), is rejected before anything is allocated.
 // An uncompressed payload comes back as a view into `frame` (no copy).
 Result<SharedBytes> DecodeFrame(const SharedBytes& frame, uint64_t max_raw_bytes);
+// A Snappy element of n input bytes yields at most 64 bytes for n = 3 (a copy with a 2-byte
+// offset), so no valid body expands more than 21.4 times; a frame claiming more is refused
+// before its output buffer is allocated (a tiny frame cannot make the receiver allocate the cap).
+inline constexpr uint64_t kSnappyMaxExpansion = 32;
+// The frame checksum (header fields through the seed, then the body). Public so tests and the
+// fuzzer (tests/fuzz/fuzz_payload_frames.cc) can build frames with any header.
+uint64_t FrameChecksum(uint8_t version, uint8_t flags, uint32_t raw_len, uint32_t body_len, std::string_view body);
 
 struct CompressionOptions {
   Compression compression = Compression::kNone;

@@ -97,10 +97,6 @@ constexpr size_t kRecordHeaderBytes = 28;   // length, checksum, term, index
 constexpr size_t kHardStateBytes = 36;      // magic, version, term, voted_for, commit, checksum
 constexpr uint64_t kRecordSeed = 0x7265636f72643031ULL;
 
-uint64_t RecordChecksum(Term term, Index index, std::string_view data) {
-  return BulkHash64(data, kRecordSeed ^ Mix64(term) ^ Mix64(index * 0x9e3779b97f4a7c15ULL));
-}
-
 template <typename T>
 void Put(char* out, size_t* pos, T v) {
   std::memcpy(out + *pos, &v, sizeof v);
@@ -170,6 +166,10 @@ Result<std::string> ReadFile(const std::string& path) {
 
 }  // namespace
 
+uint64_t SegmentRecordChecksum(Term term, Index index, std::string_view data) {
+  return BulkHash64(data, kRecordSeed ^ Mix64(term) ^ Mix64(index * 0x9e3779b97f4a7c15ULL));
+}
+
 // ---------------------------------------------------------------------------------------------
 // DiskLogStorage
 
@@ -223,8 +223,10 @@ Status DiskLogStorage::Recover() {
     const std::string name = de.path().filename().string();
     unsigned long long first = 0;
     char tail[8] = {0};
+    // Exactly the name the writer gives (sscanf alone also takes "seg-+0000000000000000001.log",
+    // a second file for the same index).
     if (name.size() == SegmentName(0).size() && std::sscanf(name.c_str(), "seg-%20llu.%3s", &first, tail) == 2 &&
-        std::string(tail) == "log") {
+        name == SegmentName(first)) {
       found.emplace_back(first, de.path().string());
     }
   }
@@ -246,7 +248,10 @@ Status DiskLogStorage::Recover() {
     QR_RETURN_IF_ERROR(RecoverSegment(&seg, &torn));
     const Index expected = segments_.empty() ? seg.first_index
                                              : segments_.back().first_index + segments_.back().offsets.size();
-    if (seg.size == 0 || seg.first_index != expected) {
+    const Term expected_prev_term = segments_.empty()                   ? seg.prev_term
+                                    : segments_.back().terms.empty() ? segments_.back().prev_term
+                                                                     : segments_.back().terms.back();
+    if (seg.size == 0 || seg.first_index != expected || seg.prev_term != expected_prev_term) {
       // A segment torn before its header was written, or one that does not continue the log.
       truncated_bytes_ += seg.size;
       fs::remove(path, ec);
@@ -310,8 +315,10 @@ Status DiskLogStorage::RecoverSegment(Segment* seg, bool* torn) {
       return Status::Corruption(seg->path + ": written in log format version " + std::to_string(version) +
                                 ", this build reads version " + std::to_string(kFormatVersion));
     }
-    if (magic == kSegmentMagic && version == kFormatVersion && first == seg->first_index &&
-        checksum == Hash64(b.data(), kSegmentHeaderBytes - 8)) {
+    // Index 0 is the empty log's sentinel, never an entry; the log's first entry has no
+    // predecessor, so its prev_term is 0 (the writer never makes either).
+    if (magic == kSegmentMagic && version == kFormatVersion && first == seg->first_index && first >= 1 &&
+        (first > 1 || prev_term == 0) && checksum == Hash64(b.data(), kSegmentHeaderBytes - 8)) {
       seg->prev_term = prev_term;
       good = kSegmentHeaderBytes;
     } else if (std::any_of(b.data(), b.data() + kSegmentHeaderBytes, [](char c) { return c != 0; })) {
@@ -326,6 +333,7 @@ Status DiskLogStorage::RecoverSegment(Segment* seg, bool* torn) {
   }
   if (good > 0) {
     Index next = seg->first_index;
+    Term last_term = seg->prev_term;  // terms never decrease along a Raft log
     size_t pos = good;
     while (b.size() - pos >= kRecordHeaderBytes) {
       size_t p = pos;
@@ -333,12 +341,13 @@ Status DiskLogStorage::RecoverSegment(Segment* seg, bool* torn) {
       const uint64_t checksum = Get<uint64_t>(b.data(), &p);
       const Term term = Get<uint64_t>(b.data(), &p);
       const Index index = Get<uint64_t>(b.data(), &p);
-      if (len > b.size() - p || index != next) break;
-      if (RecordChecksum(term, index, std::string_view(b.data() + p, len)) != checksum) break;
+      if (len > b.size() - p || index != next || term < last_term) break;
+      if (SegmentRecordChecksum(term, index, std::string_view(b.data() + p, len)) != checksum) break;
       seg->offsets.push_back(pos);
       seg->terms.push_back(term);
       pos = p + len;
       ++next;
+      last_term = term;
     }
     good = pos;
   }
@@ -480,7 +489,7 @@ Status DiskLogStorage::Append(const std::vector<Entry>& entries) {
       size_t pos = 0;
       char* h = headers[i].data();
       Put<uint32_t>(h, &pos, static_cast<uint32_t>(e.data.size()));
-      Put<uint64_t>(h, &pos, RecordChecksum(e.term, e.index, e.data));
+      Put<uint64_t>(h, &pos, SegmentRecordChecksum(e.term, e.index, e.data));
       Put<uint64_t>(h, &pos, e.term);
       Put<uint64_t>(h, &pos, e.index);
       iov.push_back({h, kRecordHeaderBytes});

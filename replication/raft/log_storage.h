@@ -19,8 +19,10 @@
 //                                         {u32 length, u64 checksum, u64 term, u64 index, data}
 //      hardstate                          {magic, term, voted_for, commit, checksum}, replaced
 //                                         atomically (write tmp, fsync, rename, fsync dir)
-//    Open() scans every segment; the first record that is torn (short), fails its checksum or
-//    breaks index continuity ends the log: the file is truncated there and later segments are
+//    Open() scans every segment; the first record that is torn (short), fails its checksum,
+//    breaks index continuity or has a lower term than the entry before it ends the log (so does
+//    a segment whose header is damaged, starts at index 0, or does not continue the previous
+//    segment's indexes and last term): the file is truncated there and later segments are
 //    deleted (a crash mid-write loses only unsynced data, which nobody was promised).
 //    A new segment starts when the current one exceeds segment_bytes; Compact drops whole
 //    segments below an index. Truncation on conflict cuts the segment holding the first
@@ -37,6 +39,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -100,6 +103,10 @@ struct DiskLogOptions {
   FsyncPolicy fsync = FsyncPolicy::kBatch;
   std::string identity;  // log prefix
 };
+
+// The checksum of a segment record (term, index and data). Public so tests and the fuzzer
+// (tests/fuzz/fuzz_disk_log.cc) can write segments that get past it.
+uint64_t SegmentRecordChecksum(Term term, Index index, std::string_view data);
 
 class DiskLogStorage : public LogStorage {
  public:

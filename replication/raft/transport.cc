@@ -17,8 +17,6 @@ constexpr uint64_t kChecksumSeed = 0x7261667466726d32ULL;  // "raftfrm2"
 // Bodies up to this size are copied behind the head (one write); larger ones go as slices.
 constexpr size_t kInlineBodyBytes = 16 << 10;
 
-uint64_t HeadChecksum(std::string_view head) { return BulkHash64(head.data(), head.size(), kChecksumSeed); }
-
 // Header layout (little-endian): u32 magic | u16 version | u16 reserved (0) |
 // u32 head length | u32 body length | u64 head checksum.
 void WriteFrameHeader(std::string_view head, uint64_t body_bytes, char* out) {
@@ -28,7 +26,7 @@ void WriteFrameHeader(std::string_view head, uint64_t body_bytes, char* out) {
   const uint16_t reserved16 = 0;
   const auto head_bytes = static_cast<uint32_t>(head.size());
   const auto body32 = static_cast<uint32_t>(body_bytes);
-  const uint64_t checksum = HeadChecksum(head);
+  const uint64_t checksum = FrameHeadChecksum(head);
   std::memcpy(out + 0, &magic, 4);
   std::memcpy(out + 4, &version, 2);
   std::memcpy(out + 6, &reserved16, 2);
@@ -38,6 +36,8 @@ void WriteFrameHeader(std::string_view head, uint64_t body_bytes, char* out) {
 }
 
 }  // namespace
+
+uint64_t FrameHeadChecksum(std::string_view head) { return BulkHash64(head.data(), head.size(), kChecksumSeed); }
 
 Result<FrameHeader> ParseFrameHeader(std::string_view header, size_t max_frame_bytes) {
   if (header.size() < kFrameHeaderBytes) {
@@ -110,12 +110,14 @@ std::string FrameBytes(const Message& m) {
 
 Result<Message> ReadFrame(const std::function<bool(char*, size_t)>& read, size_t max_frame_bytes) {
   char header[kFrameHeaderBytes];
-  if (!read(header, sizeof header)) return Status::Aborted("connection closed");
+  // The first byte alone, so a stream that ends inside a header is not taken for an orderly close.
+  if (!read(header, 1)) return Status::Aborted("connection closed");
+  if (!read(header + 1, sizeof header - 1)) return Status::Unavailable("connection closed inside a frame header");
   Result<FrameHeader> h = ParseFrameHeader(std::string_view(header, sizeof header), max_frame_bytes);
   if (!h.ok()) return h.status();
   std::string head(h.value().head_bytes, '\0');  // small: fields and per-entry metadata
   if (!read(head.data(), head.size())) return Status::Unavailable("connection closed inside a frame");
-  if (HeadChecksum(head) != h.value().head_checksum) return Status::Corruption("frame head checksum mismatch");
+  if (FrameHeadChecksum(head) != h.value().head_checksum) return Status::Corruption("frame head checksum mismatch");
   Result<MessageHead> decoded = DecodeHead(head);
   if (!decoded.ok()) return decoded.status();
   if (decoded.value().head_bytes != head.size()) return Status::Corruption("frame head has trailing bytes");

@@ -49,6 +49,9 @@ struct FrameHeader {
 // Parses the first kFrameHeaderBytes of `header` (kCorruption if foreign, of another version,
 // or if head + body exceed max_frame_bytes), before anything else is read.
 Result<FrameHeader> ParseFrameHeader(std::string_view header, size_t max_frame_bytes);
+// The header's checksum of a frame's head (seeded, so another protocol's bytes fail it). Public
+// so tests and the fuzzer (tests/fuzz/fuzz_raft_messages.cc) can build frames around any head.
+uint64_t FrameHeadChecksum(std::string_view head);
 
 // A message ready to write: `prefix` (header + head, and the body too when it is small) then
 // `body` slices, which point into the message's entries (the caller keeps the message alive

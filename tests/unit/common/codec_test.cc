@@ -71,6 +71,25 @@ TEST_CASE("codec: corrupt lengths and counts do not allocate") {
   CHECK_FALSE(r3.GetVarint(&v));
 }
 
+TEST_CASE("reader refuses padded varints, so decoders stay canonical") {
+  // 0 as 80 00, 1 as 81 80 00, 127 as ff 00, both through the short and the 10-byte paths.
+  for (std::string bytes : {std::string("\x80\x00", 2), std::string("\x81\x80\x00", 3), std::string("\xff\x00", 2),
+                            std::string("\x80\x00", 2) + std::string(10, '\x01')}) {
+    Reader r(bytes);
+    uint64_t v = 0;
+    CHECK_FALSE(r.GetVarint(&v));
+  }
+  Writer w;
+  for (uint64_t v : {0ULL, 1ULL, 127ULL, 128ULL, 1ULL << 63, ~0ULL}) w.PutVarint(v);
+  w.PutRaw("0123456789", 10);  // so the 10-byte path reads them too
+  Reader r(w.data());
+  for (uint64_t want : {0ULL, 1ULL, 127ULL, 128ULL, 1ULL << 63, ~0ULL}) {
+    uint64_t got = 0;
+    REQUIRE(r.GetVarint(&got));
+    CHECK(got == want);
+  }
+}
+
 TEST_CASE("hash and rng are deterministic") {
   CHECK(Hash64("abc") == Hash64("abc"));
   CHECK(Hash64("abc") != Hash64("abd"));

@@ -284,6 +284,66 @@ TEST_CASE("raft disk log: a corrupt record ends the log there", "[raft_driver][l
   REQUIRE(Segments(dir.path).size() == 2);  // everything after the corrupt point is gone
 }
 
+TEST_CASE("raft disk log: a well-checksummed record with a lower term ends the log there", "[raft_driver][log]") {
+  // Terms never decrease along a Raft log; the first recovery accepted a record that broke
+  // that as long as its checksum held (found writing fuzz_disk_log's invariant checks).
+  TempDir dir;
+  {
+    auto log = OpenDisk(dir.path);
+    REQUIRE(log->Append(Entries(1, 5, 2)).ok());
+    REQUIRE(log->Sync().ok());
+  }
+  const fs::path seg = Segments(dir.path).front();
+  {
+    // Record 4 (after the 32-byte header and three records of 28 + 101 bytes) gets term 1.
+    std::fstream f(seg, std::ios::in | std::ios::out | std::ios::binary);
+    const std::streamoff at = 32 + 3 * (28 + 101);
+    const Entry e = Entries(4, 4, 1)[0];
+    const uint64_t checksum = SegmentRecordChecksum(1, 4, e.data);
+    const uint64_t term = 1;
+    f.seekp(at + 4);
+    f.write(reinterpret_cast<const char*>(&checksum), 8);
+    f.write(reinterpret_cast<const char*>(&term), 8);
+  }
+  auto log = OpenDisk(dir.path);
+  REQUIRE(log->recovered_truncated_bytes() > 0);
+  REQUIRE(log->Recovered().entries == Entries(1, 3, 2));
+}
+
+TEST_CASE("raft disk log: segments named or headed outside the format end the log", "[raft_driver][log]") {
+  TempDir dir;
+  {
+    auto log = OpenDisk(dir.path, 2000);
+    REQUIRE(log->Append(Entries(1, 40, 1)).ok());
+    REQUIRE(log->Sync().ok());
+  }
+  auto segs = Segments(dir.path);
+  REQUIRE(segs.size() >= 2);
+  // A copy of the first segment under a name sscanf also reads as index 1 is not a segment.
+  fs::copy_file(segs[0], fs::path(dir.path) / "seg-+0000000000000000001.log");
+  {
+    auto log = OpenDisk(dir.path, 2000);
+    REQUIRE(log->recovered_truncated_bytes() == 0);
+    REQUIRE(log->Recovered().entries == Entries(1, 40, 1));
+  }
+  // The second segment's header claims a prev_term its predecessor's last entry does not have.
+  {
+    std::fstream f(segs[1], std::ios::in | std::ios::out | std::ios::binary);
+    char header[32];
+    f.read(header, sizeof header);
+    const uint64_t prev_term = 7;
+    std::memcpy(header + 16, &prev_term, 8);
+    const uint64_t checksum = Hash64(header, 24);
+    std::memcpy(header + 24, &checksum, 8);
+    f.seekp(0);
+    f.write(header, sizeof header);
+  }
+  auto log = OpenDisk(dir.path, 2000);
+  REQUIRE(log->recovered_truncated_bytes() > 0);
+  REQUIRE(log->Recovered().entries == Entries(1, log->last_index(), 1));
+  REQUIRE(log->last_index() < 40);
+}
+
 TEST_CASE("raft disk log: hard state is rewritten only on term or vote change and damage is an error", "[raft_driver][log]") {
   TempDir dir;
   {

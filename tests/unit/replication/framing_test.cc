@@ -120,6 +120,31 @@ TEST_CASE("frame: raw length cap on both sides / checked before allocating") {
   CHECK(DecodeFrame(huge, 64 << 20).status().code() == StatusCode::kCorruption);
 }
 
+TEST_CASE("frame: a Snappy body cannot claim more than it can expand to / the densest real body passes") {
+  // The densest Snappy output there is (one byte repeated) still decodes.
+  for (size_t n : {size_t{64}, size_t{100000}, size_t{4u << 20}}) {
+    const std::string zeros(n, '\0');
+    std::string f = EncodeFrame(zeros, Compression::kSnappy, 64 << 20).value();
+    REQUIRE((static_cast<uint8_t>(f[5]) & kFrameFlagSnappy) != 0);
+    CHECK(DecodeFrame(f, 64 << 20).value() == zeros);
+  }
+  // A well-checksummed 4-byte Snappy body whose preamble claims 32 MB: refused before the output
+  // buffer is allocated (before, each such frame cost the receiver a zeroed 32 MB buffer).
+  const std::string body("\x80\x80\x80\x10", 4);  // varint 32 MiB, no elements
+  const uint32_t raw_len = 32u << 20;
+  const uint32_t body_len = static_cast<uint32_t>(body.size());
+  std::string f = EncodeFrame("", Compression::kNone, 64 << 20).value();
+  f[5] = static_cast<char>(kFrameFlagSnappy);
+  std::memcpy(f.data() + 8, &raw_len, 4);
+  std::memcpy(f.data() + 12, &body_len, 4);
+  const uint64_t sum = FrameChecksum(kFrameVersion, kFrameFlagSnappy, raw_len, body_len, body);
+  std::memcpy(f.data() + 16, &sum, 8);
+  f += body;
+  Result<SharedBytes> r = DecodeFrame(f, 64 << 20);
+  CHECK(r.status().code() == StatusCode::kCorruption);
+  CHECK(r.status().message().find("cannot expand to the raw length") != std::string::npos);
+}
+
 namespace {
 
 // A backend that stores frames and hands them back through `tamper` (test-only; callbacks
