@@ -3,9 +3,13 @@
 # build-fuzz/ and runs one or all of them.
 #
 #   scripts/fuzz.sh [TARGET ...] [--seconds S] [--jobs J]
+#   scripts/fuzz.sh --configure   only configures build-fuzz/ (scripts/test.sh's ASan + UBSan
+#                                 stage builds the unit and integration tests there too: one
+#                                 clang build of the libraries serves both)
 #
 # Each target starts from its checked-in seed corpus (tests/fuzz/corpus/TARGET) plus what earlier
-# runs found (build-fuzz/corpus/TARGET, kept between runs) and runs S seconds (default 60). A
+# runs found (build-fuzz/corpus/TARGET, kept between runs), with the dictionary
+# tests/fuzz/dict/TARGET.dict when there is one, and runs S seconds (default 60). A
 # crash, a contract violation or a hang (a slice that does not finish) leaves a reproducer in
 # build-fuzz/crashes/TARGET/ and this script prints the command that replays it; copy the file
 # to tests/fuzz/regressions/TARGET/ so ctest replays it forever. Exit status 1 if any target
@@ -14,15 +18,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 targets=()
 seconds=60
+jobs=$(nproc 2>/dev/null || echo 2)
+configure_only=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --seconds) seconds="$2"; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --jobs) jobs="$2"; shift 2 ;;
+    --configure) configure_only=1; shift ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --*) echo "fuzz.sh: unknown flag $1" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
 done
-all=(fuzz_client_messages fuzz_slice)
+all=(fuzz_client_messages fuzz_slice fuzz_raft_messages fuzz_payload_frames fuzz_disk_log fuzz_zk_layout fuzz_config)
 ((${#targets[@]} > 0)) || targets=("${all[@]}")
 for t in "${targets[@]}"; do
   [[ " ${all[*]} " == *" $t "* ]] || { echo "fuzz.sh: unknown target $t (targets: ${all[*]})" >&2; exit 2; }
@@ -30,13 +38,18 @@ done
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found (scripts/setup-deps.sh installs it)" >&2; exit 1; }
 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DQRSTORE_FUZZ=ON -DBUILD_TESTING=ON >/dev/null
-cmake --build build-fuzz -j"$(nproc 2>/dev/null || echo 2)" --target "${targets[@]}"
+[[ "$configure_only" == 0 ]] || exit 0
+[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: --jobs must be a positive integer" >&2; exit 2; }
+[[ "$seconds" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: --seconds must be a positive integer" >&2; exit 2; }
+cmake --build build-fuzz -j"$jobs" --target "${targets[@]}"
 failed=0
 for t in "${targets[@]}"; do
   mkdir -p "build-fuzz/corpus/$t" "build-fuzz/crashes/$t"
   echo "== $t: ${seconds} s"
   log="build-fuzz/$t.log"
-  if build-fuzz/bin/"$t" "build-fuzz/corpus/$t" "tests/fuzz/corpus/$t" -max_total_time="$seconds" -timeout=30 \
+  dict=()
+  [[ -f "tests/fuzz/dict/$t.dict" ]] && dict=(-dict="tests/fuzz/dict/$t.dict")
+  if build-fuzz/bin/"$t" "build-fuzz/corpus/$t" "tests/fuzz/corpus/$t" "${dict[@]}" -max_total_time="$seconds" -timeout=30 \
        -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="build-fuzz/crashes/$t/" >"$log" 2>&1; then
     grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb|^#[0-9]+ *DONE" "$log" | tr '\n' ' '
     echo "corpus $(ls "build-fuzz/corpus/$t" | wc -l) inputs"

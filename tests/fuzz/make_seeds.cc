@@ -2,15 +2,29 @@
 // are regression tests from the start (run by hand after a format change; the output is
 // checked in under tests/fuzz/corpus/<target>/ and tests/fuzz/regressions/<target>/):
 //   build/bin/fuzz_make_seeds tests/fuzz
+// It also writes the dictionary of fuzz_config (tests/fuzz/dict/fuzz_config.dict) from the
+// cluster schema, so the fuzzer knows every key.
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <set>
 #include <string>
 
+#include "cluster/cluster_config.h"
 #include "cluster/protocol.h"
+#include "common/config.h"
 #include "common/rng.h"
 #include "planner/eq.h"
 #include "planner/planner.h"
+#include "replication/compression.h"
+#include "replication/raft/log_storage.h"
+#include "replication/raft/message_codec.h"
+#include "replication/raft/transport.h"
+#include "replication/zookeeper/zk_layout.h"
 #include "storage/key_map.h"
 
 using namespace qrstore;
@@ -20,6 +34,11 @@ namespace {
 void Write(const std::filesystem::path& dir, const std::string& name, const std::string& bytes) {
   std::filesystem::create_directories(dir);
   std::ofstream(dir / name, std::ios::binary) << bytes;
+}
+
+std::string ReadAll(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 std::vector<storage::Txn> Txns(uint64_t seed, size_t n, uint64_t keys) {
@@ -44,11 +63,223 @@ std::vector<storage::Txn> Txns(uint64_t seed, size_t n, uint64_t keys) {
   }
   return out;
 }
+namespace raft = replication::raft;
+
+// Raft messages: a mode byte (0 plain, 1 true checksums, 2 a stream of frames; 6 = 2 with the
+// frame checksums fixed), then the bytes.
+void WriteRaftMessages(const std::filesystem::path& dir) {
+  raft::Message vote;
+  vote.type = raft::MessageType::kVoteRequest;
+  vote.group = 1;
+  vote.from = 2;
+  vote.to = 0;
+  vote.term = 7;
+  vote.log_index = 40;
+  vote.log_term = 6;
+  raft::Message granted = vote;
+  granted.type = raft::MessageType::kVoteResponse;
+  granted.log_index = granted.log_term = 0;
+  raft::Message append;
+  append.type = raft::MessageType::kAppendRequest;
+  append.from = 0;
+  append.to = 1;
+  append.term = 7;
+  append.log_index = 40;
+  append.log_term = 6;
+  append.commit = 39;
+  append.entries = {raft::Entry{7, 41, std::string("")}, raft::Entry{7, 42, std::string("batch 42 payload")},
+                    raft::Entry{7, 43, std::string(300, 'x')}};
+  raft::Message response;
+  response.type = raft::MessageType::kAppendResponse;
+  response.from = 1;
+  response.term = 7;
+  response.log_index = 43;
+  response.reject = true;
+  response.hint = 30;
+  int n = 0;
+  for (const raft::Message* m : {&vote, &granted, &append, &response}) {
+    Write(dir, "message-" + std::to_string(n++), std::string(1, '\0') + raft::EncodeMessage(*m));
+  }
+  Write(dir, "append-true-checksums", std::string(1, '\1') + raft::EncodeMessage(append));
+  const std::string stream = raft::FrameBytes(vote) + raft::FrameBytes(append) + raft::FrameBytes(response);
+  Write(dir, "frame-stream", std::string(1, '\2') + stream);
+  Write(dir, "frame-stream-fixed", std::string(1, '\6') + stream);
+  Write(dir, "frame-append", std::string(1, '\2') + raft::FrameBytes(append));
+}
+
+// Payload frames: a flags byte (bit 0 small cap, bit 1 true checksum), then the frame.
+void WritePayloadFrames(const std::filesystem::path& dir) {
+  using replication::Compression;
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "txn " + std::to_string(i) + " update key " + std::to_string(i * 7) + ";";
+  const uint64_t cap = 64ull << 20;
+  Write(dir, "empty", std::string(1, '\0') + replication::EncodeFrame("", Compression::kNone, cap).value());
+  Write(dir, "raw", std::string(1, '\0') + replication::EncodeFrame("hello", Compression::kNone, cap).value());
+  Write(dir, "snappy", std::string(1, '\0') + replication::EncodeFrame(text, Compression::kSnappy, cap).value());
+  Write(dir, "snappy-fixed", std::string(1, '\2') + replication::EncodeFrame(text, Compression::kSnappy, cap).value());
+  Write(dir, "snappy-small-cap",
+        std::string(1, '\3') + replication::EncodeFrame(std::string(3000, 'a'), Compression::kSnappy, cap).value());
+}
+
+// Disk logs: a flags byte (bit 0 true checksums, bit 1 files named after their headers), then
+// segment files separated by "\nSEG\n" (tests/fuzz/fuzz_disk_log.cc).
+std::vector<std::string> RealSegments(const std::vector<raft::Entry>& entries, uint64_t segment_bytes, uint64_t compact) {
+  std::string dir = (std::filesystem::temp_directory_path() / "qrstore-fuzz-seeds-XXXXXX").string();
+  QR_CHECK(::mkdtemp(dir.data()) != nullptr);
+  {
+    raft::DiskLogOptions o;
+    o.dir = dir;
+    o.segment_bytes = segment_bytes;
+    o.fsync = raft::FsyncPolicy::kNever;
+    auto log = raft::DiskLogStorage::Open(o);
+    QR_CHECK(log.ok());
+    QR_CHECK(log.value()->Append(entries).ok());
+    if (compact > 0) QR_CHECK(log.value()->Compact(compact).ok());
+    QR_CHECK(log.value()->Sync().ok());
+  }
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().filename().string().rfind("seg-", 0) == 0) files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  std::vector<std::string> out;
+  for (const auto& f : files) out.push_back(ReadAll(f));
+  std::filesystem::remove_all(dir);
+  return out;
+}
+
+std::string Join(char flags, const std::vector<std::string>& segments) {
+  std::string out(1, flags);
+  for (size_t i = 0; i < segments.size(); ++i) out += (i > 0 ? "\nSEG\n" : "") + segments[i];
+  return out;
+}
+
+template <typename T>
+void Poke(std::string* b, size_t at, T v) {
+  std::memcpy(b->data() + at, &v, sizeof v);
+}
+
+void WriteDiskLogs(const std::filesystem::path& dir, const std::filesystem::path& regressions) {
+  std::vector<raft::Entry> entries;
+  for (raft::Index i = 1; i <= 12; ++i) {
+    entries.push_back(raft::Entry{i <= 5 ? 1u : 3u, i, std::string(i % 4 * 9, static_cast<char>('a' + i))});
+  }
+  const std::vector<std::string> one = RealSegments(entries, 1 << 20, 0);
+  const std::vector<std::string> three = RealSegments(entries, 150, 0);
+  const std::vector<std::string> compacted = RealSegments(entries, 150, 6);
+  QR_CHECK(one.size() == 1 && three.size() >= 3 && compacted.size() < three.size());
+  Write(dir, "one-segment", Join('\3', one));
+  Write(dir, "three-segments", Join('\3', {three[0], three[1], three[2]}));
+  Write(dir, "compacted", Join('\3', {compacted.begin(), compacted.begin() + std::min<size_t>(3, compacted.size())}));
+  Write(dir, "unfixed-torn", Join('\2', {one[0].substr(0, one[0].size() - 5)}));
+  Write(dir, "empty-segment", Join('\3', {one[0].substr(0, 32)}));
+  // Known-bad logs the first recovery accepted (flags 3: the fuzzer's checksums are set true).
+  // Offsets: a 32-byte header {magic, version, first_index @8, prev_term @16, checksum}, then
+  // records {u32 length, u64 checksum, u64 term @12, u64 index @20, data}.
+  const size_t rec2 = 32 + 28 + entries[0].data.size();  // the second record of `one`
+  std::string lower = one[0];
+  Poke<uint64_t>(&lower, rec2 + 12, 0);  // entry 2 at term 0 after entry 1 at term 1
+  Write(regressions, "term-decreases-inside-a-segment", Join('\3', {lower}));
+  std::string zero = one[0];
+  Poke<uint64_t>(&zero, 8, 0);  // a segment claiming index 0 (the empty log's sentinel)
+  for (size_t pos = 32, i = 0; pos + 28 <= zero.size(); ++i) {
+    uint32_t len;
+    std::memcpy(&len, zero.data() + pos, 4);
+    Poke<uint64_t>(&zero, pos + 20, i);
+    pos += 28 + len;
+  }
+  Write(regressions, "segment-at-index-0", Join('\3', {zero}));
+  std::string first_prev = one[0];
+  Poke<uint64_t>(&first_prev, 16, 9);  // the log's first segment claims entry 0 has term 9
+  Write(regressions, "first-segment-prev-term", Join('\3', {first_prev}));
+  std::string second = three[1];
+  Poke<uint64_t>(&second, 16, 2);  // its predecessor's last entry has term 1 or 3, never 2
+  Write(regressions, "segment-prev-term-mismatch", Join('\3', {three[0], second, three[2]}));
+}
+
+// ZooKeeper layouts: a selector byte (0 marker, 1 progress, 2 names), then the bytes.
+void WriteZkLayouts(const std::filesystem::path& dir) {
+  namespace zk = replication::zookeeper;
+  const std::string payload(2500, 'p');
+  const zk::MarkerHeader chunked = zk::MakeMarkerHeader(payload, 1000);
+  Write(dir, "marker-chunked", std::string(1, '\0') + zk::EncodeMarker(chunked, std::string_view(payload).substr(0, 1000)));
+  Write(dir, "marker-inline", std::string(1, '\0') + zk::EncodeMarker(zk::MakeMarkerHeader("abc", 1000), "abc"));
+  Write(dir, "marker-empty", std::string(1, '\0') + zk::EncodeMarker(zk::MakeMarkerHeader("", 1000), ""));
+  Write(dir, "progress", std::string(1, '\1') + zk::EncodeProgress({{0, 0, 17}, {0, 1, 300}, {2, 0, 1ull << 40}}));
+  Write(dir, "progress-empty", std::string(1, '\1') + zk::EncodeProgress({}));
+  Write(dir, "name-marker", std::string(1, '\2') + zk::MarkerName(42));
+  Write(dir, "name-chunk", std::string(1, '\2') + zk::ChunkName(42, 3));
+  Write(dir, "name-root", std::string(1, '\2') + "/qrstore/test");
+  Write(dir, "name-follower", std::string(1, '\2') + "n1.follower_2-a");
+}
+
+// Config files: the cluster configs as they are, and the dictionary of every key.
+void WriteConfigs(const std::filesystem::path& fuzz_dir, const std::filesystem::path& dir,
+                  const std::filesystem::path& regressions) {
+  const std::filesystem::path configs = fuzz_dir / ".." / ".." / "configs";
+  for (const auto& e : std::filesystem::directory_iterator(configs)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("cluster-", 0) == 0) Write(dir, name, ReadAll(e.path()));
+  }
+  Write(dir, "anchors", "cluster:\n  name: &n x1\n  nodes:\n    - &row {name: n0, host: h, client_port: 1, "
+                        "peer_port: 2, partition: 0, row: 0}\n    - {<<: *row, name: n1, row: 1}\nserver:\n  "
+                        "test_wrong_digest_node: *n\n");
+  // An alias bomb: 30 lines, each a map holding the level above twice (2^30 values expanded):
+  // loading it did not finish within 20 s before Flatten counted what it visits.
+  std::string bomb = "a0: &a0 {x: 1, y: 2}\n";
+  for (int i = 1; i <= 30; ++i) {
+    bomb += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " {p: *a" + std::to_string(i - 1) + ", q: *a" +
+            std::to_string(i - 1) + "}\n";
+  }
+  Write(regressions, "alias-bomb-30-levels", bomb);
+  Write(regressions, "deep-flow-nesting", std::string(5000, '[') + std::string(5000, ']'));
+  std::string maps;
+  for (int i = 0; i < 3000; ++i) maps += "{k: ";
+  Write(regressions, "deep-flow-map-nesting", maps + std::string(3000, '}'));
+
+  ConfigSchema schema;
+  cluster::AddClusterConfigKeys(&schema);
+  std::set<std::string> words;
+  for (const auto& [name, key] : schema.keys()) {
+    size_t start = 0;
+    for (size_t dot = name.find('.'); ; dot = name.find('.', start)) {
+      words.insert(name.substr(start, dot == std::string::npos ? std::string::npos : dot - start) + ":");
+      if (dot == std::string::npos) break;
+      start = dot + 1;
+    }
+    for (const ConfigKey& c : key.columns) words.insert(c.name + ":");
+    for (const std::string& c : key.choices) words.insert(c);
+  }
+  for (const char* w : {"&a", "*a", "<<: ", "- ", "{", "}", "[", "]", ", ", ": ", "\n  ", "!!str", "---", "true", "1e9"}) {
+    words.insert(w);
+  }
+  std::string dict = "# fuzz_config: every section, key and choice of the cluster schema, and YAML syntax\n"
+                     "# (written by build/bin/fuzz_make_seeds tests/fuzz).\n";
+  for (const std::string& w : words) {
+    std::string q;
+    for (char c : w) {
+      if (c == '\n') {
+        q += "\\n";
+      } else {
+        if (c == '"' || c == '\\') q += '\\';
+        q += c;
+      }
+    }
+    dict += "\"" + q + "\"\n";
+  }
+  Write(fuzz_dir / "dict", "fuzz_config.dict", dict);
+}
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: fuzz_make_seeds tests/fuzz\n");
+  // Writes into <dir>/corpus and <dir>/regressions: refuse anything that looks like a flag, so
+  // `fuzz_make_seeds --help` prints usage instead of making a folder named "--help".
+  if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+    std::printf("usage: fuzz_make_seeds DIR  (DIR = tests/fuzz: rewrites DIR/corpus and DIR/regressions)\n");
+    return 0;
+  }
+  if (argc != 2 || argv[1][0] == '-') {
+    std::fprintf(stderr, "usage: fuzz_make_seeds DIR  (DIR = tests/fuzz)\n");
     return 2;
   }
   const std::filesystem::path root = std::filesystem::path(argv[1]) / "corpus";
@@ -117,6 +348,11 @@ int main(int argc, char** argv) {
   Write(root / "fuzz_client_messages", "status-reply", std::string(1, '\5') + proto::EncodeStatusReply(st));
   Write(root / "fuzz_client_messages", "follower-report",
         std::string(1, '\6') + proto::EncodeFollowerReport({"n1", 3, false, {{1, 2}, {2, 3}}}));
+  WriteRaftMessages(root / "fuzz_raft_messages");
+  WritePayloadFrames(root / "fuzz_payload_frames");
+  WriteDiskLogs(root / "fuzz_disk_log", regressions / "fuzz_disk_log");
+  WriteZkLayouts(root / "fuzz_zk_layout");
+  WriteConfigs(std::filesystem::path(argv[1]), root / "fuzz_config", regressions / "fuzz_config");
   std::printf("seeds written under %s\n", root.c_str());
   return 0;
 }

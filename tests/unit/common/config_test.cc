@@ -213,3 +213,34 @@ TEST_CASE("config: a YAML alias bomb is refused with one error, in bounded time"
   auto seq = Config::LoadString(s, "a: &a [lol, lol]\nb: &b [*a, *a]\nc: [*b, *b]\n", {});
   REQUIRE_FALSE(seq.ok());
 }
+
+TEST_CASE("config: alias blow-ups, oversized text and deep nesting are refused, quickly") {
+  ConfigSchema s = TestSchema();
+  // 30 lines that alias the level above twice: 2^30 values once expanded (before the bound,
+  // loading this did not finish within 20 s; fuzz_config's regressions keep it).
+  std::string bomb = "a0: &a0 {x: 1, y: 2}\n";
+  for (int i = 1; i <= 30; ++i) {
+    bomb += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " {p: *a" + std::to_string(i - 1) + ", q: *a" +
+            std::to_string(i - 1) + "}\n";
+  }
+  auto r = Config::LoadString(s, bomb, {});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message().find("the document expands to more than") != std::string::npos);
+  // A long scalar repeated by aliases in a list.
+  std::string repeat = "s: &s " + std::string(100000, 'x') + "\nraft:\n  members: [";
+  for (int i = 0; i < 1000; ++i) repeat += "*s, ";
+  repeat += "*s]\n";
+  r = Config::LoadString(s, repeat, {});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message().find("the document expands to more than") != std::string::npos);
+  r = Config::LoadString(s, "batch:\n  txns: 5\n#" + std::string(2 << 20, 'x') + "\n", {});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message().find("more than the limit") != std::string::npos);
+  r = Config::LoadString(s, std::string(5000, '[') + std::string(5000, ']'), {});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == StatusCode::kInvalidArgument);
+  // Anchors and merge keys within the bounds still work.
+  r = Config::LoadString(s, "batch:\n  txns: &n 77\nraft:\n  members: [*n, b:2]\n", {});
+  REQUIRE(r.ok());
+  CHECK(r->GetInt("batch.txns") == 77);
+}

@@ -1,0 +1,83 @@
+// Fuzz target: the ZooKeeper backend's znode layout (replication/zookeeper/zk_layout.h), what a
+// follower reads from znodes any process could have written. The first byte picks the decoder,
+// the rest is the input:
+//   0  a batch marker (DecodeMarker);
+//   1  a follower's progress (DecodeProgress);
+//   2  a stream node's child name (ParseChildName), and the same text as a root path and as a
+//      follower id (ValidateRoot, ValidateFollowerId).
+// Contract: never a crash or an out-of-bounds read; a rejection is kCorruption (names: nullopt,
+// validation: kInvalidArgument) with a message; what is accepted re-encodes to exactly the same
+// bytes (markers, progress and child names are canonical), and an accepted marker header is
+// self-consistent: its chunk count and every chunk range follow from its lengths.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/check.h"
+#include "replication/zookeeper/zk_layout.h"
+
+using namespace qrstore;
+using namespace qrstore::replication::zookeeper;
+
+namespace {
+void CheckRejected(const Status& st, StatusCode code) {
+  QR_CHECK(st.code() == code && !st.message().empty(), "a rejection must say why: %s", st.ToString().c_str());
+}
+
+void CheckMarker(std::string_view bytes) {
+  MarkerHeader h;
+  std::string_view chunk0;
+  Status st = DecodeMarker(bytes, &h, &chunk0);
+  if (!st.ok()) return CheckRejected(st, StatusCode::kCorruption);
+  QR_CHECK(EncodeMarker(h, chunk0) == bytes, "an accepted marker of %zu bytes re-encodes to other bytes", bytes.size());
+  QR_CHECK(h.chunk_bytes >= 1 && h.chunk_bytes <= kMaxChunkBytes);
+  QR_CHECK_EQ(h.num_chunks, NumChunks(h.total_bytes, h.chunk_bytes));
+  QR_CHECK_EQ(chunk0.size(), ChunkRange(h.total_bytes, h.chunk_bytes, 0).length);
+  const ByteRange last = ChunkRange(h.total_bytes, h.chunk_bytes, h.num_chunks - 1);
+  QR_CHECK_EQ(last.offset + last.length, h.total_bytes);
+  QR_CHECK(h.total_bytes == 0 || last.length >= 1, "an empty last chunk");
+}
+
+void CheckProgress(std::string_view bytes) {
+  std::vector<StreamProgress> progress;
+  Status st = DecodeProgress(bytes, &progress);
+  if (!st.ok()) return CheckRejected(st, StatusCode::kCorruption);
+  QR_CHECK(EncodeProgress(progress) == bytes, "accepted progress of %zu bytes re-encodes to other bytes",
+           bytes.size());
+}
+
+void CheckNames(std::string_view text) {
+  if (std::optional<ChildName> c = ParseChildName(text)) {
+    const std::string again =
+        c->kind == ChildName::Kind::kMarker ? MarkerName(c->batch_id) : ChunkName(c->batch_id, c->chunk);
+    QR_CHECK(again == text, "child name '%.*s' parses to one named '%s'", static_cast<int>(text.size()), text.data(),
+             again.c_str());
+    QR_CHECK(c->kind == ChildName::Kind::kMarker || c->chunk >= 1);
+  }
+  const std::string s(text);
+  Status root = ValidateRoot(s);
+  if (!root.ok()) {
+    CheckRejected(root, StatusCode::kInvalidArgument);
+  } else {
+    // A valid root yields paths whose every prefix is a valid root too (each is created).
+    for (const std::string& p : PathPrefixes(StreamPath(s, 1, 2))) {
+      if (p.size() >= s.size()) break;
+      QR_CHECK(ValidateRoot(p).ok(), "prefix '%s' of valid root '%s' is not valid", p.c_str(), s.c_str());
+    }
+  }
+  Status id = ValidateFollowerId(s);
+  if (!id.ok()) CheckRejected(id, StatusCode::kInvalidArgument);
+}
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const std::string_view input(reinterpret_cast<const char*>(data) + 1, size - 1);
+  switch (data[0] % 3) {
+    case 0: CheckMarker(input); break;
+    case 1: CheckProgress(input); break;
+    case 2: CheckNames(input); break;
+  }
+  return 0;
+}
