@@ -297,17 +297,34 @@ full_disk_inner() {  # in a private mount namespace
     bad "the client was not told why"
   python3 -c "import sys; sys.exit(0 if float('${r[1]}') < 20 else 1)" || bad "the client took ${r[1]} s to learn it (stalled?)"
   grep -q "No space left on device" "$tmp/fd-n0.err" && ok "the leader's log names it" || bad "the leader's log does not name ENOSPC"
-  # Nothing acknowledged is lost: the follower applied every txn the client saw committed, and
-  # leader and follower stopped at the same digest.
-  local acked f_committed f_digest l_digest
+  # Nothing acknowledged is lost: the follower applied every txn the client saw committed. The
+  # follower may be one batch or more ahead of the leader's commits: a batch replicated just before
+  # the failure, whose clients were told "not acknowledged" (its fate unknown to them, never
+  # "aborted"). Where both stopped at the same batch their digests must agree, and the leader's
+  # per-batch comparison of the follower's reported digests must have found no mismatch.
+  local acked f_committed f_batches f_digest l_batches l_digest l_checks
   acked=$(tail -n 1 "$tmp/fd-client.out" | python3 -c "import json,sys; print(json.load(sys.stdin)['committed'])")
   f_committed=$(grep -o 'committed=[0-9]*' "$tmp/fd-n1.err" | tail -1 | cut -d= -f2)
+  f_batches=$(grep -o ' batches=[0-9]*' "$tmp/fd-n1.err" | tail -1 | cut -d= -f2)
   f_digest=$(grep -o 'digest=[0-9a-f]*' "$tmp/fd-n1.err" | tail -1 | cut -d= -f2)
+  l_batches=$(grep -o ' batches=[0-9]*' "$tmp/fd-n0.err" | tail -1 | cut -d= -f2)
   l_digest=$(grep -o 'digest=[0-9a-f]*' "$tmp/fd-n0.err" | tail -1 | cut -d= -f2)
-  echo "   acknowledged $acked txns; follower committed ${f_committed:-?} (digest ${f_digest:-?}), leader digest ${l_digest:-?}"
+  l_checks=$(grep -o 'checked=[0-9]* mismatches=[0-9]*' "$tmp/fd-n0.err" | tail -1)
+  echo "   acknowledged $acked txns; leader ${l_batches:-?} batches (digest ${l_digest:-?}, follower ${l_checks:-?});" \
+    "follower ${f_batches:-?} batches, committed ${f_committed:-?} (digest ${f_digest:-?})"
   [[ -n "$acked" && -n "$f_committed" && "$f_committed" -ge "$acked" && "$acked" -gt 0 ]] &&
     ok "every acknowledged txn is on the follower" || bad "acknowledged txns missing on the follower"
-  [[ -n "$f_digest" && "$f_digest" == "$l_digest" ]] && ok "leader and follower digests agree" || bad "digests differ"
+  if [[ -n "$f_batches" && "$f_batches" == "$l_batches" ]]; then
+    [[ -n "$f_digest" && "$f_digest" == "$l_digest" ]] && ok "leader and follower stopped at the same batch and digest" ||
+      bad "digests differ at the same batch"
+  elif [[ -n "$f_batches" && -n "$l_batches" && "$f_batches" -gt "$l_batches" ]]; then
+    ok "the follower holds $((f_batches - l_batches)) replicated batch(es) the leader did not acknowledge"
+  else
+    bad "the follower is behind the leader's acknowledged batches"
+  fi
+  [[ "$l_checks" =~ checked=([0-9]+)\ mismatches=0$ && ${BASH_REMATCH[1]} -gt 0 ]] &&
+    ok "the leader checked the follower's digest for ${BASH_REMATCH[1]} batches: no mismatch" ||
+    bad "digest check: ${l_checks:-no stats line}"
   for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
   umount "$tmp/full"
 }

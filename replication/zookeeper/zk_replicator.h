@@ -95,7 +95,8 @@ struct ZkStats {
                                      // also re-issues the later markers sent after it)
   uint64_t exists_verified = 0;      // leader: create found the znode with the same bytes
   uint64_t sessions_created = 0;     // 1 + re-creations after expiry
-  uint64_t connection_losses = 0;    // requests that failed with ZCONNECTIONLOSS / ZOPERATIONTIMEOUT
+  uint64_t connection_losses = 0;    // requests failed with ZCONNECTIONLOSS / ZOPERATIONTIMEOUT or
+                                     // outstanding when their session expired (all re-issued)
   uint64_t batches_deleted = 0;      // leader: consumed batches removed by cleanup
   uint64_t stale_markers = 0;        // follower: markers refetched (crashed leader's leftovers)
   uint64_t batches_evicted = 0;      // leader: deleted by the retain_bytes budget, read or not

@@ -139,6 +139,9 @@ void ZkReplicator::HandleSession(const ZkEvent& ev) {
 
 void ZkReplicator::Recreate(const char* why) {
   log_->warn("{}{}: creating a new session and re-issuing {} outstanding requests", ident_, why, inflight_);
+  // Their results are lost with the old session (its late completions are dropped by
+  // generation): count them as connection losses like the ones that come back as ZCONNECTIONLOSS.
+  counters_.losses.fetch_add(static_cast<uint64_t>(inflight_), std::memory_order_relaxed);
   session_.Close();
   inflight_ = 0;
   inflight_bytes_ = 0;
