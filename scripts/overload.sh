@@ -50,15 +50,7 @@ failures=0
 bad() { echo "   FAIL: $*"; failures=$((failures + 1)); }
 ok() { echo "   ok: $*"; }
 
-free_ports() {  # N distinct free TCP ports on 127.0.0.1
-  python3 - "$1" <<'PY'
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-PY
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # free_ports
 
 # measure OUT ERR CMD...: runs CMD, prints "rc seconds peak_rss_kb" (peak RSS of CMD itself).
 measure() {

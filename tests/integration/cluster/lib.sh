@@ -37,15 +37,7 @@ qr_cleanup() {
 }
 trap qr_cleanup EXIT
 
-free_ports() {  # prints N distinct free TCP ports on 127.0.0.1
-  python3 - "$1" <<'PY'
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-PY
-}
+source "$QR_SRC/scripts/lib.sh"  # free_ports
 
 qr_config() {
   local out="$1" backend="$2" rows="$3"; shift 3
