@@ -45,6 +45,7 @@ cmake --build build-fuzz -j"$jobs" --target "${targets[@]}"
 failed=0
 for t in "${targets[@]}"; do
   mkdir -p "build-fuzz/corpus/$t" "build-fuzz/crashes/$t"
+  touch "build-fuzz/crashes/$t.start"  # reproducers older than this run are not its own
   echo "== $t: ${seconds} s"
   log="build-fuzz/$t.log"
   dict=()
@@ -54,14 +55,18 @@ for t in "${targets[@]}"; do
     grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb|^#[0-9]+ *DONE" "$log" | tr '\n' ' '
     echo "corpus $(ls "build-fuzz/corpus/$t" | wc -l) inputs"
   else
+    rc=$?
     failed=1
     tail -n 30 "$log" >&2
+    found=0
     for f in "build-fuzz/crashes/$t"/*; do
-      [[ -f "$f" ]] || continue
+      [[ -f "$f" && ! "$f" -ot "build-fuzz/crashes/$t.start" ]] || continue
+      found=1
       echo "fuzz.sh: $t failed on $f" >&2
       echo "  replay:  build-fuzz/bin/$t $f     (or with the normal build: build/bin/$t $f)" >&2
       echo "  keep it: cp $f tests/fuzz/regressions/$t/" >&2
     done
+    [[ $found = 1 ]] || echo "fuzz.sh: $t exited $rc without a reproducer (a bad flag or dictionary?): see $log" >&2
   fi
 done
 exit $failed

@@ -259,7 +259,7 @@ void WriteConfigs(const std::filesystem::path& fuzz_dir, const std::filesystem::
     std::string q;
     for (char c : w) {
       if (c == '\n') {
-        q += "\\n";
+        q += "\\x0A";  // libFuzzer dictionaries know only \\, \" and \xAB escapes
       } else {
         if (c == '"' || c == '\\') q += '\\';
         q += c;

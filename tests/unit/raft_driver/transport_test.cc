@@ -86,6 +86,25 @@ TEST_CASE("raft frame: a received entry is a view into the frame's body buffer",
   REQUIRE(ReadFrame(read_cut, 1 << 20).status().code() == StatusCode::kUnavailable);
 }
 
+TEST_CASE("raft frame: a stream that ends inside a frame header is a dead peer, not an orderly close",
+          "[raft_driver][transport]") {
+  // Found by fuzz_raft_messages: the header was read in one call, so 1..23 bytes of it followed
+  // by EOF read as a clean close (kAborted) and hid a truncated stream.
+  const std::string frame = FrameBytes(SampleAppend(100));
+  for (size_t n = 1; n < kFrameHeaderBytes; ++n) {
+    INFO("stream of " << n << " header bytes");
+    const std::string cut = frame.substr(0, n);
+    size_t at = 0;
+    auto read = [&](char* buf, size_t want) {
+      if (cut.size() - at < want) return false;
+      std::memcpy(buf, cut.data() + at, want);
+      at += want;
+      return true;
+    };
+    REQUIRE(ReadFrame(read, 1 << 20).status().code() == StatusCode::kUnavailable);
+  }
+}
+
 TEST_CASE("raft frame: every truncation and every extension is rejected", "[raft_driver][transport]") {
   const std::string frame = FrameBytes(SampleAppend(300));
   for (size_t n = 0; n < frame.size(); ++n) {
