@@ -282,6 +282,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: fuzz_make_seeds DIR  (DIR = tests/fuzz)\n");
     return 2;
   }
+  if (!std::filesystem::is_directory(std::filesystem::path(argv[1]) / ".." / ".." / "configs")) {
+    std::fprintf(stderr, "fuzz_make_seeds: %s is not a checkout's tests/fuzz (no ../../configs beside it)\n", argv[1]);
+    return 2;
+  }
   const std::filesystem::path root = std::filesystem::path(argv[1]) / "corpus";
   const std::filesystem::path regressions = std::filesystem::path(argv[1]) / "regressions";
   {
