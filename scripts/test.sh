@@ -28,11 +28,14 @@ for a in "$@"; do
 done
 
 jobs=$(nproc 2>/dev/null || echo 2)
+# stage NAME: prints the stage's banner and how long the whole command has run so far (the
+# budget is 20 minutes on a 2-core machine; this shows where it goes).
+stage() { echo "== [$(printf '%dm%02ds' $((SECONDS / 60)) $((SECONDS % 60)))] $*"; }
 
-echo "== installing dependencies (quiet, idempotent)"
+stage "installing dependencies (quiet, idempotent)"
 scripts/setup-deps.sh
 
-echo "== building (Release) into build/"
+stage "building (Release) into build/"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
 
@@ -43,7 +46,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "== starting a ZooKeeper server on 127.0.0.1 for the ZooKeeper tests"
+stage "starting a ZooKeeper server on 127.0.0.1 for the ZooKeeper tests"
 # One server serves every ZooKeeper test of the run; they write payloads of up to 5 MB and
 # ZooKeeper keeps its last 500 transactions in its heap, so 256 MB (zk-server.sh's default) ran
 # out of memory in CI once the suite grew (the server died, three tests could not connect).
@@ -51,7 +54,7 @@ QRSTORE_ZK_HOSTS=$(scripts/zk-server.sh start "$zkdir" --heap-mb "${QRSTORE_TEST
 export QRSTORE_ZK_HOSTS
 echo "   ZooKeeper at $QRSTORE_ZK_HOSTS"
 
-echo "== running every test"
+stage "running every test"
 if ! (cd build && ctest --output-on-failure -j"$jobs" --timeout 600 "${ctest_args[@]+"${ctest_args[@]}"}"); then
   # A ZooKeeper that died mid-run fails every later ZooKeeper test: say so, with its log.
   if ! scripts/zk-server.sh status "$zkdir" | grep -qv down; then
@@ -63,10 +66,10 @@ if ! (cd build && ctest --output-on-failure -j"$jobs" --timeout 600 "${ctest_arg
 fi
 
 if [ "$tsan" = 1 ]; then
-  echo "== building the concurrency tests under ThreadSanitizer into build-tsan/"
+  stage "building the concurrency tests under ThreadSanitizer into build-tsan/"
   cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQRSTORE_SANITIZE=thread >/dev/null
   cmake --build build-tsan -j"$jobs" --target concurrency_tests
-  echo "== running the concurrency tests under ThreadSanitizer"
+  stage "running the concurrency tests under ThreadSanitizer"
   (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/scripts/tsan.supp" \
      ctest --output-on-failure -L concurrency --timeout 600)
 fi
@@ -78,15 +81,15 @@ if [ "$asan" = 1 ]; then
   # this stage and the fuzz smoke. The simulation seeds run in Release only (~40x slower here);
   # the fuzz corpus replays are the fuzz smoke's; the resident-set test (label rss) is the
   # Release run's. scripts/lsan.supp: a known leak inside the ZooKeeper C client.
-  echo "== building the unit and integration tests under AddressSanitizer + UBSan (clang) into build-fuzz/"
+  stage "building the unit and integration tests under AddressSanitizer + UBSan (clang) into build-fuzz/"
   scripts/fuzz.sh --configure
   cmake --build build-fuzz -j"$jobs" --target sanitizer_tests
-  echo "== running the unit and integration tests under AddressSanitizer + UBSan"
+  stage "running the unit and integration tests under AddressSanitizer + UBSan"
   (cd build-fuzz && ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" LSAN_OPTIONS="suppressions=$root/scripts/lsan.supp" \
      UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" ctest --output-on-failure -j"$jobs" -L "unit|integration" -LE "fuzz|rss" --timeout 600)
 fi
 if [ "$fuzz" = 1 ]; then
-  echo "== fuzz smoke: every fuzz target for ${QRSTORE_FUZZ_SECONDS:-20} s (build-fuzz/)"
-  scripts/fuzz.sh --seconds "${QRSTORE_FUZZ_SECONDS:-20}"
+  stage "fuzz smoke: every fuzz target for ${QRSTORE_FUZZ_SECONDS:-20} s, $jobs at a time (build-fuzz/)"
+  scripts/fuzz.sh --seconds "${QRSTORE_FUZZ_SECONDS:-20}" --parallel "$jobs"
 fi
-echo "== all tests passed"
+stage "all tests passed"
