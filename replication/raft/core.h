@@ -314,6 +314,7 @@ class Core {
     int stall_ticks = 0;  // ticks without progress while an append is outstanding
     bool active = false;  // heard from since the last check-quorum round
     int64_t last_heard_tick = 0;  // ticks_ when it last answered an append
+    int64_t last_sent_tick = INT64_MIN / 2;  // ticks_ when an AppendRequest last went to it
   };
 
   void BecomeFollower(Term term, NodeId leader);

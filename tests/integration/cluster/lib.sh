@@ -53,6 +53,7 @@ qr_config() {
     echo "  backend: $backend"
     echo "  raft:"
     echo "    election_ticks: 100"
+    echo "    heartbeat_ticks: 10"
     echo "server:"
     echo "  dump_state_dir: $QR_TMP/dump-$(basename "$out" .yaml)"
     echo "  stats_interval_ms: 2000"

@@ -659,3 +659,52 @@ TEST_CASE("raft: messages for other groups, recipients or non-members are ignore
   CHECK(f.last_index() == 0);
   CHECK(f.stats().messages_ignored == 4);
 }
+
+TEST_CASE("raft heartbeats: a follower sent an append within the interval gets none, an idle one does") {
+  CoreOptions o = Opts(0);
+  o.heartbeat_ticks = 3;
+  Core l(o, PersistentState{});
+  CampaignNow(l);
+  l.Step(Msg(MessageType::kVoteResponse, 1, 0, l.term()));
+  REQUIRE(l.role() == Role::kLeader);
+  Flush(l);
+  l.Step(AppendOk(1, 0, l.term(), 1));  // both leave probe mode at the no-op (index 1)
+  l.Step(AppendOk(2, 0, l.term(), 1));
+  Flush(l);
+  auto appends_to = [](const Ready& rd, NodeId to) {
+    int n = 0;
+    for (const auto& m : rd.messages) n += m.type == MessageType::kAppendRequest && m.to == to;
+    return n;
+  };
+  // Idle: every heartbeat interval each follower gets exactly one heartbeat.
+  for (int i = 0; i < 2; ++i) l.Tick();
+  Ready idle;
+  l.Tick();
+  idle = Flush(l);
+  CHECK(appends_to(idle, 1) == 1);
+  CHECK(appends_to(idle, 2) == 1);
+  // An entry goes to both; the next round, two ticks later, sends them no heartbeat.
+  l.Tick();
+  REQUIRE(l.Propose("x").ok());
+  Ready sent = Flush(l);
+  CHECK(appends_to(sent, 1) == 1);
+  CHECK(appends_to(sent, 2) == 1);
+  l.Tick();
+  l.Tick();  // the heartbeat round: 2 ticks after the appends
+  Ready quiet = Flush(l);
+  CHECK(appends_to(quiet, 1) == 0);
+  CHECK(appends_to(quiet, 2) == 0);
+  // Member 1 acknowledges (the commit is told to both at once, right after that round); the
+  // next round, 3 ticks later, finds a whole interval without a message to either: heartbeats.
+  l.Step(AppendOk(1, 0, l.term(), 2));
+  Ready told = Flush(l);
+  CHECK(appends_to(told, 1) == 1);
+  CHECK(appends_to(told, 2) == 1);
+  CHECK(l.commit_index() == 2);
+  for (int i = 0; i < 2; ++i) l.Tick();
+  CHECK(appends_to(Flush(l), 1) == 0);  // no round yet
+  l.Tick();
+  Ready later = Flush(l);
+  CHECK(appends_to(later, 1) == 1);
+  CHECK(appends_to(later, 2) == 1);
+}
