@@ -7,13 +7,17 @@
 # process comparison. Writes OUT/results.csv and OUT/results.md (one table row per run with the
 # exact commands).
 #
-#   scripts/cluster-bench.sh [--out DIR] [--seconds S] [--warmup S] [--rows all|quick] [--repeat N]
+#   scripts/cluster-bench.sh [--out DIR] [--seconds S] [--warmup S] [--rows all|quick|overhead] [--repeat N]
 #
 # Rows: STAR's YCSB (10 ops, 20% writes, 200K records) and the paper's (16 ops, 50% writes, 1M
 # records), Zipf theta 0 and 0.99, on cluster-none, raft rf = 1 and 2, zookeeper rf = 2; and on
 # STAR's workload at theta 0: speculative vs sync, Snappy on and off. `quick` runs STAR theta 0
-# only. Everything runs on 127.0.0.1; nothing else should run meanwhile (all processes share
-# this machine's cores). Programs: build/bin (build first, Release).
+# only. `overhead` runs N (--repeat) back-to-back pairs of cluster-none and raft rf = 2
+# (speculative, STAR theta 0) and prints each pair's ratio of the leader's CPU per committed
+# transaction, their median and the ratio of the sums: single runs here vary by +-15%, so only
+# interleaved pairs say anything about the leader's replication overhead. Everything runs on
+# 127.0.0.1; nothing else should run meanwhile (all processes share this machine's cores).
+# Programs: build/bin (build first, Release).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$(pwd)"
@@ -29,10 +33,12 @@ while [[ $# -gt 0 ]]; do
     --warmup) warmup="$2"; shift 2 ;;
     --rows) rows="$2"; shift 2 ;;
     --repeat) repeat="$2"; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "cluster-bench.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
+[[ "$rows" == all || "$rows" == quick || "$rows" == overhead ]] || { echo "cluster-bench.sh: --rows must be all, quick or overhead" >&2; exit 2; }
+[[ "$repeat" =~ ^[1-9][0-9]*$ ]] || { echo "cluster-bench.sh: --repeat must be a positive integer" >&2; exit 2; }
 bin="$root/build/bin"
 for p in qrstore-server qrstore-client qrstore-bench; do
   [[ -x "$bin/$p" ]] || { echo "cluster-bench.sh: no $bin/$p: build first" >&2; exit 1; }
@@ -97,6 +103,29 @@ open(md, "a").write(f"| {wl} | {theta} | in-process qrstore-bench | - | - | {j['
 print(f"{wl} theta={theta} qrstore-bench in-process: {j['throughput_tps']:,.0f} txn/s")
 PY
 }
+
+if [[ "$rows" == overhead ]]; then
+  for ((r = 0; r < repeat; r++)); do
+    run_cluster star 0 configs/cluster-none.yaml speculative none
+    run_cluster star 0 configs/cluster-raft.yaml speculative none
+  done
+  python3 - "$csv" <<'PY'
+import csv, statistics, sys
+none, raft = [], []
+for row in csv.DictReader(open(sys.argv[1])):
+    cpu = dict(kv.split("=") for kv in row["cpu_us_per_txn"].split(";"))
+    (none if row["config"] == "cluster-none" else raft).append(float(cpu["n0"]))
+pairs = list(zip(none, raft))
+if not pairs:
+    sys.exit("cluster-bench.sh: no complete pair")
+ratios = [r / n for n, r in pairs]
+print("leader CPU us/txn, raft rf = 2 / cluster-none, per pair: " + " ".join(f"{r:.3f}" for r in ratios))
+print(f"median ratio {statistics.median(ratios):.3f}; ratio of sums {sum(r for _, r in pairs) / sum(n for n, _ in pairs):.3f}"
+      f" ({len(pairs)} pairs; none {statistics.median(none):.3f} us, raft {statistics.median(raft):.3f} us, medians)")
+PY
+  echo "cluster-bench.sh: results in $csv and $md"
+  exit 0
+fi
 
 for ((r = 0; r < repeat; r++)); do
   for wl in star paper; do
