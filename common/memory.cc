@@ -1,5 +1,6 @@
 #include "common/memory.h"
 
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -54,6 +55,19 @@ Status CheckFitsInMemory(uint64_t needed_bytes, const std::string& what) {
   return Status::InvalidArgument("not enough memory: " + what + ": " + std::to_string(needed_bytes) + " bytes (" +
                                  Gib(needed_bytes) + ") needed, " + std::to_string(avail) + " bytes (" + Gib(avail) +
                                  ") available (" + source + ")");
+}
+
+bool AdviseHugePages(void* p, uint64_t bytes) {
+  const long page_l = sysconf(_SC_PAGESIZE);
+  const uintptr_t page = page_l > 0 ? static_cast<uintptr_t>(page_l) : 4096;
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) & ~(page - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(page - 1);
+  if (p == nullptr || end <= begin) return false;
+#ifdef MADV_HUGEPAGE
+  return madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE) == 0;
+#else
+  return false;
+#endif
 }
 
 }  // namespace qrstore

@@ -1,7 +1,10 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "common/memory.h"
 
@@ -36,4 +39,15 @@ TEST_CASE("memory: what does not fit is refused naming the bytes needed and avai
   CHECK(avail_text.find_first_not_of("0123456789") == std::string::npos);
   CHECK(m.find(" GiB) available (") != std::string::npos);
   CHECK(s.message().find(source) != std::string::npos);
+}
+
+TEST_CASE("memory: AdviseHugePages is a hint that refuses ranges without a whole page") {
+  CHECK_FALSE(AdviseHugePages(nullptr, 1 << 20));
+  std::vector<char> small(100);
+  CHECK_FALSE(AdviseHugePages(small.data(), small.size()));  // no whole 4 KiB page inside
+  // A large table's records: advised or not (the kernel decides), the memory stays usable.
+  std::unique_ptr<char[]> big(new char[8 << 20]);
+  (void)AdviseHugePages(big.get(), 8 << 20);
+  std::memset(big.get(), 7, 8 << 20);
+  CHECK(big[(8 << 20) - 1] == 7);
 }
