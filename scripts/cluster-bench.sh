@@ -8,12 +8,13 @@
 # exact commands).
 #
 #   scripts/cluster-bench.sh [--out DIR] [--seconds S] [--warmup S] [--rows all|quick|overhead] [--repeat N]
+#                            [--workloads star:0,star:0.99,paper:0,paper:0.99]   (overhead rows only)
 #
 # Rows: STAR's YCSB (10 ops, 20% writes, 200K records) and the paper's (16 ops, 50% writes, 1M
 # records), Zipf theta 0 and 0.99, on cluster-none, raft rf = 1 and 2, zookeeper rf = 2; and on
 # STAR's workload at theta 0: speculative vs sync, Snappy on and off. `quick` runs STAR theta 0
 # only. `overhead` runs N (--repeat) back-to-back pairs of cluster-none and raft rf = 2
-# (speculative, STAR theta 0) and prints each pair's ratio of the leader's CPU per committed
+# (speculative; STAR theta 0 unless --workloads lists others) and prints each pair's ratio of the leader's CPU per committed
 # transaction, their median and the ratio of the sums: single runs here vary by +-15%, so only
 # interleaved pairs say anything about the leader's replication overhead. Everything runs on
 # 127.0.0.1; nothing else should run meanwhile (all processes share this machine's cores).
@@ -26,6 +27,7 @@ seconds=10
 warmup=2
 rows=all
 repeat=1
+workloads=star:0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) out="$2"; shift 2 ;;
@@ -33,7 +35,8 @@ while [[ $# -gt 0 ]]; do
     --warmup) warmup="$2"; shift 2 ;;
     --rows) rows="$2"; shift 2 ;;
     --repeat) repeat="$2"; shift 2 ;;
-    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --workloads) workloads="$2"; shift 2 ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "cluster-bench.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -105,23 +108,33 @@ PY
 }
 
 if [[ "$rows" == overhead ]]; then
-  for ((r = 0; r < repeat; r++)); do
-    run_cluster star 0 configs/cluster-none.yaml speculative none
-    run_cluster star 0 configs/cluster-raft.yaml speculative none
+  IFS=, read -r -a wls <<<"$workloads"
+  for wt in "${wls[@]}"; do
+    [[ "$wt" =~ ^(star|paper):(0|0\.99)$ ]] || { echo "cluster-bench.sh: --workloads takes star|paper:0|0.99, comma-separated (got $wt)" >&2; exit 2; }
+  done
+  for wt in "${wls[@]}"; do
+    for ((r = 0; r < repeat; r++)); do
+      run_cluster "${wt%%:*}" "${wt#*:}" configs/cluster-none.yaml speculative none
+      run_cluster "${wt%%:*}" "${wt#*:}" configs/cluster-raft.yaml speculative none
+    done
   done
   python3 - "$csv" <<'PY'
-import csv, statistics, sys
-none, raft = [], []
+import collections, csv, statistics, sys
+runs = collections.defaultdict(lambda: ([], []))
 for row in csv.DictReader(open(sys.argv[1])):
     cpu = dict(kv.split("=") for kv in row["cpu_us_per_txn"].split(";"))
+    none, raft = runs[(row["workload"], row["theta"])]
     (none if row["config"] == "cluster-none" else raft).append(float(cpu["n0"]))
-pairs = list(zip(none, raft))
-if not pairs:
-    sys.exit("cluster-bench.sh: no complete pair")
-ratios = [r / n for n, r in pairs]
-print("leader CPU us/txn, raft rf = 2 / cluster-none, per pair: " + " ".join(f"{r:.3f}" for r in ratios))
-print(f"median ratio {statistics.median(ratios):.3f}; ratio of sums {sum(r for _, r in pairs) / sum(n for n, _ in pairs):.3f}"
-      f" ({len(pairs)} pairs; none {statistics.median(none):.3f} us, raft {statistics.median(raft):.3f} us, medians)")
+for (wl, theta), (none, raft) in runs.items():
+    pairs = list(zip(none, raft))
+    if not pairs:
+        print(f"{wl} theta {theta}: no complete pair")
+        continue
+    ratios = [r / n for n, r in pairs]
+    print(f"{wl} theta {theta}: leader CPU us/txn, raft rf = 2 / cluster-none, per pair: " + " ".join(f"{r:.3f}" for r in ratios))
+    print(f"{wl} theta {theta}: median ratio {statistics.median(ratios):.3f}; ratio of sums"
+          f" {sum(r for _, r in pairs) / sum(n for n, _ in pairs):.3f} ({len(pairs)} pairs; none"
+          f" {statistics.median(none):.3f} us, raft {statistics.median(raft):.3f} us, medians)")
 PY
   echo "cluster-bench.sh: results in $csv and $md"
   exit 0
