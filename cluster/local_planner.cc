@@ -6,6 +6,7 @@
 
 #include "common/clock.h"
 #include "planner/planner.h"
+#include "planner/replica_encoder.h"
 
 namespace qrstore::cluster {
 
@@ -70,6 +71,8 @@ uint64_t LocalPlanner::end_batch() const {
 
 void LocalPlanner::PlannerLoop(uint32_t me) {
   planner::Planner planner(opt_.ranges);
+  planner::ReplicaEncoder replica;
+  planner::ReplicaEncoder* const encode = opt_.encode_for_replicas ? &replica : nullptr;
   // Slices of one batch add up to exactly batch_txns, whatever the planner count.
   const size_t slice_max = opt_.batch_txns / opt_.planners + (me < opt_.batch_txns % opt_.planners ? 1 : 0);
   std::vector<storage::Txn> txns;
@@ -159,11 +162,12 @@ void LocalPlanner::PlannerLoop(uint32_t me) {
 
     // Planning runs in parallel with the next planner's popping.
     const int64_t t0 = NowNanos();
-    planner.PlanSlice(b, me, txns, out);
+    planner.PlanSlice(b, me, txns, out, encode);
     const int64_t plan_ns = NowNanos() - t0;
     txns.clear();
     pipeline_->PublishSlice(b, me, plan_ns, /*replicated=*/!hook_);
-    if (hook_) hook_(*out);  // read-only from here on: executors may be running it
+    // `out` is read-only from here on: executors may be running it (Finish only reads it).
+    if (hook_) hook_(*out, encode != nullptr ? encode->Finish(*out) : std::string());
   }
 }
 

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "cluster/pipeline.h"
@@ -43,11 +44,15 @@ struct LocalPlannerOptions {
   uint32_t client_queue_txns = 40000;
   storage::KeyMapper ranges;  // the pipeline's executor ranges
   uint64_t first_batch = 0;
+  // Encode each slice for replicas while planning it (planner/replica_encoder.h) and hand the
+  // bytes to the hook: EncodeSlice(slice, kWithoutReads) without a second pass.
+  bool encode_for_replicas = false;
 };
 
 // Called after slice (b, p) is published. With a hook the pipeline waits for MarkReplicated
 // (the hook's business); without one slices are replicated at once (a single node).
-using PlannedHook = std::function<void(const planner::PlannedSlice& slice)>;
+// `replica_bytes`: with encode_for_replicas, EncodeSlice(slice, kWithoutReads); else empty.
+using PlannedHook = std::function<void(const planner::PlannedSlice& slice, std::string replica_bytes)>;
 
 class LocalPlanner {
  public:

@@ -220,10 +220,12 @@ Status ServerImpl::Start() {
     // With no followers (rf = 0: the Q-Store baseline) nothing is replicated, whatever the
     // backend: slices count as replicated at once and no bytes are encoded.
     PlannedHook replicate;
-    if (topo_->replication_factor() > 0) replicate = [this](const planner::PlannedSlice& s) {
+    LocalPlannerOptions lpo = engine_.planner;
+    // Followers return no read values, so they get the slice without its plain reads, encoded
+    // by the planner as it plans (EncodeSlice(s, kWithoutReads), without a second pass).
+    lpo.encode_for_replicas = topo_->replication_factor() > 0;
+    if (topo_->replication_factor() > 0) replicate = [this](const planner::PlannedSlice& s, std::string bytes) {
       // On the planner thread, outside every lock the executors need; the slice is read-only.
-      // Followers return no read values, so they get the slice without its plain reads.
-      std::string bytes = planner::EncodeSlice(s, planner::SliceEncoding::kWithoutReads);
       if (s.planner == 0 && static_cast<int64_t>(s.batch) == corrupt_batch_ && bytes.size() > 8) {
         bytes[bytes.size() / 2] ^= 0x5a;  // the test hook
         bytes.resize(bytes.size() - 5);
@@ -237,7 +239,7 @@ Status ServerImpl::Start() {
       replicator_->ReplicateData(meta, std::move(bytes),
                                  [this, b, p](const replication::ReplicateMeta&, Status st) { OnReplicated(b, p, st); });
     };
-    planner_ = std::make_unique<LocalPlanner>(engine_.planner, pipeline_.get(), std::move(replicate));
+    planner_ = std::make_unique<LocalPlanner>(lpo, pipeline_.get(), std::move(replicate));
   } else {
     DigestReporter::Options ro;
     ro.node = me_.name;

@@ -9,7 +9,7 @@
 namespace qrstore::planner {
 
 namespace {
-constexpr char kMagic[3] = {'Q', 'S', '2'};
+constexpr const char (&kMagic)[3] = kSliceMagic;
 // Smallest encodings, for GetCount's guard against corrupt counts.
 constexpr size_t kMinTxnBytes = 8 + 1 + 1 + 1 + 1 + 1 + 1;
 constexpr size_t kMinFragBytes = 1 + 1 + 1 + 1 + 1 + 1;

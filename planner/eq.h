@@ -125,6 +125,7 @@ constexpr uint32_t kMaxSliceTxns = 1u << 24;
 // the read values, which only the planning node returns to clients, are missing. For STAR's
 // YCSB (80% reads) it is about a third of the bytes.
 enum class SliceEncoding { kFull, kWithoutReads };
+inline constexpr char kSliceMagic[3] = {'Q', 'S', '2'};  // the first bytes of every encoding
 std::string EncodeSlice(const PlannedSlice& slice, SliceEncoding how = SliceEncoding::kFull);
 // Rejects truncated input, trailing bytes, bad counts, unknown kinds and every broken invariant
 // listed above with kCorruption. `out` is reused (its capacity kept).

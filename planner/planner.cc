@@ -1,10 +1,18 @@
 #include "planner/planner.h"
 
+#include "planner/replica_encoder.h"
+
 namespace qrstore::planner {
 
 void Planner::PlanSlice(uint64_t batch, uint32_t planner, const std::vector<storage::Txn>& txns,
-                        PlannedSlice* out) const {
+                        PlannedSlice* out, ReplicaEncoder* replica) const {
   out->Reset(batch, planner, ranges_.buckets());
+  if (replica != nullptr) replica->Begin(ranges_.buckets());
+  // Appends a fragment to its EQ (and, for replicas, its encoding unless it is a plain read).
+  auto add = [&](uint32_t range, const Fragment& f) {
+    out->eqs[range].push_back(f);
+    if (replica != nullptr && f.kind != FragKind::kRead) replica->Fragment(range, f);
+  };
   out->txns.resize(txns.size());
   uint32_t dep = 0;
   uint32_t read = 0;
@@ -27,13 +35,13 @@ void Planner::PlanSlice(uint64_t batch, uint32_t planner, const std::vector<stor
       const auto kind = static_cast<FragKind>(op.kind);
       if (op.kind == storage::OpKind::kDepWrite) {
         // The y half first: when x and y share a range the read precedes the write in the EQ.
-        out->eqs[ranges_.Of(op.src_key)].push_back(Fragment{op.src_key, 0, txn_index, dep, op_index, FragKind::kDepRead});
-        out->eqs[ranges_.Of(op.key)].push_back(Fragment{op.key, 0, txn_index, dep, op_index, FragKind::kDepWrite});
+        add(ranges_.Of(op.src_key), Fragment{op.src_key, 0, txn_index, dep, op_index, FragKind::kDepRead});
+        add(ranges_.Of(op.key), Fragment{op.key, 0, txn_index, dep, op_index, FragKind::kDepWrite});
         ++dep;
         tc.fragments += 2;
       } else {
         const uint32_t slot = op.kind == storage::OpKind::kRead ? read++ : 0;
-        out->eqs[ranges_.Of(op.key)].push_back(Fragment{op.key, op.arg, txn_index, slot, op_index, kind});
+        add(ranges_.Of(op.key), Fragment{op.key, op.arg, txn_index, slot, op_index, kind});
         ++tc.fragments;
       }
       if (storage::IsWrite(op.kind)) ++tc.write_ops;
@@ -42,6 +50,7 @@ void Planner::PlanSlice(uint64_t batch, uint32_t planner, const std::vector<stor
     tc.deps = dep - tc.dep_begin;
     tc.reads = read - tc.read_begin;
     out->may_abort |= tc.may_abort;
+    if (replica != nullptr) replica->Txn(tc);
   }
   out->dep_slots = dep;
   out->read_slots = read;

@@ -16,12 +16,17 @@
 
 namespace qrstore::planner {
 
+class ReplicaEncoder;
+
 class Planner {
  public:
   explicit Planner(storage::KeyMapper ranges) : ranges_(ranges) {}
 
   // Plans `txns` (in order: txns[i] becomes slice position i) into `out`, which is Reset first.
-  void PlanSlice(uint64_t batch, uint32_t planner, const std::vector<storage::Txn>& txns, PlannedSlice* out) const;
+  // With `replica`, also encodes the slice for replicas as it goes: replica->Finish(*out) then
+  // returns EncodeSlice(*out, SliceEncoding::kWithoutReads) without a second pass.
+  void PlanSlice(uint64_t batch, uint32_t planner, const std::vector<storage::Txn>& txns, PlannedSlice* out,
+                 ReplicaEncoder* replica = nullptr) const;
 
   const storage::KeyMapper& ranges() const { return ranges_; }
 

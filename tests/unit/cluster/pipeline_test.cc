@@ -186,7 +186,7 @@ TEST_CASE("pipeline: a pipeline fed the decoded slices of another reaches the sa
   std::vector<std::pair<std::pair<uint64_t, uint32_t>, std::string>> encoded;  // ((b, p), bytes)
   Seen leader_seen, follower_seen;
   Pipeline leader(po, &leader_table, leader_seen.Sink(), leader_seen.Hook());
-  LocalPlanner front(PlannerOptions(po, 150), &leader, [&](const planner::PlannedSlice& s) {
+  LocalPlanner front(PlannerOptions(po, 150), &leader, [&](const planner::PlannedSlice& s, std::string) {
     std::lock_guard<std::mutex> lk(mu);
     encoded.push_back({{s.batch, s.planner}, planner::EncodeSlice(s)});
     leader.MarkReplicated(s.batch, s.planner);
