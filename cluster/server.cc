@@ -224,7 +224,7 @@ Status ServerImpl::Start() {
     // Followers return no read values, so they get the slice without its plain reads, encoded
     // by the planner as it plans (EncodeSlice(s, kWithoutReads), without a second pass).
     lpo.encode_for_replicas = topo_->replication_factor() > 0;
-    if (topo_->replication_factor() > 0) replicate = [this](const planner::PlannedSlice& s, std::string bytes) {
+    if (lpo.encode_for_replicas) replicate = [this](const planner::PlannedSlice& s, std::string bytes) {
       // On the planner thread, outside every lock the executors need; the slice is read-only.
       if (s.planner == 0 && static_cast<int64_t>(s.batch) == corrupt_batch_ && bytes.size() > 8) {
         bytes[bytes.size() / 2] ^= 0x5a;  // the test hook

@@ -5,11 +5,11 @@
 #include <string>
 
 #include "common/codec.h"
+#include "planner/slice_records.h"
 
 namespace qrstore::planner {
 
 namespace {
-constexpr const char (&kMagic)[3] = kSliceMagic;
 // Smallest encodings, for GetCount's guard against corrupt counts.
 constexpr size_t kMinTxnBytes = 8 + 1 + 1 + 1 + 1 + 1 + 1;
 constexpr size_t kMinFragBytes = 1 + 1 + 1 + 1 + 1 + 1;
@@ -48,13 +48,13 @@ bool operator==(const PlannedSlice& a, const PlannedSlice& b) {
 }
 
 std::string EncodeSlice(const PlannedSlice& s, SliceEncoding how) {
+  namespace rec = slice_records;
   const bool with_reads = how == SliceEncoding::kFull;
   // Written through a raw pointer into a per-thread scratch buffer sized for the worst case (a
   // planner thread encodes a slice per batch: ~7 bytes per fragment, against ~3x that with a
   // size check per byte), then copied out once at its real size.
-  constexpr size_t kV = Writer::kMaxVarintBytes;
-  const size_t bound =
-      sizeof kMagic + 5 * kV + 1 + s.txns.size() * (8 + 5 * kV + 1) + kV + s.eqs.size() * kV + s.FragmentCount() * (1 + 5 * kV);
+  const size_t bound = rec::kMaxHeaderBytes + s.txns.size() * rec::kMaxTxnBytes + rec::kV + s.eqs.size() * rec::kV +
+                       s.FragmentCount() * rec::kMaxFragBytes;
   thread_local std::unique_ptr<char[]> scratch;
   thread_local size_t capacity = 0;
   if (capacity < bound) {
@@ -62,50 +62,20 @@ std::string EncodeSlice(const PlannedSlice& s, SliceEncoding how) {
     capacity = bound;
   }
   char* const begin = scratch.get();
-  char* p = begin;
-  auto u8 = [&](uint8_t v) { *p++ = static_cast<char>(v); };
-  auto u64 = [&](uint64_t v) {
-    std::memcpy(p, &v, 8);  // little-endian hosts only (common/codec.h)
-    p += 8;
-  };
-  auto var = [&](uint64_t v) { p = Writer::EncodeVarint(p, v); };
-  std::memcpy(p, kMagic, sizeof kMagic);
-  p += sizeof kMagic;
-  var(s.batch);
-  var(s.planner);
-  var(s.dep_slots);
-  var(with_reads ? s.read_slots : 0);
-  u8(s.may_abort ? 1 : 0);
-  var(s.txns.size());
-  for (const TxnContext& t : s.txns) {
-    // Slot ranges are back to back, so their beginnings are not sent; submit_ns is the planning
-    // node's latency bookkeeping and not sent either.
-    u64(t.txn_id);
-    var(t.client);
-    var(with_reads ? t.fragments : t.fragments - t.reads);
-    var(t.write_ops);
-    var(t.deps);
-    var(with_reads ? t.reads : 0);
-    u8(t.may_abort ? 1 : 0);
-  }
-  var(s.eqs.size());
+  char* p = rec::PutHeader(begin, s, with_reads, s.txns.size());
+  for (const TxnContext& t : s.txns) p = rec::PutTxn(p, t, with_reads);
+  p = Writer::EncodeVarint(p, s.eqs.size());
   for (const auto& eq : s.eqs) {
     size_t kept = eq.size();
     if (!with_reads) {
       for (const Fragment& f : eq) kept -= f.kind == FragKind::kRead ? 1 : 0;
     }
-    var(kept);
-    // Txn indices are non-decreasing: store the delta, usually one byte.
+    p = Writer::EncodeVarint(p, kept);
     uint32_t prev = 0;
     for (const Fragment& f : eq) {
       if (!with_reads && f.kind == FragKind::kRead) continue;
-      u8(static_cast<uint8_t>(f.kind));
-      var(f.txn - prev);
+      p = rec::PutFragment(p, f, prev);
       prev = f.txn;
-      var(f.key);
-      var(f.arg);
-      var(f.slot);
-      var(f.op);
     }
   }
   QR_CHECK_LE(static_cast<size_t>(p - begin), bound);
@@ -115,7 +85,7 @@ std::string EncodeSlice(const PlannedSlice& s, SliceEncoding how) {
 Status DecodeSlice(std::string_view bytes, PlannedSlice* out) {
   Reader r(bytes);
   std::string_view magic;
-  if (!r.GetRaw(sizeof kMagic, &magic) || magic != std::string_view(kMagic, sizeof kMagic)) {
+  if (!r.GetRaw(sizeof kSliceMagic, &magic) || magic != std::string_view(kSliceMagic, sizeof kSliceMagic)) {
     return Corrupt("bad magic");
   }
   uint64_t batch = 0, planner = 0, dep_slots = 0, read_slots = 0, ntxns = 0, nranges = 0;

@@ -1,0 +1,59 @@
+// The records of a planned slice's encoding (planner/eq.h: EncodeSlice), written through a raw
+// pointer with room checked by the caller: the one definition of the byte layout, shared by
+// EncodeSlice (one pass over a planned slice) and ReplicaEncoder (record by record while
+// planning). DecodeSlice (planner/eq.cc) reads the same layout.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "common/codec.h"
+#include "planner/eq.h"
+
+namespace qrstore::planner::slice_records {
+
+constexpr size_t kV = Writer::kMaxVarintBytes;
+// Most bytes each record can take.
+constexpr size_t kMaxHeaderBytes = sizeof kSliceMagic + 5 * kV + 1;  // up to and with the txn count
+constexpr size_t kMaxTxnBytes = 8 + 5 * kV + 1;
+constexpr size_t kMaxFragBytes = 1 + 5 * kV;
+
+// Magic, batch, planner, dep_slots, read_slots (0 without reads), may_abort, txn count.
+inline char* PutHeader(char* p, const PlannedSlice& s, bool with_reads, uint64_t ntxns) {
+  std::memcpy(p, kSliceMagic, sizeof kSliceMagic);
+  p += sizeof kSliceMagic;
+  p = Writer::EncodeVarint(p, s.batch);
+  p = Writer::EncodeVarint(p, s.planner);
+  p = Writer::EncodeVarint(p, s.dep_slots);
+  p = Writer::EncodeVarint(p, with_reads ? s.read_slots : 0);
+  *p++ = static_cast<char>(s.may_abort ? 1 : 0);
+  return Writer::EncodeVarint(p, ntxns);
+}
+
+// Slot ranges are back to back, so their beginnings are not sent; submit_ns is the planning
+// node's latency bookkeeping and not sent either.
+inline char* PutTxn(char* p, const TxnContext& t, bool with_reads) {
+  std::memcpy(p, &t.txn_id, 8);  // little-endian hosts only (common/codec.h)
+  p += 8;
+  p = Writer::EncodeVarint(p, t.client);
+  p = Writer::EncodeVarint(p, with_reads ? t.fragments : t.fragments - t.reads);
+  p = Writer::EncodeVarint(p, t.write_ops);
+  p = Writer::EncodeVarint(p, t.deps);
+  p = Writer::EncodeVarint(p, with_reads ? t.reads : 0);
+  *p++ = static_cast<char>(t.may_abort ? 1 : 0);
+  return p;
+}
+
+// Txn indices are non-decreasing in an EQ: the record stores the delta from the EQ's previous
+// fragment (`prev_txn`, 0 for the first), usually one byte.
+inline char* PutFragment(char* p, const Fragment& f, uint32_t prev_txn) {
+  *p++ = static_cast<char>(f.kind);
+  p = Writer::EncodeVarint(p, f.txn - prev_txn);
+  p = Writer::EncodeVarint(p, f.key);
+  p = Writer::EncodeVarint(p, f.arg);
+  p = Writer::EncodeVarint(p, f.slot);
+  return Writer::EncodeVarint(p, f.op);
+}
+
+}  // namespace qrstore::planner::slice_records
