@@ -129,6 +129,7 @@ struct FlattenState {
   std::map<std::string, int> lines;
   uint64_t nodes = 0;
   uint64_t bytes = 0;
+  int depth = 0;  // maps entered on the way to the node being flattened
   bool over_budget = false;
   std::vector<std::string>* errors = nullptr;
 
@@ -156,6 +157,17 @@ void Flatten(const YAML::Node& node, const std::string& prefix, std::map<std::st
   std::vector<std::string>* errors = st->errors;
   if (!st->Spend(0)) return;
   if (node.IsMap()) {
+    if (st->depth >= kConfigMaxDepth) {
+      st->over_budget = true;  // one error, and no more work on this document
+      errors->push_back(prefix + ": maps nest deeper than " + std::to_string(kConfigMaxDepth) +
+                        " levels (a YAML alias inside the map it names?): refused");
+      return;
+    }
+    ++st->depth;
+    struct Leave {
+      int* d;
+      ~Leave() { --*d; }
+    } leave{&st->depth};
     std::map<std::string, int> seen;
     for (const auto& kv : node) {
       std::string k = kv.first.as<std::string>();

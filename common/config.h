@@ -27,6 +27,9 @@ namespace qrstore {
 constexpr uint64_t kConfigMaxFileBytes = uint64_t{1} << 20;
 constexpr uint64_t kConfigMaxNodes = 200'000;
 constexpr uint64_t kConfigMaxExpandedBytes = uint64_t{4} << 20;
+// How deep maps may nest (ours nest two levels). Also what stops an alias that refers to the map
+// holding it (`a: &x {b: *x}`), which YAML parses into a cycle that would recurse forever.
+constexpr int kConfigMaxDepth = 32;
 
 enum class ConfigType { kInt, kDouble, kBool, kString, kStringList, kTable };
 

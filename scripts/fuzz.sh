@@ -2,7 +2,7 @@
 # fuzz.sh: builds the fuzz targets (tests/fuzz) with clang, libFuzzer, ASan and UBSan into
 # build-fuzz/ and runs one or all of them.
 #
-#   scripts/fuzz.sh [TARGET ...] [--seconds S] [--jobs J] [--parallel N]
+#   scripts/fuzz.sh [TARGET ...] [--seconds S] [--jobs J] [--parallel N] [--seed K]
 #   scripts/fuzz.sh --configure   only configures build-fuzz/ (scripts/test.sh's ASan + UBSan
 #                                 stage builds the unit and integration tests there too: one
 #                                 clang build of the libraries serves both)
@@ -16,20 +16,25 @@
 # to tests/fuzz/regressions/TARGET/ so ctest replays it forever. Exit status 1 if any target
 # failed. Needs clang and libclang-rt-14-dev (scripts/setup-deps.sh installs them).
 # --jobs J: compile jobs for the build (default: cores).
+# --seed K: libFuzzer's -seed (default: a new one each run, for campaigns). scripts/test.sh's smoke
+# passes a fixed one so a given commit explores the same inputs on every run: its result does not
+# depend on luck (on a slower machine it explores a prefix of the same sequence).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 targets=()
 seconds=60
 jobs=$(nproc 2>/dev/null || echo 2)
 parallel=1
+seed=
 configure_only=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --seconds) seconds="$2"; shift 2 ;;
     --jobs) jobs="$2"; shift 2 ;;
     --parallel) parallel="$2"; shift 2 ;;
+    --seed) seed="$2"; shift 2 ;;
     --configure) configure_only=1; shift ;;
-    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --*) echo "fuzz.sh: unknown flag $1" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
@@ -46,6 +51,9 @@ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=cl
 [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: --jobs must be a positive integer" >&2; exit 2; }
 [[ "$seconds" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: --seconds must be a positive integer" >&2; exit 2; }
 [[ "$parallel" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: --parallel must be a positive integer" >&2; exit 2; }
+[[ -z "$seed" || "$seed" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: --seed must be a positive integer" >&2; exit 2; }
+seed_flag=()
+[[ -z "$seed" ]] || seed_flag=(-seed="$seed")
 cmake --build build-fuzz -j"$jobs" --target "${targets[@]}"
 # run_target T: runs one target; its report goes to build-fuzz/T.report (printed in target
 # order once all ran, so parallel runs do not interleave), its exit status is the target's.
@@ -53,7 +61,7 @@ run_target() {
   local t="$1" log="build-fuzz/$1.log" report="build-fuzz/$1.report" rc=0 found=0 f
   local dict=()
   [[ -f "tests/fuzz/dict/$t.dict" ]] && dict=(-dict="tests/fuzz/dict/$t.dict")
-  build-fuzz/bin/"$t" "build-fuzz/corpus/$t" "tests/fuzz/corpus/$t" "${dict[@]}" -max_total_time="$seconds" -timeout=30 \
+  build-fuzz/bin/"$t" "build-fuzz/corpus/$t" "tests/fuzz/corpus/$t" "${dict[@]}" "${seed_flag[@]}" -max_total_time="$seconds" -timeout=30 \
     -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="build-fuzz/crashes/$t/" >"$log" 2>&1 || rc=$?
   {
     echo "== $t: ${seconds} s"

@@ -5,7 +5,8 @@
 # ThreadSanitizer and runs them, builds the unit and integration tests with clang under
 # AddressSanitizer + UBSan (build-fuzz/, shared with the fuzz targets) and runs them, then a
 # short fuzz smoke of every fuzz target (clang, libFuzzer, ASan + UBSan; QRSTORE_FUZZ_SECONDS
-# each, default 20). Exits non-zero on any failure.
+# each, default 20; libFuzzer seed QRSTORE_FUZZ_SEED, default 1, so a commit's smoke is the same on
+# every run). Exits non-zero on any failure.
 # Usage: scripts/test.sh [--no-tsan] [--no-asan] [--no-fuzz] [extra ctest args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -90,6 +91,6 @@ if [ "$asan" = 1 ]; then
 fi
 if [ "$fuzz" = 1 ]; then
   stage "fuzz smoke: every fuzz target for ${QRSTORE_FUZZ_SECONDS:-20} s, $jobs at a time (build-fuzz/)"
-  scripts/fuzz.sh --seconds "${QRSTORE_FUZZ_SECONDS:-20}" --parallel "$jobs"
+  scripts/fuzz.sh --seconds "${QRSTORE_FUZZ_SECONDS:-20}" --parallel "$jobs" --seed "${QRSTORE_FUZZ_SEED:-1}"
 fi
 stage "all tests passed"

@@ -214,6 +214,23 @@ TEST_CASE("config: a YAML alias bomb is refused with one error, in bounded time"
   REQUIRE_FALSE(seq.ok());
 }
 
+TEST_CASE("config: an alias inside the map it names, and maps nested too deep, are refused") {
+  ConfigSchema s = TestSchema();
+  // `&n` names the map being built and `*n` inside it refers back to it: YAML gives a cycle.
+  // Flattening it recursed until the stack ran out (found by fuzz_config in the CI smoke).
+  auto cycle = Config::LoadString(s, "server: &n\n  inner: *n\n", {});
+  REQUIRE_FALSE(cycle.ok());
+  INFO(cycle.status().message());
+  CHECK(cycle.status().message().find("nest deeper than " + std::to_string(kConfigMaxDepth) + " levels") !=
+        std::string::npos);
+  std::string deep;
+  for (int i = 0; i <= kConfigMaxDepth; ++i) deep += std::string(2 * i, ' ') + "k" + std::to_string(i) + ":\n";
+  deep += std::string(2 * (kConfigMaxDepth + 1), ' ') + "leaf: 1\n";
+  auto d = Config::LoadString(s, deep, {});
+  REQUIRE_FALSE(d.ok());
+  CHECK(d.status().message().find("nest deeper than") != std::string::npos);
+}
+
 TEST_CASE("config: alias blow-ups, oversized text and deep nesting are refused, quickly") {
   ConfigSchema s = TestSchema();
   // 30 lines that alias the level above twice: 2^30 values once expanded (before the bound,
