@@ -23,6 +23,7 @@ void PlannedSlice::Reset(uint64_t batch_id, uint32_t planner_id, uint32_t ranges
   dep_slots = 0;
   read_slots = 0;
   may_abort = false;
+  row = false;
   txns.clear();
   eqs.resize(ranges);
   for (auto& eq : eqs) eq.clear();
@@ -40,11 +41,12 @@ bool operator==(const Fragment& a, const Fragment& b) {
 bool operator==(const TxnContext& a, const TxnContext& b) {
   return a.txn_id == b.txn_id && a.client == b.client && a.submit_ns == b.submit_ns && a.fragments == b.fragments &&
          a.write_ops == b.write_ops && a.dep_begin == b.dep_begin && a.deps == b.deps && a.read_begin == b.read_begin &&
-         a.reads == b.reads && a.may_abort == b.may_abort;
+         a.reads == b.reads && a.may_abort == b.may_abort && a.home_index == b.home_index;
 }
 bool operator==(const PlannedSlice& a, const PlannedSlice& b) {
   return a.batch == b.batch && a.planner == b.planner && a.dep_slots == b.dep_slots &&
-         a.read_slots == b.read_slots && a.may_abort == b.may_abort && a.txns == b.txns && a.eqs == b.eqs;
+         a.read_slots == b.read_slots && a.may_abort == b.may_abort && a.row == b.row && a.txns == b.txns &&
+         a.eqs == b.eqs;
 }
 
 std::string EncodeSlice(const PlannedSlice& s, SliceEncoding how) {
@@ -63,7 +65,11 @@ std::string EncodeSlice(const PlannedSlice& s, SliceEncoding how) {
   }
   char* const begin = scratch.get();
   char* p = rec::PutHeader(begin, s, with_reads, s.txns.size());
-  for (const TxnContext& t : s.txns) p = rec::PutTxn(p, t, with_reads);
+  uint32_t prev_home = 0;
+  for (const TxnContext& t : s.txns) {
+    p = rec::PutTxn(p, t, with_reads, s.row, prev_home);
+    prev_home = t.home_index;
+  }
   p = Writer::EncodeVarint(p, s.eqs.size());
   for (const auto& eq : s.eqs) {
     size_t kept = eq.size();
@@ -89,18 +95,22 @@ Status DecodeSlice(std::string_view bytes, PlannedSlice* out) {
     return Corrupt("bad magic");
   }
   uint64_t batch = 0, planner = 0, dep_slots = 0, read_slots = 0, ntxns = 0, nranges = 0;
-  uint8_t may_abort = 0;
+  uint8_t flags = 0;
   r.GetVarint(&batch);
   r.GetVarint(&planner);
   r.GetVarint(&dep_slots);
   r.GetVarint(&read_slots);
-  r.GetU8(&may_abort);
+  r.GetU8(&flags);
   if (!r.ok()) return Corrupt("truncated header");
-  if (planner > UINT32_MAX || dep_slots > UINT32_MAX || read_slots > UINT32_MAX || may_abort > 1) {
+  constexpr uint8_t kKnownFlags = slice_records::kFlagMayAbort | slice_records::kFlagRow;
+  if (planner > UINT32_MAX || dep_slots > UINT32_MAX || read_slots > UINT32_MAX || (flags & ~kKnownFlags) != 0) {
     return Corrupt("bad header field");
   }
-  // Each slot needs one or two fragments later on: bounds the allocations below on corrupt input.
-  if (dep_slots > r.remaining() / (2 * kMinFragBytes)) return Corrupt("dependency slot count exceeds input");
+  const bool may_abort = (flags & slice_records::kFlagMayAbort) != 0;
+  const bool row = (flags & slice_records::kFlagRow) != 0;
+  // Each slot needs two fragments later on (one for a row sub-slice's kDepRecv): bounds the
+  // allocations below on corrupt input.
+  if (dep_slots > r.remaining() / ((row ? 1 : 2) * kMinFragBytes)) return Corrupt("dependency slot count exceeds input");
   if (read_slots > r.remaining() / kMinFragBytes) return Corrupt("read slot count exceeds input");
   if (!r.GetCount(&ntxns, kMinTxnBytes)) return Corrupt("bad or truncated txn count");
   if (ntxns > kMaxSliceTxns) return Corrupt("too many txns");
@@ -108,7 +118,8 @@ Status DecodeSlice(std::string_view bytes, PlannedSlice* out) {
   out->planner = static_cast<uint32_t>(planner);
   out->dep_slots = static_cast<uint32_t>(dep_slots);
   out->read_slots = static_cast<uint32_t>(read_slots);
-  out->may_abort = may_abort != 0;
+  out->may_abort = may_abort;
+  out->row = row;
   out->txns.resize(ntxns);
   bool any_may_abort = false;
   // Slot ranges are back to back in txn order, so no two txns share a slot.
@@ -124,6 +135,14 @@ Status DecodeSlice(std::string_view bytes, PlannedSlice* out) {
     r.GetVarint(&deps);
     r.GetVarint(&reads);
     r.GetU8(&ma);
+    uint64_t home = i;
+    if (row) {
+      // Strictly increasing home indices: a delta of at least 1 after the first txn.
+      uint64_t delta = 0;
+      r.GetVarint(&delta);
+      home = (i == 0 ? 0 : uint64_t{out->txns[i - 1].home_index}) + delta;
+      if (r.ok() && ((i > 0 && delta == 0) || home > UINT32_MAX)) return Corrupt("bad home index");
+    }
     if (!r.ok()) return Corrupt("truncated txn context");
     if (client > UINT32_MAX || frags > UINT32_MAX || writes > frags || ma > 1) return Corrupt("bad txn context");
     const uint64_t dep_begin = next_dep, read_begin = next_read;
@@ -144,6 +163,7 @@ Status DecodeSlice(std::string_view bytes, PlannedSlice* out) {
     t.read_begin = static_cast<uint32_t>(read_begin);
     t.reads = static_cast<uint32_t>(reads);
     t.may_abort = ma != 0;
+    t.home_index = static_cast<uint32_t>(home);
     any_may_abort |= t.may_abort;
   }
   if (next_dep != dep_slots) return Corrupt("dependency slots not all owned by txns");
@@ -159,10 +179,13 @@ Status DecodeSlice(std::string_view bytes, PlannedSlice* out) {
   // Every dependency slot must have exactly one reader and one writer at the same op (its own
   // txn's: the slot lies in that txn's range), and within one EQ a txn's fragments must be in
   // op order. That is what the planner produces and what makes dependency waits deadlock-free.
-  thread_local std::vector<uint8_t> dep_reads, dep_writes, read_used;
+  // A kDepRecv's slot has its write half here and its read half (a kDepSend) in another
+  // partition's sub-slice.
+  thread_local std::vector<uint8_t> dep_reads, dep_writes, dep_recv, read_used;
   thread_local std::vector<uint32_t> dep_op;
   dep_reads.assign(dep_slots, 0);
   dep_writes.assign(dep_slots, 0);
+  dep_recv.assign(dep_slots, 0);
   dep_op.assign(dep_slots, 0);
   read_used.assign(read_slots, 0);
   for (auto& eq : out->eqs) {
@@ -186,6 +209,9 @@ Status DecodeSlice(std::string_view bytes, PlannedSlice* out) {
       txn += delta;
       if (txn >= ntxns) return Corrupt("fragment txn index out of range");
       f.kind = static_cast<FragKind>(kind);
+      if (!row && (f.kind == FragKind::kDepSend || f.kind == FragKind::kDepRecv)) {
+        return Corrupt("fragment kind " + std::to_string(kind) + " outside a row sub-slice");
+      }
       f.txn = static_cast<uint32_t>(txn);
       f.op = static_cast<uint32_t>(op);
       if (prev != nullptr && prev->txn == f.txn && !FragOpBefore(*prev, f)) {
@@ -193,10 +219,11 @@ Status DecodeSlice(std::string_view bytes, PlannedSlice* out) {
       }
       prev = &f;
       const TxnContext& tc = out->txns[txn];
-      if (f.kind == FragKind::kDepRead || f.kind == FragKind::kDepWrite) {
+      if (f.kind == FragKind::kDepRead || f.kind == FragKind::kDepWrite || f.kind == FragKind::kDepRecv) {
         if (slot < tc.dep_begin || slot >= uint64_t{tc.dep_begin} + tc.deps) return Corrupt("dependency slot out of range");
         uint8_t& count = f.kind == FragKind::kDepRead ? dep_reads[slot] : dep_writes[slot];
         if (++count > 1) return Corrupt("dependency slot used twice");
+        if (f.kind == FragKind::kDepRecv) dep_recv[slot] = 1;
         if (dep_reads[slot] + dep_writes[slot] == 2 && dep_op[slot] != f.op) {
           return Corrupt("dependency halves at different ops");
         }
@@ -204,6 +231,10 @@ Status DecodeSlice(std::string_view bytes, PlannedSlice* out) {
       } else if (f.kind == FragKind::kRead) {
         if (slot < tc.read_begin || slot >= uint64_t{tc.read_begin} + tc.reads) return Corrupt("read slot out of range");
         if (++read_used[slot] > 1) return Corrupt("read slot used twice");
+      } else if (f.kind == FragKind::kDepSend) {
+        // Its slot and partition are the receiver's: checked there (and the partition by
+        // ValidateSlice against the row).
+        if (slot > UINT32_MAX || f.arg >= kMaxPartitions) return Corrupt("bad dependency send");
       } else if (slot != 0) {
         return Corrupt("slot on a fragment that takes none");
       }
@@ -214,7 +245,10 @@ Status DecodeSlice(std::string_view bytes, PlannedSlice* out) {
   }
   if (!r.done()) return Corrupt("trailing bytes");
   for (size_t d = 0; d < dep_slots; ++d) {
-    if (dep_reads[d] != 1 || dep_writes[d] != 1) return Corrupt("dependency slot without reader or writer");
+    if (dep_writes[d] != 1 || dep_reads[d] + dep_recv[d] != 1) {
+      return Corrupt(dep_recv[d] != 0 ? "dependency slot fed by the row and by a local read"
+                                      : "dependency slot without reader or writer");
+    }
   }
   for (size_t d = 0; d < read_slots; ++d) {
     if (read_used[d] != 1) return Corrupt("read slot without its read");
@@ -225,11 +259,16 @@ Status DecodeSlice(std::string_view bytes, PlannedSlice* out) {
   return Status::Ok();
 }
 
-Status ValidateSlice(const PlannedSlice& slice, const storage::KeyMapper& ranges, uint64_t batch, uint32_t planner) {
+Status ValidateSlice(const PlannedSlice& slice, const storage::KeyMapper& ranges, uint64_t batch, uint32_t planner,
+                     const RowPlace* row) {
   const std::string where = "slice (batch " + std::to_string(batch) + ", planner " + std::to_string(planner) + "): ";
   if (slice.batch != batch || slice.planner != planner) {
     return Status::Corruption(where + "carries batch " + std::to_string(slice.batch) + ", planner " +
                               std::to_string(slice.planner));
+  }
+  if (slice.row != (row != nullptr)) {
+    return Status::Corruption(where + (slice.row ? "a row sub-slice on a node outside a partitioned row"
+                                                 : "not a row sub-slice, on a node of a partitioned row"));
   }
   if (slice.eqs.size() != ranges.buckets()) {
     return Status::Corruption(where + std::to_string(slice.eqs.size()) + " EQs for " +
@@ -241,6 +280,18 @@ Status ValidateSlice(const PlannedSlice& slice, const storage::KeyMapper& ranges
         return Status::Corruption(where + "key " + std::to_string(f.key) + " of txn " + std::to_string(f.txn) +
                                   " is in EQ " + std::to_string(r) + " but belongs to range " +
                                   std::to_string(ranges.Of(f.key)));
+      }
+      if (row == nullptr) continue;
+      if (row->partitions.Of(f.key) != row->partition) {
+        return Status::Corruption(where + "key " + std::to_string(f.key) + " of txn " + std::to_string(f.txn) +
+                                  " belongs to partition " + std::to_string(row->partitions.Of(f.key)) +
+                                  ", not to this node's partition " + std::to_string(row->partition));
+      }
+      if (f.kind == FragKind::kDepSend && (f.arg >= row->partitions.buckets() || f.arg == row->partition)) {
+        return Status::Corruption(where + "txn " + std::to_string(f.txn) + " sends a dependency to partition " +
+                                  std::to_string(f.arg) + " (the row has " +
+                                  std::to_string(row->partitions.buckets()) + ", this node is " +
+                                  std::to_string(row->partition) + ")");
       }
     }
   }

@@ -53,20 +53,28 @@ enum class FragKind : uint8_t {
   kDebit = 4,
   kCredit = 5,
   kDepRead = 6,
+  // Row sub-slices only (PlannedSlice::row; docs/partitioned-rows.md): the halves of an
+  // x <- y op whose keys live on different partitions. kDepSend reads y and sends its value to
+  // partition `arg`, into dependency slot `slot` of that partition's sub-slice; kDepRecv is the
+  // write half, on its own slot, fed by the row instead of a local kDepRead.
+  kDepSend = 7,
+  kDepRecv = 8,
 };
-constexpr uint8_t kMaxFragKind = 6;
+constexpr uint8_t kMaxFragKind = 8;
 
 inline bool IsWriteFrag(FragKind k) {
-  return k == FragKind::kUpdate || k == FragKind::kDepWrite || k == FragKind::kDebit || k == FragKind::kCredit;
+  return k == FragKind::kUpdate || k == FragKind::kDepWrite || k == FragKind::kDebit || k == FragKind::kCredit ||
+         k == FragKind::kDepRecv;
 }
 inline bool MayAbortFrag(FragKind k) { return k == FragKind::kAbortIf || k == FragKind::kDebit; }
 
 // One op of one transaction, on one key of this EQ's range. 32 bytes, contiguous in an EQ.
 struct Fragment {
   storage::Key key = 0;
-  uint64_t arg = 0;       // kAbortIf threshold, kDebit/kCredit amount
+  uint64_t arg = 0;       // kAbortIf threshold, kDebit/kCredit amount; kDepSend: partition
   uint32_t txn = 0;       // index of the transaction in the slice
-  uint32_t slot = 0;      // kDepRead / kDepWrite: dependency slot; kRead: read slot; else 0
+  uint32_t slot = 0;      // kDepRead / kDepWrite / kDepRecv: dependency slot; kRead: read slot;
+                          // kDepSend: the receiving sub-slice's slot; else 0
   uint32_t op = 0;        // index of the op in the transaction (both halves of a kDepWrite)
   FragKind kind = FragKind::kRead;
 };
@@ -90,6 +98,9 @@ struct TxnContext {
   uint32_t read_begin = 0;  // its read slots: [read_begin, read_begin + reads), in op order
   uint32_t reads = 0;
   bool may_abort = false;  // has a kAbortIf or kDebit
+  // Its index in the planning (home) node's slice: the txn's id across a row, with (batch,
+  // planner). The slice's own index except in row sub-slices, which list a subset.
+  uint32_t home_index = 0;
 };
 
 struct PlannedSlice {
@@ -98,6 +109,10 @@ struct PlannedSlice {
   uint32_t dep_slots = 0;    // dependency slots used by this slice
   uint32_t read_slots = 0;   // read slots (kRead fragments) of this slice
   bool may_abort = false;    // any txn may abort by logic
+  // A row sub-slice S(batch, planner -> partition) (docs/partitioned-rows.md): the fragments a
+  // home node planned for one partition of a partitioned row. Its txns are a subset of the
+  // home slice (home_index strictly increasing), and it may hold kDepSend / kDepRecv.
+  bool row = false;
   std::vector<TxnContext> txns;
   std::vector<std::vector<Fragment>> eqs;  // one per executor range
 
@@ -112,9 +127,12 @@ bool operator==(const PlannedSlice& a, const PlannedSlice& b);
 
 // Upper bounds that a decoder enforces (a slice beyond them is corrupt, not just big).
 constexpr uint32_t kMaxRanges = 4096;
+constexpr uint32_t kMaxPartitions = 4096;
 constexpr uint32_t kMaxSliceTxns = 1u << 24;
 
-// Bytes: magic "QS2", then varints and fixed-width fields (common/codec.h). Keys are varints
+// Bytes: magic "QS2", then varints and fixed-width fields (common/codec.h). Row sub-slices set
+// a flag bit in the header and add each txn's home_index (as a delta); other slices encode
+// exactly as before row sub-slices existed. Keys are varints
 // (a few bytes for real key spaces). TxnContext::submit_ns is not encoded (the planning node's
 // latency bookkeeping): a decoded slice has 0 there.
 //
@@ -131,9 +149,20 @@ std::string EncodeSlice(const PlannedSlice& slice, SliceEncoding how = SliceEnco
 // listed above with kCorruption. `out` is reused (its capacity kept).
 Status DecodeSlice(std::string_view bytes, PlannedSlice* out);
 
+// Where a node sits in a partitioned row: the row's key -> partition mapping and its own
+// partition. Nodes outside partitioned rows pass none.
+struct RowPlace {
+  storage::KeyMapper partitions;
+  uint32_t partition = 0;
+};
+
 // The executing node's checks on a decoded slice, before any executor sees it: it is slice
 // (batch, planner), it has one EQ per executor range, and every fragment's key belongs to its
-// EQ's range. kCorruption naming the batch, planner and what is wrong.
-Status ValidateSlice(const PlannedSlice& slice, const storage::KeyMapper& ranges, uint64_t batch, uint32_t planner);
+// EQ's range. In a row (`row` given) the slice must be a row sub-slice, every key must be in
+// this node's partition and every kDepSend must name another partition of the row; outside a
+// row, row sub-slices are refused (nothing would feed a kDepRecv: it would wait forever).
+// kCorruption naming the batch, planner and what is wrong.
+Status ValidateSlice(const PlannedSlice& slice, const storage::KeyMapper& ranges, uint64_t batch, uint32_t planner,
+                     const RowPlace* row = nullptr);
 
 }  // namespace qrstore::planner

@@ -27,6 +27,7 @@ void Planner::PlanSlice(uint64_t batch, uint32_t planner, const std::vector<stor
     tc.dep_begin = dep;
     tc.read_begin = read;
     tc.may_abort = false;
+    tc.home_index = static_cast<uint32_t>(i);
     const auto txn_index = static_cast<uint32_t>(i);
     for (uint32_t op_index = 0; op_index < txn.ops.size(); ++op_index) {
       const storage::Op& op = txn.ops[op_index];

@@ -46,6 +46,7 @@ void ReplicaEncoder::Txn(const TxnContext& t) {
 }
 
 std::string ReplicaEncoder::Finish(const PlannedSlice& s) {
+  QR_CHECK(!s.row, "ReplicaEncoder encodes a node's whole slice, not row sub-slices (EncodeSlice does)");
   QR_CHECK(ntxns_ == s.txns.size() && eqs_.size() == s.eqs.size(), "ReplicaEncoder: %llu txns / %zu EQs encoded, slice has %zu / %zu",
            static_cast<unsigned long long>(ntxns_), eqs_.size(), s.txns.size(), s.eqs.size());
   size_t total = slice_records::kMaxHeaderBytes + txns_.size + slice_records::kV;

@@ -16,10 +16,14 @@ namespace qrstore::planner::slice_records {
 constexpr size_t kV = Writer::kMaxVarintBytes;
 // Most bytes each record can take.
 constexpr size_t kMaxHeaderBytes = sizeof kSliceMagic + 5 * kV + 1;  // up to and with the txn count
-constexpr size_t kMaxTxnBytes = 8 + 5 * kV + 1;
+constexpr size_t kMaxTxnBytes = 8 + 6 * kV + 1;
 constexpr size_t kMaxFragBytes = 1 + 5 * kV;
 
-// Magic, batch, planner, dep_slots, read_slots (0 without reads), may_abort, txn count.
+// The header's flags byte.
+constexpr uint8_t kFlagMayAbort = 1;
+constexpr uint8_t kFlagRow = 2;
+
+// Magic, batch, planner, dep_slots, read_slots (0 without reads), flags, txn count.
 inline char* PutHeader(char* p, const PlannedSlice& s, bool with_reads, uint64_t ntxns) {
   std::memcpy(p, kSliceMagic, sizeof kSliceMagic);
   p += sizeof kSliceMagic;
@@ -27,13 +31,14 @@ inline char* PutHeader(char* p, const PlannedSlice& s, bool with_reads, uint64_t
   p = Writer::EncodeVarint(p, s.planner);
   p = Writer::EncodeVarint(p, s.dep_slots);
   p = Writer::EncodeVarint(p, with_reads ? s.read_slots : 0);
-  *p++ = static_cast<char>(s.may_abort ? 1 : 0);
+  *p++ = static_cast<char>((s.may_abort ? kFlagMayAbort : 0) | (s.row ? kFlagRow : 0));
   return Writer::EncodeVarint(p, ntxns);
 }
 
 // Slot ranges are back to back, so their beginnings are not sent; submit_ns is the planning
-// node's latency bookkeeping and not sent either.
-inline char* PutTxn(char* p, const TxnContext& t, bool with_reads) {
+// node's latency bookkeeping and not sent either. In a row sub-slice (`row`) the record ends
+// with home_index - `prev_home` (prev_home: the previous txn's home_index, 0 for the first).
+inline char* PutTxn(char* p, const TxnContext& t, bool with_reads, bool row = false, uint32_t prev_home = 0) {
   std::memcpy(p, &t.txn_id, 8);  // little-endian hosts only (common/codec.h)
   p += 8;
   p = Writer::EncodeVarint(p, t.client);
@@ -42,6 +47,7 @@ inline char* PutTxn(char* p, const TxnContext& t, bool with_reads) {
   p = Writer::EncodeVarint(p, t.deps);
   p = Writer::EncodeVarint(p, with_reads ? t.reads : 0);
   *p++ = static_cast<char>(t.may_abort ? 1 : 0);
+  if (row) p = Writer::EncodeVarint(p, t.home_index - prev_home);
   return p;
 }
 

@@ -4,6 +4,11 @@
 //   kHash:  a Mix64 hash of the key, mapped to [0, n) by multiply-shift (uniform, no modulo).
 //   kRange: [0, key_space) split into n contiguous ranges of ceil(key_space / n) keys;
 //           keys >= key_space belong to the last bucket.
+// Within(outer, n) splits each bucket of `outer` again into n (a partition's keys into its
+// node's executor ranges), independently of which outer bucket a key is in: for kHash the
+// inner bucket comes from the hash bits the outer bucket did not use (Mix64(key) * outer's n,
+// mod 2^64), for kRange from the key's offset inside its outer range. With a one-bucket outer
+// mapper, Within(outer, n) is KeyMapper(kind, n, key_space): the same function.
 #pragma once
 
 #include <cstdint>
@@ -27,15 +32,37 @@ class KeyMapper {
     }
   }
 
+  // Each bucket of `outer` split into n. kRange needs n <= the outer ranges' width (checked).
+  static KeyMapper Within(const KeyMapper& outer, uint32_t n) {
+    QR_CHECK(n >= 1);
+    KeyMapper m;
+    m.kind_ = outer.kind_;
+    m.n_ = n;
+    m.outer_n_ = outer.n_;
+    m.outer_width_ = outer.width_;
+    if (outer.kind_ == Kind::kRange) {
+      QR_CHECK(outer.width_ >= n, "range mapping needs at least one key per bucket");
+      m.width_ = (outer.width_ + n - 1) / n;
+    }
+    return m;
+  }
+
   uint32_t buckets() const { return n_; }
   Kind kind() const { return kind_; }
 
   uint32_t Of(Key key) const {
     if (n_ == 1) return 0;
     if (kind_ == Kind::kHash) {
-      return static_cast<uint32_t>((static_cast<unsigned __int128>(Mix64(key)) * n_) >> 64);
+      const uint64_t h = Mix64(key) * outer_n_;  // mod 2^64: the bits below the outer bucket's
+      return static_cast<uint32_t>((static_cast<unsigned __int128>(h) * n_) >> 64);
     }
-    uint64_t b = key / width_;
+    uint64_t offset = key;
+    if (outer_n_ > 1) {
+      uint64_t ob = key / outer_width_;
+      if (ob >= outer_n_) ob = outer_n_ - 1;
+      offset = key - ob * outer_width_;
+    }
+    uint64_t b = offset / width_;
     return b >= n_ ? n_ - 1 : static_cast<uint32_t>(b);
   }
 
@@ -43,6 +70,8 @@ class KeyMapper {
   Kind kind_ = Kind::kHash;
   uint32_t n_ = 1;
   uint64_t width_ = 1;
+  uint32_t outer_n_ = 1;      // Within: the outer mapper's buckets (1: not nested)
+  uint64_t outer_width_ = 1;  // Within, kRange: the outer ranges' width
 };
 
 }  // namespace qrstore::storage

@@ -155,6 +155,7 @@ void MutateOnce(planner::PlannedSlice* s, bool range_map, std::mt19937_64& rng) 
         planner::TxnContext t = s->txns[from];
         const auto idx = static_cast<uint32_t>(s->txns.size());
         t.txn_id = s->txns.back().txn_id + 1;
+        t.home_index = s->txns.back().home_index + 1;
         t.dep_begin = s->dep_slots;
         t.read_begin = s->read_slots;
         const planner::TxnContext& old = s->txns[from];
@@ -164,7 +165,9 @@ void MutateOnce(planner::PlannedSlice* s, bool range_map, std::mt19937_64& rng) 
             if (eq[i].txn != from) continue;
             Fragment f = eq[i];
             f.txn = idx;
-            if (f.kind == FragKind::kDepRead || f.kind == FragKind::kDepWrite) f.slot = f.slot - old.dep_begin + t.dep_begin;
+            if (f.kind == FragKind::kDepRead || f.kind == FragKind::kDepWrite || f.kind == FragKind::kDepRecv) {
+              f.slot = f.slot - old.dep_begin + t.dep_begin;
+            }
             if (f.kind == FragKind::kRead) f.slot = f.slot - old.read_begin + t.read_begin;
             eq.push_back(f);
           }
@@ -198,6 +201,8 @@ void MutateOnce(planner::PlannedSlice* s, bool range_map, std::mt19937_64& rng) 
       if (!s->txns.empty() && rng() % 2 == 0) {
         planner::TxnContext& t = s->txns[pick(s->txns.size())];
         t.may_abort = !t.may_abort;
+      } else if (rng() % 4 == 0) {
+        s->row = !s->row;  // a row sub-slice read as a node's slice, or the other way round
       } else {
         s->may_abort = !s->may_abort;
       }

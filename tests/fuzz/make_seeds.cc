@@ -20,6 +20,7 @@
 #include "common/rng.h"
 #include "planner/eq.h"
 #include "planner/planner.h"
+#include "planner/row_planner.h"
 #include "replication/compression.h"
 #include "replication/raft/log_storage.h"
 #include "replication/raft/message_codec.h"
@@ -319,6 +320,16 @@ int main(int argc, char** argv) {
       p.PlanSlice(seed, 0, Txns(seed * 7 + ranges, 3 + seed * 2, 256), &s);
       Write(root / "fuzz_slice", "seed-" + std::to_string(n++), std::string(1, range_map ? '\1' : '\0') + planner::EncodeSlice(s));
     }
+  }
+  // Row sub-slices (planner/row_planner.h): 2 partitions of 2 ranges; the decoder and the
+  // re-encoding see kDepSend / kDepRecv and home indices (ValidateSlice refuses them on the
+  // target's single node).
+  for (uint64_t seed : {3u, 4u}) {
+    const storage::KeyMapper parts(storage::KeyMapper::Kind::kRange, 2, 256);
+    planner::RowPlanner rp(parts, storage::KeyMapper::Within(parts, 2), 0);
+    std::vector<planner::PlannedSlice> subs;
+    rp.PlanSlices(seed, 0, Txns(seed * 11, 8, 256), &subs);
+    for (const auto& sub : subs) Write(root / "fuzz_slice", "seed-" + std::to_string(n++), std::string(1, '\1') + planner::EncodeSlice(sub));
   }
   // Client messages: a selector byte, then the body.
   proto::TxnRequest req;

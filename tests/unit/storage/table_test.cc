@@ -161,6 +161,39 @@ TEST_CASE("key mapper: hash and range mapping") {
   CHECK(r.Of(~0ull) == 2);
 }
 
+TEST_CASE("key mapper: Within splits every outer bucket evenly, and a one-bucket outer changes nothing") {
+  using storage::KeyMapper;
+  for (KeyMapper::Kind kind : {KeyMapper::Kind::kHash, KeyMapper::Kind::kRange}) {
+    INFO("kind " << static_cast<int>(kind));
+    const uint64_t space = 60000;
+    // Not nested: identical to the plain mapper, key by key (also past the key space).
+    KeyMapper plain(kind, 5, space);
+    KeyMapper nested = KeyMapper::Within(KeyMapper(kind, 1, space), 5);
+    for (Key k = 0; k < space + 100; ++k) REQUIRE(nested.Of(k) == plain.Of(k));
+    // 3 partitions of 4 ranges: every (partition, range) cell gets about 1/12 of the keys, so
+    // the ranges of one partition are not all the same few (a reused hash would do that).
+    KeyMapper parts(kind, 3, space);
+    KeyMapper ranges = KeyMapper::Within(parts, 4);
+    std::vector<int> cells(12, 0);
+    for (Key k = 0; k < space; ++k) {
+      const uint32_t r = ranges.Of(k);
+      REQUIRE(r < 4);
+      ++cells[parts.Of(k) * 4 + r];
+    }
+    for (int c : cells) CHECK(std::abs(c - 5000) < 400);
+    CHECK(ranges.Of(~0ull) < 4);
+  }
+  // Ranges: partition widths 20000, each split in 4 contiguous runs of 5000.
+  KeyMapper ranges = KeyMapper::Within(KeyMapper(KeyMapper::Kind::kRange, 3, 60000), 4);
+  CHECK(ranges.Of(0) == 0);
+  CHECK(ranges.Of(4999) == 0);
+  CHECK(ranges.Of(5000) == 1);
+  CHECK(ranges.Of(19999) == 3);
+  CHECK(ranges.Of(20000) == 0);
+  CHECK(ranges.Of(59999) == 3);
+  CHECK(ranges.Of(70000) == 3);  // past the key space: the last partition's last range
+}
+
 TEST_CASE("table: MemoryBytes counts records and the bitmap, saturating") {
   using qrstore::storage::RecordLayout;
   using qrstore::storage::Table;
