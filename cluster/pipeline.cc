@@ -1,6 +1,7 @@
 #include "cluster/pipeline.h"
 
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -40,6 +41,7 @@ class PipelineImpl {
     }
     for (uint32_t r = 0; r < opt_.executors; ++r) {
       executors_.push_back(std::make_unique<executor::RangeExecutor>(table_, r, opt_.track_digest));
+      executors_.back()->set_row_sender(opt_.row_sender);
     }
     committed_ = opt_.first_batch;
     executed_ = opt_.first_batch;
@@ -108,9 +110,28 @@ class PipelineImpl {
     QR_CHECK(ss.plan.batch == b && ss.plan.planner == p, "slice (%llu, %u) filled with (%llu, %u)",
              static_cast<unsigned long long>(b), p, static_cast<unsigned long long>(ss.plan.batch), ss.plan.planner);
     QR_CHECK_EQ(ss.plan.eqs.size(), opt_.executors);
+    const bool row = opt_.row_sender != nullptr;
+    QR_CHECK(ss.plan.row == row, "slice (%llu, %u): %s", static_cast<unsigned long long>(b), p,
+             row ? "not a row sub-slice on a row node" : "a row sub-slice on a node outside a row");
+    if (row && ss.plan.may_abort) {
+      Fail(Status::InvalidArgument("slice (" + std::to_string(b) + ", " + std::to_string(p) +
+                                   ") may abort: aborts in a partitioned row are not built yet "
+                                   "(docs/partitioned-rows.md, section 4)"));
+      return;
+    }
     ss.deps.Reset(ss.plan.dep_slots);
+    if (row) {
+      // Which slots the row fills (a kDepRecv's), for DeliverDepValue's checks.
+      ss.recv.assign(ss.plan.dep_slots, kLocalSlot);
+      for (const auto& eq : ss.plan.eqs) {
+        for (const planner::Fragment& f : eq) {
+          if (f.kind == planner::FragKind::kDepRecv) ss.recv[f.slot] = kRowWaiting;
+        }
+      }
+    }
     if (opt_.capture_reads) ss.read_values.resize(uint64_t{ss.plan.read_slots} * record_bytes_);
     const int64_t now = NowNanos();
+    Status error;
     {
       std::lock_guard<std::mutex> lk(mu_);
       QR_CHECK(slot.batch == b && ss.begun && !ss.published);
@@ -118,13 +139,65 @@ class PipelineImpl {
       // runnable after some left would make the others wait forever for dependency values only
       // the leavers would publish. So nothing becomes runnable after a halt.
       if (Halted()) return;
-      ss.published = true;
-      ss.plan_ns = plan_ns;
-      if (slot.first_published_ns == 0) slot.first_published_ns = now;
-      if (replicated) MarkReplicatedLocked(slot, ss, now);
+      if (row) {
+        // Values that came before the sub-slice did.
+        auto it = pending_.find({b, p});
+        if (it != pending_.end()) {
+          for (const auto& [dep_slot, value] : it->second) {
+            Status st = FillLocked(ss, b, p, dep_slot, value);
+            if (!st.ok()) {
+              error = std::move(st);
+              break;
+            }
+          }
+          pending_values_ -= it->second.size();
+          pending_.erase(it);
+        }
+      }
+      if (error.ok()) {
+        ss.published = true;
+        ss.plan_ns = plan_ns;
+        if (slot.first_published_ns == 0) slot.first_published_ns = now;
+        if (replicated) MarkReplicatedLocked(slot, ss, now);
+      }
+    }
+    if (!error.ok()) {
+      Fail(std::move(error));
+      return;
     }
     published_cv_.notify_all();
     if (replicated) executed_cv_.notify_all();
+  }
+
+  void DeliverDepValue(uint64_t b, uint32_t p, uint32_t dep_slot, int64_t value) {
+    QR_CHECK(opt_.row_sender != nullptr, "DeliverDepValue on a node outside a partitioned row");
+    Status error;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (Halted()) return;
+      const std::string what = "dependency value for slice (" + std::to_string(b) + ", " + std::to_string(p) +
+                               ") slot " + std::to_string(dep_slot) + ": ";
+      BatchSlot& slot = Slot(b);
+      if (p >= opt_.planners) {
+        error = Status::Corruption(what + "no such slice (" + std::to_string(opt_.planners) + " per batch)");
+      } else if (b < committed_) {
+        error = Status::Corruption(what + "the batch committed already");
+      } else if (b >= committed_ + 2 * slots_.size()) {
+        // A sender runs at most batches_in_flight batches ahead of the slowest node of its row
+        // (its feed admits no more), so this is a broken peer, not a fast one.
+        error = Status::Corruption(what + "more than " + std::to_string(2 * slots_.size()) +
+                                   " batches ahead of the last committed one (" + std::to_string(committed_) + ")");
+      } else if (slot.batch == b && slot.slices[p]->published) {
+        error = FillLocked(*slot.slices[p], b, p, dep_slot, value);
+      } else if (pending_values_ >= kMaxPendingValues) {
+        error = Status::Corruption(what + "more than " + std::to_string(kMaxPendingValues) +
+                                   " values wait for their sub-slices");
+      } else {
+        pending_[{b, p}].emplace_back(dep_slot, value);
+        ++pending_values_;
+      }
+    }
+    if (!error.ok()) Fail(std::move(error));
   }
 
   void MarkReplicated(uint64_t b, uint32_t p) {
@@ -164,6 +237,7 @@ class PipelineImpl {
       health_ = std::move(status);
       Logger("pipeline")->error("stopped: {}", health_.ToString());
     }
+    ReleaseRowWaitsLocked();
     NotifyAllLocked();
     // No sink call may start after this returns; wait out one in progress.
     delivered_cv_.wait(lk, [&] { return !delivering_; });
@@ -189,6 +263,7 @@ class PipelineImpl {
     {
       std::lock_guard<std::mutex> lk(mu_);
       stop_ = true;
+      ReleaseRowWaitsLocked();
     }
     NotifyAll();
     // Reverse start order: executors, then committers. Executors first finish every slice
@@ -218,6 +293,9 @@ class PipelineImpl {
     planner::PlannedSlice plan;   // written by its front-end thread before `published`, then read-only
     executor::DepBoard deps;      // reset at publish; executors publish/wait
     std::string read_values;      // capture_reads: plan.read_slots records (executors write own slots)
+    // Row nodes: per dependency slot, kLocalSlot / kRowWaiting / kRowFilled. Set by the
+    // front-end before `published`, then guarded by mu_.
+    std::vector<uint8_t> recv;
     bool begun = false;           // guarded by mu_
     bool published = false;       // guarded by mu_
     bool replicated = false;      // guarded by mu_
@@ -246,6 +324,41 @@ class PipelineImpl {
   };
 
   BatchSlot& Slot(uint64_t b) { return *slots_[b % slots_.size()]; }
+
+  static constexpr uint8_t kLocalSlot = 0, kRowWaiting = 1, kRowFilled = 2;
+  static constexpr size_t kMaxPendingValues = size_t{1} << 24;
+
+  // Fills row slot `dep_slot` of sub-slice ss = (b, p). mu_ held.
+  Status FillLocked(SliceState& ss, uint64_t b, uint32_t p, uint32_t dep_slot, int64_t value) {
+    if (dep_slot >= ss.recv.size() || ss.recv[dep_slot] != kRowWaiting) {
+      return Status::Corruption("dependency value for slice (" + std::to_string(b) + ", " + std::to_string(p) +
+                                ") slot " + std::to_string(dep_slot) + ": " +
+                                (dep_slot >= ss.recv.size()   ? "past its " + std::to_string(ss.recv.size()) + " slots"
+                                 : ss.recv[dep_slot] == kRowFilled ? "filled twice"
+                                                                   : "not a slot the row fills"));
+    }
+    ss.recv[dep_slot] = kRowFilled;
+    ss.deps.Publish(dep_slot, value);
+    return Status::Ok();
+  }
+
+  // On a halt: an executor may wait for a row value that will not come now (its sender
+  // stopped); fill every such slot with 0 so it finishes the sub-slice it holds and leaves
+  // (nothing is delivered after a halt, so the value does not matter). mu_ held.
+  void ReleaseRowWaitsLocked() {
+    if (opt_.row_sender == nullptr) return;
+    for (auto& slot : slots_) {
+      for (auto& ss : slot->slices) {
+        if (!ss->published) continue;
+        for (uint32_t i = 0; i < ss->recv.size(); ++i) {
+          if (ss->recv[i] == kRowWaiting) {
+            ss->recv[i] = kRowFilled;
+            ss->deps.Publish(i, 0);
+          }
+        }
+      }
+    }
+  }
   bool Halted() const { return stop_ || !health_.ok(); }  // mu_ held
   bool PastEnd(uint64_t b) const { return end_known_ && b >= end_; }  // mu_ held
 
@@ -457,6 +570,9 @@ class PipelineImpl {
   uint64_t committed_ = 0;                // guarded by mu_: batches [first, this) fully delivered
   uint64_t digest_ = 0;                   // guarded by mu_: state digest after batch committed_ - 1
   PipelineStats stats_;                   // guarded by mu_
+  // Row nodes: dependency values that came before their sub-slice, by (batch, slice).
+  std::map<std::pair<uint64_t, uint32_t>, std::vector<std::pair<uint32_t, int64_t>>> pending_;  // guarded by mu_
+  size_t pending_values_ = 0;                                                                     // guarded by mu_
 
   std::vector<NamedThread> threads_;  // start order; guarded by control_mu_
 };
@@ -470,6 +586,9 @@ void Pipeline::PublishSlice(uint64_t b, uint32_t p, int64_t plan_ns, bool replic
   impl_->PublishSlice(b, p, plan_ns, replicated);
 }
 void Pipeline::MarkReplicated(uint64_t b, uint32_t p) { impl_->MarkReplicated(b, p); }
+void Pipeline::DeliverDepValue(uint64_t b, uint32_t p, uint32_t slot, int64_t value) {
+  impl_->DeliverDepValue(b, p, slot, value);
+}
 void Pipeline::EndInput(uint64_t end) { impl_->EndInput(end); }
 void Pipeline::Fail(Status status) { impl_->Fail(std::move(status)); }
 Status Pipeline::WaitIdle(int64_t timeout_ms) { return impl_->WaitIdle(timeout_ms); }

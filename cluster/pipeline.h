@@ -42,6 +42,10 @@
 #include "storage/key_map.h"
 #include "storage/table.h"
 
+namespace qrstore::executor {
+class RowSender;
+}
+
 namespace qrstore::cluster {
 
 struct PipelineOptions {
@@ -55,6 +59,11 @@ struct PipelineOptions {
   bool capture_reads = false;      // give the sink the values read (a node that answers clients)
   bool deliver_outcomes = true;    // call the sink (false: a follower, whose outcomes nobody reads)
   bool track_digest = false;       // keep the state digest per batch
+  // A node of a partitioned row (docs/partitioned-rows.md): its input is row sub-slices (in
+  // (batch, home * planners_per_home + planner) order: `planners` counts them all), kDepSend
+  // values go to this sender, kDepRecv values come in through DeliverDepValue. Not owned.
+  // Multi-partition aborts are not built yet: a sub-slice that may abort fails the pipeline.
+  executor::RowSender* row_sender = nullptr;
 };
 
 // Per-batch phase durations (ns), the paper's latency model terms.
@@ -111,6 +120,11 @@ class Pipeline {
   void PublishSlice(uint64_t b, uint32_t p, int64_t plan_ns, bool replicated);
   // Replication of slice (b, p) is confirmed (any thread; cheap).
   void MarkReplicated(uint64_t b, uint32_t p);
+  // Row nodes: the value of dependency slot `slot` of sub-slice (b, p), sent by the partition
+  // that ran its kDepSend (any thread; cheap). May come before the sub-slice is published (it
+  // is kept until then). A slot that is not a kDepRecv's, one filled twice, or a batch
+  // committed already or too far ahead fails the pipeline with an error naming it.
+  void DeliverDepValue(uint64_t b, uint32_t p, uint32_t slot, int64_t value);
   // Batches [first_batch, end) are all there will be.
   void EndInput(uint64_t end);
   // Stops with an error: nothing more is executed than what executors already hold, no outcome

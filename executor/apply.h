@@ -5,15 +5,14 @@
 
 #include <cstdint>
 
-#include "common/check.h"
 #include "planner/eq.h"
 #include "storage/ops.h"
 #include "storage/record.h"
 
 namespace qrstore::executor {
 
-// Applies `f` to `rec` (non-null). `dep_in` is the dependency value for kDepWrite; kDepRead
-// stores the value to publish in *dep_out. Returns true when the txn's abort vote fires
+// Applies `f` to `rec` (non-null). `dep_in` is the dependency value for kDepWrite / kDepRecv;
+// kDepRead / kDepSend store the value to publish or send in *dep_out. Returns true when the txn's abort vote fires
 // (kAbortIf true, kDebit short: a short debit writes nothing).
 inline bool ApplyFragment(const planner::Fragment& f, char* rec, const storage::RecordLayout& layout,
                           uint64_t txn_id, int64_t dep_in, int64_t* dep_out) {
@@ -37,12 +36,12 @@ inline bool ApplyFragment(const planner::Fragment& f, char* rec, const storage::
     case FragKind::kCredit:
       storage::ApplyCredit(rec, f.arg);
       return false;
-    case FragKind::kDepSend:
-    case FragKind::kDepRecv:
-      // Row sub-slices only; ValidateSlice keeps them from nodes outside a partitioned row, and
-      // the row executor (docs/partitioned-rows.md, step 1) does not exist yet.
-      QR_CHECK(false, "txn %llu: fragment kind %u needs a partitioned row", static_cast<unsigned long long>(txn_id),
-               static_cast<unsigned>(f.kind));
+    case FragKind::kDepSend:  // the y half, its value going to another partition
+      *dep_out = storage::GetCounter(rec);
+      return false;
+    case FragKind::kDepRecv:  // the x half, its value come from another partition
+      storage::ApplyDepWrite(rec, layout, txn_id, dep_in);
+      return false;
   }
   return false;
 }

@@ -35,7 +35,8 @@ inline void RangeExecutor::Exec(const planner::PlannedSlice& slice, uint32_t i, 
     // Absent key: a no-op (documented in cluster/engine.h); a dependency still flows, a read
     // reads zeros.
     if (f.kind == FragKind::kDepRead) deps->Publish(f.slot, 0);
-    if (f.kind == FragKind::kDepWrite) (void)deps->Wait(f.slot);
+    if (f.kind == FragKind::kDepSend) SendDep(slice, f, 0);
+    if (f.kind == FragKind::kDepWrite || f.kind == FragKind::kDepRecv) (void)deps->Wait(f.slot);
     if (f.kind == FragKind::kRead && read_values != nullptr) {
       std::memset(read_values + uint64_t{f.slot} * rec_size, 0, rec_size);
     }
@@ -50,10 +51,11 @@ inline void RangeExecutor::Exec(const planner::PlannedSlice& slice, uint32_t i, 
     if constexpr (kDigest) {
       if (writes) std::memcpy(scratch_.data(), rec, rec_size);
     }
-    const int64_t dep_in = f.kind == FragKind::kDepWrite ? deps->Wait(f.slot) : 0;
+    const int64_t dep_in = WaitsForDep(f.kind) ? deps->Wait(f.slot) : 0;
     int64_t dep_out = 0;
     fired = ApplyFragment(f, rec, layout, slice.txns[f.txn].txn_id, dep_in, &dep_out);
     if (f.kind == FragKind::kDepRead) deps->Publish(f.slot, dep_out);
+    if (f.kind == FragKind::kDepSend) SendDep(slice, f, dep_out);
     if (f.kind == FragKind::kRead && read_values != nullptr) {
       std::memcpy(read_values + uint64_t{f.slot} * rec_size, rec, rec_size);
     }
@@ -112,7 +114,7 @@ void RangeExecutor::Run(const planner::PlannedSlice& slice, DepBoard* deps, char
           continue;
         }
       }
-      if (f.kind == FragKind::kDepWrite && !deps->Ready(f.slot)) {
+      if (WaitsForDep(f.kind) && !deps->Ready(f.slot)) {
         parked_.Push(i, f.key);
         continue;
       }
@@ -128,7 +130,7 @@ void RangeExecutor::RunParked(const planner::PlannedSlice& slice, DepBoard* deps
   const std::vector<Fragment>& eq = slice.eqs[range_];
   while (!parked_.Empty()) {
     const Fragment& head = eq[parked_.Front()];
-    if (!block && head.kind == FragKind::kDepWrite && !deps->Ready(head.slot)) return;
+    if (!block && WaitsForDep(head.kind) && !deps->Ready(head.slot)) return;
     block = false;
     Exec<false, kDigest>(slice, parked_.Front(), deps, read_values);
     parked_.Pop(head.key);

@@ -13,6 +13,9 @@
 // (the abort resolver re-captures the reads of transactions it re-executes).
 // Digest. With track_digest, every record this executor modifies adds Table::DigestDelta of the
 // change to digest_delta(): the batch's change of the state digest over this range.
+// Rows. In a partitioned row (docs/partitioned-rows.md) a kDepSend reads its record's counter
+// and hands it to the RowSender (set_row_sender) for the partition named by the fragment; a
+// kDepRecv waits for its slot like a kDepWrite, the slot being filled from the row.
 #pragma once
 
 #include <cstdint>
@@ -53,6 +56,15 @@ struct ExecLog {
   }
 };
 
+// Where a kDepSend's value goes: partition `partition`'s sub-slice (batch, slice), dependency
+// slot `slot`. Called from executor threads, in each range's planned order; must not block
+// for long (the value is queued or handed over, not waited on).
+class RowSender {
+ public:
+  virtual ~RowSender() = default;
+  virtual void SendDep(uint32_t partition, uint64_t batch, uint32_t slice, uint32_t slot, int64_t value) = 0;
+};
+
 class RangeExecutor {
  public:
   RangeExecutor(storage::Table* table, uint32_t range, bool track_digest = false)
@@ -67,6 +79,9 @@ class RangeExecutor {
   // how far it may run ahead of the ranges it depends on. 256 gave 290K txn/s in-process with
   // 20% dependent writes, 4096 gave 400-450K (~530K without dependencies).
   static constexpr uint32_t kParkCapacity = 4096;
+
+  // The row's value sender; needed before a slice with kDepSend runs. Not owned.
+  void set_row_sender(RowSender* sender) { row_sender_ = sender; }
 
   ExecLog& log() { return log_; }
   uint32_t range() const { return range_; }
@@ -117,6 +132,14 @@ class RangeExecutor {
   void Run(const planner::PlannedSlice& slice, DepBoard* deps, char* read_values);
   template <bool kLog, bool kDigest>
   void Exec(const planner::PlannedSlice& slice, uint32_t i, DepBoard* deps, char* read_values);
+  static bool WaitsForDep(planner::FragKind k) {
+    return k == planner::FragKind::kDepWrite || k == planner::FragKind::kDepRecv;
+  }
+  void SendDep(const planner::PlannedSlice& slice, const planner::Fragment& f, int64_t value) {
+    QR_CHECK(row_sender_ != nullptr, "slice (%llu, %u): a kDepSend on a node outside a partitioned row",
+             static_cast<unsigned long long>(slice.batch), slice.planner);
+    row_sender_->SendDep(static_cast<uint32_t>(f.arg), slice.batch, slice.planner, f.slot, value);
+  }
   template <bool kDigest>
   void RunParked(const planner::PlannedSlice& slice, DepBoard* deps, char* read_values, bool block);
 
@@ -127,6 +150,7 @@ class RangeExecutor {
   std::string scratch_;  // a record's before-image for the digest delta
   uint64_t digest_delta_ = 0;
   Parked parked_;
+  RowSender* row_sender_ = nullptr;
 };
 
 }  // namespace qrstore::executor
