@@ -30,7 +30,8 @@ constexpr int kMaxResamples = 64;
 class YcsbGenerator final : public Generator {
  public:
   YcsbGenerator(const WorkloadOptions& options, ZipfGenerator zipf, uint64_t seed, uint64_t rng_seed)
-      : o_(options.ycsb), partitions_(options.partitions()), map_(options.partition_map), zipf_(std::move(zipf)), rng_(rng_seed), seed_(seed) {
+      : o_(options.ycsb), partitions_(options.partitions()), home_(options.home_partition), map_(options.partition_map),
+        zipf_(std::move(zipf)), rng_(rng_seed), seed_(seed) {
     used_.reserve(2 * o_.ops_per_txn);
     allowed_.reserve(partitions_);
   }
@@ -66,12 +67,14 @@ class YcsbGenerator final : public Generator {
   }
 
  private:
-  // Single-partition txns use one uniformly chosen partition; multi-partition txns (mp_ratio)
-  // partitions_per_txn distinct ones. With one partition this draws nothing.
+  // Single-partition txns use one uniformly chosen partition (the home one, with a home);
+  // multi-partition txns (mp_ratio) partitions_per_txn distinct ones (the home first). With one
+  // partition this draws nothing.
   void ChoosePartitions() {
     allowed_.clear();
     if (partitions_ <= 1) return;
     uint32_t want = rng_.Bernoulli(o_.mp_ratio) ? o_.partitions_per_txn : 1;
+    if (home_ >= 0) allowed_.push_back(static_cast<uint32_t>(home_));
     while (allowed_.size() < want) {
       auto p = static_cast<uint32_t>(rng_.Uniform(partitions_));
       if (std::find(allowed_.begin(), allowed_.end(), p) == allowed_.end()) allowed_.push_back(p);
@@ -108,6 +111,7 @@ class YcsbGenerator final : public Generator {
 
   const YcsbOptions o_;
   const uint32_t partitions_;
+  const int64_t home_;
   const storage::KeyMapper map_;
   const ZipfGenerator zipf_;
   Rng rng_;
@@ -225,6 +229,10 @@ Status WorkloadOptions::Validate() const {
     if (!(y.mp_ratio >= 0 && y.mp_ratio <= 1)) errors.push_back("ycsb.mp_ratio: must be in [0, 1]");
     if (partitions > 1 && y.mp_ratio > 0 && (y.partitions_per_txn < 1 || y.partitions_per_txn > partitions)) {
       errors.push_back("ycsb.partitions_per_txn: must be in [1, engine.partitions = " + std::to_string(partitions) + "]");
+    }
+    if (home_partition >= static_cast<int64_t>(partitions)) {
+      errors.push_back("home partition " + std::to_string(home_partition) + ": the row has " +
+                       std::to_string(partitions) + " partitions");
     }
   } else {
     const TransferOptions& t = transfer;

@@ -68,6 +68,10 @@ struct WorkloadOptions {
   // Which partition a key belongs to (the engine's engine.partitions / engine.range_function
   // mapping); multi-partition YCSB txns draw keys from chosen partitions. One bucket = off.
   storage::KeyMapper partition_map;
+  // The home partition of the generating client (a partitioned row: the node it submits to).
+  // When set, every YCSB txn touches it (its first op's key is there) and a multi-partition txn
+  // draws its other partitions from the rest; otherwise partitions are drawn uniformly.
+  int64_t home_partition = -1;
 
   // Every violation at once, each naming its config key.
   Status Validate() const;

@@ -147,6 +147,33 @@ TEST_CASE("ycsb: multi-partition txns touch partitions_per_txn partitions") {
   CHECK(static_cast<double>(multi) / 4000 == Approx(0.5).margin(0.04));
 }
 
+TEST_CASE("ycsb: with a home partition every txn touches it, multi-partition ones others too") {
+  WorkloadOptions o;
+  o.ycsb.records = 10000;
+  o.partition_map = storage::KeyMapper(storage::KeyMapper::Kind::kHash, 3, 0);
+  o.ycsb.mp_ratio = 0.3;
+  o.ycsb.partitions_per_txn = 2;
+  o.home_partition = 2;
+  auto g = Gen(o, 8);
+  int multi = 0;
+  std::set<uint32_t> others;
+  for (int i = 0; i < 3000; ++i) {
+    const Txn t = g->Next();
+    std::set<uint32_t> parts;
+    for (const auto& op : t.ops) parts.insert(o.PartitionOfKey(op.key));
+    REQUIRE(o.PartitionOfKey(t.ops[0].key) == 2);
+    REQUIRE((parts.size() == 1 || parts.size() == 2));
+    if (parts.size() == 2) {
+      ++multi;
+      for (uint32_t p : parts) others.insert(p);
+    }
+  }
+  CHECK(static_cast<double>(multi) / 3000 == Approx(0.3).margin(0.04));
+  CHECK(others == std::set<uint32_t>{0, 1, 2});
+  o.home_partition = 3;
+  CHECK_FALSE(o.Validate().ok());
+}
+
 TEST_CASE("ycsb: the seed determines the sequence") {
   WorkloadOptions o;
   o.ycsb.records = 1000;
