@@ -92,6 +92,9 @@ int Main(int argc, char** argv) {
   if (cli.Has("log-level") && !SetLogLevel(cli.Get("log-level"))) {
     return Fail(kExitBadInput, "flag --log-level: unknown level '" + cli.Get("log-level") + "'");
   }
+  auto config_or = Config::Load(schema, cli.Get("config"), cli.overrides());
+  if (!config_or.ok()) return Fail(kExitBadInput, config_or.status().message());
+  const Config& config = config_or.value();
   if (!cli.Has("txns")) return Fail(kExitBadInput, "missing --txns N (see qrstore-row-bench --help)");
   auto txns_flag = cli.GetInt("txns", 0);
   if (!txns_flag.ok()) return Fail(kExitBadInput, txns_flag.status().message());
@@ -99,9 +102,6 @@ int Main(int argc, char** argv) {
   if (!seed_flag.ok()) return Fail(kExitBadInput, seed_flag.status().message());
   if (txns_flag.value() < 1 || txns_flag.value() > 100'000'000) return Fail(kExitBadInput, "flag --txns: must be in [1, 100000000]");
   if (seed_flag.value() < 0) return Fail(kExitBadInput, "flag --seed: must be >= 0");
-  auto config_or = Config::Load(schema, cli.Get("config"), cli.overrides());
-  if (!config_or.ok()) return Fail(kExitBadInput, config_or.status().message());
-  const Config& config = config_or.value();
   const bool verify = cli.Has("verify"), json = cli.Has("json");
   const uint64_t seed = static_cast<uint64_t>(seed_flag.value());
 

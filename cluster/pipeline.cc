@@ -386,13 +386,22 @@ class PipelineImpl {
           std::unique_lock<std::mutex> lk(mu_);
           published_cv_.wait(lk, [&] { return Halted() || PastEnd(b) || Runnable(slot, ss, b); });
           // A published slice is run even when stopping: another executor may already be
-          // waiting for one of its dependency values, and that wait has no timeout.
-          if (!Runnable(slot, ss, b)) return;
+          // waiting for one of its dependency values, and that wait has no timeout. For the
+          // same reason what is parked runs before leaving.
+          if (!Runnable(slot, ss, b)) {
+            lk.unlock();
+            ex.Drain();
+            return;
+          }
           if (slot.exec_start_ns == 0) slot.exec_start_ns = NowNanos();
         }
         log = log || ss.plan.may_abort;
-        ex.RunEq(ss.plan, &ss.deps, log, opt_.capture_reads ? ss.read_values.data() : nullptr);
+        // Fragments parked behind a dependency value may wait while the next slices run
+        // (all of them are published, so alive, until the batch commits): a row node goes on
+        // with its next sub-slice while a peer's values are outstanding.
+        ex.RunEq(ss.plan, &ss.deps, log, opt_.capture_reads ? ss.read_values.data() : nullptr, /*drain=*/false);
       }
+      ex.Drain();
       std::unique_lock<std::mutex> lk(mu_);
       slot.digest_deltas[me] = ex.TakeDigestDelta();
       if (++slot.exec_done == opt_.executors) {

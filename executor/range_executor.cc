@@ -9,8 +9,9 @@ namespace qrstore::executor {
 using planner::FragKind;
 using planner::Fragment;
 
-void RangeExecutor::RunEq(const planner::PlannedSlice& slice, DepBoard* deps, bool log, char* read_values) {
+void RangeExecutor::RunEq(const planner::PlannedSlice& slice, DepBoard* deps, bool log, char* read_values, bool drain) {
   if (log) {
+    Drain();  // logged slices run strictly in planned order (see Run)
     if (track_digest_) {
       Run<true, true>(slice, deps, read_values);
     } else {
@@ -20,6 +21,17 @@ void RangeExecutor::RunEq(const planner::PlannedSlice& slice, DepBoard* deps, bo
     Run<false, true>(slice, deps, read_values);
   } else {
     Run<false, false>(slice, deps, read_values);
+  }
+  if (drain) Drain();
+}
+
+void RangeExecutor::Drain() {
+  while (!parked_.Empty()) {
+    if (track_digest_) {
+      RunParked<true>(/*block=*/true);
+    } else {
+      RunParked<false>(/*block=*/true);
+    }
   }
 }
 
@@ -98,41 +110,41 @@ void RangeExecutor::Run(const planner::PlannedSlice& slice, DepBoard* deps, char
     // and the executor goes on with the next fragments; every later fragment on a parked key is
     // parked behind it, so each record still sees its fragments in planned order (the state,
     // the read values and the digest are those of the planned order). Parked fragments run in
-    // planned order as soon as the oldest one's value is there, and all of them before RunEq
-    // returns. Deadlock-free: the only blocking wait is the oldest parked fragment's (or any
-    // fragment's when the park is full), and the value it waits for comes from a fragment
-    // earlier in the (txn, op) order, which its executor has passed or parked earlier still.
-    parked_.Clear();
+    // planned order as soon as the oldest one's value is there, and all of them by Drain()
+    // (RunEq drains unless told not to: then they may wait across the next slices of the
+    // batch, still parking every later fragment on their keys). Deadlock-free: the only
+    // blocking wait is the oldest parked fragment's (or any fragment's when the park is full),
+    // and the value it waits for comes from a fragment earlier in the global (slice, txn, op)
+    // order, which its executor has passed or parked earlier still.
     for (uint32_t i = 0; i < n; ++i) {
       if (i + kAhead < n) table_->Prefetch(eq[i + kAhead].key);
       const Fragment& f = eq[i];
       if (!parked_.Empty()) {
-        RunParked<kDigest>(slice, deps, read_values, /*block=*/false);
-        if (parked_.Full()) RunParked<kDigest>(slice, deps, read_values, /*block=*/true);
+        RunParked<kDigest>(/*block=*/false);
+        if (parked_.Full()) RunParked<kDigest>(/*block=*/true);
         if (!parked_.Empty() && parked_.MayHold(f.key)) {
-          parked_.Push(i, f.key);
+          parked_.Push({&slice, deps, read_values, i}, f.key);
           continue;
         }
       }
       if (WaitsForDep(f.kind) && !deps->Ready(f.slot)) {
-        parked_.Push(i, f.key);
+        parked_.Push({&slice, deps, read_values, i}, f.key);
         continue;
       }
       Exec<false, kDigest>(slice, i, deps, read_values);
     }
-    while (!parked_.Empty()) RunParked<kDigest>(slice, deps, read_values, /*block=*/true);
   }
 }
 
 template <bool kDigest>
-void RangeExecutor::RunParked(const planner::PlannedSlice& slice, DepBoard* deps, char* read_values, bool block) {
+void RangeExecutor::RunParked(bool block) {
   // block: run at least the oldest one (waiting for its value), then whatever is ready.
-  const std::vector<Fragment>& eq = slice.eqs[range_];
   while (!parked_.Empty()) {
-    const Fragment& head = eq[parked_.Front()];
-    if (!block && WaitsForDep(head.kind) && !deps->Ready(head.slot)) return;
+    const Parked::Entry e = parked_.Front();
+    const Fragment& head = e.slice->eqs[range_][e.frag];
+    if (!block && WaitsForDep(head.kind) && !e.deps->Ready(head.slot)) return;
     block = false;
-    Exec<false, kDigest>(slice, parked_.Front(), deps, read_values);
+    Exec<false, kDigest>(*e.slice, e.frag, e.deps, e.read_values);
     parked_.Pop(head.key);
   }
 }

@@ -73,7 +73,17 @@ class RangeExecutor {
   // Runs EQ slice.eqs[range] to the end, resolving dependencies through `deps` (the slice's
   // board). With `log`, fills log() (see above). With `read_values` (slice.read_slots records),
   // each kRead leaves its record there.
-  void RunEq(const planner::PlannedSlice& slice, DepBoard* deps, bool log, char* read_values = nullptr);
+  // With drain == false (not logging), fragments parked behind unpublished values may stay
+  // parked when it returns: the executor goes on with the next slice of the batch meanwhile,
+  // and Drain() runs them (in a row, a node can start its next sub-slice while values from a
+  // peer are outstanding). Every later fragment on a parked key parks behind it, whatever slice
+  // it is in, so each record still sees its fragments in the global order. The slice, its
+  // board and read buffer must stay alive until Drain() returns. A logged RunEq drains first.
+  void RunEq(const planner::PlannedSlice& slice, DepBoard* deps, bool log, char* read_values = nullptr,
+             bool drain = true);
+  // Runs every parked fragment, waiting for the values they need.
+  void Drain();
+  bool HasParked() const { return !parked_.Empty(); }
 
   // How many fragments an executor parks behind unpublished dependency values before it blocks:
   // how far it may run ahead of the ranges it depends on. 256 gave 290K txn/s in-process with
@@ -99,11 +109,19 @@ class RangeExecutor {
    public:
     bool Empty() const { return size_ == 0; }
     bool Full() const { return size_ == kCapacity; }
-    uint32_t Front() const { return ring_[head_]; }
+    // A parked fragment: fragment `frag` of slice->eqs[range], with its slice's board and
+    // read buffer.
+    struct Entry {
+      const planner::PlannedSlice* slice = nullptr;
+      DepBoard* deps = nullptr;
+      char* read_values = nullptr;
+      uint32_t frag = 0;
+    };
+    const Entry& Front() const { return ring_[head_]; }
     bool MayHold(uint64_t key) const { return counts_[Slot(key)] != 0; }
-    void Push(uint32_t frag, uint64_t key) {
+    void Push(const Entry& e, uint64_t key) {
       QR_CHECK(!Full());
-      ring_[(head_ + size_) % kCapacity] = frag;
+      ring_[(head_ + size_) % kCapacity] = e;
       ++size_;
       ++counts_[Slot(key)];
     }
@@ -112,16 +130,11 @@ class RangeExecutor {
       --size_;
       --counts_[Slot(key)];
     }
-    void Clear() {
-      QR_CHECK(size_ == 0);
-      head_ = 0;
-    }
-
    private:
     static constexpr uint32_t kCapacity = kParkCapacity;
     static constexpr uint32_t kFilterBits = 15;
     static uint32_t Slot(uint64_t key) { return static_cast<uint32_t>((key * 0x9E3779B97F4A7C15ull) >> (64 - kFilterBits)); }
-    uint32_t ring_[kCapacity] = {};
+    Entry ring_[kCapacity] = {};
     static_assert(kCapacity <= UINT16_MAX, "a filter slot counts up to kCapacity keys");
     uint16_t counts_[1u << kFilterBits] = {};
     uint32_t head_ = 0;
@@ -141,7 +154,7 @@ class RangeExecutor {
     row_sender_->SendDep(static_cast<uint32_t>(f.arg), slice.batch, slice.planner, f.slot, value);
   }
   template <bool kDigest>
-  void RunParked(const planner::PlannedSlice& slice, DepBoard* deps, char* read_values, bool block);
+  void RunParked(bool block);
 
   storage::Table* table_;
   uint32_t range_;
