@@ -1,5 +1,6 @@
 #include "cluster/pipeline.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -13,6 +14,7 @@
 #include "executor/abort_resolver.h"
 #include "executor/dep_board.h"
 #include "executor/range_executor.h"
+#include "executor/row_resolver.h"
 
 namespace qrstore::cluster {
 
@@ -113,12 +115,6 @@ class PipelineImpl {
     const bool row = opt_.row_sender != nullptr;
     QR_CHECK(ss.plan.row == row, "slice (%llu, %u): %s", static_cast<unsigned long long>(b), p,
              row ? "not a row sub-slice on a row node" : "a row sub-slice on a node outside a row");
-    if (row && ss.plan.may_abort) {
-      Fail(Status::InvalidArgument("slice (" + std::to_string(b) + ", " + std::to_string(p) +
-                                   ") may abort: aborts in a partitioned row are not built yet "
-                                   "(docs/partitioned-rows.md, section 4)"));
-      return;
-    }
     ss.deps.Reset(ss.plan.dep_slots);
     if (row) {
       // Which slots the row fills (a kDepRecv's), for DeliverDepValue's checks.
@@ -167,6 +163,34 @@ class PipelineImpl {
     }
     published_cv_.notify_all();
     if (replicated) executed_cv_.notify_all();
+  }
+
+  void DeliverVotes(uint64_t b, uint32_t from, uint32_t round, std::vector<executor::RowTxn> ids) {
+    QR_CHECK(opt_.row_sender != nullptr, "DeliverVotes on a node outside a partitioned row");
+    Status error;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (Halted()) return;
+      const std::string what = "abort votes of batch " + std::to_string(b) + " round " + std::to_string(round) +
+                               " from partition " + std::to_string(from) + ": ";
+      auto& got = votes_[{b, round}];
+      if (from >= opt_.row_partitions || from == opt_.row_partition) {
+        error = Status::Corruption(what + "not a peer of partition " + std::to_string(opt_.row_partition) + " in a row of " +
+                                   std::to_string(opt_.row_partitions));
+      } else if (b < committed_ || b >= committed_ + 2 * slots_.size()) {
+        error = Status::Corruption(what + "batch out of the window [" + std::to_string(committed_) + ", " +
+                                   std::to_string(committed_ + 2 * slots_.size()) + ")");
+      } else if (std::any_of(got.begin(), got.end(), [&](const auto& g) { return g.first == from; })) {
+        error = Status::Corruption(what + "given twice");
+      } else {
+        got.emplace_back(from, std::move(ids));
+      }
+    }
+    if (!error.ok()) {
+      Fail(std::move(error));
+      return;
+    }
+    votes_cv_.notify_all();
   }
 
   void DeliverDepValue(uint64_t b, uint32_t p, uint32_t dep_slot, int64_t value) {
@@ -328,6 +352,45 @@ class PipelineImpl {
   static constexpr uint8_t kLocalSlot = 0, kRowWaiting = 1, kRowFilled = 2;
   static constexpr size_t kMaxPendingValues = size_t{1} << 24;
 
+  // Batch b of a row node may abort somewhere in the row: vote with the peers in rounds until
+  // no node adds an aborted txn, then undo (executor/row_resolver.h). Run by the batch's last
+  // executor, the others waiting. False if the pipeline halted meanwhile.
+  bool RowResolve(uint64_t b, BatchSlot& slot, uint64_t* digest_delta) {
+    std::vector<const planner::PlannedSlice*> slices;
+    for (auto& s : slot.slices) slices.push_back(&s->plan);
+    std::vector<executor::ExecLog*> logs;
+    for (auto& e : executors_) logs.push_back(&e->log());
+    row_resolver_.Begin(slices, logs, table_);
+    std::vector<executor::RowTxn> mine = row_resolver_.FiredHere();
+    std::vector<executor::RowTxn> fired = mine;  // round 0 is every node's fired votes
+    row_resolver_.Add(mine);
+    for (uint32_t round = 0;; ++round) {
+      QR_CHECK_LE(round, opt_.planners * uint64_t{planner::kMaxSliceTxns});  // each round adds a txn
+      for (uint32_t q = 0; q < opt_.row_partitions; ++q) {
+        if (q != opt_.row_partition) opt_.row_sender->SendVotes(q, b, round, mine);
+      }
+      std::vector<std::pair<uint32_t, std::vector<executor::RowTxn>>> peers;
+      {
+        std::unique_lock<std::mutex> lk(mu_);
+        auto key = std::make_pair(b, round);
+        votes_cv_.wait(lk, [&] { return Halted() || votes_[key].size() + 1 == opt_.row_partitions; });
+        if (Halted()) return false;
+        peers = std::move(votes_[key]);
+        votes_.erase(key);
+      }
+      bool any = !mine.empty();
+      for (auto& [from, ids] : peers) {
+        any = any || !ids.empty();
+        row_resolver_.Add(ids);
+        if (round == 0) fired.insert(fired.end(), ids.begin(), ids.end());
+      }
+      if (!any) break;  // nobody added a txn this round: every node stops here, same set
+      mine = row_resolver_.Cascade();
+    }
+    row_resolver_.Undo(fired, &slot.fates, digest_delta);
+    return true;
+  }
+
   // Fills row slot `dep_slot` of sub-slice ss = (b, p). mu_ held.
   Status FillLocked(SliceState& ss, uint64_t b, uint32_t p, uint32_t dep_slot, int64_t value) {
     if (dep_slot >= ss.recv.size() || ss.recv[dep_slot] != kRowWaiting) {
@@ -408,7 +471,13 @@ class PipelineImpl {
         // Last one out resolves the batch. The others that logged are waiting below, so the
         // logs and the records of every range are this thread's until `executed`.
         slot.fates.any_abort = false;
-        if (log) {
+        if (log && opt_.row_sender != nullptr) {
+          lk.unlock();
+          uint64_t delta = 0;
+          if (!RowResolve(b, slot, opt_.track_digest ? &delta : nullptr)) return;  // halted meanwhile
+          lk.lock();
+          slot.resolver_delta = delta;
+        } else if (log) {
           lk.unlock();
           std::vector<const planner::PlannedSlice*> slices;
           std::vector<char*> reads;
@@ -476,9 +545,9 @@ class PipelineImpl {
           if (Halted()) return;
           // Counted before delivery, so Stats() never lags what a sink has seen.
           stats_.committed += tally.committed;
-          stats_.aborted += tally.aborted_logic;
+          stats_.aborted += tally.aborted_logic + tally.aborted_cascade;
           slot.committed += tally.committed;
-          slot.aborted += tally.aborted_logic;
+          slot.aborted += tally.aborted_logic + tally.aborted_cascade;
           delivering_ = true;
         }
         // Only the ticket holder delivers: sink calls are serialized and in planned order.
@@ -546,6 +615,7 @@ class PipelineImpl {
     NotifyAllLocked();
   }
   void NotifyAllLocked() {
+    votes_cv_.notify_all();
     admit_cv_.notify_all();
     published_cv_.notify_all();
     executed_cv_.notify_all();
@@ -579,6 +649,11 @@ class PipelineImpl {
   uint64_t committed_ = 0;                // guarded by mu_: batches [first, this) fully delivered
   uint64_t digest_ = 0;                   // guarded by mu_: state digest after batch committed_ - 1
   PipelineStats stats_;                   // guarded by mu_
+  // Row nodes: abort votes by (batch, round): (from partition, txns) per peer so far.
+  std::map<std::pair<uint64_t, uint32_t>, std::vector<std::pair<uint32_t, std::vector<executor::RowTxn>>>>
+      votes_;                                                 // guarded by mu_
+  std::condition_variable votes_cv_;                          // votes came, or halt
+  executor::RowResolver row_resolver_;                        // the resolving executor's (batches resolve in turn)
   // Row nodes: dependency values that came before their sub-slice, by (batch, slice).
   std::map<std::pair<uint64_t, uint32_t>, std::vector<std::pair<uint32_t, int64_t>>> pending_;  // guarded by mu_
   size_t pending_values_ = 0;                                                                     // guarded by mu_
@@ -597,6 +672,9 @@ void Pipeline::PublishSlice(uint64_t b, uint32_t p, int64_t plan_ns, bool replic
 void Pipeline::MarkReplicated(uint64_t b, uint32_t p) { impl_->MarkReplicated(b, p); }
 void Pipeline::DeliverDepValue(uint64_t b, uint32_t p, uint32_t slot, int64_t value) {
   impl_->DeliverDepValue(b, p, slot, value);
+}
+void Pipeline::DeliverVotes(uint64_t b, uint32_t from, uint32_t round, std::vector<executor::RowTxn> ids) {
+  impl_->DeliverVotes(b, from, round, std::move(ids));
 }
 void Pipeline::EndInput(uint64_t end) { impl_->EndInput(end); }
 void Pipeline::Fail(Status status) { impl_->Fail(std::move(status)); }

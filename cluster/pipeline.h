@@ -44,6 +44,7 @@
 
 namespace qrstore::executor {
 class RowSender;
+struct RowTxn;
 }
 
 namespace qrstore::cluster {
@@ -62,8 +63,11 @@ struct PipelineOptions {
   // A node of a partitioned row (docs/partitioned-rows.md): its input is row sub-slices (in
   // (batch, home * planners_per_home + planner) order: `planners` counts them all), kDepSend
   // values go to this sender, kDepRecv values come in through DeliverDepValue. Not owned.
-  // Multi-partition aborts are not built yet: a sub-slice that may abort fails the pipeline.
+  // A batch that may abort anywhere in the row is resolved by cascade, voting with the peers
+  // (executor/row_resolver.h): `row_partitions` nodes, this one is `row_partition`.
   executor::RowSender* row_sender = nullptr;
+  uint32_t row_partitions = 1;
+  uint32_t row_partition = 0;
 };
 
 // Per-batch phase durations (ns), the paper's latency model terms.
@@ -125,6 +129,9 @@ class Pipeline {
   // is kept until then). A slot that is not a kDepRecv's, one filled twice, or a batch
   // committed already or too far ahead fails the pipeline with an error naming it.
   void DeliverDepValue(uint64_t b, uint32_t p, uint32_t slot, int64_t value);
+  // Row nodes: partition `from`'s aborted txns of batch b for voting round `round` (any thread).
+  // Twice for one (b, from, round), from itself or out of range: fails the pipeline.
+  void DeliverVotes(uint64_t b, uint32_t from, uint32_t round, std::vector<executor::RowTxn> ids);
   // Batches [first_batch, end) are all there will be.
   void EndInput(uint64_t end);
   // Stops with an error: nothing more is executed than what executors already hold, no outcome

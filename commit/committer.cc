@@ -21,8 +21,12 @@ SliceTally CountSliceOutcomes(const planner::PlannedSlice& slice, const executor
     tally.committed = n;
     return tally;
   }
-  for (uint32_t i = 0; i < n; ++i) tally.aborted_logic += fates.Of(slice.planner, i) == executor::Fate::kLogic ? 1 : 0;
-  tally.committed = n - tally.aborted_logic;
+  for (uint32_t i = 0; i < n; ++i) {
+    const executor::Fate f = fates.Of(slice.planner, i);
+    tally.aborted_logic += f == executor::Fate::kLogic ? 1 : 0;
+    tally.aborted_cascade += f == executor::Fate::kCascade ? 1 : 0;
+  }
+  tally.committed = n - tally.aborted_logic - tally.aborted_cascade;
   return tally;
 }
 
@@ -54,6 +58,10 @@ SliceTally BuildSliceOutcomes(const planner::PlannedSlice& slice, const executor
       case executor::Fate::kLogic:
         o.status = TxnStatus::kAbortedLogic;
         ++tally.aborted_logic;
+        break;
+      case executor::Fate::kCascade:
+        o.status = TxnStatus::kAbortedCascade;
+        ++tally.aborted_cascade;
         break;
     }
   }

@@ -21,6 +21,7 @@ namespace qrstore::commit {
 struct SliceTally {
   uint64_t committed = 0;
   uint64_t aborted_logic = 0;
+  uint64_t aborted_cascade = 0;  // a partitioned row's cascade (executor/row_resolver.h)
 };
 
 // The tally alone (a node whose outcomes nobody reads, e.g. a follower).

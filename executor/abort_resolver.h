@@ -42,7 +42,9 @@
 
 namespace qrstore::executor {
 
-enum class Fate : uint8_t { kCommit = 0, kLogic = 1 };
+// kCascade: aborted because it accessed what an aborted txn wrote (a partitioned row; the
+// single-node resolver re-executes instead and never gives it).
+enum class Fate : uint8_t { kCommit = 0, kLogic = 1, kCascade = 2 };
 
 struct BatchFates {
   bool any_abort = false;                  // a vote fired; if false `fates` is not filled

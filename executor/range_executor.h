@@ -56,13 +56,25 @@ struct ExecLog {
   }
 };
 
-// Where a kDepSend's value goes: partition `partition`'s sub-slice (batch, slice), dependency
-// slot `slot`. Called from executor threads, in each range's planned order; must not block
-// for long (the value is queued or handed over, not waited on).
+// A txn of a batch across a partitioned row: its sub-slice (the pipeline's slice index, one per
+// home planner) and its index in the home's slice (TxnContext::home_index).
+struct RowTxn {
+  uint32_t slice = 0;
+  uint32_t home = 0;
+  friend bool operator<(const RowTxn& a, const RowTxn& b) { return a.slice < b.slice || (a.slice == b.slice && a.home < b.home); }
+  friend bool operator==(const RowTxn& a, const RowTxn& b) { return a.slice == b.slice && a.home == b.home; }
+};
+
+// What a row node sends its peers. SendDep: a kDepSend's value, for partition `partition`'s
+// sub-slice (batch, slice), dependency slot `slot`; called from executor threads in each
+// range's planned order. SendVotes: the txns this node adds to batch `batch`'s aborted set in
+// voting round `round` (executor/row_resolver.h), sorted, possibly none. Neither may block for
+// long (the message is queued or handed over, not waited on).
 class RowSender {
  public:
   virtual ~RowSender() = default;
   virtual void SendDep(uint32_t partition, uint64_t batch, uint32_t slice, uint32_t slot, int64_t value) = 0;
+  virtual void SendVotes(uint32_t partition, uint64_t batch, uint32_t round, const std::vector<RowTxn>& ids) = 0;
 };
 
 class RangeExecutor {

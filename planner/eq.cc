@@ -168,7 +168,10 @@ Status DecodeSlice(std::string_view bytes, PlannedSlice* out) {
   }
   if (next_dep != dep_slots) return Corrupt("dependency slots not all owned by txns");
   if (next_read != read_slots) return Corrupt("read slots not all owned by txns");
-  if (any_may_abort != out->may_abort) return Corrupt("may_abort flag disagrees with its txns");
+  // A row sub-slice carries its home slice's flag: set also when none of its own txns may abort.
+  if (row ? (any_may_abort && !out->may_abort) : any_may_abort != out->may_abort) {
+    return Corrupt("may_abort flag disagrees with its txns");
+  }
   if (!r.GetCount(&nranges, 1) || nranges == 0 || nranges > kMaxRanges) return Corrupt("bad range count");
   out->eqs.resize(nranges);
   // Fragments per txn, to check against the contexts (a dropped or duplicated fragment

@@ -108,7 +108,7 @@ struct PlannedSlice {
   uint32_t planner = 0;      // priority: lower = earlier in the global order
   uint32_t dep_slots = 0;    // dependency slots used by this slice
   uint32_t read_slots = 0;   // read slots (kRead fragments) of this slice
-  bool may_abort = false;    // any txn may abort by logic
+  bool may_abort = false;    // any txn may abort by logic (a row sub-slice: any txn of its home slice)
   // A row sub-slice S(batch, planner -> partition) (docs/partitioned-rows.md): the fragments a
   // home node planned for one partition of a partitioned row. Its txns are a subset of the
   // home slice (home_index strictly increasing), and it may hold kDepSend / kDepRecv.

@@ -86,6 +86,11 @@ void RowPlanner::PlanSlices(uint64_t batch, uint32_t planner, const std::vector<
     for (uint32_t p : touched_) tc_of_[p] = kNone;
     touched_.clear();
   }
+  // If any txn of the home slice may abort, every partition logs from this sub-slice on: a
+  // cascade can reach a txn through a partition where nothing of its own may abort.
+  bool any = false;
+  for (const PlannedSlice& s : *out) any = any || s.may_abort;
+  for (PlannedSlice& s : *out) s.may_abort = any;
 }
 
 }  // namespace qrstore::planner

@@ -9,7 +9,8 @@
 // so the numbering needs no coordination. Every sub-slice lists, in home order, the txns with
 // at least one fragment on its partition; TxnContext::home_index ties them back to the home
 // slice. may_abort is the whole txn's: every partition it touches must keep undo images, since
-// an abort on one partition undoes its writes on all.
+// an abort on one partition undoes its writes on all; and a sub-slice's may_abort is the whole
+// home slice's (a cascade reaches txns on partitions where nothing of their own may abort).
 //
 // A pure function of (txns, partition mapping, range mapping), like Planner: deterministic, no
 // shared state; one RowPlanner per planner thread. With one partition, out[0] is Planner's slice

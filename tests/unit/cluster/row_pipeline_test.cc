@@ -6,7 +6,11 @@
 
 #include <atomic>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <set>
+#include <tuple>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,6 +19,7 @@
 #include "common/clock.h"
 #include "executor/range_executor.h"
 #include "planner/row_planner.h"
+#include "storage/ops.h"
 #include "tests/unit/executor/serial_applier.h"
 
 using namespace qrstore;
@@ -29,23 +34,34 @@ namespace {
 const storage::RecordLayout kLayout{4, 8};
 constexpr uint64_t kKeys = 400;
 
-// Hands each value to the receiving partition's pipeline, as the row transport will.
-struct InProcessRow : executor::RowSender {
+// The row's nodes; each node's link hands its messages to the receiving node's pipeline, as
+// the row transport will.
+struct InProcessRow {
   std::vector<Pipeline*> nodes;
   std::atomic<uint64_t> sent{0};
+  std::atomic<uint64_t> vote_msgs{0};
+};
+struct NodeLink : executor::RowSender {
+  InProcessRow* row = nullptr;
+  uint32_t me = 0;
   void SendDep(uint32_t partition, uint64_t batch, uint32_t slice, uint32_t slot, int64_t value) override {
-    sent.fetch_add(1, std::memory_order_relaxed);
-    nodes.at(partition)->DeliverDepValue(batch, slice, slot, value);
+    row->sent.fetch_add(1, std::memory_order_relaxed);
+    row->nodes.at(partition)->DeliverDepValue(batch, slice, slot, value);
+  }
+  void SendVotes(uint32_t partition, uint64_t batch, uint32_t round, const std::vector<executor::RowTxn>& ids) override {
+    row->vote_msgs.fetch_add(1, std::memory_order_relaxed);
+    row->nodes.at(partition)->DeliverVotes(batch, me, round, ids);
   }
 };
 
-// Drops every value: a row peer that died.
+// Drops every message: a row peer that died.
 struct DeadRow : executor::RowSender {
   void SendDep(uint32_t, uint64_t, uint32_t, uint32_t, int64_t) override {}
+  void SendVotes(uint32_t, uint64_t, uint32_t, const std::vector<executor::RowTxn>&) override {}
 };
 
 PipelineOptions RowOptions(uint32_t slices, uint32_t executors, uint32_t in_flight, const KeyMapper& ranges,
-                           executor::RowSender* sender) {
+                           executor::RowSender* sender, uint32_t partitions = 2, uint32_t me = 0) {
   PipelineOptions o;
   o.planners = slices;
   o.executors = executors;
@@ -54,6 +70,8 @@ PipelineOptions RowOptions(uint32_t slices, uint32_t executors, uint32_t in_flig
   o.ranges = ranges;
   o.track_digest = true;
   o.row_sender = sender;
+  o.row_partitions = partitions;
+  o.row_partition = me;
   return o;
 }
 
@@ -83,12 +101,15 @@ TEST_CASE("row pipelines: P partitions with cross-partition dependencies reach t
     const uint32_t slices = sh.parts * sh.planners;  // per batch, on every node
     constexpr uint64_t kBatches = 12;
     InProcessRow row;
+    std::vector<NodeLink> links(sh.parts);
     std::vector<std::unique_ptr<storage::Table>> tables;
     std::vector<std::unique_ptr<Pipeline>> nodes;
     for (uint32_t p = 0; p < sh.parts; ++p) {
+      links[p].row = &row;
+      links[p].me = p;
       tables.push_back(std::make_unique<storage::Table>(kLayout, kKeys));
       testing::LoadTable(tables.back().get(), kKeys, 1000);
-      nodes.push_back(std::make_unique<Pipeline>(RowOptions(slices, sh.executors, sh.in_flight, ranges, &row),
+      nodes.push_back(std::make_unique<Pipeline>(RowOptions(slices, sh.executors, sh.in_flight, ranges, &links[p], sh.parts, p),
                                                  tables.back().get(), [](const auto&) {}));
       row.nodes.push_back(nodes.back().get());
     }
@@ -148,7 +169,7 @@ TEST_CASE("row pipelines: P partitions with cross-partition dependencies reach t
   }
 }
 
-TEST_CASE("row pipelines: bad dependency values fail the node naming the slot; aborts are refused for now", "[row]") {
+TEST_CASE("row pipelines: bad dependency values and votes fail the node naming them", "[row]") {
   const KeyMapper parts(KeyMapper::Kind::kRange, 2, kKeys);
   const KeyMapper ranges = KeyMapper::Within(parts, 2);
   // Txn: x (partition 0) <- y (partition 1), so partition 0's sub-slice has one kDepRecv at
@@ -203,11 +224,12 @@ TEST_CASE("row pipelines: bad dependency values fail the node naming the slot; a
   SECTION("a batch far ahead") {
     run([&](Pipeline& n) { n.DeliverDepValue(100, 0, 0, 5); }, "batches ahead of the last committed one");
   }
-  SECTION("a sub-slice that may abort") {
-    Txn a = t;
-    a.ops.push_back(storage::Op{storage::OpKind::kAbortIf, 11, 0, 5000});
-    home.PlanSlices(0, 0, {a}, &subs);
-    run([&](Pipeline& n) { publish(n, subs[0]); }, "aborts in a partitioned row are not built yet");
+  SECTION("votes from itself, or twice from a peer") {
+    run([&](Pipeline& n) { n.DeliverVotes(0, 0, 0, {}); }, "not a peer of partition 0");
+    run([&](Pipeline& n) {
+      n.DeliverVotes(0, 1, 0, {});
+      n.DeliverVotes(0, 1, 0, {});
+    }, "round 0 from partition 1: given twice");
   }
 }
 
@@ -237,4 +259,177 @@ TEST_CASE("row pipelines: a node waiting for a value from a dead peer stops when
   node.Stop();  // joins the executor that was waiting
   CHECK(NowNanos() - t0 < int64_t{5'000'000'000});
   CHECK(node.health().message() == "row peer (1, 0) unreachable");
+}
+
+namespace {
+
+// The cascade rule (docs/partitioned-rows.md, section 4) applied to one batch's txns in global
+// order on one table: returns each txn's fate and leaves the table as the committed txns alone
+// make it.
+//  1. Fired: a run of every txn, every op, aborts or not (what the parallel run does): a
+//     kAbortIf that fires or a short kDebit.
+//  2. Aborted: the fired ones, plus, to a fixpoint, every txn that accessed a key an aborted
+//     txn wrote before it.
+//  3. The state: the batch's starting state with the committed txns applied serially.
+enum class Fate { kCommit, kLogic, kCascade };
+std::vector<Fate> CascadeBatch(storage::Table* table, const std::vector<Txn>& txns) {
+  const storage::RecordLayout& layout = table->layout();
+  storage::Table spec(layout, kKeys);
+  testing::LoadTable(&spec, kKeys, 0);
+  table->ForEach([&](storage::Key k, const char* rec) { std::memcpy(spec.Find(k), rec, layout.size()); });
+  const size_t n = txns.size();
+  std::vector<uint8_t> fired(n, 0), aborted(n, 0);
+  // Per op: did it write (a record changed hands)? For the taint of step 2.
+  std::vector<std::vector<uint8_t>> wrote(n);
+  for (size_t i = 0; i < n; ++i) {
+    for (const storage::Op& op : txns[i].ops) {
+      char* rec = spec.Find(op.key);
+      int64_t src = 0;
+      if (op.kind == storage::OpKind::kDepWrite) {
+        const char* y = spec.Find(op.src_key);
+        src = y != nullptr ? storage::GetCounter(y) : 0;
+      }
+      bool w = false;
+      if (rec != nullptr) {
+        switch (op.kind) {
+          case storage::OpKind::kRead: break;
+          case storage::OpKind::kUpdate: storage::ApplyUpdate(rec, layout, txns[i].id, op.key); w = true; break;
+          case storage::OpKind::kDepWrite: storage::ApplyDepWrite(rec, layout, txns[i].id, src); w = true; break;
+          case storage::OpKind::kAbortIf: fired[i] |= storage::AbortFires(storage::GetCounter(rec), txns[i].id, op.arg); break;
+          case storage::OpKind::kDebit:
+            if (storage::ApplyDebit(rec, op.arg)) w = true; else fired[i] = 1;
+            break;
+          case storage::OpKind::kCredit: storage::ApplyCredit(rec, op.arg); w = true; break;
+        }
+      }
+      wrote[i].push_back(w);
+    }
+    aborted[i] = fired[i];
+  }
+  for (bool changed = true; changed;) {
+    changed = false;
+    std::set<storage::Key> tainted;
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t j = 0; j < txns[i].ops.size(); ++j) {
+        const storage::Op& op = txns[i].ops[j];
+        const bool hit = tainted.count(op.key) != 0 || (op.kind == storage::OpKind::kDepWrite && tainted.count(op.src_key) != 0);
+        if (hit && !aborted[i]) {
+          aborted[i] = 1;
+          changed = true;
+        }
+        if (aborted[i] && wrote[i][j]) tainted.insert(op.key);
+      }
+    }
+  }
+  std::vector<Fate> fates(n);
+  for (size_t i = 0; i < n; ++i) {
+    fates[i] = fired[i] ? Fate::kLogic : aborted[i] ? Fate::kCascade : Fate::kCommit;
+    if (!aborted[i]) REQUIRE(testing::SerialApply(table, txns[i]));  // saw only committed values
+  }
+  return fates;
+}
+
+}  // namespace
+
+TEST_CASE("row pipelines: aborts across partitions follow the cascade rule on every partition", "[row]") {
+  for (uint32_t nparts : {2u, 3u}) {
+    INFO(nparts << " partitions");
+    const uint32_t planners = 2, executors = 2;
+    const KeyMapper parts(KeyMapper::Kind::kHash, nparts, kKeys);
+    const KeyMapper ranges = KeyMapper::Within(parts, executors);
+    const uint32_t slices = nparts * planners;
+    constexpr uint64_t kBatches = 10;
+    InProcessRow row;
+    std::vector<NodeLink> links(nparts);
+    std::vector<std::unique_ptr<storage::Table>> tables;
+    std::vector<std::unique_ptr<Pipeline>> nodes;
+    // Outcomes by (batch, slice, home index), from every node that lists the txn.
+    std::mutex mu;
+    std::map<std::tuple<uint64_t, uint32_t, uint32_t>, std::set<commit::TxnStatus>> seen;
+    std::vector<std::vector<std::vector<PlannedSlice>>> fed(kBatches, std::vector<std::vector<PlannedSlice>>(slices));
+    for (uint32_t p = 0; p < nparts; ++p) {
+      links[p].row = &row;
+      links[p].me = p;
+      tables.push_back(std::make_unique<storage::Table>(kLayout, kKeys));
+      testing::LoadTable(tables.back().get(), kKeys, 1000);
+      auto sink = [&, p](const std::vector<commit::TxnOutcome>& v) {
+        std::lock_guard<std::mutex> lk(mu);
+        for (const auto& o : v) {
+          const uint32_t home = fed[o.pos.batch][o.pos.planner][p].txns[o.pos.index].home_index;
+          seen[{o.pos.batch, o.pos.planner, home}].insert(o.status);
+        }
+      };
+      nodes.push_back(std::make_unique<Pipeline>(RowOptions(slices, executors, 2, ranges, &links[p], nparts, p),
+                                                 tables.back().get(), sink));
+      row.nodes.push_back(nodes.back().get());
+    }
+    for (auto& n : nodes) REQUIRE(n->Start().ok());
+    storage::Table ref(kLayout, kKeys);
+    testing::LoadTable(&ref, kKeys, 1000);
+    std::vector<planner::RowPlanner> homes;
+    for (uint32_t h = 0; h < nparts; ++h) homes.emplace_back(parts, ranges, h);
+    std::map<std::tuple<uint64_t, uint32_t, uint32_t>, Fate> want;
+    std::vector<PlannedSlice> subs;
+    for (uint64_t b = 0; b < kBatches; ++b) {
+      std::vector<Txn> batch;  // the batch in global order, for the oracle
+      std::vector<std::pair<uint32_t, uint32_t>> where;
+      for (uint32_t s = 0; s < slices; ++s) {
+        testing::GenOptions g;
+        g.keys = kKeys;
+        g.absent = 8;
+        g.max_ops = 6;
+        g.dep_per_100 = 20;
+        g.abort_per_100 = 4;
+        g.fire_per_10k = 1500;
+        g.debit_per_100 = 20;
+        // Batch 3 has no abortable op anywhere: it resolves without any vote.
+        if (b == 3) g.abort_per_100 = g.debit_per_100 = 0;
+        const std::vector<Txn> txns = testing::RandomTxns(7 + b * 100 + s, 40 + (b + s) % 20, g);
+        homes[s / planners].PlanSlices(b, s, txns, &subs);
+        for (uint32_t i = 0; i < txns.size(); ++i) {
+          batch.push_back(txns[i]);
+          where.emplace_back(s, i);
+        }
+        fed[b][s] = subs;
+        for (uint32_t p = 0; p < nparts; ++p) {
+          PlannedSlice* slot = nodes[p]->BeginSlice(b, s);
+          REQUIRE(slot != nullptr);
+          *slot = subs[p];
+          nodes[p]->PublishSlice(b, s, 0, true);
+        }
+      }
+      const std::vector<Fate> fates = CascadeBatch(&ref, batch);
+      for (size_t i = 0; i < batch.size(); ++i) want[{b, where[i].first, where[i].second}] = fates[i];
+    }
+    for (auto& n : nodes) n->EndInput(kBatches);
+    for (auto& n : nodes) {
+      const Status st = n->WaitIdle(60000);
+      INFO(st.ToString());
+      REQUIRE(st.ok());
+    }
+    for (auto& n : nodes) n->Stop();
+    // Every node's record of every key it owns is the cascade oracle's.
+    for (storage::Key k = 0; k < kKeys; ++k) {
+      INFO("key " << k);
+      REQUIRE(std::memcmp(tables[parts.Of(k)]->Find(k), ref.Find(k), kLayout.size()) == 0);
+    }
+    // Every node that lists a txn gives it the oracle's fate.
+    size_t logic = 0, cascade = 0, listed = 0;
+    for (const auto& [id, f] : want) {
+      const commit::TxnStatus expect = f == Fate::kCommit   ? commit::TxnStatus::kCommitted
+                                       : f == Fate::kLogic  ? commit::TxnStatus::kAbortedLogic
+                                                            : commit::TxnStatus::kAbortedCascade;
+      logic += f == Fate::kLogic;
+      cascade += f == Fate::kCascade;
+      auto it = seen.find(id);
+      if (it == seen.end()) continue;  // a txn without ops
+      ++listed;
+      INFO("batch " << std::get<0>(id) << " slice " << std::get<1>(id) << " txn " << std::get<2>(id));
+      REQUIRE(it->second == std::set<commit::TxnStatus>{expect});
+    }
+    CHECK(listed + 20 > want.size());
+    CHECK(logic > 20);
+    CHECK(cascade > 20);
+    CHECK(row.vote_msgs.load() > 0);
+  }
 }
