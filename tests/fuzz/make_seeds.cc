@@ -16,6 +16,7 @@
 
 #include "cluster/cluster_config.h"
 #include "cluster/protocol.h"
+#include "cluster/row_messages.h"
 #include "common/config.h"
 #include "common/rng.h"
 #include "planner/eq.h"
@@ -330,6 +331,20 @@ int main(int argc, char** argv) {
     std::vector<planner::PlannedSlice> subs;
     rp.PlanSlices(seed, 0, Txns(seed * 11, 8, 256), &subs);
     for (const auto& sub : subs) Write(root / "fuzz_slice", "seed-" + std::to_string(n++), std::string(1, '\1') + planner::EncodeSlice(sub));
+  }
+  // Row messages: a selector byte (0 sub-slice, 1 values, 2 votes, 3 peek), then the message.
+  {
+    const storage::KeyMapper parts(storage::KeyMapper::Kind::kRange, 2, 256);
+    planner::RowPlanner rp(parts, storage::KeyMapper::Within(parts, 2), 0);
+    std::vector<planner::PlannedSlice> subs;
+    rp.PlanSlices(5, 1, Txns(77, 6, 256), &subs);
+    const std::string sub = cluster::EncodeRowMessage(cluster::RowSubSlice{5, 1, 0, planner::EncodeSlice(subs[1])});
+    Write(root / "fuzz_row_messages", "sub-slice", std::string(1, '\0') + sub);
+    Write(root / "fuzz_row_messages", "sub-slice-peek", std::string(1, '\3') + sub);
+    const std::string values = cluster::EncodeRowMessage(cluster::RowDepValues{5, 1, {{0, 17}, {2, -3}, {9, 1ll << 40}}});
+    Write(root / "fuzz_row_messages", "values", std::string(1, '\1') + values);
+    const std::string votes = cluster::EncodeRowMessage(cluster::RowVotes{5, 1, 2, {{0, 1}, {0, 4}, {1, 0}}});
+    Write(root / "fuzz_row_messages", "votes", std::string(1, '\2') + votes);
   }
   // Client messages: a selector byte, then the body.
   proto::TxnRequest req;

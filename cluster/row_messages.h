@@ -1,0 +1,69 @@
+// Row messages: what the nodes of a partitioned row send one another (docs/partitioned-rows.md):
+// a home's sub-slice for the receiving partition, the dependency values of its kDepSend
+// fragments, and abort votes. Only the codec so far; the row transport that carries them over
+// nng is step 2 of the design.
+//
+// Frame: "QR" magic, version byte (1), kind byte, then the body; integers are varints (minimal:
+// the reader refuses padding), values zigzag varints. Every decoder checks counts against the
+// bytes left before allocating, refuses trailing bytes, and fails with kCorruption naming the
+// message and the defect. Each encoding is canonical: a decoded message re-encodes to the same
+// bytes (the fuzz target fuzz_row_messages holds the codec to it).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "executor/range_executor.h"
+#include "planner/eq.h"
+
+namespace qrstore::cluster {
+
+enum class RowMsgKind : uint8_t { kSubSlice = 1, kDepValues = 2, kVotes = 3 };
+constexpr uint8_t kRowMsgVersion = 1;
+constexpr uint32_t kMaxRowItems = 1u << 24;  // values or votes in one message
+
+// Home node `from`'s sub-slice (batch, slice) for the receiving partition: EncodeSlice bytes.
+struct RowSubSlice {
+  uint64_t batch = 0;
+  uint32_t slice = 0;
+  uint32_t from = 0;
+  std::string slice_bytes;
+};
+struct RowDepValue {
+  uint32_t slot = 0;
+  int64_t value = 0;
+};
+// Values for dependency slots of the receiver's sub-slice (batch, slice).
+struct RowDepValues {
+  uint64_t batch = 0;
+  uint32_t slice = 0;
+  std::vector<RowDepValue> values;
+};
+// Partition `from`'s aborted txns of `batch` in voting round `round`, sorted, no repeats.
+struct RowVotes {
+  uint64_t batch = 0;
+  uint32_t from = 0;
+  uint32_t round = 0;
+  std::vector<executor::RowTxn> ids;
+};
+
+std::string EncodeRowMessage(const RowSubSlice& m);
+std::string EncodeRowMessage(const RowDepValues& m);
+std::string EncodeRowMessage(const RowVotes& m);
+
+// The kind of a framed message (magic and version checked).
+Result<RowMsgKind> PeekRowMessage(std::string_view bytes);
+Status DecodeRowMessage(std::string_view bytes, RowSubSlice* out);
+Status DecodeRowMessage(std::string_view bytes, RowDepValues* out);
+Status DecodeRowMessage(std::string_view bytes, RowVotes* out);
+
+// The receiver's checks on a sub-slice message, for partition `place.partition` of the row:
+// its slice decodes, is a row sub-slice, carries the message's (batch, slice) and passes
+// ValidateSlice against the node's executor ranges. Fills `out`.
+Status OpenRowSubSlice(const RowSubSlice& m, const storage::KeyMapper& ranges, const planner::RowPlace& place,
+                       planner::PlannedSlice* out);
+
+}  // namespace qrstore::cluster
