@@ -24,6 +24,7 @@
 #include "bench/report.h"
 #include "cluster/engine.h"
 #include "cluster/pipeline.h"
+#include "cluster/row_commit.h"
 #include "common/cli.h"
 #include "common/clock.h"
 #include "common/config.h"
@@ -192,7 +193,24 @@ int Main(int argc, char** argv) {
   std::vector<std::unique_ptr<NodeLink>> links;
   std::vector<std::unique_ptr<storage::Table>> tables;
   std::vector<std::unique_ptr<cluster::Pipeline>> nodes;
-  std::atomic<uint64_t> committed_at_home{0}, aborted_at_home{0};
+  std::atomic<uint64_t> committed_at_home{0}, aborted_at_home{0}, values_at_home{0};
+  // Each home's commit: its slices' outcomes once every partition reported them (the values of
+  // reads gathered from the partitions that ran them). A txn is counted there.
+  std::vector<std::unique_ptr<cluster::RowCommit>> commits;
+  for (uint32_t h = 0; h < nparts; ++h) {
+    commits.push_back(std::make_unique<cluster::RowCommit>(
+        parts, options.Layout().size(),
+        [&](uint64_t, uint32_t, const cluster::RowHomeSlice& v) {
+          uint64_t committed = 0;
+          for (const auto& o : v.txns) committed += o.status == commit::TxnStatus::kCommitted;
+          committed_at_home.fetch_add(committed, std::memory_order_relaxed);
+          aborted_at_home.fetch_add(v.txns.size() - committed, std::memory_order_relaxed);
+          values_at_home.fetch_add(v.values.size() / options.Layout().size(), std::memory_order_relaxed);
+        }));
+  }
+  // Which sub-slices list no txn (they get no sink call: reported empty once their batch commits).
+  std::vector<std::vector<std::vector<uint8_t>>> empty_sub(
+      batches, std::vector<std::vector<uint8_t>>(threads, std::vector<uint8_t>(nparts, 0)));
   for (uint32_t p = 0; p < nparts; ++p) {
     tables.push_back(std::make_unique<storage::Table>(options.Layout(), options.RecordCount()));
     if (Status s = workloads::LoadTable(options, tables.back().get()); !s.ok()) return Fail(kExitFailed, "load: " + s.ToString());
@@ -206,15 +224,24 @@ int Main(int argc, char** argv) {
     po.row_sender = links.back().get();
     po.row_partitions = nparts;
     po.row_partition = p;
-    // A txn is counted by its home's node (the one that would answer its client).
-    auto sink = [&committed_at_home, &aborted_at_home, p, planners](const std::vector<commit::TxnOutcome>& v) {
-      if (v.empty() || v.front().pos.planner / planners != p) return;
-      uint64_t committed = 0;
-      for (const auto& o : v) committed += o.status == commit::TxnStatus::kCommitted;
-      committed_at_home.fetch_add(committed, std::memory_order_relaxed);
-      aborted_at_home.fetch_add(v.size() - committed, std::memory_order_relaxed);
+    po.capture_reads = true;  // a home returns its txns' reads
+    // Each sub-slice's outcomes go to its home as this partition's report (BatchDone's part).
+    auto sink = [&commits, p, planners](const std::vector<commit::TxnOutcome>& v) {
+      if (v.empty()) return;
+      cluster::RowSliceReport report;
+      report.txns.reserve(v.size());
+      size_t bytes = 0;
+      for (const auto& o : v) bytes += o.values.size();
+      report.values.reserve(bytes);
+      for (const auto& o : v) report.Add(o.home_index, o.status, o.values);
+      commits[v.front().pos.planner / planners]->Report(p, v.front().pos.batch, v.front().pos.planner, std::move(report));
     };
-    nodes.push_back(std::make_unique<cluster::Pipeline>(po, tables.back().get(), sink));
+    auto hook = [&commits, &empty_sub, p, planners, threads](const cluster::BatchInfo& info) {
+      for (uint32_t s = 0; s < threads; ++s) {
+        if (empty_sub[info.batch][s][p] != 0) commits[s / planners]->Report(p, info.batch, s, {});
+      }
+    };
+    nodes.push_back(std::make_unique<cluster::Pipeline>(po, tables.back().get(), sink, hook));
     row.nodes.push_back(nodes.back().get());
   }
   for (auto& n : nodes) {
@@ -232,6 +259,9 @@ int Main(int argc, char** argv) {
         std::vector<planner::PlannedSlice> subs;
         for (uint64_t b = 0; b < batches && !failed.load(); ++b) {
           rp.PlanSlices(b, s, input[s][b], &subs);
+          // The home keeps its txns until every partition reported (--verify needs them after).
+          commits[s / planners]->Plan(b, s, verify ? input[s][b] : std::move(input[s][b]));
+          for (uint32_t p = 0; p < nparts; ++p) empty_sub[b][s][p] = subs[p].txns.empty();
           for (uint32_t p = 0; p < nparts; ++p) {
             planner::PlannedSlice* slot = nodes[p]->BeginSlice(b, s);
             if (slot == nullptr) {
@@ -262,6 +292,9 @@ int Main(int argc, char** argv) {
   const double cpu_s = CpuSeconds() - cpu0;
   for (auto& n : nodes) n->Stop();
   if (!run.ok()) return Fail(kExitFailed, "run: " + run.ToString());
+  for (auto& c : commits) {
+    if (!c->health().ok()) return Fail(kExitFailed, "home commit: " + c->health().ToString());
+  }
 
   std::string verify_text = "skipped";
   if (verify) {
@@ -293,8 +326,9 @@ int Main(int argc, char** argv) {
   const double cpu_us = cpu_s * 1e6 / static_cast<double>(total);
   std::printf("qrstore-row-bench: %u partitions x (%u planners, %u executors), %" PRIu64 " txns in %.3f s (seed %" PRIu64 ")\n",
               nparts, planners, executors, total, secs, seed);
-  std::printf("  throughput     %.0f txn/s (at their homes: %" PRIu64 " committed, %" PRIu64 " aborted)\n", tps,
-              committed_at_home.load(), aborted_at_home.load());
+  std::printf("  throughput     %.0f txn/s (at their homes, every partition done: %" PRIu64 " committed, %" PRIu64
+              " aborted, %" PRIu64 " read values returned)\n",
+              tps, committed_at_home.load(), aborted_at_home.load(), values_at_home.load());
   std::printf("  cpu            %.3f us per txn over the row (%.2f s)\n", cpu_us, cpu_s);
   std::printf("  input          %" PRIu64 " multi-partition (%.1f%%), %" PRIu64 " dependent writes, %" PRIu64
               " values sent across partitions, %" PRIu64 " abort-vote messages\n",

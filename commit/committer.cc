@@ -41,6 +41,7 @@ SliceTally BuildSliceOutcomes(const planner::PlannedSlice& slice, const executor
     o.txn_id = tc.txn_id;
     o.client = tc.client;
     o.pos = PlannedPos{slice.batch, slice.planner, i};
+    o.home_index = tc.home_index;
     o.submit_ns = tc.submit_ns;
     o.commit_ns = commit_ns;
     o.write_ops = tc.write_ops;

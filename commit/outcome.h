@@ -30,8 +30,9 @@ inline bool operator==(const PlannedPos& a, const PlannedPos& b) {
 enum class TxnStatus : uint8_t {
   kCommitted = 0,
   kAbortedLogic = 1,    // its own kAbortIf fired or a kDebit was short
-  // Reserved: an engine that cascades aborts would report txns that touched an aborted write.
-  // This engine re-executes them instead (executor/abort_resolver.h), so it never reports it.
+  // It accessed what an aborted txn wrote: a partitioned row's cascade
+  // (executor/row_resolver.h). A single node re-executes instead (executor/abort_resolver.h)
+  // and never reports it.
   kAbortedCascade = 2,
 };
 
@@ -50,6 +51,7 @@ struct TxnOutcome {
   // order. A view into the engine's buffers: valid only during the sink call.
   uint32_t reads = 0;
   std::string_view values;
+  uint32_t home_index = 0;  // its index in its home's slice (a row sub-slice lists a subset)
 };
 
 // Called by commit threads with the outcomes of one (batch, planner) slice in planned order.

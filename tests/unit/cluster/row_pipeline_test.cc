@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cluster/pipeline.h"
+#include "cluster/row_commit.h"
 #include "common/clock.h"
 #include "executor/range_executor.h"
 #include "planner/row_planner.h"
@@ -272,7 +273,7 @@ namespace {
 //     txn wrote before it.
 //  3. The state: the batch's starting state with the committed txns applied serially.
 enum class Fate { kCommit, kLogic, kCascade };
-std::vector<Fate> CascadeBatch(storage::Table* table, const std::vector<Txn>& txns) {
+std::vector<Fate> CascadeBatch(storage::Table* table, const std::vector<Txn>& txns, std::vector<std::string>* reads) {
   const storage::RecordLayout& layout = table->layout();
   storage::Table spec(layout, kKeys);
   testing::LoadTable(&spec, kKeys, 0);
@@ -322,9 +323,22 @@ std::vector<Fate> CascadeBatch(storage::Table* table, const std::vector<Txn>& tx
     }
   }
   std::vector<Fate> fates(n);
+  reads->assign(n, "");
   for (size_t i = 0; i < n; ++i) {
     fates[i] = fired[i] ? Fate::kLogic : aborted[i] ? Fate::kCascade : Fate::kCommit;
-    if (!aborted[i]) REQUIRE(testing::SerialApply(table, txns[i]));  // saw only committed values
+    if (aborted[i]) continue;
+    // Serially, op by op, keeping what each kRead sees (zeros for an absent key): none of these
+    // aborts, having seen only committed values.
+    for (const storage::Op& op : txns[i].ops) {
+      if (op.kind == storage::OpKind::kRead) {
+        const char* rec = table->Find(op.key);
+        (*reads)[i] += rec != nullptr ? std::string(rec, layout.size()) : std::string(layout.size(), '\0');
+      }
+      Txn one;
+      one.id = txns[i].id;
+      one.ops = {op};
+      REQUIRE(testing::SerialApply(table, one));
+    }
   }
   return fates;
 }
@@ -343,24 +357,50 @@ TEST_CASE("row pipelines: aborts across partitions follow the cascade rule on ev
     std::vector<NodeLink> links(nparts);
     std::vector<std::unique_ptr<storage::Table>> tables;
     std::vector<std::unique_ptr<Pipeline>> nodes;
-    // Outcomes by (batch, slice, home index), from every node that lists the txn.
+    std::vector<std::vector<std::vector<uint8_t>>> fed_empty(kBatches, std::vector<std::vector<uint8_t>>(slices, std::vector<uint8_t>(nparts, 0)));
+    // Outcomes by (batch, slice, home index), from every node that lists the txn; and each
+    // home's RowCommit, fed every node's report of its slices (what BatchDone will carry).
     std::mutex mu;
     std::map<std::tuple<uint64_t, uint32_t, uint32_t>, std::set<commit::TxnStatus>> seen;
-    std::vector<std::vector<std::vector<PlannedSlice>>> fed(kBatches, std::vector<std::vector<PlannedSlice>>(slices));
+    std::map<std::tuple<uint64_t, uint32_t, uint32_t>, std::pair<commit::TxnStatus, std::string>> at_home;
+    size_t duplicates = 0;  // guarded by mu (Catch2's REQUIRE is for the test's thread only)
+    std::vector<std::unique_ptr<cluster::RowCommit>> commits;
+    for (uint32_t h = 0; h < nparts; ++h) {
+      commits.push_back(std::make_unique<cluster::RowCommit>(
+          parts, kLayout.size(), [&](uint64_t b, uint32_t s, const cluster::RowHomeSlice& v) {
+            std::lock_guard<std::mutex> lk(mu);
+            for (uint32_t i = 0; i < v.txns.size(); ++i) {
+              const auto value = std::make_pair(v.txns[i].status, std::string(v.ValuesOf(v.txns[i])));
+              duplicates += at_home.emplace(std::make_tuple(b, s, i), value).second ? 0 : 1;
+            }
+          }));
+    }
     for (uint32_t p = 0; p < nparts; ++p) {
       links[p].row = &row;
       links[p].me = p;
       tables.push_back(std::make_unique<storage::Table>(kLayout, kKeys));
       testing::LoadTable(tables.back().get(), kKeys, 1000);
       auto sink = [&, p](const std::vector<commit::TxnOutcome>& v) {
-        std::lock_guard<std::mutex> lk(mu);
-        for (const auto& o : v) {
-          const uint32_t home = fed[o.pos.batch][o.pos.planner][p].txns[o.pos.index].home_index;
-          seen[{o.pos.batch, o.pos.planner, home}].insert(o.status);
+        if (v.empty()) return;  // the empty sub-slices report below, through the hook
+        cluster::RowSliceReport report;
+        {
+          std::lock_guard<std::mutex> lk(mu);
+          for (const auto& o : v) {
+            seen[{o.pos.batch, o.pos.planner, o.home_index}].insert(o.status);
+            report.Add(o.home_index, o.status, o.values);
+          }
+        }
+        commits[v.front().pos.planner / planners]->Report(p, v.front().pos.batch, v.front().pos.planner, std::move(report));
+      };
+      // A sub-slice with no txns here gets no sink call: its (empty) report goes with the batch.
+      auto hook = [&, p](const cluster::BatchInfo& info) {
+        for (uint32_t s = 0; s < slices; ++s) {
+          if (fed_empty[info.batch][s][p]) commits[s / planners]->Report(p, info.batch, s, {});
         }
       };
-      nodes.push_back(std::make_unique<Pipeline>(RowOptions(slices, executors, 2, ranges, &links[p], nparts, p),
-                                                 tables.back().get(), sink));
+      PipelineOptions po = RowOptions(slices, executors, 2, ranges, &links[p], nparts, p);
+      po.capture_reads = true;
+      nodes.push_back(std::make_unique<Pipeline>(po, tables.back().get(), sink, hook));
       row.nodes.push_back(nodes.back().get());
     }
     for (auto& n : nodes) REQUIRE(n->Start().ok());
@@ -369,6 +409,7 @@ TEST_CASE("row pipelines: aborts across partitions follow the cascade rule on ev
     std::vector<planner::RowPlanner> homes;
     for (uint32_t h = 0; h < nparts; ++h) homes.emplace_back(parts, ranges, h);
     std::map<std::tuple<uint64_t, uint32_t, uint32_t>, Fate> want;
+    std::map<std::tuple<uint64_t, uint32_t, uint32_t>, std::string> want_reads;
     std::vector<PlannedSlice> subs;
     for (uint64_t b = 0; b < kBatches; ++b) {
       std::vector<Txn> batch;  // the batch in global order, for the oracle
@@ -390,7 +431,8 @@ TEST_CASE("row pipelines: aborts across partitions follow the cascade rule on ev
           batch.push_back(txns[i]);
           where.emplace_back(s, i);
         }
-        fed[b][s] = subs;
+        for (uint32_t p = 0; p < nparts; ++p) fed_empty[b][s][p] = subs[p].txns.empty();
+        commits[s / planners]->Plan(b, s, txns);
         for (uint32_t p = 0; p < nparts; ++p) {
           PlannedSlice* slot = nodes[p]->BeginSlice(b, s);
           REQUIRE(slot != nullptr);
@@ -398,8 +440,12 @@ TEST_CASE("row pipelines: aborts across partitions follow the cascade rule on ev
           nodes[p]->PublishSlice(b, s, 0, true);
         }
       }
-      const std::vector<Fate> fates = CascadeBatch(&ref, batch);
-      for (size_t i = 0; i < batch.size(); ++i) want[{b, where[i].first, where[i].second}] = fates[i];
+      std::vector<std::string> reads;
+      const std::vector<Fate> fates = CascadeBatch(&ref, batch, &reads);
+      for (size_t i = 0; i < batch.size(); ++i) {
+        want[{b, where[i].first, where[i].second}] = fates[i];
+        want_reads[{b, where[i].first, where[i].second}] = reads[i];
+      }
     }
     for (auto& n : nodes) n->EndInput(kBatches);
     for (auto& n : nodes) {
@@ -428,6 +474,22 @@ TEST_CASE("row pipelines: aborts across partitions follow the cascade rule on ev
       REQUIRE(it->second == std::set<commit::TxnStatus>{expect});
     }
     CHECK(listed + 20 > want.size());
+    // Each home's outcomes, once every partition reported: the oracle's fates and, for committed
+    // txns, the values of their reads in op order, gathered from the partitions that ran them.
+    for (auto& c : commits) REQUIRE(c->health().ok());
+    CHECK(duplicates == 0);
+    REQUIRE(at_home.size() == want.size());
+    size_t values_checked = 0;
+    for (const auto& [id, f] : want) {
+      const auto& [status, values] = at_home.at(id);
+      INFO("home outcome of batch " << std::get<0>(id) << " slice " << std::get<1>(id) << " txn " << std::get<2>(id));
+      REQUIRE(status == (f == Fate::kCommit   ? commit::TxnStatus::kCommitted
+                         : f == Fate::kLogic  ? commit::TxnStatus::kAbortedLogic
+                                              : commit::TxnStatus::kAbortedCascade));
+      REQUIRE(values == (f == Fate::kCommit ? want_reads.at(id) : std::string()));
+      values_checked += values.size() / kLayout.size();
+    }
+    CHECK(values_checked > 200);
     CHECK(logic > 20);
     CHECK(cascade > 20);
     CHECK(row.vote_msgs.load() > 0);

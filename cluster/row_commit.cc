@@ -1,0 +1,170 @@
+#include "cluster/row_commit.h"
+
+#include <algorithm>
+
+#include "common/logging.h"
+
+namespace qrstore::cluster {
+
+RowCommit::RowCommit(storage::KeyMapper partitions, uint32_t record_bytes, RowHomeSink sink)
+    : partitions_(partitions), record_bytes_(record_bytes), sink_(std::move(sink)) {}
+
+void RowCommit::Fail(Status s) {
+  if (!health_.ok()) return;
+  health_ = std::move(s);
+  Logger("row-commit")->error("{}", health_.ToString());
+}
+
+void RowCommit::Plan(uint64_t batch, uint32_t slice, std::vector<storage::Txn> txns) {
+  RowHomeSlice out;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!health_.ok()) return;
+    Pending& p = pending_[{batch, slice}];
+    if (p.planned) {
+      Fail(Status::InvalidArgument("home slice (" + std::to_string(batch) + ", " + std::to_string(slice) +
+                                   ") planned twice"));
+      return;
+    }
+    p.planned = true;
+    p.txns = std::move(txns);
+    if (p.count < partitions_.buckets()) return;
+    std::string error;
+    const bool ok = Assemble(p, &out, &error);
+    pending_.erase({batch, slice});
+    if (!ok) {
+      Fail(Status::Corruption(error));
+      return;
+    }
+    ++completed_;
+  }
+  std::lock_guard<std::mutex> dl(deliver_mu_);
+  sink_(batch, slice, out);
+}
+
+void RowCommit::Report(uint32_t from, uint64_t batch, uint32_t slice, RowSliceReport report) {
+  RowHomeSlice out;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!health_.ok()) return;
+    const uint32_t n = partitions_.buckets();
+    const std::string where = "home slice (" + std::to_string(batch) + ", " + std::to_string(slice) + "): ";
+    if (from >= n) {
+      Fail(Status::Corruption(where + "a report from partition " + std::to_string(from) + " of a row of " +
+                              std::to_string(n)));
+      return;
+    }
+    Pending& p = pending_[{batch, slice}];
+    if (p.reported.empty()) {
+      p.reported.assign(n, 0);
+      p.reports.resize(n);
+    }
+    if (p.reported[from] != 0) {
+      Fail(Status::Corruption(where + "partition " + std::to_string(from) + " reported twice"));
+      return;
+    }
+    p.reported[from] = 1;
+    p.reports[from] = std::move(report);
+    if (++p.count < n || !p.planned) return;
+    std::string error;
+    const bool ok = Assemble(p, &out, &error);
+    pending_.erase({batch, slice});
+    if (!ok) {
+      Fail(Status::Corruption(where + error));
+      return;
+    }
+    ++completed_;
+  }
+  std::lock_guard<std::mutex> dl(deliver_mu_);
+  sink_(batch, slice, out);
+}
+
+bool RowCommit::Assemble(Pending& p, RowHomeSlice* out, std::string* error) const {
+  const size_t n = p.txns.size();
+  const uint32_t parts = partitions_.buckets();
+  // Each report lists txns in strictly increasing home order: one cursor per partition walks
+  // them alongside the home's txns.
+  for (uint32_t q = 0; q < parts; ++q) {
+    const auto& r = p.reports[q];
+    for (size_t k = 0; k < r.txns.size(); ++k) {
+      const RowTxnReport& t = r.txns[k];
+      if (t.home_index >= n || (k > 0 && t.home_index <= r.txns[k - 1].home_index) ||
+          uint64_t{t.values_begin} + t.values_size > r.values.size()) {
+        *error = "partition " + std::to_string(q) + " reports txn " + std::to_string(t.home_index) + " of a slice of " +
+                 std::to_string(n) + " out of order, twice or with values out of range";
+        return false;
+      }
+    }
+  }
+  out->txns.resize(n);
+  out->values.clear();
+  size_t bytes = 0;
+  for (const auto& r : p.reports) bytes += r.values.size();
+  out->values.reserve(bytes);  // at most every reported value
+  std::vector<size_t> next(parts, 0);      // per partition: its next report entry
+  std::vector<int64_t> entry(parts, -1);   // per partition: txn i's entry, or -1
+  std::vector<uint32_t> cursor(parts, 0);  // per partition: bytes of txn i's values taken
+  for (uint32_t i = 0; i < n; ++i) {
+    const storage::Txn& t = p.txns[i];
+    int status = -1;
+    for (uint32_t q = 0; q < parts; ++q) {
+      const auto& r = p.reports[q];
+      entry[q] = -1;
+      cursor[q] = 0;
+      if (next[q] < r.txns.size() && r.txns[next[q]].home_index == i) {
+        entry[q] = static_cast<int64_t>(next[q]++);
+        const int s = static_cast<int>(r.txns[entry[q]].status);
+        if (status >= 0 && status != s) {
+          *error = "partitions disagree on the fate of txn " + std::to_string(i) + " (" +
+                   commit::TxnStatusName(static_cast<commit::TxnStatus>(status)) + " / " +
+                   commit::TxnStatusName(r.txns[entry[q]].status) + " from partition " + std::to_string(q) + ")";
+          return false;
+        }
+        status = s;
+      }
+    }
+    if (status < 0) {
+      *error = "no partition reports txn " + std::to_string(i);
+      return false;
+    }
+    RowHomeOutcome& o = out->txns[i];
+    o.txn_id = t.id;
+    o.client = t.client;
+    o.status = static_cast<commit::TxnStatus>(status);
+    o.values_begin = static_cast<uint32_t>(out->values.size());
+    o.values_size = 0;
+    if (o.status != commit::TxnStatus::kCommitted) continue;
+    // The reads in op order, each from the partition of its key, in that partition's order.
+    for (const storage::Op& op : t.ops) {
+      if (op.kind != storage::OpKind::kRead) continue;
+      const uint32_t q = partitions_.Of(op.key);
+      const RowTxnReport* e = entry[q] >= 0 ? &p.reports[q].txns[entry[q]] : nullptr;
+      if (e == nullptr || cursor[q] + record_bytes_ > e->values_size) {
+        *error = "txn " + std::to_string(i) + ": partition " + std::to_string(q) + " reports fewer reads than it has";
+        return false;
+      }
+      out->values.append(p.reports[q].values, e->values_begin + cursor[q], record_bytes_);
+      cursor[q] += record_bytes_;
+    }
+    for (uint32_t q = 0; q < parts; ++q) {
+      if (entry[q] >= 0 && cursor[q] != p.reports[q].txns[entry[q]].values_size) {
+        *error = "txn " + std::to_string(i) + ": partition " + std::to_string(q) + " reports more reads than it has";
+        return false;
+      }
+    }
+    o.values_size = static_cast<uint32_t>(out->values.size()) - o.values_begin;
+  }
+  return true;
+}
+
+Status RowCommit::health() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return health_;
+}
+
+uint64_t RowCommit::completed_slices() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return completed_;
+}
+
+}  // namespace qrstore::cluster

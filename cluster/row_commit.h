@@ -1,0 +1,102 @@
+// RowCommit: a home node's commit in a partitioned row (docs/partitioned-rows.md, section 5).
+// A transaction's fragments run on every partition it touches; its home replies to the client
+// only when every partition of the row has reported its batch done (the paper's ACKs, one
+// report per partition and home slice rather than per EQ), with the fate every partition agrees
+// on and the values its reads returned, merged into op order.
+//
+// Inputs, per home slice (batch, slice) this node planned:
+//   - Plan(): the txns as planned (their ops give the partition of each read);
+//   - Report() from every partition of the row, this one included (its own pipeline's sink):
+//     the outcomes of the txns of that slice it lists, by home index, with their read values
+//     (in op order, as captured there).
+// Once all P reports are in, the sink gets the slice's outcomes in home order. A partition that
+// disagrees on a fate, reports twice, or names a txn the slice lacks fails the commit with an
+// error naming it (the row's determinism is broken: nothing more is acknowledged).
+// Thread-safe; reports may come in any order. Memory: the slices planned and not yet complete.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "commit/outcome.h"
+#include "common/status.h"
+#include "storage/key_map.h"
+#include "storage/txn.h"
+
+namespace qrstore::cluster {
+
+// A partition's report of one home slice: the txns of it that partition lists, in home order
+// (strictly increasing home_index), each with its status and its kRead records on that
+// partition (in op order) as a range of `values`.
+struct RowTxnReport {
+  uint32_t home_index = 0;
+  commit::TxnStatus status = commit::TxnStatus::kCommitted;
+  uint32_t values_begin = 0;  // bytes into RowSliceReport::values
+  uint32_t values_size = 0;
+};
+struct RowSliceReport {
+  std::vector<RowTxnReport> txns;
+  std::string values;
+  // Appends a txn's entry, copying its values.
+  void Add(uint32_t home_index, commit::TxnStatus status, std::string_view v) {
+    txns.push_back(RowTxnReport{home_index, status, static_cast<uint32_t>(values.size()), static_cast<uint32_t>(v.size())});
+    values.append(v);
+  }
+};
+
+// A home slice's outcome: its txns in home order, each with status and the values of all its
+// kRead ops in op order (committed txns only), as a range of `values`.
+struct RowHomeOutcome {
+  uint64_t txn_id = 0;
+  uint32_t client = 0;
+  commit::TxnStatus status = commit::TxnStatus::kCommitted;
+  uint32_t values_begin = 0;
+  uint32_t values_size = 0;
+};
+struct RowHomeSlice {
+  std::vector<RowHomeOutcome> txns;
+  std::string values;
+  std::string_view ValuesOf(const RowHomeOutcome& o) const { return std::string_view(values).substr(o.values_begin, o.values_size); }
+};
+using RowHomeSink = std::function<void(uint64_t batch, uint32_t slice, const RowHomeSlice&)>;
+
+class RowCommit {
+ public:
+  RowCommit(storage::KeyMapper partitions, uint32_t record_bytes, RowHomeSink sink);
+
+  // The txns of home slice (batch, slice), as planned. Before or after reports.
+  void Plan(uint64_t batch, uint32_t slice, std::vector<storage::Txn> txns);
+  // Partition `from`'s report for home slice (batch, slice).
+  void Report(uint32_t from, uint64_t batch, uint32_t slice, RowSliceReport report);
+
+  Status health() const;
+  uint64_t completed_slices() const;
+
+ private:
+  struct Pending {
+    bool planned = false;
+    std::vector<storage::Txn> txns;
+    std::vector<RowSliceReport> reports;             // [partition]
+    std::vector<uint8_t> reported;                   // [partition]
+    uint32_t count = 0;
+  };
+  void Fail(Status s);  // mu_ held
+  // Merges a complete slice into outcomes (or fails). mu_ held.
+  bool Assemble(Pending& p, RowHomeSlice* out, std::string* error) const;
+
+  const storage::KeyMapper partitions_;
+  const uint32_t record_bytes_;
+  const RowHomeSink sink_;
+  mutable std::mutex mu_;
+  std::map<std::pair<uint64_t, uint32_t>, Pending> pending_;  // guarded by mu_
+  Status health_;                                             // guarded by mu_
+  uint64_t completed_ = 0;                                    // guarded by mu_
+  std::mutex deliver_mu_;  // sink calls one at a time
+};
+
+}  // namespace qrstore::cluster

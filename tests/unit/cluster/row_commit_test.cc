@@ -1,0 +1,92 @@
+// RowCommit (cluster/row_commit.h): a home slice completes once every partition reported, with
+// the reads merged into op order; disagreements are errors naming the txn.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "cluster/row_commit.h"
+
+using namespace qrstore;
+using cluster::RowCommit;
+using cluster::RowHomeOutcome;
+using cluster::RowHomeSlice;
+using cluster::RowSliceReport;
+using commit::TxnStatus;
+using storage::KeyMapper;
+
+namespace {
+storage::Op Read(storage::Key k) { return storage::Op{storage::OpKind::kRead, k, 0, 0}; }
+struct Entry {
+  uint32_t home;
+  TxnStatus status;
+  std::string values;
+};
+RowSliceReport Rep(const std::vector<Entry>& entries) {
+  RowSliceReport r;
+  for (const Entry& e : entries) r.Add(e.home, e.status, e.values);
+  return r;
+}
+}  // namespace
+
+TEST_CASE("row commit: a slice completes when every partition reported; reads come back in op order") {
+  // Range mapping over 100 keys: partition 0 = 0..49, partition 1 = 50..99. Records of 4 bytes.
+  const KeyMapper parts(KeyMapper::Kind::kRange, 2, 100);
+  std::vector<RowHomeSlice> got;
+  RowCommit rc(parts, 4, [&](uint64_t, uint32_t, const RowHomeSlice& v) { got.push_back(v); });
+  storage::Txn a;
+  a.id = 7;
+  a.ops = {Read(60), Read(1), Read(70), Read(2)};  // partitions 1, 0, 1, 0
+  storage::Txn b;
+  b.id = 8;
+  b.ops = {Read(3)};
+  rc.Report(1, 0, 0, Rep({Entry{0, TxnStatus::kCommitted, "p1r1p1r2"}}));
+  CHECK(got.empty());
+  rc.Plan(0, 0, {a, b});
+  CHECK(got.empty());  // partition 0 has not reported
+  rc.Report(0, 0, 0, Rep({Entry{0, TxnStatus::kCommitted, "p0r1p0r2"}, Entry{1, TxnStatus::kCommitted, "xyzw"}}));
+  REQUIRE(got.size() == 1);
+  REQUIRE(got[0].txns.size() == 2);
+  CHECK(got[0].txns[0].txn_id == 7);
+  CHECK(got[0].ValuesOf(got[0].txns[0]) == "p1r1p0r1p1r2p0r2");
+  CHECK(got[0].ValuesOf(got[0].txns[1]) == "xyzw");
+  CHECK(rc.completed_slices() == 1);
+  CHECK(rc.health().ok());
+}
+
+TEST_CASE("row commit: disagreeing fates, a double report and missing reads are errors naming them") {
+  const KeyMapper parts(KeyMapper::Kind::kRange, 2, 100);
+  storage::Txn a;
+  a.id = 7;
+  a.ops = {Read(60), Read(1)};
+  auto expect_error = [&](const std::function<void(RowCommit&)>& feed, const std::string& message) {
+    int calls = 0;
+    RowCommit rc(parts, 2, [&](uint64_t, uint32_t, const RowHomeSlice&) { ++calls; });
+    rc.Plan(3, 1, {a});
+    feed(rc);
+    INFO(rc.health().ToString());
+    CHECK(rc.health().message().find(message) != std::string::npos);
+    CHECK(calls == 0);
+  };
+  expect_error([](RowCommit& rc) {
+    rc.Report(0, 3, 1, Rep({Entry{0, TxnStatus::kCommitted, "aa"}}));
+    rc.Report(1, 3, 1, Rep({Entry{0, TxnStatus::kAbortedCascade, ""}}));
+  }, "home slice (3, 1): partitions disagree on the fate of txn 0 (committed / aborted-cascade from partition 1)");
+  expect_error([](RowCommit& rc) {
+    rc.Report(0, 3, 1, Rep({}));
+    rc.Report(0, 3, 1, Rep({}));
+  }, "partition 0 reported twice");
+  expect_error([](RowCommit& rc) {
+    rc.Report(0, 3, 1, Rep({Entry{0, TxnStatus::kCommitted, "aa"}}));
+    rc.Report(1, 3, 1, Rep({Entry{0, TxnStatus::kCommitted, ""}}));
+  }, "txn 0: partition 1 reports fewer reads than it has");
+  expect_error([](RowCommit& rc) {
+    rc.Report(0, 3, 1, Rep({Entry{0, TxnStatus::kCommitted, "aabb"}}));
+    rc.Report(1, 3, 1, Rep({Entry{0, TxnStatus::kCommitted, "cc"}}));
+  }, "txn 0: partition 0 reports more reads than it has");
+  expect_error([](RowCommit& rc) {
+    rc.Report(0, 3, 1, Rep({Entry{5, TxnStatus::kCommitted, ""}}));
+    rc.Report(1, 3, 1, Rep({}));
+  }, "partition 0 reports txn 5 of a slice of 1 out of order, twice or with values out of range");
+  expect_error([](RowCommit& rc) { rc.Report(2, 3, 1, Rep({})); }, "a report from partition 2 of a row of 2");
+}
