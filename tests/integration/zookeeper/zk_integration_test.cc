@@ -360,6 +360,8 @@ TEST_CASE("zk: one leader, two followers: order, no gaps, no duplicates, exact b
   f1.follower_id = "f1";
   ZkOptions f2 = f1;
   f2.follower_id = "f2";
+  // The recorders outlive the replicators that call into them, also when a REQUIRE fails.
+  Recorder lrec, r1, r2;
   // Followers first: their early requests wait on exists-watches for batches not written yet.
   auto fol1 = MustStart(f1);
   auto fol2 = MustStart(f2);
@@ -369,7 +371,6 @@ TEST_CASE("zk: one leader, two followers: order, no gaps, no duplicates, exact b
     REQUIRE(next.ok());
     CHECK(next.value() == 0);
   }
-  Recorder lrec, r1, r2;
   Drive(leader.get(), {fol1.get(), fol2.get()}, &lrec, {&r1, &r2}, planners, 0, count, 16, 90000);
   CheckComplete(lrec, true, planners, count);
   CheckComplete(r1, false, planners, count);
@@ -453,12 +454,12 @@ TEST_CASE("zk: cleanup keeps the number of batch znodes bounded while followers 
   f1.follower_id = "a";
   ZkOptions f2 = f1;
   f2.follower_id = "b";
+  Recorder lrec, r1, r2;  // outlive the replicators that call into them
   auto leader = MustStart(lo);
   auto fol1 = MustStart(f1);
   auto fol2 = MustStart(f2);
   ZkInspector zk(hosts);
   const std::string stream = StreamPath(root, 0, 0);
-  Recorder lrec, r1, r2;
   lrec.size_fn_ = r1.size_fn_ = r2.size_fn_ = [](uint64_t id) { return id % 100 == 50 ? size_t{2'000'000} : 100; };
   size_t max_seen = 0;
   uint64_t next_sample = 100;
@@ -510,9 +511,9 @@ TEST_CASE("zk: forced session expiry of leader and follower neither loses nor re
   lo.retain_bytes = 0;  // but no flow control: the leader must have writes in flight when hit
   ZkOptions fo = Options(hosts, root, false);
   fo.follower_id = "f";
+  Recorder lrec, frec;  // outlive the replicators that call into them, also when a REQUIRE fails
   auto leader = MustStart(lo);
   auto fol = MustStart(fo);
-  Recorder lrec, frec;
   lrec.size_fn_ = frec.size_fn_ = [](uint64_t id) { return id % 97 == 5 ? size_t{2'500'000} : size_t{1000}; };
   bool leader_expired = false, follower_expired = false;
   Status ls = Status::Ok(), fs = Status::Ok();  // written by the hook threads, read after join
@@ -590,12 +591,12 @@ TEST_CASE("zk: a restarted leader resumes at NextBatchId over a crashed leader's
                      [fr](const ReplicateMeta& m, Status s, SharedBytes b) { fr->Delivered(m, s, b); });
   }
   REQUIRE(frec.WaitFor([&] { return frec.delivered(0) >= 50; }, 30000));
+  Recorder lrec2;  // outlives the leader that calls into it
   auto leader = MustStart(lo);
   REQUIRE(leader->NextBatchId(0, 0).ok());
   CHECK(leader->NextBatchId(0, 0).value() == 50);
   // Leftovers are only removed once this process writes the stream.
   CHECK(zk.Exists(stream + "/" + MarkerName(51)));
-  Recorder lrec2;
   lrec2.size_fn_ = lrec.size_fn_;
   // Acks of the second leader are counted from 50.
   for (uint64_t id = 50; id < 100; ++id) {
@@ -624,9 +625,9 @@ TEST_CASE("zk: 3-server ensemble, the leader's server killed mid-stream: no loss
   lo.followers = 1;
   ZkOptions fo = Options(hosts, root, false);
   fo.follower_id = "f";
+  Recorder lrec, frec;  // outlive the replicators that call into them
   auto leader = MustStart(lo);
   auto fol = MustStart(fo);
-  Recorder lrec, frec;
   // Chunked batches early and late; around the kill (at 500 acked) only small ones, so that
   // many writes are in flight when the connection breaks (a chunked batch holds back the
   // markers behind it).
@@ -710,8 +711,8 @@ TEST_CASE("zk: retain_bytes bounds what ZooKeeper holds, and a follower asking f
   ZkOptions fo = Options(hosts, root, false);
   fo.follower_id = "late";
   fo.poll_ms = 100;
+  Recorder frec;  // outlives the follower that calls into it
   auto fol = MustStart(fo);
-  Recorder frec;
   frec.size_fn_ = lrec.size_fn_;
   std::mutex mu;
   std::condition_variable cv;
