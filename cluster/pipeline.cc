@@ -44,6 +44,8 @@ class PipelineImpl {
     for (uint32_t r = 0; r < opt_.executors; ++r) {
       executors_.push_back(std::make_unique<executor::RangeExecutor>(table_, r, opt_.track_digest));
       executors_.back()->set_row_sender(opt_.row_sender);
+      // A row node's resolver reads each key's accesses only (cascade): logged slices may park.
+      executors_.back()->set_park_when_logging(opt_.row_sender != nullptr);
     }
     committed_ = opt_.first_batch;
     executed_ = opt_.first_batch;

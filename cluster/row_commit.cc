@@ -6,8 +6,19 @@
 
 namespace qrstore::cluster {
 
-RowCommit::RowCommit(storage::KeyMapper partitions, uint32_t record_bytes, RowHomeSink sink)
-    : partitions_(partitions), record_bytes_(record_bytes), sink_(std::move(sink)) {}
+RowCommit::RowCommit(storage::KeyMapper partitions, uint32_t record_bytes, RowHomeSink sink, size_t max_pending)
+    : partitions_(partitions), record_bytes_(record_bytes), sink_(std::move(sink)), max_pending_(max_pending) {}
+
+RowCommit::Pending* RowCommit::Find(uint64_t batch, uint32_t slice) {
+  auto it = pending_.find({batch, slice});
+  if (it != pending_.end()) return &it->second;
+  if (pending_.size() >= max_pending_) {
+    Fail(Status::ResourceExhausted("home slice (" + std::to_string(batch) + ", " + std::to_string(slice) + "): " +
+                                   std::to_string(max_pending_) + " home slices wait for reports already"));
+    return nullptr;
+  }
+  return &pending_[{batch, slice}];
+}
 
 void RowCommit::Fail(Status s) {
   if (!health_.ok()) return;
@@ -20,7 +31,9 @@ void RowCommit::Plan(uint64_t batch, uint32_t slice, std::vector<storage::Txn> t
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (!health_.ok()) return;
-    Pending& p = pending_[{batch, slice}];
+    Pending* found = Find(batch, slice);
+    if (found == nullptr) return;
+    Pending& p = *found;
     if (p.planned) {
       Fail(Status::InvalidArgument("home slice (" + std::to_string(batch) + ", " + std::to_string(slice) +
                                    ") planned twice"));
@@ -54,7 +67,9 @@ void RowCommit::Report(uint32_t from, uint64_t batch, uint32_t slice, RowSliceRe
                               std::to_string(n)));
       return;
     }
-    Pending& p = pending_[{batch, slice}];
+    Pending* found = Find(batch, slice);
+    if (found == nullptr) return;
+    Pending& p = *found;
     if (p.reported.empty()) {
       p.reported.assign(n, 0);
       p.reports.resize(n);

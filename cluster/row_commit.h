@@ -12,7 +12,9 @@
 // Once all P reports are in, the sink gets the slice's outcomes in home order. A partition that
 // disagrees on a fate, reports twice, or names a txn the slice lacks fails the commit with an
 // error naming it (the row's determinism is broken: nothing more is acknowledged).
-// Thread-safe; reports may come in any order. Memory: the slices planned and not yet complete.
+// Thread-safe; reports may come in any order. Memory: at most `max_pending` home slices held
+// (planned or reported, not yet complete); one more is an error (a peer reporting slices that
+// are never planned, or a peer that stopped reporting), not growth.
 #pragma once
 
 #include <cstdint>
@@ -67,7 +69,7 @@ using RowHomeSink = std::function<void(uint64_t batch, uint32_t slice, const Row
 
 class RowCommit {
  public:
-  RowCommit(storage::KeyMapper partitions, uint32_t record_bytes, RowHomeSink sink);
+  RowCommit(storage::KeyMapper partitions, uint32_t record_bytes, RowHomeSink sink, size_t max_pending = 4096);
 
   // The txns of home slice (batch, slice), as planned. Before or after reports.
   void Plan(uint64_t batch, uint32_t slice, std::vector<storage::Txn> txns);
@@ -86,12 +88,15 @@ class RowCommit {
     uint32_t count = 0;
   };
   void Fail(Status s);  // mu_ held
+  // The pending entry of (batch, slice), made if new; nullptr (and failed) past max_pending_.
+  Pending* Find(uint64_t batch, uint32_t slice);  // mu_ held
   // Merges a complete slice into outcomes (or fails). mu_ held.
   bool Assemble(Pending& p, RowHomeSlice* out, std::string* error) const;
 
   const storage::KeyMapper partitions_;
   const uint32_t record_bytes_;
   const RowHomeSink sink_;
+  const size_t max_pending_;
   mutable std::mutex mu_;
   std::map<std::pair<uint64_t, uint32_t>, Pending> pending_;  // guarded by mu_
   Status health_;                                             // guarded by mu_

@@ -11,7 +11,7 @@ using planner::Fragment;
 
 void RangeExecutor::RunEq(const planner::PlannedSlice& slice, DepBoard* deps, bool log, char* read_values, bool drain) {
   if (log) {
-    Drain();  // logged slices run strictly in planned order (see Run)
+    if (!park_when_logging_) Drain();  // logged slices run strictly in planned order (see Run)
     if (track_digest_) {
       Run<true, true>(slice, deps, read_values);
     } else {
@@ -98,12 +98,12 @@ void RangeExecutor::Run(const planner::PlannedSlice& slice, DepBoard* deps, char
   constexpr size_t kAhead = 16;
   const uint32_t n = static_cast<uint32_t>(eq.size());
   for (uint32_t i = 0; i < n && i < kAhead; ++i) table_->Prefetch(eq[i].key);
-  if constexpr (kLog) {
+  if (kLog && !park_when_logging_) {
     // Logged slices run strictly in planned order: the abort resolver reads the accesses as
     // the range's serial history.
     for (uint32_t i = 0; i < n; ++i) {
       if (i + kAhead < n) table_->Prefetch(eq[i + kAhead].key);
-      Exec<true, kDigest>(slice, i, deps, read_values);
+      Exec<kLog, kDigest>(slice, i, deps, read_values);
     }
   } else {
     // Deferral: a kDepWrite whose value is not published yet is parked instead of waited for,
@@ -123,15 +123,15 @@ void RangeExecutor::Run(const planner::PlannedSlice& slice, DepBoard* deps, char
         RunParked<kDigest>(/*block=*/false);
         if (parked_.Full()) RunParked<kDigest>(/*block=*/true);
         if (!parked_.Empty() && parked_.MayHold(f.key)) {
-          parked_.Push({&slice, deps, read_values, i}, f.key);
+          parked_.Push({&slice, deps, read_values, i, kLog}, f.key);
           continue;
         }
       }
       if (WaitsForDep(f.kind) && !deps->Ready(f.slot)) {
-        parked_.Push({&slice, deps, read_values, i}, f.key);
+        parked_.Push({&slice, deps, read_values, i, kLog}, f.key);
         continue;
       }
-      Exec<false, kDigest>(slice, i, deps, read_values);
+      Exec<kLog, kDigest>(slice, i, deps, read_values);
     }
   }
 }
@@ -144,7 +144,11 @@ void RangeExecutor::RunParked(bool block) {
     const Fragment& head = e.slice->eqs[range_][e.frag];
     if (!block && WaitsForDep(head.kind) && !e.deps->Ready(head.slot)) return;
     block = false;
-    Exec<false, kDigest>(*e.slice, e.frag, e.deps, e.read_values);
+    if (e.log) {
+      Exec<true, kDigest>(*e.slice, e.frag, e.deps, e.read_values);
+    } else {
+      Exec<false, kDigest>(*e.slice, e.frag, e.deps, e.read_values);
+    }
     parked_.Pop(head.key);
   }
 }

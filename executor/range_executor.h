@@ -4,7 +4,8 @@
 // ExecLog to the abort resolver (executor/abort_resolver.h).
 //
 // Logging. While a batch may abort by logic (a slice so far has kAbortIf/kDebit ops), RunEq
-// records every fragment it runs (in execution order = planned order within the range), the
+// records every fragment it runs (in execution order: planned order within the range, or, with
+// set_park_when_logging, within each key), the
 // before-image of every record it modifies, and the fired abort votes. Batches without
 // abortable ops skip logging entirely: the common YCSB case pays nothing for undo.
 //
@@ -104,6 +105,11 @@ class RangeExecutor {
 
   // The row's value sender; needed before a slice with kDepSend runs. Not owned.
   void set_row_sender(RowSender* sender) { row_sender_ = sender; }
+  // Park while logging too (a row node): the log then holds each key's accesses in planned
+  // order, but not the range's as a whole, which is all the row's cascade resolver
+  // (executor/row_resolver.h) reads. The single node's re-executing resolver needs the range's
+  // serial history, so it keeps this off.
+  void set_park_when_logging(bool on) { park_when_logging_ = on; }
 
   ExecLog& log() { return log_; }
   uint32_t range() const { return range_; }
@@ -128,6 +134,7 @@ class RangeExecutor {
       DepBoard* deps = nullptr;
       char* read_values = nullptr;
       uint32_t frag = 0;
+      bool log = false;  // run it logged (it comes from a logged slice)
     };
     const Entry& Front() const { return ring_[head_]; }
     bool MayHold(uint64_t key) const { return counts_[Slot(key)] != 0; }
@@ -176,6 +183,7 @@ class RangeExecutor {
   uint64_t digest_delta_ = 0;
   Parked parked_;
   RowSender* row_sender_ = nullptr;
+  bool park_when_logging_ = false;
 };
 
 }  // namespace qrstore::executor

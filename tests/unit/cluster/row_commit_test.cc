@@ -90,3 +90,13 @@ TEST_CASE("row commit: disagreeing fates, a double report and missing reads are 
   }, "partition 0 reports txn 5 of a slice of 1 out of order, twice or with values out of range");
   expect_error([](RowCommit& rc) { rc.Report(2, 3, 1, Rep({})); }, "a report from partition 2 of a row of 2");
 }
+
+TEST_CASE("row commit: more home slices waiting than its bound is an error, not growth") {
+  const KeyMapper parts(KeyMapper::Kind::kRange, 2, 100);
+  RowCommit rc(parts, 2, [](uint64_t, uint32_t, const RowHomeSlice&) {}, /*max_pending=*/3);
+  for (uint64_t b = 0; b < 3; ++b) rc.Report(1, b, 0, Rep({}));  // never planned
+  CHECK(rc.health().ok());
+  rc.Report(1, 3, 0, Rep({}));
+  CHECK(rc.health().code() == StatusCode::kResourceExhausted);
+  CHECK(rc.health().message().find("3 home slices wait for reports already") != std::string::npos);
+}
