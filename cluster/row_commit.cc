@@ -41,18 +41,24 @@ void RowCommit::Plan(uint64_t batch, uint32_t slice, std::vector<storage::Txn> t
     }
     p.planned = true;
     p.txns = std::move(txns);
-    if (p.count < partitions_.buckets()) return;
-    std::string error;
-    const bool ok = Assemble(p, &out, &error);
-    pending_.erase({batch, slice});
-    if (!ok) {
-      Fail(Status::Corruption(error));
-      return;
-    }
-    ++completed_;
+    if (!CompleteLocked(batch, slice, p, &out)) return;
   }
   std::lock_guard<std::mutex> dl(deliver_mu_);
   sink_(batch, slice, out);
+}
+
+bool RowCommit::CompleteLocked(uint64_t batch, uint32_t slice, Pending& p, RowHomeSlice* out) {
+  const auto reported = std::count(p.reported.begin(), p.reported.end(), 1);
+  if (!p.planned || reported < static_cast<std::ptrdiff_t>(partitions_.buckets())) return false;
+  std::string error;
+  const bool ok = Assemble(p, out, &error);
+  pending_.erase({batch, slice});
+  if (!ok) {
+    Fail(Status::Corruption("home slice (" + std::to_string(batch) + ", " + std::to_string(slice) + "): " + error));
+    return false;
+  }
+  ++completed_;
+  return true;
 }
 
 void RowCommit::Report(uint32_t from, uint64_t batch, uint32_t slice, RowSliceReport report) {
@@ -80,15 +86,7 @@ void RowCommit::Report(uint32_t from, uint64_t batch, uint32_t slice, RowSliceRe
     }
     p.reported[from] = 1;
     p.reports[from] = std::move(report);
-    if (++p.count < n || !p.planned) return;
-    std::string error;
-    const bool ok = Assemble(p, &out, &error);
-    pending_.erase({batch, slice});
-    if (!ok) {
-      Fail(Status::Corruption(where + error));
-      return;
-    }
-    ++completed_;
+    if (!CompleteLocked(batch, slice, p, &out)) return;
   }
   std::lock_guard<std::mutex> dl(deliver_mu_);
   sink_(batch, slice, out);

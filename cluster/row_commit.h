@@ -85,11 +85,13 @@ class RowCommit {
     std::vector<storage::Txn> txns;
     std::vector<RowSliceReport> reports;             // [partition]
     std::vector<uint8_t> reported;                   // [partition]
-    uint32_t count = 0;
   };
   void Fail(Status s);  // mu_ held
   // The pending entry of (batch, slice), made if new; nullptr (and failed) past max_pending_.
   Pending* Find(uint64_t batch, uint32_t slice);  // mu_ held
+  // If `p` = (batch, slice) is planned and every partition reported it: assembles it into
+  // `out`, forgets it and returns true (false and failed if it does not assemble). mu_ held.
+  bool CompleteLocked(uint64_t batch, uint32_t slice, Pending& p, RowHomeSlice* out);
   // Merges a complete slice into outcomes (or fails). mu_ held.
   bool Assemble(Pending& p, RowHomeSlice* out, std::string* error) const;
 

@@ -48,7 +48,7 @@ inline void RangeExecutor::Exec(const planner::PlannedSlice& slice, uint32_t i, 
     // reads zeros.
     if (f.kind == FragKind::kDepRead) deps->Publish(f.slot, 0);
     if (f.kind == FragKind::kDepSend) SendDep(slice, f, 0);
-    if (f.kind == FragKind::kDepWrite || f.kind == FragKind::kDepRecv) (void)deps->Wait(f.slot);
+    if (WaitsForDep(f.kind)) (void)deps->Wait(f.slot);
     if (f.kind == FragKind::kRead && read_values != nullptr) {
       std::memset(read_values + uint64_t{f.slot} * rec_size, 0, rec_size);
     }
