@@ -33,7 +33,7 @@ uint64_t ConnectionSeed(uint64_t seed, uint32_t connection) {
 uint64_t ReadsHash(std::string_view values) { return values.empty() ? 0 : Hash64(values, 0x72656164); }
 
 Status VerifyClientRun(const workloads::WorkloadOptions& options, uint64_t seed, const std::vector<uint64_t>& sent,
-                       std::vector<ClientTxnRecord>* records, ClientVerifyReport* report) {
+                       std::vector<ClientTxnRecord>* records, ClientVerifyReport* report, uint32_t row_size) {
   *report = ClientVerifyReport{};
   const size_t conns = sent.size();
   // 1. Completeness, per connection (before sorting: counts only).
@@ -55,7 +55,9 @@ Status VerifyClientRun(const workloads::WorkloadOptions& options, uint64_t seed,
   });
   std::vector<std::unique_ptr<workloads::Generator>> gens;
   for (size_t c = 0; c < conns; ++c) {
-    auto g = workloads::MakeGenerator(options, ConnectionSeed(seed, static_cast<uint32_t>(c)));
+    workloads::WorkloadOptions conn_options = options;
+    if (row_size > 1 && options.kind == workloads::WorkloadKind::kYcsb) conn_options.home_partition = c % row_size;
+    auto g = workloads::MakeGenerator(conn_options, ConnectionSeed(seed, static_cast<uint32_t>(c)));
     if (!g.ok()) return g.status();
     gens.push_back(std::move(g).value());
   }
@@ -120,6 +122,18 @@ Status VerifyClientRun(const workloads::WorkloadOptions& options, uint64_t seed,
   }
   report->txns = records->size();
   report->reference_digest = ref.table().Digest();
+  if (row_size > 1) {
+    storage::Table initial(options.Layout(), options.RecordCount());
+    QR_RETURN_IF_ERROR(workloads::LoadTable(options, &initial));
+    const uint64_t base = initial.Digest();
+    report->partition_digests.assign(row_size, base);
+    for (storage::Key k = 0; k < options.RecordCount(); ++k) {
+      const char* now = ref.table().Find(k);
+      const char* was = initial.Find(k);
+      if (now == nullptr || was == nullptr) continue;
+      report->partition_digests[options.partition_map.Of(k)] += storage::Table::DigestDelta(k, was, now, record_bytes);
+    }
+  }
   return Status::Ok();
 }
 

@@ -16,6 +16,11 @@
 //   5. replaying in planned order on a fresh ReferenceExecutor loaded with LoadTable: a committed
 //      txn commits serially and read the same values (hash); a logic abort aborts serially.
 // The report carries the reference's final digest, which the caller compares with the leader's.
+// A partitioned row (row_size > 1): connection c's YCSB txns were generated with home partition
+// c mod row_size (as qrstore-client does), and the report also carries, per partition p, the
+// digest node p must have: its table is the whole initial table with only p's keys changed, and
+// digests add up per record (storage/table.h), so it is the initial digest plus the changes of
+// p's keys.
 //
 // Single-threaded; the caller owns every argument. Memory: the records plus one table.
 #pragma once
@@ -52,11 +57,12 @@ struct ClientVerifyReport {
   uint64_t aborted = 0;
   uint64_t reads_checked = 0;  // read values compared (records)
   uint64_t reference_digest = 0;
+  std::vector<uint64_t> partition_digests;  // a row: [partition] what its node's digest must be
 };
 
 // `sent[c]`: how many txns connection c sent (its records must be exactly seq 0..sent[c]-1).
 // Sorts `records`.
 Status VerifyClientRun(const workloads::WorkloadOptions& options, uint64_t seed, const std::vector<uint64_t>& sent,
-                       std::vector<ClientTxnRecord>* records, ClientVerifyReport* report);
+                       std::vector<ClientTxnRecord>* records, ClientVerifyReport* report, uint32_t row_size = 1);
 
 }  // namespace qrstore::bench

@@ -2,7 +2,8 @@
 // tool). See Usage below and README.md.
 //
 // Load: C connections to the partition's leader (or --node, redirected once if it is not the
-// leader), each keeping at most K txns in flight, in requests of up to client.txns_per_request
+// leader; in a partitioned row, connection c to the leader of partition c mod P with YCSB txns
+// whose first key is there), each keeping at most K txns in flight, in requests of up to client.txns_per_request
 // txns. Connection c draws from its own deterministic generator (bench/client_verify.h
 // ConnectionSeed: connection 0 runs exactly MakeGenerator(options, seed), qrstore-bench's
 // sequence), so a one-connection run is reproducible and ends in the same state as
@@ -126,21 +127,6 @@ int StatusMain(const cluster::Topology& topo, int timeout_ms) {
   return errors.empty() ? kExitOk : kExitFailed;
 }
 
-// The workload's partition mapping, built as qrstore-bench builds it (engine.partitions,
-// engine.range_function, engine.key_space), so connection 0 generates the bench's sequence
-// whatever those keys say. (Servers do not generate: the mapping only decides which keys a
-// multi-partition YCSB txn draws.)
-Result<storage::KeyMapper> PartitionMap(const Config& config) {
-  const bool range_fn = config.GetString("engine.range_function") == "range";
-  const auto partitions = static_cast<uint32_t>(config.GetInt("engine.partitions"));
-  const auto key_space = static_cast<uint64_t>(config.GetInt("engine.key_space"));
-  if (range_fn && key_space < partitions) {
-    return Status::InvalidArgument("engine.key_space must be >= engine.partitions with engine.range_function=range");
-  }
-  return storage::KeyMapper(range_fn ? storage::KeyMapper::Kind::kRange : storage::KeyMapper::Kind::kHash, partitions,
-                            key_space);
-}
-
 // Bytes of the largest request body of `n` txns this workload can produce (varints at their
 // widest for the workload's keys and arguments), and of the largest reply to it.
 uint64_t MaxRequestBytes(const workloads::WorkloadOptions& o, uint64_t n) {
@@ -163,7 +149,8 @@ int Main(int argc, char** argv) {
                   "[--outstanding K] [--seed S] [--workload-file F] [--node NAME] [--verify] [--json] | --status",
                   "Drives a qrstore cluster with a closed-loop YCSB-T or transfer load (workload.kind, ycsb.*,\n"
                   "transfer.* of the config, or a YCSB property file) over C connections to partition 0's\n"
-                  "leader, each keeping at most K txns in flight in requests of client.txns_per_request txns,\n"
+                  "leader (a partitioned row: connection c to partition c mod P's leader, with YCSB txns whose\n"
+                  "first key lives there), each keeping at most K txns in flight in requests of client.txns_per_request txns,\n"
                   "and prints throughput, latency percentiles (request sent -> answer received, per txn),\n"
                   "every node's per-batch phase times and CPU over the measured window, follower lag and\n"
                   "whether every follower's state digest agrees with the leader's (replicas_agree).\n"
@@ -239,7 +226,9 @@ int Main(int argc, char** argv) {
   const int connect_ms = static_cast<int>(config.GetInt("client.connect_timeout_ms"));
   if (cli.Has("status")) return StatusMain(topo.value(), connect_ms);
 
-  auto partition_map = PartitionMap(config);
+  // The servers' partition function (cluster/topology.h): with one partition, engine.partitions,
+  // as qrstore-bench builds it, so connection 0 generates the bench's sequence.
+  auto partition_map = cluster::PartitionMapFor(config, topo.value());
   if (!partition_map.ok()) return Fail(kExitBadInput, partition_map.status().message());
   auto options_or = workloads::OptionsFromConfig(config, partition_map.value());
   if (!options_or.ok()) return Fail(kExitBadInput, options_or.status().message());
@@ -292,6 +281,17 @@ int Main(int argc, char** argv) {
   }
   const int64_t stall_ns = config.GetInt("client.stall_timeout_ms") * 1'000'000;
   std::string target = topo->Leader(0).client_address();
+  // A partitioned row: connection c drives the leader of partition c mod P, with txns whose
+  // first key is on that partition (the key routes the txn to its home).
+  const uint32_t row_size = topo->partitions();
+  if (row_size > 1 && cli.Has("node")) return Fail(kExitBadInput, "--node: a row's connections go to all its leaders");
+  if (row_size > 1 && verify &&
+      (options.kind != workloads::WorkloadKind::kYcsb || options.ycsb.abort_ratio > 0)) {
+    // A row resolves aborts by cascade over the batch (docs/partitioned-rows.md, section 4); the
+    // serial reference knows no batch boundaries, so it can check only runs where nothing aborts.
+    return Fail(kExitBadInput, "--verify in a partitioned row needs YCSB with ycsb.abort_ratio = 0 (the serial "
+                               "reference has no cascade rule); check money or dumped states instead");
+  }
   if (cli.Has("node")) {
     auto n = topo->Find(cli.Get("node"));
     if (!n.ok()) return Fail(kExitBadInput, "flag --node: " + n.status().message());
@@ -307,7 +307,9 @@ int Main(int argc, char** argv) {
   RunSignal signal;
   Window window;
   auto make_connection = [&](uint32_t c) -> Result<std::unique_ptr<LoadConnection>> {
-    auto gen = workloads::MakeGenerator(options, ConnectionSeed(seed, c));
+    workloads::WorkloadOptions conn_options = options;
+    if (row_size > 1 && options.kind == workloads::WorkloadKind::kYcsb) conn_options.home_partition = c % row_size;
+    auto gen = workloads::MakeGenerator(conn_options, ConnectionSeed(seed, c));
     if (!gen.ok()) return gen.status();
     ConnectionConfig cc;
     cc.index = c;
@@ -343,7 +345,8 @@ int Main(int argc, char** argv) {
     lc[0] = std::move(fresh).value();
   }
   for (uint32_t c = 1; c < conns; ++c) {
-    if (Status st = lc[c]->Connect(target); !st.ok()) return Fail(kExitFailed, st.message());
+    const std::string to = row_size > 1 ? topo->Leader(c % row_size).client_address() : target;
+    if (Status st = lc[c]->Connect(to); !st.ok()) return Fail(kExitFailed, st.message());
   }
   // The leader we drive: its node name, for its status and its followers.
   std::string leader_name;
@@ -500,8 +503,22 @@ int Main(int argc, char** argv) {
     }
     const int64_t v0 = NowNanos();
     ClientVerifyReport vr;
-    Status v = VerifyClientRun(options, seed, sent, &records, &vr);
-    if (v.ok() && leader_answered && leader_status.last_digest != vr.reference_digest) {
+    Status v = VerifyClientRun(options, seed, sent, &records, &vr, row_size);
+    if (v.ok() && row_size > 1) {
+      // Each node of the row holds the reference's records of its partition (and the initial
+      // ones of the others).
+      for (uint32_t p = 0; p < row_size && v.ok(); ++p) {
+        const cluster::NodeInfo& n = topo->Leader(p);
+        auto st = cluster::QueryStatus(n.client_address(), connect_ms);
+        if (!st.ok()) {
+          v = Status::Unavailable(n.name + "'s final digest is unknown: " + st.status().message());
+        } else if (st.value().last_digest != vr.partition_digests[p]) {
+          v = Status::Internal(n.name + " (partition " + std::to_string(p) + "): state digest " +
+                               Hex(st.value().last_digest) + " differs from the reference's for its partition " +
+                               Hex(vr.partition_digests[p]) + " (another client ran, or the cluster was not fresh?)");
+        }
+      }
+    } else if (v.ok() && leader_answered && leader_status.last_digest != vr.reference_digest) {
       v = Status::Internal("the leader's state digest " + Hex(leader_status.last_digest) + " differs from the reference's " +
                            Hex(vr.reference_digest) + " (another client ran, or the cluster was not fresh?)");
     } else if (v.ok() && !leader_answered) {

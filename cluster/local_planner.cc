@@ -6,6 +6,7 @@
 
 #include "common/clock.h"
 #include "planner/planner.h"
+#include "planner/row_planner.h"
 #include "planner/replica_encoder.h"
 
 namespace qrstore::cluster {
@@ -13,6 +14,7 @@ namespace qrstore::cluster {
 LocalPlanner::LocalPlanner(LocalPlannerOptions options, Pipeline* pipeline, PlannedHook hook)
     : opt_(options), pipeline_(pipeline), hook_(std::move(hook)), queue_(options.client_queue_txns) {
   QR_CHECK(opt_.planners >= 1 && opt_.planners <= opt_.batch_txns);
+  QR_CHECK((pipeline_ == nullptr) == (opt_.row != nullptr), "a planner feeds a pipeline or a row home, exactly one");
   token_batch_ = opt_.first_batch;
 }
 
@@ -71,6 +73,9 @@ uint64_t LocalPlanner::end_batch() const {
 
 void LocalPlanner::PlannerLoop(uint32_t me) {
   planner::Planner planner(opt_.ranges);
+  RowHome* const row = opt_.row;
+  planner::RowPlanner row_planner(row != nullptr ? opt_.partitions : storage::KeyMapper(), opt_.ranges, opt_.row_partition);
+  std::vector<planner::PlannedSlice> subs;
   planner::ReplicaEncoder replica;
   planner::ReplicaEncoder* const encode = opt_.encode_for_replicas ? &replica : nullptr;
   // Slices of one batch add up to exactly batch_txns, whatever the planner count.
@@ -94,8 +99,13 @@ void LocalPlanner::PlannerLoop(uint32_t me) {
     }
     // Holding the token, claim the slice: while batches_in_flight batches are in flight this
     // waits, nobody pops, and Submit blocks on the full queue (back-pressure).
-    planner::PlannedSlice* out = pipeline_->BeginSlice(b, me);
-    if (out == nullptr) {
+    planner::PlannedSlice* out = nullptr;
+    if (row != nullptr) {
+      if (!row->BeginHomeSlice(b, me)) {
+        Halt();  // the node failed or stopped: take no more input
+        return;
+      }
+    } else if ((out = pipeline_->BeginSlice(b, me)) == nullptr) {
       Halt();  // the pipeline failed or stopped: take no more input
       return;
     }
@@ -104,7 +114,7 @@ void LocalPlanner::PlannerLoop(uint32_t me) {
     bool end_of_input = false;
     bool timed_out = false;
     if (!closed) {
-      if (me == 0) {
+      if (me == 0 && row == nullptr) {
         // A batch starts with its first txn; idle planners block here (Close wakes them).
         std::optional<storage::Txn> first = queue_.Pop();
         if (first) {
@@ -113,12 +123,54 @@ void LocalPlanner::PlannerLoop(uint32_t me) {
         } else {
           end_of_input = true;
         }
+      } else if (me == 0) {
+        // A row home: the batch starts with its first txn or when a peer planned it already.
+        uint64_t seen = queue_.kicks();
+        for (;;) {
+          if (queue_.closed() && queue_.size() == 0) {
+            // Input over: say so once, then plan empty batches while a peer needs them.
+            if (!input_ended_) {
+              input_ended_ = true;
+              row->InputEnded(b);
+            }
+            if (row->NeedBatch(b)) {
+              closed = true;
+            } else {
+              end_of_input = true;
+            }
+            break;
+          }
+          if (row->PeerOpened(b)) {
+            queue_.TryPopMany(&txns, slice_max);
+            closed = true;
+            break;
+          }
+          std::optional<storage::Txn> first = queue_.PopUnlessKicked(&seen, std::chrono::seconds(1));
+          if (first) {
+            txns.push_back(std::move(*first));
+            deadline = NowNanos() + opt_.batch_timeout_ns;
+            break;
+          }
+        }
       }
-      while (!end_of_input && txns.size() < slice_max) {
+      while (!end_of_input && !closed && txns.size() < slice_max) {
         // Take whatever is queued in one go; block (up to the deadline) only when empty.
         if (queue_.TryPopMany(&txns, slice_max - txns.size()) > 0) continue;
         const int64_t left = deadline - NowNanos();
-        std::optional<storage::Txn> t = left > 0 ? queue_.PopFor(std::chrono::nanoseconds(left)) : queue_.TryPop();
+        if (row != nullptr && row->PeerOpened(b)) {
+          closed = true;  // a peer planned this batch: close it with what is here
+          break;
+        }
+        std::optional<storage::Txn> t;
+        if (left <= 0) {
+          t = queue_.TryPop();
+        } else if (row != nullptr) {
+          uint64_t seen = queue_.kicks();
+          t = queue_.PopUnlessKicked(&seen, std::chrono::nanoseconds(left));
+          if (!t && !queue_.closed() && NowNanos() < deadline) continue;  // kicked: look again
+        } else {
+          t = queue_.PopFor(std::chrono::nanoseconds(left));
+        }
         if (t) {
           txns.push_back(std::move(*t));
           continue;
@@ -156,12 +208,19 @@ void LocalPlanner::PlannerLoop(uint32_t me) {
     }
     token_cv_.notify_all();
     if (end_of_input) {
-      pipeline_->EndInput(b);
+      if (row == nullptr) pipeline_->EndInput(b);  // a row's end is the RowHome's to tell
       return;
     }
 
     // Planning runs in parallel with the next planner's popping.
     const int64_t t0 = NowNanos();
+    if (row != nullptr) {
+      row_planner.PlanSlices(b, opt_.row_partition * opt_.planners + me, txns, &subs);
+      row->HomeSlicePlanned(b, me, &subs, &txns, NowNanos() - t0);
+      txns.clear();
+      if (txns.capacity() < slice_max) txns.reserve(slice_max);
+      continue;
+    }
     planner.PlanSlice(b, me, txns, out, encode);
     const int64_t plan_ns = NowNanos() - t0;
     txns.clear();

@@ -15,6 +15,13 @@
 // after its first txn, or when CloseInput ends the input; then the pipeline learns the end.
 // Batch boundaries depend on the clock; what is in the planned order never does.
 //
+// A home node of a partitioned row (docs/partitioned-rows.md) sets LocalPlannerOptions::row:
+// then the planners split each home slice into one sub-slice per partition (RowPlanner) and
+// hand them to the RowHome instead of publishing to a pipeline. A batch also closes as soon as
+// a peer has planned it (RowHome::PeerOpened) and nothing is queued: a home without clients
+// plans it empty at once, so the row never waits on its silence. When the input ends, planner 0
+// tells the RowHome and goes on planning empty batches as long as it says a peer needs them.
+//
 // Threads: Submit from any thread (several submitters: the queue order is the order of their
 // pushes); Start/CloseInput/Stop from one controlling thread. Stop the pipeline first (or fail
 // it), so that no planner is left waiting in BeginSlice, then this. The hook runs on planner
@@ -37,6 +44,26 @@
 
 namespace qrstore::cluster {
 
+class RowHome {
+ public:
+  virtual ~RowHome() = default;
+  // Waits until home slice (b, planner) may be planned (the node's batch window); false: stop.
+  virtual bool BeginHomeSlice(uint64_t b, uint32_t planner) = 0;
+  // Whether some peer of the row has planned batch b already (cheap; any thread). The home
+  // calls LocalPlanner::Kick when this turns true for a batch a planner may wait in.
+  virtual bool PeerOpened(uint64_t b) const = 0;
+  // Home slice (b, planner) is planned: (*subs)[p] is its sub-slice for partition p, *txns its
+  // transactions in home order. Take them (swap or move out).
+  virtual void HomeSlicePlanned(uint64_t b, uint32_t planner, std::vector<planner::PlannedSlice>* subs,
+                                std::vector<storage::Txn>* txns, int64_t plan_ns) = 0;
+  // Planner 0 found the input closed and drained at the start of batch b. Once.
+  virtual void InputEnded(uint64_t b) = 0;
+  // After InputEnded, for each batch b from there on: blocks until it is known whether b must
+  // still be planned (true: a peer planned it; it is planned empty) or the row ends at or
+  // before b (false), or the home stops (false).
+  virtual bool NeedBatch(uint64_t b) = 0;
+};
+
 struct LocalPlannerOptions {
   uint32_t batch_txns = 10000;
   int64_t batch_timeout_ns = 10'000'000;
@@ -47,7 +74,14 @@ struct LocalPlannerOptions {
   // Encode each slice for replicas while planning it (planner/replica_encoder.h) and hand the
   // bytes to the hook: EncodeSlice(slice, kWithoutReads) without a second pass.
   bool encode_for_replicas = false;
+  // A home of a partitioned row (see above); not owned. Then the pipeline is not used (pass
+  // nullptr), `partitions` maps keys to partitions, and slice indices are
+  // row_partition * planners + planner.
+  RowHome* row = nullptr;
+  storage::KeyMapper partitions;
+  uint32_t row_partition = 0;
 };
+
 
 // Called after slice (b, p) is published. With a hook the pipeline waits for MarkReplicated
 // (the hook's business); without one slices are replicated at once (a single node).
@@ -74,6 +108,8 @@ class LocalPlanner {
   // the input ends. Returns at once.
   void CloseInput();
   void Stop();
+  // Wakes a planner waiting for its batch's first txn (a row home: a peer opened a batch).
+  void Kick() { queue_.Kick(); }
 
   uint64_t batches_closed_by_timeout() const;
   // The batch id at which the input ended (valid once ended() is true).
@@ -100,6 +136,7 @@ class LocalPlanner {
   bool batch_closed_ = false;      // guarded by mu_: the token's batch is closed (passed along)
   int64_t batch_deadline_ns_ = 0;  // guarded by mu_
   uint64_t closed_by_timeout_ = 0; // guarded by mu_
+  bool input_ended_ = false;       // planner 0 only: RowHome::InputEnded was called
   std::vector<NamedThread> threads_;
 };
 

@@ -80,6 +80,33 @@ std::string EncodeRowMessage(const RowVotes& m) {
   return w.Release();
 }
 
+std::string EncodeRowMessage(const RowReport& m) {
+  Writer w = Begin(RowMsgKind::kReport, 32 + m.report.txns.size() * 4 + m.report.values.size());
+  w.PutVarint(m.batch);
+  w.PutVarint(m.slice);
+  w.PutVarint(m.from);
+  w.PutVarint(m.report.txns.size());
+  uint64_t prev = 0;
+  for (size_t i = 0; i < m.report.txns.size(); ++i) {
+    const RowTxnReport& t = m.report.txns[i];
+    // The first index as is, then the gap minus one (indices strictly increase).
+    w.PutVarint(i == 0 ? t.home_index : t.home_index - prev - 1);
+    prev = t.home_index;
+    w.PutU8(static_cast<uint8_t>(t.status));
+    w.PutVarint(t.values_size);
+  }
+  w.PutRaw(m.report.values.data(), m.report.values.size());
+  return w.Release();
+}
+
+std::string EncodeRowMessage(const RowControl& m) {
+  Writer w = Begin(RowMsgKind::kControl, 24);
+  w.PutVarint(m.from);
+  w.PutU8(static_cast<uint8_t>(m.what));
+  w.PutVarint(m.batch);
+  return w.Release();
+}
+
 Result<RowMsgKind> PeekRowMessage(std::string_view bytes) {
   if (bytes.size() < 4 || bytes.substr(0, 2) != std::string_view(kMagic, sizeof kMagic)) {
     return Corrupt("unknown", "bad magic or shorter than a header");
@@ -88,7 +115,7 @@ Result<RowMsgKind> PeekRowMessage(std::string_view bytes) {
     return Corrupt("unknown", "version " + std::to_string(static_cast<uint8_t>(bytes[2])) + ", expected 1");
   }
   const auto k = static_cast<uint8_t>(bytes[3]);
-  if (k < 1 || k > 3) return Corrupt("unknown", "unknown kind " + std::to_string(k));
+  if (k < 1 || k > 5) return Corrupt("unknown", "unknown kind " + std::to_string(k));
   return static_cast<RowMsgKind>(k);
 }
 
@@ -136,6 +163,54 @@ Status DecodeRowMessage(std::string_view bytes, RowVotes* out) {
     if (i > 0 && !(out->ids[i - 1] < id)) return Corrupt("votes", "txn ids not strictly increasing at " + std::to_string(i));
   }
   if (!r.done()) return Corrupt("votes", "trailing bytes");
+  return Status::Ok();
+}
+
+Status DecodeRowMessage(std::string_view bytes, RowReport* out) {
+  Reader r(bytes);
+  QR_RETURN_IF_ERROR(Open(&r, RowMsgKind::kReport, "report"));
+  uint64_t n = 0;
+  if (!r.GetVarint(&out->batch) || !GetU32(&r, &out->slice) || !GetU32(&r, &out->from)) {
+    return Corrupt("report", "truncated or out-of-range header field");
+  }
+  if (out->from >= planner::kMaxPartitions) return Corrupt("report", "from partition " + std::to_string(out->from));
+  if (!r.GetCount(&n, 3) || n > kMaxRowItems) return Corrupt("report", "bad or truncated txn count");
+  out->report.txns.resize(n);
+  uint64_t index = 0, values = 0;
+  for (size_t i = 0; i < n; ++i) {
+    RowTxnReport& t = out->report.txns[i];
+    uint64_t gap = 0;
+    uint8_t status = 0;
+    if (!r.GetVarint(&gap) || !r.GetU8(&status) || !GetU32(&r, &t.values_size)) {
+      return Corrupt("report", "truncated txn " + std::to_string(i));
+    }
+    index = i == 0 ? gap : index + gap + 1;
+    if (gap > UINT32_MAX || index > UINT32_MAX) return Corrupt("report", "home index out of range at txn " + std::to_string(i));
+    if (status > static_cast<uint8_t>(commit::TxnStatus::kAbortedCascade)) {
+      return Corrupt("report", "unknown status " + std::to_string(status) + " at txn " + std::to_string(i));
+    }
+    t.home_index = static_cast<uint32_t>(index);
+    t.status = static_cast<commit::TxnStatus>(status);
+    t.values_begin = static_cast<uint32_t>(values);
+    values += t.values_size;
+    if (values > r.remaining()) return Corrupt("report", "values longer than the message at txn " + std::to_string(i));
+  }
+  if (values != r.remaining()) return Corrupt("report", "trailing bytes or values shorter than listed");
+  std::string_view v;
+  if (!r.GetRaw(values, &v)) return Corrupt("report", "truncated values");
+  out->report.values.assign(v.data(), v.size());
+  return Status::Ok();
+}
+
+Status DecodeRowMessage(std::string_view bytes, RowControl* out) {
+  Reader r(bytes);
+  QR_RETURN_IF_ERROR(Open(&r, RowMsgKind::kControl, "control"));
+  uint8_t what = 0;
+  if (!GetU32(&r, &out->from) || !r.GetU8(&what) || !r.GetVarint(&out->batch)) return Corrupt("control", "truncated");
+  if (out->from >= planner::kMaxPartitions) return Corrupt("control", "from partition " + std::to_string(out->from));
+  if (what < 1 || what > 2) return Corrupt("control", "unknown control kind " + std::to_string(what));
+  out->what = static_cast<RowControlKind>(what);
+  if (!r.done()) return Corrupt("control", "trailing bytes");
   return Status::Ok();
 }
 

@@ -1,7 +1,8 @@
 // Row messages: what the nodes of a partitioned row send one another (docs/partitioned-rows.md):
 // a home's sub-slice for the receiving partition, the dependency values of its kDepSend
-// fragments, and abort votes. Only the codec so far; the row transport that carries them over
-// nng is step 2 of the design.
+// fragments, abort votes, a partition's report of a home's sub-slice (the ACK with fates and
+// read values) and the row's control messages (input ended, finished). cluster/row_transport.h
+// carries them over nng.
 //
 // Frame: "QR" magic, version byte (1), kind byte, then the body; integers are varints (minimal:
 // the reader refuses padding), values zigzag varints. Every decoder checks counts against the
@@ -15,13 +16,14 @@
 #include <string_view>
 #include <vector>
 
+#include "cluster/row_commit.h"
 #include "common/status.h"
 #include "executor/range_executor.h"
 #include "planner/eq.h"
 
 namespace qrstore::cluster {
 
-enum class RowMsgKind : uint8_t { kSubSlice = 1, kDepValues = 2, kVotes = 3 };
+enum class RowMsgKind : uint8_t { kSubSlice = 1, kDepValues = 2, kVotes = 3, kReport = 4, kControl = 5 };
 constexpr uint8_t kRowMsgVersion = 1;
 constexpr uint32_t kMaxRowItems = 1u << 24;  // values or votes in one message
 
@@ -50,7 +52,28 @@ struct RowVotes {
   std::vector<executor::RowTxn> ids;
 };
 
+// Partition `from`'s report of home slice (batch, slice): the txns it lists (home_index strictly
+// increasing), each with its status and its read values; values_begin of each txn is the sum of
+// the sizes before it (the values are contiguous, as RowSliceReport::Add lays them out).
+struct RowReport {
+  uint64_t batch = 0;
+  uint32_t slice = 0;
+  uint32_t from = 0;
+  RowSliceReport report;
+};
+// A node's news for the row: its input ended (it plans no batch at or past `batch` of its own
+// accord: the row ends at the largest such batch), or it finished (every home slice it planned
+// is complete: it needs nothing more from its peers, which may close their connections).
+enum class RowControlKind : uint8_t { kInputEnded = 1, kFinished = 2 };
+struct RowControl {
+  uint32_t from = 0;
+  RowControlKind what = RowControlKind::kInputEnded;
+  uint64_t batch = 0;
+};
+
 std::string EncodeRowMessage(const RowSubSlice& m);
+std::string EncodeRowMessage(const RowReport& m);
+std::string EncodeRowMessage(const RowControl& m);
 std::string EncodeRowMessage(const RowDepValues& m);
 std::string EncodeRowMessage(const RowVotes& m);
 
@@ -59,6 +82,8 @@ Result<RowMsgKind> PeekRowMessage(std::string_view bytes);
 Status DecodeRowMessage(std::string_view bytes, RowSubSlice* out);
 Status DecodeRowMessage(std::string_view bytes, RowDepValues* out);
 Status DecodeRowMessage(std::string_view bytes, RowVotes* out);
+Status DecodeRowMessage(std::string_view bytes, RowReport* out);
+Status DecodeRowMessage(std::string_view bytes, RowControl* out);
 
 // The receiver's checks on a sub-slice message, for partition `place.partition` of the row:
 // its slice decodes, is a row sub-slice, carries the message's (batch, slice) and passes

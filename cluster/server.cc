@@ -19,6 +19,7 @@
 #include "cluster/local_planner.h"
 #include "cluster/pipeline.h"
 #include "cluster/replica_monitor.h"
+#include "cluster/row_node.h"
 #include "cluster/topology.h"
 #include "common/clock.h"
 #include "common/logging.h"
@@ -66,6 +67,10 @@ class ServerImpl {
   Status WaitForLeadership();
   Status Dump();
   std::string Identity() const { return "[" + me_.name + (leader_ ? " leader" : " follower") + "]"; }
+  Status StartRow();
+  // The node's pipeline state, whichever front-end runs it.
+  PipelineStats PipeStats() const { return row_ ? row_->Stats() : pipeline_->Stats(); }
+  Status PipeHealth() const { return row_ ? row_->health() : (pipeline_ ? pipeline_->health() : Status::Ok()); }
 
   std::unique_ptr<Config> config_;
   std::unique_ptr<Config> repl_config_;
@@ -86,6 +91,11 @@ class ServerImpl {
   std::unique_ptr<ClientService> service_;
   std::unique_ptr<DigestMonitor> monitor_;
   std::unique_ptr<DigestReporter> reporter_;
+  // A node of a partitioned row (P > 1, rf = 0 so far): pipeline, planner and row transport.
+  std::unique_ptr<RowNode> row_;
+  storage::KeyMapper partition_map_;
+  bool row_ending_ = false;       // guarded by mu_: a peer's input ended; this home stops too
+  bool row_ending_handled_ = false;  // guarded by mu_
 
   // Replication failures reported by callbacks, acted on by the watch thread.
   mutable std::mutex mu_;
@@ -111,16 +121,22 @@ Status ServerImpl::Init(const Config& config, const std::string& node) {
   me_ = *me.value();
   leader_ = me_.row == 0;
   std::vector<std::string> errors;
-  if (topo_->partitions() > 1) {
-    errors.push_back("cluster.nodes: " + std::to_string(topo_->partitions()) +
-                     " partitions; partitioned rows come with a later issue: give every node partition 0");
+  if (topo_->partitions() > 1 && topo_->replication_factor() > 0) {
+    errors.push_back("cluster.nodes: " + std::to_string(topo_->partitions()) + " partitions with " +
+                     std::to_string(topo_->replication_factor()) +
+                     " follower row(s): partitioned rows run without followers so far (replication per partition "
+                     "is not built yet): list row 0 only");
   }
+  auto partition_map = PartitionMapFor(config, *topo_);
+  if (!partition_map.ok()) errors.push_back(partition_map.status().message());
   for (const std::string& k : DerivedReplicationKeys()) {
     if (config.IsSet(k)) errors.push_back(k + ": derived from cluster.nodes and --node; remove it from the config");
   }
   auto engine = Engine::OptionsFromConfig(config);
   if (!engine.ok()) errors.push_back(engine.status().message());
-  auto workload = workloads::OptionsFromConfig(config);
+  auto workload = partition_map.ok() && topo_->partitions() > 1
+                      ? workloads::OptionsFromConfig(config, partition_map.value())
+                      : workloads::OptionsFromConfig(config);
   if (!workload.ok()) errors.push_back(workload.status().message());
   // Checked before anything is allocated or started: the table must fit in memory, and the
   // dump directory must be writable (a clean stop writes there after the whole run).
@@ -142,10 +158,21 @@ Status ServerImpl::Init(const Config& config, const std::string& node) {
   }
   engine_ = engine.value();
   workload_ = workload.value();
+  partition_map_ = partition_map.value();
+  if (topo_->partitions() > 1) {
+    // Executor ranges split this partition's keys (whatever the partition function did).
+    engine_.pipeline.ranges = storage::KeyMapper::Within(partition_map_, engine_.pipeline.executors);
+  }
   backend_ = config.GetString("replication.backend");
   mode_ = config.GetString("replication.mode");
   drain_timeout_ms_ = config.GetInt("server.drain_timeout_ms");
   corrupt_batch_ = config.GetInt("server.test_corrupt_slice_batch");
+
+  // The initial table: the same on every node (the workload's records; a node of a row touches
+  // only its own partition's).
+  table_ = std::make_unique<storage::Table>(workload_.Layout(), workload_.RecordCount());
+  QR_RETURN_IF_ERROR(workloads::LoadTable(workload_, table_.get()));
+  if (topo_->partitions() > 1) return Status::Ok();  // a row replicates nothing (rf = 0)
 
   // The replication backend's member list, role and ids, from cluster.nodes.
   const auto group = topo_->Group(me_.partition);
@@ -170,10 +197,6 @@ Status ServerImpl::Init(const Config& config, const std::string& node) {
   auto repl = replication::CreateReplicator(*repl_config_);
   if (!repl.ok()) return repl.status();
   replicator_ = std::move(repl).value();
-
-  // The initial table: the same on every node (the workload's records).
-  table_ = std::make_unique<storage::Table>(workload_.Layout(), workload_.RecordCount());
-  QR_RETURN_IF_ERROR(workloads::LoadTable(workload_, table_.get()));
   return Status::Ok();
 }
 
@@ -191,6 +214,11 @@ Status ServerImpl::Start() {
   so.records = workload_.RecordCount();
   ClientServiceHandler h;
   h.status = [this] { return NodeStatusNow(); };
+  if (topo_->partitions() > 1) {
+    h.submit = [this](std::vector<storage::Txn>& t) { return row_->SubmitMany(t); };
+    service_ = std::make_unique<ClientService>(so, h);
+    return StartRow();
+  }
   if (leader_) {
     h.submit = [this](std::vector<storage::Txn>& t) { return planner_->SubmitMany(t); };
     h.report = [this](const proto::FollowerReport& r) { return monitor_->OnReport(r); };
@@ -293,6 +321,51 @@ Status ServerImpl::Start() {
   return Status::Ok();
 }
 
+Status ServerImpl::StartRow() {
+  const Config& c = *config_;
+  RowNodeOptions ro;
+  ro.partition = me_.partition;
+  for (uint32_t p = 0; p < topo_->partitions(); ++p) ro.peer_addresses.push_back(topo_->At(p, 0).peer_address());
+  ro.partitions = partition_map_;
+  ro.pipeline = engine_.pipeline;
+  ro.pipeline.first_batch = 0;
+  ro.pipeline.track_digest = true;
+  ro.planner = engine_.planner;
+  ro.record_bytes = workload_.Layout().size();
+  ro.connect_timeout_ms = c.GetInt("server.start_timeout_ms");
+  row_ = std::make_unique<RowNode>(
+      ro, table_.get(), [this](const std::vector<commit::TxnOutcome>& o) { service_->OnOutcomes(o); }, nullptr,
+      [this](const Status& st) {
+        {
+          std::lock_guard<std::mutex> lk(mu_);
+          if (!failure_.ok()) return;
+          failure_ = st;
+        }
+        cv_.notify_all();
+      },
+      [this](uint32_t) {
+        {
+          std::lock_guard<std::mutex> lk(mu_);
+          row_ending_ = true;
+        }
+        cv_.notify_all();
+      });
+  if (Status st = service_->Start(); !st.ok()) {
+    return Status::Unavailable("cluster.nodes[" + std::to_string(me_.index) + "].client_port: " + st.message());
+  }
+  if (Status st = row_->Start(); !st.ok()) {
+    return Status(st.code() == StatusCode::kUnavailable
+                      ? Status::Unavailable("cluster.nodes[" + std::to_string(me_.index) + "].peer_port (row transport, " +
+                                            me_.peer_address() + "): " + st.message())
+                      : st);
+  }
+  watch_ = NamedThread("watch", [this] { WatchLoop(); });
+  Logger("server")->info("{} serving: partition {} of a row of {}, clients on {}, peers on {}, {} planner(s), {} executor(s)",
+                         Identity(), me_.partition, topo_->partitions(), me_.client_address(), me_.peer_address(),
+                         engine_.planner.planners, engine_.pipeline.executors);
+  return Status::Ok();
+}
+
 Status ServerImpl::WaitForLeadership() {
   const int64_t deadline = NowNanos() + config_->GetInt("server.start_timeout_ms") * 1'000'000;
   for (;;) {
@@ -342,14 +415,33 @@ void ServerImpl::OnReplicated(uint64_t b, uint32_t p, const Status& st) {
 void ServerImpl::WatchLoop() {
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
-    cv_.wait(lk, [&] { return watch_stop_ || (!failure_.ok() && !failure_handled_); });
+    cv_.wait(lk, [&] {
+      return watch_stop_ || (!failure_.ok() && !failure_handled_) || (row_ending_ && !row_ending_handled_);
+    });
     if (watch_stop_) return;
+    if (row_ending_ && !row_ending_handled_ && failure_.ok()) {
+      // A peer's input ended (it is stopping): the row ends together, so this home ends its
+      // input too; what it admitted is still answered.
+      row_ending_handled_ = true;
+      lk.unlock();
+      Logger("server")->warn("{} a row peer is stopping: stops admitting; the row ends once the batches in flight "
+                             "are done", Identity());
+      service_->StopAdmitting(Status::Unavailable("the row is stopping (a peer's input ended)"));
+      row_->CloseInput();
+      lk.lock();
+      continue;
+    }
+    if (failure_.ok() || failure_handled_) continue;
     failure_handled_ = true;
     const Status st = failure_;
     lk.unlock();
     Logger("server")->error("{} {}: stops admitting; every unacknowledged txn is answered 'failed'", Identity(),
                             st.message());
-    pipeline_->Fail(st);  // no outcome is delivered after this returns
+    if (row_) {
+      row_->Fail(st);
+    } else {
+      pipeline_->Fail(st);  // no outcome is delivered after this returns
+    }
     service_->StopAdmitting(st);
     service_->FailPending(st);
     lk.lock();
@@ -364,7 +456,7 @@ Status ServerImpl::health() const {
   if (feed_) {
     if (Status st = feed_->health(); !st.ok()) return st;
   }
-  return pipeline_ ? pipeline_->health() : Status::Ok();
+  return PipeHealth();
 }
 
 proto::NodeStatus ServerImpl::NodeStatusNow() const {
@@ -378,11 +470,18 @@ proto::NodeStatus ServerImpl::NodeStatusNow() const {
   s.mode = mode_;
   s.partition = me_.partition;
   s.row = me_.row;
-  const PipelineStats ps = pipeline_->Stats();
+  const PipelineStats ps = PipeStats();
   s.committed_batches = ps.committed_batches;
   s.last_digest = ps.last_digest;
   s.committed_txns = ps.committed;
   s.aborted_txns = ps.aborted;
+  if (row_) {
+    // This home's clients' txns (the pipeline counts every sub-slice txn it ran, so a
+    // multi-partition txn on each partition it touched).
+    const RowNodeStats rs = row_->row_stats();
+    s.committed_txns = rs.home_committed;
+    s.aborted_txns = rs.home_aborted;
+  }
   const ClientServiceCounters cc = service_->counters();
   s.rejected_txns = cc.rejected_txns;
   s.failed_txns = cc.failed_txns;
@@ -429,7 +528,13 @@ Status ServerImpl::Shutdown() {
   auto log = Logger("server");
   stopping_.store(true);
   Status result;
-  if (leader_) {
+  if (row_) {
+    service_->StopAdmitting(Status::Unavailable("node stopping (SIGTERM)"));
+    row_->CloseInput();
+    result = row_->WaitFinished(drain_timeout_ms_);
+    uint64_t end = 0;
+    if (result.ok() && row_->row_end_known(&end)) log->info("{} the row ended at batch {}; every peer finished", Identity(), end);
+  } else if (leader_) {
     service_->StopAdmitting(Status::Unavailable("node stopping (SIGTERM)"));
     planner_->CloseInput();
     Status idle = pipeline_->WaitIdle(drain_timeout_ms_);
@@ -515,6 +620,7 @@ void ServerImpl::StopAll() {
   if (service_) service_->Stop(5000);
   if (feed_) feed_->Stop();
   if (reporter_) reporter_->Stop(0);
+  if (row_) row_->Stop();
   if (pipeline_) pipeline_->Stop();
   if (planner_) planner_->Stop();
   if (replicator_) replicator_->Stop();
@@ -524,7 +630,9 @@ Status ServerImpl::Dump() {
   const std::string& dir = config_->GetString("server.dump_state_dir");
   if (dir.empty()) return Status::Ok();
   const std::string path = dir + "/" + me_.name + ".tsv";
-  Status st = workloads::DumpState(*table_, path);
+  std::function<bool(storage::Key)> keep;
+  if (row_) keep = [this](storage::Key k) { return partition_map_.Of(k) == me_.partition; };
+  Status st = workloads::DumpState(*table_, path, keep);
   if (st.ok()) {
     Logger("server")->info("{} wrote {} records to {} (digest {})", Identity(), table_->size(), path,
                            Hex(table_->Digest()));

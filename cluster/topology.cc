@@ -109,4 +109,23 @@ std::vector<const NodeInfo*> Topology::Group(uint32_t partition) const {
   return out;
 }
 
+Result<storage::KeyMapper> PartitionMapFor(const Config& config, const Topology& topo) {
+  const bool range_fn = config.GetString("engine.range_function") == "range";
+  auto partitions = static_cast<uint32_t>(config.GetInt("engine.partitions"));
+  const auto key_space = static_cast<uint64_t>(config.GetInt("engine.key_space"));
+  if (topo.partitions() > 1) {
+    if (config.IsSet("engine.partitions") && partitions != topo.partitions()) {
+      return Status::InvalidArgument("engine.partitions (" + std::to_string(partitions) + ") disagrees with cluster.nodes (" +
+                                     std::to_string(topo.partitions()) + " partitions): remove it, it is derived");
+    }
+    partitions = topo.partitions();
+  }
+  if (range_fn && key_space < partitions) {
+    return Status::InvalidArgument("engine.key_space must be >= the partition count (" + std::to_string(partitions) +
+                                   ") with engine.range_function=range");
+  }
+  return storage::KeyMapper(range_fn ? storage::KeyMapper::Kind::kRange : storage::KeyMapper::Kind::kHash, partitions,
+                            key_space);
+}
+
 }  // namespace qrstore::cluster

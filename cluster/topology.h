@@ -19,6 +19,7 @@
 
 #include "common/config.h"
 #include "common/status.h"
+#include "storage/key_map.h"
 
 namespace qrstore::cluster {
 
@@ -68,5 +69,12 @@ class Topology {
   uint32_t partitions_ = 0;
   uint32_t rows_ = 0;
 };
+
+// The key -> partition mapping that servers, clients and workload generators share (nothing
+// else decides where a key lives): engine.range_function's kind (hash or contiguous ranges of
+// engine.key_space). With more than one partition in cluster.nodes, their count; engine.partitions
+// must then be left unset or agree (kInvalidArgument naming it). A one-partition cluster keeps
+// engine.partitions, which only shapes the workload's draws there.
+Result<storage::KeyMapper> PartitionMapFor(const Config& config, const Topology& topo);
 
 }  // namespace qrstore::cluster

@@ -90,6 +90,30 @@ class BoundedQueue {
     return TakeLocked(lock);
   }
 
+  // Kick(): wakes every thread blocked in PopUnlessKicked (a consumer that waits for an item or
+  // for news from elsewhere, e.g. a peer opening a batch). Kicks are counted, never lost: a
+  // PopUnlessKicked that started after `*seen` kicks returns at once if more happened since.
+  void Kick() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++kicks_;
+    }
+    not_empty_.notify_all();
+  }
+  uint64_t kicks() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return kicks_;
+  }
+  // PopFor(timeout), but also returns nullopt when the kick count differs from *seen (updating
+  // *seen); the caller tells closed-and-drained from kicked or timed out by closed().
+  template <typename Rep, typename Period>
+  std::optional<T> PopUnlessKicked(uint64_t* seen, std::chrono::duration<Rep, Period> timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    not_empty_.wait_for(lock, timeout, [&] { return closed_ || !items_.empty() || kicks_ != *seen; });
+    *seen = kicks_;
+    return TakeLocked(lock);
+  }
+
   std::optional<T> TryPop() {
     std::unique_lock<std::mutex> lock(mu_);
     return TakeLocked(lock);
@@ -145,6 +169,7 @@ class BoundedQueue {
   std::condition_variable not_full_;
   std::deque<T> items_;  // guarded by mu_
   bool closed_ = false;  // guarded by mu_
+  uint64_t kicks_ = 0;   // guarded by mu_
 };
 
 }  // namespace qrstore

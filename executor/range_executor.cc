@@ -23,6 +23,7 @@ void RangeExecutor::RunEq(const planner::PlannedSlice& slice, DepBoard* deps, bo
     Run<false, false>(slice, deps, read_values);
   }
   if (drain) Drain();
+  if (row_sender_ != nullptr) row_sender_->Flush();
 }
 
 void RangeExecutor::Drain() {
@@ -33,6 +34,8 @@ void RangeExecutor::Drain() {
       RunParked<false>(/*block=*/true);
     }
   }
+  // Parked kDepSend fragments ran here: what they held back goes out before the executor idles.
+  if (row_sender_ != nullptr) row_sender_->Flush();
 }
 
 template <bool kLog, bool kDigest>
@@ -48,7 +51,7 @@ inline void RangeExecutor::Exec(const planner::PlannedSlice& slice, uint32_t i, 
     // reads zeros.
     if (f.kind == FragKind::kDepRead) deps->Publish(f.slot, 0);
     if (f.kind == FragKind::kDepSend) SendDep(slice, f, 0);
-    if (WaitsForDep(f.kind)) (void)deps->Wait(f.slot);
+    if (WaitsForDep(f.kind)) (void)WaitDep(deps, f.slot);
     if (f.kind == FragKind::kRead && read_values != nullptr) {
       std::memset(read_values + uint64_t{f.slot} * rec_size, 0, rec_size);
     }
@@ -63,7 +66,7 @@ inline void RangeExecutor::Exec(const planner::PlannedSlice& slice, uint32_t i, 
     if constexpr (kDigest) {
       if (writes) std::memcpy(scratch_.data(), rec, rec_size);
     }
-    const int64_t dep_in = WaitsForDep(f.kind) ? deps->Wait(f.slot) : 0;
+    const int64_t dep_in = WaitsForDep(f.kind) ? WaitDep(deps, f.slot) : 0;
     int64_t dep_out = 0;
     fired = ApplyFragment(f, rec, layout, slice.txns[f.txn].txn_id, dep_in, &dep_out);
     if (f.kind == FragKind::kDepRead) deps->Publish(f.slot, dep_out);

@@ -70,12 +70,16 @@ struct RowTxn {
 // sub-slice (batch, slice), dependency slot `slot`; called from executor threads in each
 // range's planned order. SendVotes: the txns this node adds to batch `batch`'s aborted set in
 // voting round `round` (executor/row_resolver.h), sorted, possibly none. Neither may block for
-// long (the message is queued or handed over, not waited on).
+// long (the message is queued or handed over, not waited on). A sender may hold SendDep values
+// back to send several in one message; Flush hands over whatever it holds. An executor calls it
+// before every wait that may block and when it leaves an EQ, so a value held back never waits
+// behind a wait that needs it (directly or through a peer).
 class RowSender {
  public:
   virtual ~RowSender() = default;
   virtual void SendDep(uint32_t partition, uint64_t batch, uint32_t slice, uint32_t slot, int64_t value) = 0;
   virtual void SendVotes(uint32_t partition, uint64_t batch, uint32_t round, const std::vector<RowTxn>& ids) = 0;
+  virtual void Flush() {}
 };
 
 class RangeExecutor {
@@ -174,6 +178,11 @@ class RangeExecutor {
   }
   template <bool kDigest>
   void RunParked(bool block);
+  // deps->Wait(slot), handing over held-back row values first if it may block.
+  int64_t WaitDep(DepBoard* deps, uint32_t slot) {
+    if (row_sender_ != nullptr && !deps->Ready(slot)) row_sender_->Flush();
+    return deps->Wait(slot);
+  }
 
   storage::Table* table_;
   uint32_t range_;

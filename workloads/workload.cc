@@ -303,10 +303,12 @@ Status LoadTable(const WorkloadOptions& options, storage::Table* table) {
   return Status::Ok();
 }
 
-Status DumpState(const storage::Table& table, const std::string& path) {
+Status DumpState(const storage::Table& table, const std::string& path, const std::function<bool(storage::Key)>& keep) {
   std::vector<std::pair<Key, int64_t>> rows;
   rows.reserve(table.size());
-  table.ForEach([&](Key key, const char* rec) { rows.emplace_back(key, storage::GetCounter(rec)); });
+  table.ForEach([&](Key key, const char* rec) {
+    if (!keep || keep(key)) rows.emplace_back(key, storage::GetCounter(rec));
+  });
   std::sort(rows.begin(), rows.end());
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr) return Status::IoError("cannot open '" + path + "' for writing");

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -121,7 +122,8 @@ Status CheckMemoryFits(const WorkloadOptions& options, uint64_t tables, uint64_t
 Status LoadTable(const WorkloadOptions& options, storage::Table* table);
 
 // Every record of `table` sorted by key as "key<TAB>counter\n" lines (--dump-state format).
-Status DumpState(const storage::Table& table, const std::string& path);
+// With `keep`, only the keys it accepts (a node of a partitioned row dumps its own partition).
+Status DumpState(const storage::Table& table, const std::string& path, const std::function<bool(storage::Key)>& keep = nullptr);
 
 // Checks before a run that DumpState(path) will be able to write: opens `path` for appending
 // (creating it if absent, leaving its bytes otherwise) and closes it. Errors name the path and

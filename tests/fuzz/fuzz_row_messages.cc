@@ -1,6 +1,6 @@
 // Fuzz target: the row messages (cluster/row_messages.h), what a node of a partitioned row reads
-// from its peers. The first byte picks the decoder (0 sub-slice, 1 dependency values, 2 votes,
-// 3 the one PeekRowMessage names); the rest is the message.
+// from its peers. The first byte, modulo 6, picks the decoder (0 sub-slice, 1 dependency values,
+// 2 votes, 3 the one PeekRowMessage names, 4 report, 5 control); the rest is the message.
 // Contract: no crash and no allocation beyond what the input can hold; a decoded message
 // re-encodes to exactly the input (every encoding is canonical); a refused one gets kCorruption
 // with a message naming the row message. A decoded sub-slice is also opened for partition 1 of
@@ -40,16 +40,18 @@ void Check(std::string_view bytes) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string_view bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
-  uint8_t pick = data[0] & 3;
+  uint8_t pick = data[0] % 6;
   if (pick == 3) {
     Result<RowMsgKind> k = PeekRowMessage(bytes);
     if (!k.ok()) return 0;
-    pick = static_cast<uint8_t>(k.value()) - 1;
+    pick = static_cast<uint8_t>(k.value()) - 1;  // 0..4: kReport is 4
   }
   switch (pick) {
     case 0: Check<RowSubSlice>(bytes); break;
     case 1: Check<RowDepValues>(bytes); break;
-    default: Check<RowVotes>(bytes); break;
+    case 2: Check<RowVotes>(bytes); break;
+    case 4: Check<RowReport>(bytes); break;
+    default: Check<RowControl>(bytes); break;
   }
   return 0;
 }

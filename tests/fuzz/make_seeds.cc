@@ -332,7 +332,8 @@ int main(int argc, char** argv) {
     rp.PlanSlices(seed, 0, Txns(seed * 11, 8, 256), &subs);
     for (const auto& sub : subs) Write(root / "fuzz_slice", "seed-" + std::to_string(n++), std::string(1, '\1') + planner::EncodeSlice(sub));
   }
-  // Row messages: a selector byte (0 sub-slice, 1 values, 2 votes, 3 peek), then the message.
+  // Row messages: a selector byte (0 sub-slice, 1 values, 2 votes, 3 peek, 4 report, 5 control),
+  // then the message.
   {
     const storage::KeyMapper parts(storage::KeyMapper::Kind::kRange, 2, 256);
     planner::RowPlanner rp(parts, storage::KeyMapper::Within(parts, 2), 0);
@@ -345,6 +346,15 @@ int main(int argc, char** argv) {
     Write(root / "fuzz_row_messages", "values", std::string(1, '\1') + values);
     const std::string votes = cluster::EncodeRowMessage(cluster::RowVotes{5, 1, 2, {{0, 1}, {0, 4}, {1, 0}}});
     Write(root / "fuzz_row_messages", "votes", std::string(1, '\2') + votes);
+    cluster::RowReport report{5, 3, 1, {}};
+    report.report.Add(0, commit::TxnStatus::kCommitted, "abcd");
+    report.report.Add(2, commit::TxnStatus::kAbortedCascade, "");
+    report.report.Add(7, commit::TxnStatus::kAbortedLogic, "");
+    report.report.Add(8, commit::TxnStatus::kCommitted, "efghijkl");
+    Write(root / "fuzz_row_messages", "report", std::string(1, '\4') + cluster::EncodeRowMessage(report));
+    Write(root / "fuzz_row_messages", "report-peek", std::string(1, '\3') + cluster::EncodeRowMessage(report));
+    Write(root / "fuzz_row_messages", "control",
+          std::string(1, '\5') + cluster::EncodeRowMessage(cluster::RowControl{1, cluster::RowControlKind::kFinished, 12}));
   }
   // Client messages: a selector byte, then the body.
   proto::TxnRequest req;

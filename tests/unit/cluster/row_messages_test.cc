@@ -117,3 +117,53 @@ TEST_CASE("row messages: a sub-slice opens only on its partition, as the row sub
   CHECK(OpenRowSubSlice(plain, ranges, planner::RowPlace{parts, 1}, &out).message().find("not a row sub-slice") !=
         std::string::npos);
 }
+
+TEST_CASE("row messages: reports and control messages round-trip and refuse malformed input") {
+  RowReport r{77, 5, 2, {}};
+  r.report.Add(3, commit::TxnStatus::kCommitted, "0123456789");
+  r.report.Add(4, commit::TxnStatus::kAbortedLogic, "");
+  r.report.Add(UINT32_MAX, commit::TxnStatus::kAbortedCascade, "");
+  const std::string rb = EncodeRowMessage(r);
+  RowReport r2;
+  REQUIRE(DecodeRowMessage(rb, &r2).ok());
+  CHECK(r2.batch == 77);
+  CHECK(r2.slice == 5);
+  CHECK(r2.from == 2);
+  REQUIRE(r2.report.txns.size() == 3);
+  CHECK(r2.report.txns[0].home_index == 3);
+  CHECK(r2.report.txns[1].home_index == 4);
+  CHECK(r2.report.txns[2].home_index == UINT32_MAX);
+  CHECK(r2.report.txns[1].status == commit::TxnStatus::kAbortedLogic);
+  CHECK(r2.report.txns[0].values_size == 10);
+  CHECK(r2.report.values == "0123456789");
+  CHECK(EncodeRowMessage(r2) == rb);
+  RequireRefusedWhenCut<RowReport>(rb);
+  REQUIRE(PeekRowMessage(rb).value() == RowMsgKind::kReport);
+
+  // An unknown status, and values listed longer than the message holds.
+  RowReport r3;
+  {
+    RowReport one{1, 0, 0, {}};
+    one.report.Add(0, commit::TxnStatus::kCommitted, "");
+    std::string b = EncodeRowMessage(one);
+    b[b.size() - 2] = 7;  // status
+    const Status s = DecodeRowMessage(b, &r3);
+    CHECK(s.message().find("unknown status 7") != std::string::npos);
+    b = EncodeRowMessage(one);
+    b.back() = 5;  // values_size 5 with no values behind it
+    CHECK(DecodeRowMessage(b, &r3).message().find("values longer than the message") != std::string::npos);
+  }
+
+  RowControl c{3, RowControlKind::kInputEnded, 123456};
+  const std::string cb = EncodeRowMessage(c);
+  RowControl c2;
+  REQUIRE(DecodeRowMessage(cb, &c2).ok());
+  CHECK(c2.from == 3);
+  CHECK(c2.what == RowControlKind::kInputEnded);
+  CHECK(c2.batch == 123456);
+  CHECK(EncodeRowMessage(c2) == cb);
+  RequireRefusedWhenCut<RowControl>(cb);
+  std::string cbad = cb;
+  cbad[5] = 9;  // from (1 byte), then the control kind
+  CHECK(DecodeRowMessage(cbad, &c2).message().find("unknown control kind 9") != std::string::npos);
+}

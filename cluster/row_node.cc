@@ -1,0 +1,512 @@
+#include "cluster/row_node.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "common/clock.h"
+#include "common/logging.h"
+#include "planner/eq.h"
+
+namespace qrstore::cluster {
+
+namespace {
+// Dependency values held back for one destination before they go out as one message.
+constexpr size_t kMaxHeldValues = 4096;
+}  // namespace
+
+RowNode::RowNode(RowNodeOptions options, storage::Table* table, commit::CommitSink sink, BatchHook on_batch,
+                 std::function<void(const Status&)> on_failure, std::function<void(uint32_t)> on_row_ending)
+    : opt_(std::move(options)),
+      nparts_(opt_.partitions.buckets()),
+      per_home_(opt_.pipeline.planners),
+      slices_(nparts_ * per_home_),
+      sink_(std::move(sink)),
+      on_batch_(std::move(on_batch)),
+      on_failure_(std::move(on_failure)),
+      on_row_ending_(std::move(on_row_ending)) {
+  QR_CHECK(nparts_ >= 2 && opt_.partition < nparts_ && opt_.peer_addresses.size() == nparts_,
+           "a row node needs >= 2 partitions and an address for each");
+  PipelineOptions po = opt_.pipeline;
+  po.planners = slices_;
+  po.row_sender = this;
+  po.row_partitions = nparts_;
+  po.row_partition = opt_.partition;
+  po.capture_reads = true;  // homes answer their clients' reads from every partition's report
+  po.deliver_outcomes = true;
+  pipeline_ = std::make_unique<Pipeline>(
+      po, table, [this](const std::vector<commit::TxnOutcome>& v) { OnSubSliceOutcomes(v); },
+      [this](const BatchInfo& info) { OnBatch(info); });
+  LocalPlannerOptions lpo = opt_.planner;
+  lpo.planners = per_home_;
+  lpo.ranges = opt_.pipeline.ranges;
+  lpo.row = this;
+  lpo.partitions = opt_.partitions;
+  lpo.row_partition = opt_.partition;
+  lpo.encode_for_replicas = false;
+  planner_ = std::make_unique<LocalPlanner>(lpo, nullptr);
+  commit_ = std::make_unique<RowCommit>(opt_.partitions, opt_.record_bytes,
+                                        [this](uint64_t b, uint32_t s, const RowHomeSlice& v) { OnHomeSlice(b, s, v); });
+  RowTransportOptions to;
+  to.me = opt_.partition;
+  to.addresses = opt_.peer_addresses;
+  to.net = opt_.net;
+  transport_ = std::make_unique<RowTransport>(
+      to, [this](uint32_t from, std::string_view f) { OnFrame(from, f); }, [this](const Status& s) { Fail(s); });
+  for (uint32_t p = 0; p < nparts_; ++p) outbox_.push_back(std::make_unique<Outbox>());
+  ends_.assign(nparts_, -1);
+  finished_.assign(nparts_, 0);
+}
+
+RowNode::~RowNode() { Stop(); }
+
+Status RowNode::Start() {
+  QR_CHECK(!started_, "RowNode::Start twice");
+  started_ = true;
+  QR_RETURN_IF_ERROR(transport_->Listen());
+  QR_RETURN_IF_ERROR(transport_->Connect(opt_.connect_timeout_ms));
+  QR_RETURN_IF_ERROR(pipeline_->Start());
+  feeder_ = NamedThread("row-feed", [this] { FeedLoop(); });
+  return planner_->Start();
+}
+
+// ---- the home's side: planning ----------------------------------------------------------------
+
+bool RowNode::BeginHomeSlice(uint64_t b, uint32_t) {
+  // The node's batch window: batch b is planned once b - batches_in_flight committed here.
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_.wait(lk, [&] { return Halted() || committed_ + opt_.pipeline.batches_in_flight > b; });
+  return !Halted();
+}
+
+bool RowNode::PeerOpened(uint64_t b) const { return peer_opened_fast_.load() >= static_cast<int64_t>(b); }
+
+void RowNode::HomeSlicePlanned(uint64_t b, uint32_t planner, std::vector<planner::PlannedSlice>* subs,
+                               std::vector<storage::Txn>* txns, int64_t plan_ns) {
+  const uint32_t s = opt_.partition * per_home_ + planner;
+  commit_->Plan(b, s, std::move(*txns));
+  for (uint32_t p = 0; p < nparts_; ++p) {
+    if (p == opt_.partition) continue;
+    transport_->Send(p, EncodeRowMessage(RowSubSlice{b, s, opt_.partition, planner::EncodeSlice((*subs)[p])}));
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    Inbound& in = inbox_[{b, s}];
+    std::swap(in.slice, (*subs)[opt_.partition]);
+    in.plan_ns = plan_ns;
+  }
+  cv_.notify_all();
+}
+
+bool RowNode::NoteEndLocked(uint32_t who, uint64_t b) {
+  ends_[who] = static_cast<int64_t>(b);
+  if (row_end_known_) return false;
+  int64_t end = 0;
+  for (int64_t e : ends_) {
+    if (e < 0) return false;
+    end = std::max(end, e);
+  }
+  row_end_known_ = true;
+  row_end_ = static_cast<uint64_t>(end);
+  Logger("row")->info("[partition {}] the row ends at batch {}", opt_.partition, row_end_);
+  return true;
+}
+
+void RowNode::InputEnded(uint64_t b) {
+  bool known = false;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    known = NoteEndLocked(opt_.partition, b);
+  }
+  cv_.notify_all();
+  if (known) pipeline_->EndInput(row_end_);
+  Logger("row")->info("[partition {}] input ended at batch {}: telling the row", opt_.partition, b);
+  Broadcast(EncodeRowMessage(RowControl{opt_.partition, RowControlKind::kInputEnded, b}));
+  MaybeFinish();
+}
+
+bool RowNode::NeedBatch(uint64_t b) {
+  std::unique_lock<std::mutex> lk(mu_);
+  const auto bb = static_cast<int64_t>(b);
+  cv_.wait(lk, [&] { return Halted() || peer_opened_ >= bb || (row_end_known_ && row_end_ <= b); });
+  return !Halted() && peer_opened_ >= bb;
+}
+
+void RowNode::Broadcast(const std::string& frame) {
+  for (uint32_t p = 0; p < nparts_; ++p) {
+    if (p != opt_.partition) transport_->Send(p, frame);
+  }
+}
+
+// ---- the pipeline's side ------------------------------------------------------------------------
+
+void RowNode::FeedLoop() {
+  for (uint64_t b = 0;; ++b) {
+    for (uint32_t s = 0; s < slices_; ++s) {
+      Inbound in;
+      {
+        std::unique_lock<std::mutex> lk(mu_);
+        cv_.wait(lk, [&] {
+          return Halted() || inbox_.count({b, s}) != 0 || (row_end_known_ && b >= row_end_);
+        });
+        if (Halted()) return;
+        auto it = inbox_.find({b, s});
+        if (it == inbox_.end()) return;  // the row ended
+        in = std::move(it->second);
+        inbox_.erase(it);
+        auto& e = empty_[b];
+        if (e.empty()) e.assign(slices_, 0);
+        e[s] = in.slice.txns.empty() ? 1 : 0;
+      }
+      planner::PlannedSlice* slot = pipeline_->BeginSlice(b, s);
+      if (slot == nullptr) return;  // failed or stopped
+      std::swap(*slot, in.slice);
+      pipeline_->PublishSlice(b, s, in.plan_ns, /*replicated=*/true);
+    }
+  }
+}
+
+void RowNode::SendDep(uint32_t partition, uint64_t batch, uint32_t slice, uint32_t slot, int64_t value) {
+  Outbox& o = *outbox_[partition];
+  std::lock_guard<std::mutex> lk(o.mu);
+  if (!o.msg.values.empty() && (o.msg.batch != batch || o.msg.slice != slice)) FlushLocked(partition, o);
+  o.msg.batch = batch;
+  o.msg.slice = slice;
+  o.msg.values.push_back(RowDepValue{slot, value});
+  if (o.msg.values.size() >= kMaxHeldValues) FlushLocked(partition, o);
+}
+
+void RowNode::FlushLocked(uint32_t to, Outbox& o) {
+  if (o.msg.values.empty()) return;
+  values_sent_.fetch_add(o.msg.values.size(), std::memory_order_relaxed);
+  transport_->Send(to, EncodeRowMessage(o.msg));
+  o.msg.values.clear();
+}
+
+void RowNode::Flush() {
+  for (uint32_t p = 0; p < nparts_; ++p) {
+    if (p == opt_.partition) continue;
+    Outbox& o = *outbox_[p];
+    std::lock_guard<std::mutex> lk(o.mu);
+    FlushLocked(p, o);
+  }
+}
+
+void RowNode::SendVotes(uint32_t partition, uint64_t batch, uint32_t round, const std::vector<executor::RowTxn>& ids) {
+  transport_->Send(partition, EncodeRowMessage(RowVotes{batch, opt_.partition, round, ids}));
+}
+
+void RowNode::OnSubSliceOutcomes(const std::vector<commit::TxnOutcome>& v) {
+  if (v.empty()) return;
+  RowSliceReport r;
+  r.txns.reserve(v.size());
+  size_t bytes = 0;
+  for (const auto& o : v) bytes += o.values.size();
+  r.values.reserve(bytes);
+  for (const auto& o : v) r.Add(o.home_index, o.status, o.values);
+  Report(v.front().pos.planner, v.front().pos.batch, std::move(r));
+}
+
+void RowNode::Report(uint32_t slice, uint64_t b, RowSliceReport report) {
+  const uint32_t home = slice / per_home_;
+  if (home == opt_.partition) {
+    commit_->Report(opt_.partition, b, slice, std::move(report));
+    if (Status st = commit_->health(); !st.ok()) Fail(st);
+    return;
+  }
+  transport_->Send(home, EncodeRowMessage(RowReport{b, slice, opt_.partition, std::move(report)}));
+}
+
+void RowNode::OnBatch(const BatchInfo& info) {
+  std::vector<uint8_t> empties;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = empty_.find(info.batch);
+    if (it != empty_.end()) {
+      empties = std::move(it->second);
+      empty_.erase(it);
+    }
+    committed_ = info.batch + 1;
+  }
+  cv_.notify_all();
+  // Sub-slices that listed no txn got no sink call: their (empty) reports go now.
+  for (uint32_t s = 0; s < empties.size(); ++s) {
+    if (empties[s] != 0) Report(s, info.batch, RowSliceReport{});
+  }
+  if (on_batch_) on_batch_(info);
+  MaybeFinish();
+}
+
+void RowNode::MaybeFinish() {
+  uint64_t end = 0;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!row_end_known_ || committed_ < row_end_ || Halted()) return;
+    end = row_end_;
+  }
+  {
+    std::lock_guard<std::mutex> lk(home_mu_);
+    if (next_home_batch_ < end) return;
+  }
+  if (finished_sent_.exchange(true)) return;
+  Logger("row")->info("[partition {}] finished: every batch before {} committed and answered", opt_.partition, end);
+  Broadcast(EncodeRowMessage(RowControl{opt_.partition, RowControlKind::kFinished, end}));
+  {
+    std::lock_guard<std::mutex> lk(mu_);  // orders the flag before a waiter's predicate check
+  }
+  cv_.notify_all();
+}
+
+void RowNode::OnHomeSlice(uint64_t b, uint32_t slice, const RowHomeSlice& v) {
+  DeliverHomeSlice(b, slice, v);
+  MaybeFinish();
+}
+
+void RowNode::DeliverHomeSlice(uint64_t b, uint32_t slice, const RowHomeSlice& v) {
+  const uint32_t t = slice - opt_.partition * per_home_;
+  std::lock_guard<std::mutex> lk(home_mu_);
+  if (b != next_home_batch_ || t != next_home_planner_) {
+    early_.emplace(std::make_pair(b, t), v);  // completed before an earlier one: held (bounded by RowCommit's pending)
+    return;
+  }
+  auto deliver = [&](uint64_t batch, uint32_t planner, const RowHomeSlice& h) {
+    outcomes_.clear();
+    outcomes_.reserve(h.txns.size());
+    for (uint32_t i = 0; i < h.txns.size(); ++i) {
+      const RowHomeOutcome& o = h.txns[i];
+      commit::TxnOutcome x;
+      x.txn_id = o.txn_id;
+      x.client = o.client;
+      x.status = o.status;
+      x.pos = commit::PlannedPos{batch, opt_.partition * per_home_ + planner, i};
+      x.reads = opt_.record_bytes == 0 ? 0 : o.values_size / opt_.record_bytes;
+      x.values = h.ValuesOf(o);
+      x.home_index = i;
+      if (o.status == commit::TxnStatus::kCommitted) {
+        ++home_committed_;
+      } else {
+        ++home_aborted_;
+      }
+      outcomes_.push_back(x);
+    }
+    ++home_slices_;
+    if (!outcomes_.empty()) sink_(outcomes_);
+    if (++next_home_planner_ == per_home_) {
+      next_home_planner_ = 0;
+      ++next_home_batch_;
+    }
+  };
+  deliver(b, t, v);
+  for (auto it = early_.begin(); it != early_.end() && it->first == std::make_pair(next_home_batch_, next_home_planner_);
+       it = early_.erase(it)) {
+    deliver(it->first.first, it->first.second, it->second);
+  }
+}
+
+// ---- what the peers send ---------------------------------------------------------------------
+
+void RowNode::OnFrame(uint32_t from, std::string_view frame) {
+  if (Halted()) return;
+  Status st = HandleFrame(from, frame);
+  if (!st.ok()) {
+    // Whatever the defect, the row cannot go on with this peer: the node fails, naming it.
+    Fail(Status::Corruption("row peer " + std::to_string(from) + " (" + opt_.peer_addresses[from] + "): " + st.message()));
+  }
+}
+
+Status RowNode::HandleFrame(uint32_t from, std::string_view frame) {
+  auto kind = PeekRowMessage(frame);
+  if (!kind.ok()) return kind.status();
+  auto check_from = [&](uint32_t claimed) {
+    return claimed == from ? Status::Ok()
+                           : Status::Corruption("a message claiming to come from partition " + std::to_string(claimed));
+  };
+  switch (kind.value()) {
+    case RowMsgKind::kSubSlice: {
+      RowSubSlice m;
+      QR_RETURN_IF_ERROR(DecodeRowMessage(frame, &m));
+      QR_RETURN_IF_ERROR(check_from(m.from));
+      const std::string what = "sub-slice (" + std::to_string(m.batch) + ", " + std::to_string(m.slice) + "): ";
+      if (m.slice / per_home_ != from || m.slice >= slices_) return Status::Corruption(what + "not one of its slices");
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        // A home plans batch b once b - batches_in_flight committed on it, which needs this
+        // node's sub-slices of it, planned once b - 2 * batches_in_flight committed here.
+        const uint64_t limit = committed_ + 2 * uint64_t{opt_.pipeline.batches_in_flight} + 2;
+        if (m.batch >= limit) return Status::Corruption(what + "beyond the row's window (batches below " + std::to_string(limit) + ")");
+        if (row_end_known_ && m.batch >= row_end_) return Status::Corruption(what + "at or past the row's end " + std::to_string(row_end_));
+        if (m.batch < committed_ || inbox_.count({m.batch, m.slice}) != 0) return Status::Corruption(what + "sent twice");
+      }
+      Inbound in;
+      const int64_t t0 = NowNanos();
+      QR_RETURN_IF_ERROR(OpenRowSubSlice(m, opt_.pipeline.ranges, planner::RowPlace{opt_.partitions, opt_.partition}, &in.slice));
+      in.plan_ns = NowNanos() - t0;
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        inbox_.emplace(std::make_pair(m.batch, m.slice), std::move(in));
+        if (static_cast<int64_t>(m.batch) > peer_opened_) {
+          peer_opened_ = static_cast<int64_t>(m.batch);
+          peer_opened_fast_.store(peer_opened_);
+        }
+      }
+      cv_.notify_all();
+      planner_->Kick();
+      return Status::Ok();
+    }
+    case RowMsgKind::kDepValues: {
+      RowDepValues m;
+      QR_RETURN_IF_ERROR(DecodeRowMessage(frame, &m));
+      for (const RowDepValue& v : m.values) pipeline_->DeliverDepValue(m.batch, m.slice, v.slot, v.value);
+      return Status::Ok();
+    }
+    case RowMsgKind::kVotes: {
+      RowVotes m;
+      QR_RETURN_IF_ERROR(DecodeRowMessage(frame, &m));
+      QR_RETURN_IF_ERROR(check_from(m.from));
+      pipeline_->DeliverVotes(m.batch, from, m.round, std::move(m.ids));
+      return Status::Ok();
+    }
+    case RowMsgKind::kReport: {
+      RowReport m;
+      QR_RETURN_IF_ERROR(DecodeRowMessage(frame, &m));
+      QR_RETURN_IF_ERROR(check_from(m.from));
+      if (m.slice / per_home_ != opt_.partition || m.slice >= slices_) {
+        return Status::Corruption("a report of slice " + std::to_string(m.slice) + ", not one this home planned");
+      }
+      commit_->Report(from, m.batch, m.slice, std::move(m.report));
+      return commit_->health();
+    }
+    case RowMsgKind::kControl: {
+      RowControl m;
+      QR_RETURN_IF_ERROR(DecodeRowMessage(frame, &m));
+      QR_RETURN_IF_ERROR(check_from(m.from));
+      if (m.what == RowControlKind::kFinished) {
+        {
+          std::lock_guard<std::mutex> lk(mu_);
+          finished_[from] = 1;
+        }
+        transport_->ExpectClose(from);  // it closes once the whole row finished
+        cv_.notify_all();
+        return Status::Ok();
+      }
+      bool known = false;
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (ends_[from] >= 0) return Status::Corruption("its input ended twice");
+        known = NoteEndLocked(from, m.batch);
+      }
+      cv_.notify_all();
+      planner_->Kick();
+      if (known) pipeline_->EndInput(row_end_);
+      Logger("row")->info("[partition {}] partition {}'s input ended at batch {}", opt_.partition, from, m.batch);
+      if (on_row_ending_) on_row_ending_(from);
+      MaybeFinish();
+      return Status::Ok();
+    }
+  }
+  return Status::Corruption("unknown row message");
+}
+
+// ---- the end ----------------------------------------------------------------------------------
+
+Status RowNode::WaitFinished(int64_t timeout_ms) {
+  const int64_t deadline = NowNanos() + timeout_ms * 1'000'000;
+  auto left_ms = [&] { return std::max<int64_t>(0, (deadline - NowNanos()) / 1'000'000); };
+  Status idle = pipeline_->WaitIdle(timeout_ms);
+  if (!idle.ok()) {
+    if (idle.code() != StatusCode::kTimeout) return health().ok() ? idle : health();
+    std::string waiting;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      for (uint32_t p = 0; p < nparts_; ++p) {
+        if (ends_[p] < 0) waiting += (waiting.empty() ? "" : ", ") + std::to_string(p);
+      }
+    }
+    return Status::Timeout("the row's end was not reached within " + std::to_string(timeout_ms) + " ms (" +
+                           std::to_string(pipeline_->committed_batches()) + " batches committed" +
+                           (waiting.empty() ? "" : "; partitions whose input has not ended: " + waiting) + ")");
+  }
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (!cv_.wait_for(lk, std::chrono::milliseconds(left_ms()), [&] { return Halted() || finished_sent_.load(); }) ||
+        Halted()) {
+      lk.unlock();
+      if (!health().ok()) return health();
+      uint64_t next = 0;
+      {
+        std::lock_guard<std::mutex> hk(home_mu_);
+        next = next_home_batch_;
+      }
+      return Status::Timeout("home slices of batch " + std::to_string(next) + " not reported by every partition in time");
+    }
+  }
+  std::unique_lock<std::mutex> lk(mu_);
+  auto all_finished = [&] {
+    for (uint32_t p = 0; p < nparts_; ++p) {
+      if (p != opt_.partition && finished_[p] == 0) return false;
+    }
+    return true;
+  };
+  if (!cv_.wait_for(lk, std::chrono::milliseconds(left_ms()), [&] { return Halted() || all_finished(); }) || !all_finished()) {
+    lk.unlock();
+    if (!health().ok()) return health();
+    return Status::Timeout("not every row peer finished in time");
+  }
+  return Status::Ok();
+}
+
+void RowNode::Fail(const Status& s) {
+  if (failed_.exchange(true)) return;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    health_ = s;
+  }
+  Logger("row")->error("[partition {}] {}", opt_.partition, s.ToString());
+  cv_.notify_all();
+  pipeline_->Fail(s);
+  planner_->Kick();
+  if (on_failure_) on_failure_(s);
+}
+
+void RowNode::Stop() {
+  if (stop_.exchange(true)) return;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+  }
+  cv_.notify_all();
+  planner_->CloseInput();
+  transport_->Stop();  // writers blocked on a peer and readers return
+  pipeline_->Stop();   // executors waiting for a peer's values, the feed in BeginSlice
+  planner_->Stop();
+  feeder_.Join();
+}
+
+Status RowNode::health() const {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!health_.ok()) return health_;
+  }
+  if (Status st = pipeline_->health(); !st.ok()) return st;
+  return commit_->health();
+}
+
+RowNodeStats RowNode::row_stats() const {
+  RowNodeStats s;
+  {
+    std::lock_guard<std::mutex> lk(home_mu_);
+    s.home_committed = home_committed_;
+    s.home_aborted = home_aborted_;
+    s.home_slices = home_slices_;
+  }
+  s.frames_sent = transport_->frames_sent();
+  s.bytes_sent = transport_->bytes_sent();
+  s.values_sent = values_sent_.load();
+  return s;
+}
+
+bool RowNode::row_end_known(uint64_t* end) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (row_end_known_) *end = row_end_;
+  return row_end_known_;
+}
+
+}  // namespace qrstore::cluster

@@ -1,0 +1,190 @@
+// RowNode: one leader of a partitioned row as the server runs it (docs/partitioned-rows.md,
+// step 2): partition `partition` of a row of `partitions` nodes, each its own process, talking
+// over cluster/row_transport.h.
+//
+//   clients -> LocalPlanner (row home: RowPlanner splits each home slice into sub-slices)
+//     - its own sub-slice -> the inbox; every other one -> that partition's node (empty ones too)
+//     - the home slice's txns -> RowCommit (they are answered once every partition reported)
+//   inbox (own + peers' sub-slices, decoded and validated on arrival)
+//     -> "row-feed": the pipeline in global order (batch, home, planner), whatever arrived first
+//   Pipeline (row mode): kDepSend values -> the receiving node (held back per destination and
+//     sent as one message when the executor leaves an EQ or may block: RowSender::Flush); abort
+//     votes in rounds; each sub-slice's outcomes -> a report to its home (the ACK with fates and
+//     read values); empty sub-slices are reported once their batch commits
+//   RowCommit -> home slices in (batch, planner) order -> the sink (ClientService::OnOutcomes)
+//
+// Batches: a home closes batch b by size or batch.timeout_ms, or at once when a peer planned b
+// already (LocalPlanner's row rule), so an idle home never holds the row up.
+// The end: when a home's input ends (CloseInput: SIGTERM) it tells the row (kInputEnded) and the
+// other homes end theirs too (on_row_ending: the server stops admitting). A home whose input
+// ended goes on planning empty batches while a peer still plans; the row ends at the largest
+// end. Finish: every batch before it committed and every home slice answered, then kFinished to
+// every peer (at once, not at the node's own SIGTERM: `cluster.sh down` stops the nodes one at a
+// time, and the first waits for the others' kFinished); a peer closing its connection after its
+// kFinished is expected.
+// Failure: a peer that closes early, a malformed or out-of-window message, a report that does
+// not agree: the node fails with an error naming the peer (on_failure), stops admitting, and
+// what was not answered is answered `failed` by the server. Nothing unacknowledged is lost
+// (no failover: design map step 5).
+//
+// Bounds: sub-slices wait in the inbox only within the row's batch window (a peer at most
+// 2 * batches_in_flight batches ahead; more fails the node); held-back values per destination
+// are sent at 4096; home slices waiting for reports are bounded by RowCommit's max_pending.
+// Threads: "row-feed", the transport's, the pipeline's and the planner's. Start, CloseInput,
+// WaitFinished and Stop from one controlling thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cluster/local_planner.h"
+#include "cluster/pipeline.h"
+#include "cluster/row_commit.h"
+#include "cluster/row_messages.h"
+#include "cluster/row_transport.h"
+#include "common/status.h"
+#include "common/thread.h"
+#include "executor/range_executor.h"
+#include "storage/key_map.h"
+#include "storage/table.h"
+
+namespace qrstore::cluster {
+
+struct RowNodeOptions {
+  uint32_t partition = 0;
+  std::vector<std::string> peer_addresses;  // [partition] host:port (the row's nodes)
+  storage::KeyMapper partitions;            // key -> partition (buckets = the row's size)
+  PipelineOptions pipeline;                 // planners = per home; ranges = Within(partitions, executors)
+  LocalPlannerOptions planner;
+  uint32_t record_bytes = 0;
+  int64_t connect_timeout_ms = 30'000;
+  std::string net = "nng";
+};
+
+struct RowNodeStats {
+  uint64_t home_committed = 0;  // this node's clients' txns answered committed
+  uint64_t home_aborted = 0;
+  uint64_t home_slices = 0;
+  uint64_t frames_sent = 0;
+  uint64_t bytes_sent = 0;
+  uint64_t values_sent = 0;     // dependency values sent to peers
+};
+
+class RowNode final : public executor::RowSender, public RowHome {
+ public:
+  // `sink`: this home's outcomes, home slice after home slice in planned order (the
+  // ClientService's). `on_batch`: the pipeline's hook (digest, phases). `on_failure`: the node
+  // failed (any thread; hand over only). `on_row_ending`: a peer's input ended (a reader
+  // thread; hand over only): stop admitting and call CloseInput.
+  RowNode(RowNodeOptions options, storage::Table* table, commit::CommitSink sink, BatchHook on_batch,
+          std::function<void(const Status&)> on_failure, std::function<void(uint32_t)> on_row_ending);
+  ~RowNode() override;
+
+  // Listens on its peer port, dials every peer and waits for all (bounded by
+  // connect_timeout_ms; the error names who is missing), then starts the pipeline, the feed and
+  // the planners.
+  Status Start();
+  size_t SubmitMany(std::vector<storage::Txn>& txns) { return planner_->SubmitMany(txns); }
+  void CloseInput() { planner_->CloseInput(); }
+  // Waits (bounded) until the row ended, every batch committed, every home slice was answered
+  // and every peer finished too. OK, or why not.
+  Status WaitFinished(int64_t timeout_ms);
+  void Fail(const Status& s);
+  void Stop();
+
+  Status health() const;
+  PipelineStats Stats() const { return pipeline_->Stats(); }
+  RowNodeStats row_stats() const;
+  // The batch the row ended at (valid once known).
+  bool row_end_known(uint64_t* end) const;
+
+  // executor::RowSender (executor threads)
+  void SendDep(uint32_t partition, uint64_t batch, uint32_t slice, uint32_t slot, int64_t value) override;
+  void SendVotes(uint32_t partition, uint64_t batch, uint32_t round, const std::vector<executor::RowTxn>& ids) override;
+  void Flush() override;
+  // RowHome (planner threads)
+  bool BeginHomeSlice(uint64_t b, uint32_t planner) override;
+  bool PeerOpened(uint64_t b) const override;
+  void HomeSlicePlanned(uint64_t b, uint32_t planner, std::vector<planner::PlannedSlice>* subs,
+                        std::vector<storage::Txn>* txns, int64_t plan_ns) override;
+  void InputEnded(uint64_t b) override;
+  bool NeedBatch(uint64_t b) override;
+
+ private:
+  struct Outbox {
+    std::mutex mu;
+    RowDepValues msg;  // guarded by mu: values held back for one (batch, slice)
+  };
+  struct Inbound {
+    planner::PlannedSlice slice;
+    int64_t plan_ns = 0;
+  };
+  void OnFrame(uint32_t from, std::string_view frame);
+  Status HandleFrame(uint32_t from, std::string_view frame);
+  void FeedLoop();
+  void OnSubSliceOutcomes(const std::vector<commit::TxnOutcome>& v);
+  void OnBatch(const BatchInfo& info);
+  void Report(uint32_t home_slice, uint64_t b, RowSliceReport report);
+  void OnHomeSlice(uint64_t b, uint32_t slice, const RowHomeSlice& v);
+  void DeliverHomeSlice(uint64_t b, uint32_t slice, const RowHomeSlice& v);
+  void FlushLocked(uint32_t to, Outbox& o);
+  void Broadcast(const std::string& frame);
+  // Records `who`'s input end; true when that made the row's end known. mu_ held.
+  bool NoteEndLocked(uint32_t who, uint64_t b);
+  bool Halted() const { return stop_.load() || failed_.load(); }
+  // Once the row's end is known, every batch before it committed here and every home slice was
+  // answered: tells the peers (kFinished), once. Call with no lock held.
+  void MaybeFinish();
+
+  const RowNodeOptions opt_;
+  const uint32_t nparts_;
+  const uint32_t per_home_;  // planners per home
+  const uint32_t slices_;    // sub-slices per batch: nparts_ * per_home_
+  const commit::CommitSink sink_;
+  const BatchHook on_batch_;
+  const std::function<void(const Status&)> on_failure_;
+  const std::function<void(uint32_t)> on_row_ending_;
+
+  std::unique_ptr<Pipeline> pipeline_;
+  std::unique_ptr<LocalPlanner> planner_;
+  std::unique_ptr<RowCommit> commit_;
+  std::unique_ptr<RowTransport> transport_;
+  std::vector<std::unique_ptr<Outbox>> outbox_;  // [partition]
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::pair<uint64_t, uint32_t>, Inbound> inbox_;        // guarded by mu_: (batch, slice)
+  std::map<uint64_t, std::vector<uint8_t>> empty_;                // guarded by mu_: batch -> [slice] listed no txn
+  uint64_t committed_ = 0;                                        // guarded by mu_: batches committed here
+  int64_t peer_opened_ = -1;                                      // guarded by mu_: highest batch a peer planned
+  std::vector<int64_t> ends_;                                     // guarded by mu_: [partition] input end, -1 unknown
+  std::vector<uint8_t> finished_;                                 // guarded by mu_: [partition]
+  bool row_end_known_ = false;                                    // guarded by mu_
+  uint64_t row_end_ = 0;                                          // guarded by mu_
+  Status health_;                                                 // guarded by mu_
+  std::atomic<int64_t> peer_opened_fast_{-1};
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> failed_{false};
+  std::atomic<uint64_t> values_sent_{0};
+  std::atomic<bool> finished_sent_{false};
+
+  // Home slices delivered in order: the next (batch, planner) due and those completed early.
+  mutable std::mutex home_mu_;
+  uint64_t next_home_batch_ = 0;                                   // guarded by home_mu_
+  uint32_t next_home_planner_ = 0;                                 // guarded by home_mu_
+  std::map<std::pair<uint64_t, uint32_t>, RowHomeSlice> early_;    // guarded by home_mu_
+  std::vector<commit::TxnOutcome> outcomes_;                       // guarded by home_mu_ (scratch)
+  uint64_t home_committed_ = 0, home_aborted_ = 0, home_slices_ = 0;  // guarded by home_mu_
+
+  NamedThread feeder_;
+  bool started_ = false;
+};
+
+}  // namespace qrstore::cluster
