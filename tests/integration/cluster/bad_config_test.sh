@@ -53,6 +53,18 @@ expect_error 2 "cluster.nodes: a list of maps is set in the YAML file only" "$se
 nodes3 "" "" "{name: c, host: 127.0.0.1, client_port: 7102, peer_port: 7202, partition: 1, row: 0}" >"$cfg"
 expect_error 2 "partition 1 has no node in row 1" "$server" --config "$cfg" --list-nodes
 
+# Partitioned rows: followers are not supported yet, and engine.partitions is derived.
+nodes3 "" "{name: b, host: 127.0.0.1, client_port: 7101, peer_port: 7201, partition: 0, row: 1}" \
+  "{name: c, host: 127.0.0.1, client_port: 7102, peer_port: 7202, partition: 1, row: 0}" >"$cfg"
+echo "    - {name: d, host: 127.0.0.1, client_port: 7103, peer_port: 7203, partition: 1, row: 1}" >>"$cfg"
+expect_error 2 "partitioned rows run without followers so far" "$server" --config "$cfg" --node a
+nodes3 "" "{name: b, host: 127.0.0.1, client_port: 7101, peer_port: 7201, partition: 1, row: 0}" \
+  "{name: c, host: 127.0.0.1, client_port: 7102, peer_port: 7202, partition: 2, row: 0}" >"$cfg"
+expect_error 2 "engine.partitions (2) disagrees with cluster.nodes (3 partitions)" "$server" --config "$cfg" --node a \
+  --engine.partitions=2
+expect_error 2 "engine.partitions (2) disagrees with cluster.nodes (3 partitions)" "$QRSTORE_BIN/qrstore-client" \
+  --config "$cfg" --txns 1 --engine.partitions=2
+
 # A port in use: cluster.sh up names the node, its log names the key and the address.
 qr_config "$QR_TMP/busy.yaml" none 1
 port="$(qr_port "$QR_TMP/busy.yaml" n0)"

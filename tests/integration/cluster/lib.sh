@@ -7,6 +7,8 @@
 #                                         given YAML lines appended (extra sections other than
 #                                         replication and server, which it writes: a section
 #                                         given twice is an error; use qr_up --key=value)
+#   qr_row_config OUT PARTITIONS [YAML...]  the same for a partitioned row: PARTITIONS leaders
+#                                         (p0, p1, ...), one row, backend none
 #   qr_up CONFIG [--key=value ...], qr_down CONFIG, qr_client CONFIG [args]: the scripts/programs
 #   fail MESSAGE: prints it and exits 1
 set -euo pipefail
@@ -41,13 +43,27 @@ source "$QR_SRC/scripts/lib.sh"  # free_ports
 
 qr_config() {
   local out="$1" backend="$2" rows="$3"; shift 3
-  local ports; read -r -a ports <<<"$(free_ports $((2 * rows)))"
+  qr_write_config "$out" "$backend" "$rows" 1 "$@"
+}
+qr_row_config() {
+  local out="$1" partitions="$2"; shift 2
+  qr_write_config "$out" none 1 "$partitions" "$@"
+}
+qr_write_config() {
+  local out="$1" backend="$2" rows="$3" partitions="$4"; shift 4
+  local n=$((rows * partitions))
+  local ports; read -r -a ports <<<"$(free_ports $((2 * n)))"
   {
     echo "cluster:"
     echo "  name: $(basename "$out" .yaml)"
     echo "  nodes:"
+    local i=0 r p name
     for ((r = 0; r < rows; r++)); do
-      echo "    - {name: n$r, host: 127.0.0.1, client_port: ${ports[$((2 * r))]}, peer_port: ${ports[$((2 * r + 1))]}, partition: 0, row: $r}"
+      for ((p = 0; p < partitions; p++)); do
+        if ((partitions == 1)); then name="n$r"; else name="p$p"; fi
+        echo "    - {name: $name, host: 127.0.0.1, client_port: ${ports[$((2 * i))]}, peer_port: ${ports[$((2 * i + 1))]}, partition: $p, row: $r}"
+        i=$((i + 1))
+      done
     done
     echo "replication:"
     echo "  backend: $backend"

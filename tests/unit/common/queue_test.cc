@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -55,4 +56,26 @@ TEST_CASE("bounded queue: many producers and consumers lose nothing") {
 TEST_CASE("bounded queue: PopFor times out when empty") {
   BoundedQueue<int> q(1);
   CHECK_FALSE(q.PopFor(std::chrono::milliseconds(1)).has_value());
+}
+
+TEST_CASE("bounded queue: Kick wakes a PopUnlessKicked waiter, and a kick before the wait is not lost") {
+  BoundedQueue<int> q(4);
+  uint64_t seen = q.kicks();
+  q.Kick();  // before the wait: the wait returns at once
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK_FALSE(q.PopUnlessKicked(&seen, std::chrono::seconds(10)).has_value());
+  CHECK(seen == 1);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  std::thread kicker([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    q.Kick();
+  });
+  t0 = std::chrono::steady_clock::now();
+  CHECK_FALSE(q.PopUnlessKicked(&seen, std::chrono::seconds(10)).has_value());
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  kicker.join();
+  CHECK_FALSE(q.closed());
+  REQUIRE(q.Push(7));
+  CHECK(q.PopUnlessKicked(&seen, std::chrono::seconds(10)).value() == 7);
+  CHECK_FALSE(q.PopUnlessKicked(&seen, std::chrono::milliseconds(20)).has_value());  // timed out
 }

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# A partitioned row of 3 leaders (rf = 0; docs/partitioned-rows.md, step 2) as processes on
+# 127.0.0.1, through scripts/cluster.sh and qrstore-client:
+#  1. YCSB, 50% multi-partition txns over up to 3 partitions, 20% dependent writes: the client's
+#     --verify replays every txn serially in planned order (batch, home, planner, index): fates,
+#     every read value, and each node's digest of its partition equal the serial reference's.
+#  2. YCSB with logic aborts (resolved by cascade across partitions): every txn is answered
+#     committed or aborted, none failed, some aborted.
+#  3. Transfers, two thirds of them across partitions, with short debits: each node dumps its own
+#     partition's accounts; together they hold every account once, and the money is conserved.
+#  4. A node killed under load: its peers fail with an error naming it, their clients get answers
+#     (failed) rather than silence, and they stop when told.
+source "$(dirname "$0")/lib.sh"
+
+# 1. Verified against the serial reference.
+qr_row_config "$QR_TMP/row-ycsb.yaml" 3 \
+  "ycsb:" "  records: 30000" "  ops_per_txn: 8" "  write_ratio: 0.4" "  dep_ratio: 0.2" "  mp_ratio: 0.5" \
+  "  partitions_per_txn: 3" "batch:" "  txns: 1000" "  timeout_ms: 5" "engine:" "  key_space: 30000"
+cfg="$QR_TMP/row-ycsb.yaml"
+qr_up "$cfg"
+qr_client "$cfg" --txns 40000 --connections 3 --outstanding 2000 --seed 41 --verify --json >"$QR_TMP/ycsb.out" ||
+  fail "client failed: $(tail -5 "$QR_TMP/ycsb.out")"
+[[ "$(json_field "$QR_TMP/ycsb.out" committed)" == 40000 ]] || fail "not every txn committed"
+verify="$(json_field "$QR_TMP/ycsb.out" verify)"
+[[ "$verify" == ok:* ]] || fail "verify: $verify"
+note "ycsb across 3 partitions: $verify"
+qr_down "$cfg"
+
+# 2. Aborts across partitions.
+qr_row_config "$QR_TMP/row-abort.yaml" 3 \
+  "ycsb:" "  records: 30000" "  ops_per_txn: 8" "  write_ratio: 0.4" "  dep_ratio: 0.2" "  mp_ratio: 0.5" \
+  "  partitions_per_txn: 2" "  abort_ratio: 0.1" "batch:" "  txns: 1000" "  timeout_ms: 5"
+cfg="$QR_TMP/row-abort.yaml"
+qr_up "$cfg"
+qr_client "$cfg" --txns 30000 --connections 3 --outstanding 2000 --seed 42 --json >"$QR_TMP/abort.out" ||
+  fail "client failed: $(tail -5 "$QR_TMP/abort.out")"
+committed="$(json_field "$QR_TMP/abort.out" committed)"
+aborted="$(json_field "$QR_TMP/abort.out" aborted)"
+[[ $((committed + aborted)) == 30000 ]] || fail "committed $committed + aborted $aborted != 30000"
+[[ "$(json_field "$QR_TMP/abort.out" failed)" == 0 ]] || fail "failed txns"
+[[ "$aborted" -gt 0 ]] || fail "nothing aborted: the test would not show cascades"
+note "ycsb with aborts: $committed committed, $aborted aborted"
+qr_down "$cfg"
+
+# 3. Money across partitions.
+qr_row_config "$QR_TMP/row-transfer.yaml" 3 \
+  "workload:" "  kind: transfer" "transfer:" "  accounts: 3000" "  initial_balance: 1000" "  max_amount: 1500" \
+  "batch:" "  txns: 1000" "  timeout_ms: 5"
+cfg="$QR_TMP/row-transfer.yaml"
+qr_up "$cfg"
+qr_client "$cfg" --txns 30000 --connections 3 --outstanding 1500 --seed 43 --json >"$QR_TMP/transfer.out" ||
+  fail "client failed: $(tail -5 "$QR_TMP/transfer.out")"
+aborted="$(json_field "$QR_TMP/transfer.out" aborted)"
+[[ "$aborted" -gt 0 ]] || fail "no transfer aborted: the test would not show fates"
+qr_down "$cfg"
+dir="$(qr_dump_dir "$cfg")"
+for p in p0 p1 p2; do [[ -s "$dir/$p.tsv" ]] || fail "no dump of $p"; done
+keys="$(cat "$dir"/p*.tsv | cut -f1 | sort -n | uniq | wc -l)"
+lines="$(cat "$dir"/p*.tsv | wc -l)"
+[[ "$keys" == 3000 && "$lines" == 3000 ]] || fail "the dumps hold $lines lines, $keys distinct accounts (want 3000 each)"
+total=0
+for f in "$dir"/p*.tsv; do total=$((total + $(dump_sum "$f"))); done
+[[ "$total" == 3000000 ]] || fail "money not conserved across the partitions: $total"
+note "transfer: $aborted aborted, 3,000,000 conserved over 3 partitions"
+
+# 4. A node killed under load.
+qr_row_config "$QR_TMP/row-kill.yaml" 3 \
+  "ycsb:" "  records: 30000" "  ops_per_txn: 8" "  mp_ratio: 0.5" "batch:" "  txns: 1000" "  timeout_ms: 5"
+cfg="$QR_TMP/row-kill.yaml"
+qr_up "$cfg"
+qr_client "$cfg" --duration-s 30 --connections 3 --outstanding 1000 --seed 44 --client.stall_timeout_ms=10000 \
+  --json >"$QR_TMP/kill.out" 2>"$QR_TMP/kill.err" &
+client=$!
+sleep 2
+"$QR_SRC/scripts/cluster.sh" kill "$cfg" p1 KILL
+t0=$SECONDS
+if wait "$client"; then fail "the client reported success with a node of the row killed"; fi
+((SECONDS - t0 < 25)) || fail "the client took $((SECONDS - t0)) s to notice"
+run="$QRSTORE_RUN_DIR/row-kill"
+for p in p0 p2; do
+  grep -q "row peer 1 (127.0.0.1:[0-9]*) closed its connection" "$run/$p.log" ||
+    fail "$p did not report the dead peer: $(tail -5 "$run/$p.log")"
+done
+status="$(qr_client "$cfg" --status 2>&1 || true)"
+grep -q "failed" <<<"$status" || fail "no node reports failed: $status"
+note "p1 killed: p0 and p2 failed naming it; the client stopped after $((SECONDS - t0)) s"
+if qr_down "$cfg" >"$QR_TMP/down.out" 2>&1; then fail "down reported a clean stop after a failure"; fi
+grep -q "stopped after a failure: row peer 1" "$run/p0.log" || fail "p0's exit does not name the failure"
+echo PASS
