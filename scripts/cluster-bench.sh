@@ -7,7 +7,7 @@
 # process comparison. Writes OUT/results.csv and OUT/results.md (one table row per run with the
 # exact commands).
 #
-#   scripts/cluster-bench.sh [--out DIR] [--seconds S] [--warmup S] [--rows all|quick|overhead] [--repeat N]
+#   scripts/cluster-bench.sh [--out DIR] [--seconds S] [--warmup S] [--rows all|quick|overhead|row] [--repeat N]
 #                            [--workloads star:0,star:0.99,paper:0,paper:0.99]   (overhead rows only)
 #
 # Rows: STAR's YCSB (10 ops, 20% writes, 200K records) and the paper's (16 ops, 50% writes, 1M
@@ -16,7 +16,10 @@
 # only. `overhead` runs N (--repeat) back-to-back pairs of cluster-none and raft rf = 2
 # (speculative; STAR theta 0 unless --workloads lists others) and prints each pair's ratio of the leader's CPU per committed
 # transaction, their median and the ratio of the sums: single runs here vary by +-15%, so only
-# interleaved pairs say anything about the leader's replication overhead. Everything runs on
+# interleaved pairs say anything about the leader's replication overhead. `row` runs N pairs of
+# the partitioned row configs/cluster-2x1-none.yaml (STAR's YCSB, 200K records per partition) at
+# 0% and 10% multi-partition txns (ycsb.mp_ratio), and prints each pair's throughput ratio and
+# the medians. Everything runs on
 # 127.0.0.1; nothing else should run meanwhile (all processes share this machine's cores).
 # Programs: build/bin (build first, Release).
 set -euo pipefail
@@ -36,11 +39,11 @@ while [[ $# -gt 0 ]]; do
     --rows) rows="$2"; shift 2 ;;
     --repeat) repeat="$2"; shift 2 ;;
     --workloads) workloads="$2"; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "cluster-bench.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-[[ "$rows" == all || "$rows" == quick || "$rows" == overhead ]] || { echo "cluster-bench.sh: --rows must be all, quick or overhead" >&2; exit 2; }
+[[ "$rows" =~ ^(all|quick|overhead|row)$ ]] || { echo "cluster-bench.sh: --rows must be all, quick, overhead or row" >&2; exit 2; }
 [[ "$repeat" =~ ^[1-9][0-9]*$ ]] || { echo "cluster-bench.sh: --repeat must be a positive integer" >&2; exit 2; }
 bin="$root/build/bin"
 for p in qrstore-server qrstore-client qrstore-bench; do
@@ -58,14 +61,21 @@ echo "workload,theta,config,mode,compression,txn_per_s,ops_per_s,p50_ms,p99_ms,c
 
 star=(--ycsb.records=200000 --engine.key_space=200000 --ycsb.ops_per_txn=10 --ycsb.write_ratio=0.2)
 paper=(--ycsb.records=1000000 --engine.key_space=1000000 --ycsb.ops_per_txn=16 --ycsb.write_ratio=0.5)
+# STAR's YCSB over a row of 2 partitions: 200K records per partition.
+star_row=(--ycsb.records=400000 --engine.key_space=400000 --ycsb.ops_per_txn=10 --ycsb.write_ratio=0.2)
 
-# run_cluster NAME WORKLOAD THETA CONFIG MODE COMPRESSION
+# run_cluster WORKLOAD THETA CONFIG MODE COMPRESSION [MP_RATIO]
 run_cluster() {
-  local wl="$1" theta="$2" cfg="$3" mode="$4" comp="$5"
+  local wl="$1" theta="$2" cfg="$3" mode="$4" comp="$5" mp="${6:-}"
   local -a w
-  if [[ "$wl" == star ]]; then w=("${star[@]}"); else w=("${paper[@]}"); fi
+  case "$wl" in
+    star) w=("${star[@]}") ;;
+    star_row) w=("${star_row[@]}") ;;
+    *) w=("${paper[@]}") ;;
+  esac
   local ov=("${w[@]}" "--ycsb.theta=$theta" "--replication.mode=$mode" "--replication.compression=$comp")
-  local tag="$wl-$theta-$(basename "$cfg" .yaml)-$mode-$comp"
+  [[ -n "$mp" ]] && ov+=("--ycsb.mp_ratio=$mp")
+  local tag="$wl-$theta-$(basename "$cfg" .yaml)${mp:+-mp$mp}-$mode-$comp"
   scripts/cluster.sh up "$cfg" "${ov[@]}" >"$out/$tag.up" 2>&1 || { cat "$out/$tag.up" >&2; return 1; }
   local cmd="build/bin/qrstore-client --config $cfg ${ov[*]} --duration-s $seconds --warmup-s $warmup --json"
   local ok=1
@@ -73,7 +83,7 @@ run_cluster() {
     >"$out/$tag.json" 2>"$out/$tag.err" || ok=0
   scripts/cluster.sh down "$cfg" >"$out/$tag.down" 2>&1 || ok=0
   ((ok)) || echo "cluster-bench.sh: $tag: the run or its stop reported an error (see $out/$tag.*)" >&2
-  python3 - "$out/$tag.json" "$wl" "$theta" "$(basename "$cfg" .yaml)" "$mode" "$comp" "$cmd" "$csv" "$md" <<'PY'
+  python3 - "$out/$tag.json" "$wl" "$theta" "$(basename "$cfg" .yaml)${mp:+ mp=$mp}" "$mode" "$comp" "$cmd" "$csv" "$md" <<'PY'
 import json, sys
 path, wl, theta, cfg, mode, comp, cmd, csv, md = sys.argv[1:]
 lines = [l for l in open(path).read().splitlines() if l.strip().startswith("{")]
@@ -106,6 +116,27 @@ open(md, "a").write(f"| {wl} | {theta} | in-process qrstore-bench | - | - | {j['
 print(f"{wl} theta={theta} qrstore-bench in-process: {j['throughput_tps']:,.0f} txn/s")
 PY
 }
+
+if [[ "$rows" == row ]]; then
+  for ((r = 0; r < repeat; r++)); do
+    run_cluster star_row 0 configs/cluster-2x1-none.yaml speculative none 0
+    run_cluster star_row 0 configs/cluster-2x1-none.yaml speculative none 0.1
+  done
+  python3 - "$csv" <<'PY'
+import csv, statistics, sys
+mp0, mp10 = [], []
+for row in csv.DictReader(open(sys.argv[1])):
+    (mp10 if row["config"].endswith("mp=0.1") else mp0).append(float(row["txn_per_s"]))
+pairs = list(zip(mp0, mp10))
+if pairs:
+    print("row of 2 partitions, committed txn/s at 0% / 10% multi-partition, per pair: " +
+          " ".join(f"{a:,.0f}/{b:,.0f} ({b / a:.3f})" for a, b in pairs))
+    print(f"medians: 0% {statistics.median(mp0):,.0f}, 10% {statistics.median(mp10):,.0f}; "
+          f"median ratio {statistics.median(b / a for a, b in pairs):.3f} ({len(pairs)} pairs)")
+PY
+  echo "cluster-bench.sh: results in $csv and $md"
+  exit 0
+fi
 
 if [[ "$rows" == overhead ]]; then
   IFS=, read -r -a wls <<<"$workloads"
