@@ -22,6 +22,9 @@ void AddClusterConfigKeys(ConfigSchema* s) {
   s->AddInt("server.max_message_bytes", 16 << 20, 1024, 1 << 30, "largest message body accepted (bigger: error reply)");
   s->AddInt("server.max_inflight_txns_per_connection", 100000, 1, 10'000'000,
             "txns of one connection admitted but not yet answered; the server reads no more from it meanwhile");
+  s->AddInt("row.peer_timeout_ms", 10000, 200, 3'600'000,
+            "a partitioned row's node fails when a peer has sent nothing (not even a heartbeat, sent every "
+            "fifth of this) for this long: a hung peer; a dead one is seen at once by its closed connection");
   s->AddInt("server.drain_timeout_ms", 15000, 0, 3'600'000,
             "on SIGTERM: how long to wait for in-flight batches (a follower: for the leader's last batch)");
   s->AddInt("server.report_interval_ms", 50, 1, 60'000, "followers send their per-batch digests this often");

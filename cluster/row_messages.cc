@@ -208,7 +208,7 @@ Status DecodeRowMessage(std::string_view bytes, RowControl* out) {
   uint8_t what = 0;
   if (!GetU32(&r, &out->from) || !r.GetU8(&what) || !r.GetVarint(&out->batch)) return Corrupt("control", "truncated");
   if (out->from >= planner::kMaxPartitions) return Corrupt("control", "from partition " + std::to_string(out->from));
-  if (what < 1 || what > 2) return Corrupt("control", "unknown control kind " + std::to_string(what));
+  if (what < 1 || what > 3) return Corrupt("control", "unknown control kind " + std::to_string(what));
   out->what = static_cast<RowControlKind>(what);
   if (!r.done()) return Corrupt("control", "trailing bytes");
   return Status::Ok();

@@ -63,8 +63,9 @@ struct RowReport {
 };
 // A node's news for the row: its input ended (it plans no batch at or past `batch` of its own
 // accord: the row ends at the largest such batch), or it finished (every home slice it planned
-// is complete: it needs nothing more from its peers, which may close their connections).
-enum class RowControlKind : uint8_t { kInputEnded = 1, kFinished = 2 };
+// is complete: it needs nothing more from its peers, which may close their connections), or
+// only that it is alive (a heartbeat; `batch` is the last batch it committed).
+enum class RowControlKind : uint8_t { kInputEnded = 1, kFinished = 2, kHeartbeat = 3 };
 struct RowControl {
   uint32_t from = 0;
   RowControlKind what = RowControlKind::kInputEnded;

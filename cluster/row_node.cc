@@ -55,6 +55,7 @@ RowNode::RowNode(RowNodeOptions options, storage::Table* table, commit::CommitSi
   for (uint32_t p = 0; p < nparts_; ++p) outbox_.push_back(std::make_unique<Outbox>());
   ends_.assign(nparts_, -1);
   finished_.assign(nparts_, 0);
+  last_heard_ns_ = std::make_unique<std::atomic<int64_t>[]>(nparts_);
 }
 
 RowNode::~RowNode() { Stop(); }
@@ -64,8 +65,11 @@ Status RowNode::Start() {
   started_ = true;
   QR_RETURN_IF_ERROR(transport_->Listen());
   QR_RETURN_IF_ERROR(transport_->Connect(opt_.connect_timeout_ms));
+  const int64_t now = NowNanos();
+  for (uint32_t p = 0; p < nparts_; ++p) last_heard_ns_[p].store(now);
   QR_RETURN_IF_ERROR(pipeline_->Start());
   feeder_ = NamedThread("row-feed", [this] { FeedLoop(); });
+  watcher_ = NamedThread("row-watch", [this] { WatchLoop(); });
   return planner_->Start();
 }
 
@@ -305,6 +309,7 @@ void RowNode::DeliverHomeSlice(uint64_t b, uint32_t slice, const RowHomeSlice& v
 // ---- what the peers send ---------------------------------------------------------------------
 
 void RowNode::OnFrame(uint32_t from, std::string_view frame) {
+  last_heard_ns_[from].store(NowNanos(), std::memory_order_relaxed);
   if (Halted()) return;
   Status st = HandleFrame(from, frame);
   if (!st.ok()) {
@@ -379,6 +384,7 @@ Status RowNode::HandleFrame(uint32_t from, std::string_view frame) {
       RowControl m;
       QR_RETURN_IF_ERROR(DecodeRowMessage(frame, &m));
       QR_RETURN_IF_ERROR(check_from(m.from));
+      if (m.what == RowControlKind::kHeartbeat) return Status::Ok();
       if (m.what == RowControlKind::kFinished) {
         {
           std::lock_guard<std::mutex> lk(mu_);
@@ -404,6 +410,42 @@ Status RowNode::HandleFrame(uint32_t from, std::string_view frame) {
     }
   }
   return Status::Corruption("unknown row message");
+}
+
+void RowNode::WatchLoop() {
+  const int64_t timeout_ns = opt_.peer_timeout_ms * 1'000'000;
+  const auto beat = std::chrono::milliseconds(std::max<int64_t>(1, opt_.peer_timeout_ms / 5));
+  std::vector<uint8_t> warned(nparts_, 0);
+  std::unique_lock<std::mutex> lk(mu_);
+  while (!Halted()) {
+    cv_.wait_for(lk, beat, [&] { return Halted(); });
+    if (Halted()) return;
+    const uint64_t committed = committed_;
+    std::vector<uint8_t> finished = finished_;
+    lk.unlock();
+    Broadcast(EncodeRowMessage(RowControl{opt_.partition, RowControlKind::kHeartbeat, committed}));
+    const int64_t now = NowNanos();
+    for (uint32_t p = 0; p < nparts_; ++p) {
+      if (p == opt_.partition || finished[p] != 0) continue;  // a finished peer may go quiet
+      const int64_t silent = now - last_heard_ns_[p].load(std::memory_order_relaxed);
+      if (silent >= timeout_ns) {
+        Fail(Status::Unavailable("row peer " + std::to_string(p) + " (" + opt_.peer_addresses[p] + ") sent nothing for " +
+                                 std::to_string(silent / 1'000'000) + " ms (row.peer_timeout_ms " +
+                                 std::to_string(opt_.peer_timeout_ms) + "): unreachable or hung; batch " +
+                                 std::to_string(committed) + " is the next to commit here"));
+        lk.lock();
+        return;
+      }
+      if (silent >= timeout_ns / 2 && warned[p] == 0) {
+        warned[p] = 1;
+        Logger("row")->warn("[partition {}] nothing from row peer {} ({}) for {} ms; batch {} next to commit here",
+                            opt_.partition, p, opt_.peer_addresses[p], silent / 1'000'000, committed);
+      } else if (silent < timeout_ns / 2) {
+        warned[p] = 0;
+      }
+    }
+    lk.lock();
+  }
 }
 
 // ---- the end ----------------------------------------------------------------------------------
@@ -478,6 +520,7 @@ void RowNode::Stop() {
   pipeline_->Stop();   // executors waiting for a peer's values, the feed in BeginSlice
   planner_->Stop();
   feeder_.Join();
+  watcher_.Join();
 }
 
 Status RowNode::health() const {

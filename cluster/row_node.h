@@ -27,6 +27,9 @@
 // what was not answered is answered `failed` by the server. Nothing unacknowledged is lost
 // (no failover: design map step 5).
 //
+// Liveness: every node sends each peer a heartbeat every peer_timeout_ms / 5; a peer silent for
+// peer_timeout_ms (row.peer_timeout_ms) fails the node naming it (a warning at half of it), so a
+// hung peer (stopped, or cut off without a reset) is reported, not waited for forever.
 // Bounds: sub-slices wait in the inbox only within the row's batch window (a peer at most
 // 2 * batches_in_flight batches ahead; more fails the node); held-back values per destination
 // are sent at 4096; home slices waiting for reports are bounded by RowCommit's max_pending.
@@ -65,6 +68,9 @@ struct RowNodeOptions {
   LocalPlannerOptions planner;
   uint32_t record_bytes = 0;
   int64_t connect_timeout_ms = 30'000;
+  // A peer that sends nothing (frames or heartbeats, sent every fifth of this) for this long
+  // fails the node naming it: hung, or cut off. A warning is logged at half of it.
+  int64_t peer_timeout_ms = 10'000;
   std::string net = "nng";
 };
 
@@ -129,6 +135,7 @@ class RowNode final : public executor::RowSender, public RowHome {
   void OnFrame(uint32_t from, std::string_view frame);
   Status HandleFrame(uint32_t from, std::string_view frame);
   void FeedLoop();
+  void WatchLoop();  // "row-watch": heartbeats out, silent peers in
   void OnSubSliceOutcomes(const std::vector<commit::TxnOutcome>& v);
   void OnBatch(const BatchInfo& info);
   void Report(uint32_t home_slice, uint64_t b, RowSliceReport report);
@@ -184,6 +191,8 @@ class RowNode final : public executor::RowSender, public RowHome {
   uint64_t home_committed_ = 0, home_aborted_ = 0, home_slices_ = 0;  // guarded by home_mu_
 
   NamedThread feeder_;
+  NamedThread watcher_;
+  std::unique_ptr<std::atomic<int64_t>[]> last_heard_ns_;  // [partition] when its last frame came
   bool started_ = false;
 };
 

@@ -333,6 +333,7 @@ Status ServerImpl::StartRow() {
   ro.planner = engine_.planner;
   ro.record_bytes = workload_.Layout().size();
   ro.connect_timeout_ms = c.GetInt("server.start_timeout_ms");
+  ro.peer_timeout_ms = c.GetInt("row.peer_timeout_ms");
   row_ = std::make_unique<RowNode>(
       ro, table_.get(), [this](const std::vector<commit::TxnOutcome>& o) { service_->OnOutcomes(o); }, nullptr,
       [this](const Status& st) {

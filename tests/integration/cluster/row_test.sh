@@ -10,6 +10,8 @@
 #     partition's accounts; together they hold every account once, and the money is conserved.
 #  4. A node killed under load: its peers fail with an error naming it, their clients get answers
 #     (failed) rather than silence, and they stop when told.
+#  5. A node stopped (SIGSTOP: hung, its connections open): its peers warn, then fail after
+#     row.peer_timeout_ms naming it.
 source "$(dirname "$0")/lib.sh"
 
 # 1. Verified against the serial reference.
@@ -86,4 +88,23 @@ grep -q "failed" <<<"$status" || fail "no node reports failed: $status"
 note "p1 killed: p0 and p2 failed naming it; the client stopped after $((SECONDS - t0)) s"
 if qr_down "$cfg" >"$QR_TMP/down.out" 2>&1; then fail "down reported a clean stop after a failure"; fi
 grep -q "stopped after a failure: row peer 1" "$run/p0.log" || fail "p0's exit does not name the failure"
+
+# 5. A hung node.
+qr_row_config "$QR_TMP/row-hung.yaml" 2 "ycsb:" "  records: 30000" "batch:" "  txns: 1000" "  timeout_ms: 5" "row:" \
+  "  peer_timeout_ms: 1500"
+cfg="$QR_TMP/row-hung.yaml"
+qr_up "$cfg"
+qr_client "$cfg" --txns 5000 --connections 2 --seed 45 >"$QR_TMP/hung.out" 2>&1 || fail "the client failed before the hang: $(tail -3 "$QR_TMP/hung.out")"
+"$QR_SRC/scripts/cluster.sh" kill "$cfg" p1 STOP
+run="$QRSTORE_RUN_DIR/row-hung"
+for ((i = 0; i < 100; i++)); do
+  grep -q "row peer 1 (127.0.0.1:[0-9]*) sent nothing for [0-9]* ms (row.peer_timeout_ms 1500)" "$run/p0.log" && break
+  sleep 0.1
+done
+grep -q "nothing from row peer 1" "$run/p0.log" || fail "p0 did not warn about the silent peer"
+grep -q "row peer 1 (127.0.0.1:[0-9]*) sent nothing for" "$run/p0.log" ||
+  fail "p0 did not fail on the hung peer: $(tail -5 "$run/p0.log")"
+"$QR_SRC/scripts/cluster.sh" kill "$cfg" p1 KILL
+note "p1 hung: p0 warned, then failed naming it after row.peer_timeout_ms"
+qr_down "$cfg" >/dev/null 2>&1 || true
 echo PASS
