@@ -464,24 +464,47 @@ int Main(int argc, char** argv) {
   if (window.start_ns.load() == INT64_MAX) open_window();  // ended during the warm-up: an empty window
   if (window.end_ns.load() == INT64_MAX) close_window();
 
-  // Replicas: poll the leader until every follower has its last committed batch with its digest.
+  // Replicas: poll the leader until every follower has its last committed batch with its digest
+  // (in a partitioned row, every partition's leader for its own followers; the summary shows
+  // partition 0's leader with every follower of the row).
+  std::vector<std::string> leaders = {target};
+  std::vector<std::vector<std::string>> follower_sets = {follower_names};
+  for (uint32_t p = 1; p < row_size; ++p) {
+    leaders.push_back(topo->Leader(p).client_address());
+    follower_sets.emplace_back();
+    for (const cluster::NodeInfo* m : topo->Group(p)) {
+      if (m->row != 0) follower_sets.back().push_back(m->name);
+    }
+  }
   proto::NodeStatus leader_status;
   bool leader_answered = false;
   Status agreement = Status::Unavailable("no status from " + target);
   const int64_t settle_deadline = NowNanos() + config.GetInt("client.settle_timeout_ms") * 1'000'000;
   for (;;) {
-    auto s = cluster::QueryStatus(target, connect_ms);
-    if (s.ok()) {
-      leader_answered = true;
-      leader_status = std::move(s).value();
-      agreement = ReplicaAgreement(leader_status, follower_names);
-    } else {
-      agreement = s.status();
+    agreement = Status::Ok();
+    bool caught_up = true;
+    for (size_t i = 0; i < leaders.size(); ++i) {
+      auto s = cluster::QueryStatus(leaders[i], connect_ms);
+      if (!s.ok()) {
+        if (agreement.ok()) agreement = s.status();
+        caught_up = false;
+        continue;
+      }
+      const Status a = ReplicaAgreement(s.value(), follower_sets[i]);
+      if (agreement.ok() && !a.ok()) agreement = a;
+      caught_up = caught_up && FollowersCaughtUp(s.value(), follower_sets[i]);
+      if (i == 0) {
+        leader_answered = true;
+        leader_status = std::move(s).value();
+      } else if (leader_answered) {
+        leader_status.digest_mismatches += s.value().digest_mismatches;
+        for (auto& f : s.value().followers) leader_status.followers.push_back(f);
+      }
     }
     // A mismatch is final, but the other followers still get to catch up, so that the summary
     // says which ones agree.
     if (agreement.ok() || NowNanos() >= settle_deadline) break;
-    if (agreement.code() == StatusCode::kCorruption && FollowersCaughtUp(leader_status, follower_names)) break;
+    if (agreement.code() == StatusCode::kCorruption && caught_up) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   const bool replicas_agree = agreement.ok();

@@ -141,7 +141,7 @@ void FollowerFeed::Loop(uint32_t p) {
     if (slice == nullptr) return;  // the pipeline failed, stopped or ended
     const int64_t t0 = NowNanos();
     Status st = planner::DecodeSlice(got.second.view(), slice);
-    if (st.ok()) st = planner::ValidateSlice(*slice, opt_.ranges, b, p);
+    if (st.ok()) st = planner::ValidateSlice(*slice, opt_.ranges, b, p, opt_.row ? &opt_.place : nullptr);
     if (!st.ok()) {
       StopWith(Status::Corruption("follower: bad slice (" + where + "), apply stopped: " + st.message()));
       return;

@@ -31,6 +31,7 @@
 #include "common/shared_bytes.h"
 #include "common/status.h"
 #include "common/thread.h"
+#include "planner/eq.h"
 #include "replication/replication.h"
 #include "storage/key_map.h"
 
@@ -47,6 +48,10 @@ struct FollowerFeedOptions {
   storage::KeyMapper ranges; // this node's executor ranges
   uint64_t first_batch = 0;
   uint32_t window = 4;       // ReceiveData requests outstanding per stream
+  // A follower in a partitioned row: the streams carry row sub-slices (one per home planner),
+  // validated for this node's place in the row (keys of its partition only).
+  bool row = false;
+  planner::RowPlace place;
 };
 
 class FollowerFeed {

@@ -31,21 +31,24 @@ RowNode::RowNode(RowNodeOptions options, storage::Table* table, commit::CommitSi
   po.row_sender = this;
   po.row_partitions = nparts_;
   po.row_partition = opt_.partition;
-  po.capture_reads = true;  // homes answer their clients' reads from every partition's report
-  po.deliver_outcomes = true;
+  po.capture_reads = !opt_.follower;  // homes answer their clients' reads from every partition's report
+  po.deliver_outcomes = !opt_.follower;
+  po.executors_wait_for_replication = po.executors_wait_for_replication && opt_.replicate != nullptr;
   pipeline_ = std::make_unique<Pipeline>(
       po, table, [this](const std::vector<commit::TxnOutcome>& v) { OnSubSliceOutcomes(v); },
       [this](const BatchInfo& info) { OnBatch(info); });
-  LocalPlannerOptions lpo = opt_.planner;
-  lpo.planners = per_home_;
-  lpo.ranges = opt_.pipeline.ranges;
-  lpo.row = this;
-  lpo.partitions = opt_.partitions;
-  lpo.row_partition = opt_.partition;
-  lpo.encode_for_replicas = false;
-  planner_ = std::make_unique<LocalPlanner>(lpo, nullptr);
-  commit_ = std::make_unique<RowCommit>(opt_.partitions, opt_.record_bytes,
-                                        [this](uint64_t b, uint32_t s, const RowHomeSlice& v) { OnHomeSlice(b, s, v); });
+  if (!opt_.follower) {
+    LocalPlannerOptions lpo = opt_.planner;
+    lpo.planners = per_home_;
+    lpo.ranges = opt_.pipeline.ranges;
+    lpo.row = this;
+    lpo.partitions = opt_.partitions;
+    lpo.row_partition = opt_.partition;
+    lpo.encode_for_replicas = false;
+    planner_ = std::make_unique<LocalPlanner>(lpo, nullptr);
+    commit_ = std::make_unique<RowCommit>(opt_.partitions, opt_.record_bytes,
+                                          [this](uint64_t b, uint32_t s, const RowHomeSlice& v) { OnHomeSlice(b, s, v); });
+  }
   RowTransportOptions to;
   to.me = opt_.partition;
   to.addresses = opt_.peer_addresses;
@@ -68,8 +71,9 @@ Status RowNode::Start() {
   const int64_t now = NowNanos();
   for (uint32_t p = 0; p < nparts_; ++p) last_heard_ns_[p].store(now);
   QR_RETURN_IF_ERROR(pipeline_->Start());
-  feeder_ = NamedThread("row-feed", [this] { FeedLoop(); });
   watcher_ = NamedThread("row-watch", [this] { WatchLoop(); });
+  if (opt_.follower) return Status::Ok();  // fed by the caller's FollowerFeed
+  feeder_ = NamedThread("row-feed", [this] { FeedLoop(); });
   return planner_->Start();
 }
 
@@ -92,11 +96,18 @@ void RowNode::HomeSlicePlanned(uint64_t b, uint32_t planner, std::vector<planner
     if (p == opt_.partition) continue;
     transport_->Send(p, EncodeRowMessage(RowSubSlice{b, s, opt_.partition, planner::EncodeSlice((*subs)[p])}));
   }
+  std::string bytes;
+  if (opt_.replicate) {
+    // Reads count in the cascade when the slice may abort: followers need them then.
+    const planner::PlannedSlice& own = (*subs)[opt_.partition];
+    bytes = planner::EncodeSlice(own, own.may_abort ? planner::SliceEncoding::kFull : planner::SliceEncoding::kWithoutReads);
+  }
   {
     std::lock_guard<std::mutex> lk(mu_);
     Inbound& in = inbox_[{b, s}];
     std::swap(in.slice, (*subs)[opt_.partition]);
     in.plan_ns = plan_ns;
+    in.bytes = std::move(bytes);
   }
   cv_.notify_all();
 }
@@ -164,7 +175,9 @@ void RowNode::FeedLoop() {
       planner::PlannedSlice* slot = pipeline_->BeginSlice(b, s);
       if (slot == nullptr) return;  // failed or stopped
       std::swap(*slot, in.slice);
-      pipeline_->PublishSlice(b, s, in.plan_ns, /*replicated=*/true);
+      pipeline_->PublishSlice(b, s, in.plan_ns, /*replicated=*/!opt_.replicate);
+      // The slice may be executing already: only the bytes, which the pipeline never reads, go on.
+      if (opt_.replicate) opt_.replicate(b, s, std::move(in.bytes));
     }
   }
 }
@@ -247,7 +260,7 @@ void RowNode::MaybeFinish() {
     if (!row_end_known_ || committed_ < row_end_ || Halted()) return;
     end = row_end_;
   }
-  {
+  if (!opt_.follower) {
     std::lock_guard<std::mutex> lk(home_mu_);
     if (next_home_batch_ < end) return;
   }
@@ -321,6 +334,13 @@ void RowNode::OnFrame(uint32_t from, std::string_view frame) {
 Status RowNode::HandleFrame(uint32_t from, std::string_view frame) {
   auto kind = PeekRowMessage(frame);
   if (!kind.ok()) return kind.status();
+  if (opt_.follower) {
+    // A follower row has no homes: only values, votes and liveness travel in it.
+    const RowMsgKind k = kind.value();
+    if (k == RowMsgKind::kSubSlice || k == RowMsgKind::kReport) {
+      return Status::Corruption("a sub-slice or report in a follower row (followers replay their leaders' sub-slices)");
+    }
+  }
   auto check_from = [&](uint32_t claimed) {
     return claimed == from ? Status::Ok()
                            : Status::Corruption("a message claiming to come from partition " + std::to_string(claimed));
@@ -345,6 +365,7 @@ Status RowNode::HandleFrame(uint32_t from, std::string_view frame) {
       const int64_t t0 = NowNanos();
       QR_RETURN_IF_ERROR(OpenRowSubSlice(m, opt_.pipeline.ranges, planner::RowPlace{opt_.partitions, opt_.partition}, &in.slice));
       in.plan_ns = NowNanos() - t0;
+      if (opt_.replicate) in.bytes = std::move(m.slice_bytes);  // the followers get it as it came (reads included)
       {
         std::lock_guard<std::mutex> lk(mu_);
         inbox_.emplace(std::make_pair(m.batch, m.slice), std::move(in));
@@ -354,7 +375,7 @@ Status RowNode::HandleFrame(uint32_t from, std::string_view frame) {
         }
       }
       cv_.notify_all();
-      planner_->Kick();
+      if (planner_) planner_->Kick();
       return Status::Ok();
     }
     case RowMsgKind::kDepValues: {
@@ -394,6 +415,7 @@ Status RowNode::HandleFrame(uint32_t from, std::string_view frame) {
         cv_.notify_all();
         return Status::Ok();
       }
+      if (opt_.follower) return Status::Corruption("an input end in a follower row (its end comes with the stream)");
       bool known = false;
       {
         std::lock_guard<std::mutex> lk(mu_);
@@ -401,7 +423,7 @@ Status RowNode::HandleFrame(uint32_t from, std::string_view frame) {
         known = NoteEndLocked(from, m.batch);
       }
       cv_.notify_all();
-      planner_->Kick();
+      if (planner_) planner_->Kick();
       if (known) pipeline_->EndInput(row_end_);
       Logger("row")->info("[partition {}] partition {}'s input ended at batch {}", opt_.partition, from, m.batch);
       if (on_row_ending_) on_row_ending_(from);
@@ -505,7 +527,7 @@ void RowNode::Fail(const Status& s) {
   Logger("row")->error("[partition {}] {}", opt_.partition, s.ToString());
   cv_.notify_all();
   pipeline_->Fail(s);
-  planner_->Kick();
+  if (planner_) planner_->Kick();
   if (on_failure_) on_failure_(s);
 }
 
@@ -515,10 +537,10 @@ void RowNode::Stop() {
     std::lock_guard<std::mutex> lk(mu_);
   }
   cv_.notify_all();
-  planner_->CloseInput();
+  if (planner_) planner_->CloseInput();
   transport_->Stop();  // writers blocked on a peer and readers return
   pipeline_->Stop();   // executors waiting for a peer's values, the feed in BeginSlice
-  planner_->Stop();
+  if (planner_) planner_->Stop();
   feeder_.Join();
   watcher_.Join();
 }
@@ -529,7 +551,19 @@ Status RowNode::health() const {
     if (!health_.ok()) return health_;
   }
   if (Status st = pipeline_->health(); !st.ok()) return st;
-  return commit_->health();
+  return commit_ ? commit_->health() : Status::Ok();
+}
+
+void RowNode::SetEnd(uint64_t end) {
+  QR_CHECK(opt_.follower, "SetEnd on a leader (its end comes from the homes)");
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (row_end_known_) return;
+    row_end_known_ = true;
+    row_end_ = end;
+  }
+  cv_.notify_all();
+  MaybeFinish();
 }
 
 RowNodeStats RowNode::row_stats() const {

@@ -71,6 +71,15 @@ struct RowNodeOptions {
   // A peer that sends nothing (frames or heartbeats, sent every fifth of this) for this long
   // fails the node naming it: hung, or cut off. A warning is logged at half of it.
   int64_t peer_timeout_ms = 10'000;
+  // A leader with followers: called (on the feed thread, stream by stream in batch order) with
+  // every sub-slice it publishes, its own and its peers', encoded for the followers of its
+  // partition; the pipeline commits a batch only once MarkReplicated came for each (Invariant 1
+  // per partition, so a home's reply waits for every partition its txn touched).
+  std::function<void(uint64_t batch, uint32_t slice, std::string bytes)> replicate;
+  // A node of a follower row: it never plans; its pipeline is fed by the caller (a FollowerFeed
+  // over its partition's replication stream: pipeline()), and it exchanges only dependency
+  // values, abort votes and liveness with the nodes of its own row. SetEnd gives the row's end.
+  bool follower = false;
   std::string net = "nng";
 };
 
@@ -97,8 +106,15 @@ class RowNode final : public executor::RowSender, public RowHome {
   // connect_timeout_ms; the error names who is missing), then starts the pipeline, the feed and
   // the planners.
   Status Start();
-  size_t SubmitMany(std::vector<storage::Txn>& txns) { return planner_->SubmitMany(txns); }
-  void CloseInput() { planner_->CloseInput(); }
+  size_t SubmitMany(std::vector<storage::Txn>& txns) { return planner_ ? planner_->SubmitMany(txns) : 0; }
+  void CloseInput() {
+    if (planner_) planner_->CloseInput();
+  }
+  // Replication of sub-slice (batch, slice) is confirmed (leader with followers; any thread).
+  void MarkReplicated(uint64_t batch, uint32_t slice) { pipeline_->MarkReplicated(batch, slice); }
+  // A follower: the replication stream ended at batch `end` (the leaders' row end).
+  void SetEnd(uint64_t end);
+  Pipeline* pipeline() { return pipeline_.get(); }
   // Waits (bounded) until the row ended, every batch committed, every home slice was answered
   // and every peer finished too. OK, or why not.
   Status WaitFinished(int64_t timeout_ms);
@@ -131,6 +147,7 @@ class RowNode final : public executor::RowSender, public RowHome {
   struct Inbound {
     planner::PlannedSlice slice;
     int64_t plan_ns = 0;
+    std::string bytes;  // with opt_.replicate: what the followers get
   };
   void OnFrame(uint32_t from, std::string_view frame);
   Status HandleFrame(uint32_t from, std::string_view frame);

@@ -40,6 +40,9 @@ uint64_t ProcessCpuNanos() {
   return ns(ru.ru_utime) + ns(ru.ru_stime);
 }
 
+// Each process hosts one replication group: its own partition's (replication.groups=1).
+constexpr uint32_t kGroup = 0;
+
 std::string Hex(uint64_t v) {
   char buf[24];
   std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
@@ -68,6 +71,12 @@ class ServerImpl {
   Status Dump();
   std::string Identity() const { return "[" + me_.name + (leader_ ? " leader" : " follower") + "]"; }
   Status StartRow();
+  // Replication streams of this node's group: one per planner, or in a partitioned row one per
+  // (home, planner) of the row, since a partition's group carries every sub-slice addressed to it.
+  uint32_t Streams() const { return engine_.planner.planners * topo_->partitions(); }
+  // A leader's clean end of replication: end markers at batch `end` on every stream, then a
+  // bounded wait for connected followers to apply everything.
+  Status EndReplication(uint64_t end);
   // The node's pipeline state, whichever front-end runs it.
   PipelineStats PipeStats() const { return row_ ? row_->Stats() : pipeline_->Stats(); }
   Status PipeHealth() const { return row_ ? row_->health() : (pipeline_ ? pipeline_->health() : Status::Ok()); }
@@ -121,12 +130,6 @@ Status ServerImpl::Init(const Config& config, const std::string& node) {
   me_ = *me.value();
   leader_ = me_.row == 0;
   std::vector<std::string> errors;
-  if (topo_->partitions() > 1 && topo_->replication_factor() > 0) {
-    errors.push_back("cluster.nodes: " + std::to_string(topo_->partitions()) + " partitions with " +
-                     std::to_string(topo_->replication_factor()) +
-                     " follower row(s): partitioned rows run without followers so far (replication per partition "
-                     "is not built yet): list row 0 only");
-  }
   auto partition_map = PartitionMapFor(config, *topo_);
   if (!partition_map.ok()) errors.push_back(partition_map.status().message());
   for (const std::string& k : DerivedReplicationKeys()) {
@@ -172,7 +175,7 @@ Status ServerImpl::Init(const Config& config, const std::string& node) {
   // only its own partition's).
   table_ = std::make_unique<storage::Table>(workload_.Layout(), workload_.RecordCount());
   QR_RETURN_IF_ERROR(workloads::LoadTable(workload_, table_.get()));
-  if (topo_->partitions() > 1) return Status::Ok();  // a row replicates nothing (rf = 0)
+  if (topo_->partitions() > 1 && topo_->replication_factor() == 0) return Status::Ok();  // nothing to replicate
 
   // The replication backend's member list, role and ids, from cluster.nodes.
   const auto group = topo_->Group(me_.partition);
@@ -182,7 +185,7 @@ Status ServerImpl::Init(const Config& config, const std::string& node) {
   if (!leader_) election_ticks *= config.GetInt("server.follower_election_factor");
   std::vector<std::string> derived = {
       "replication.groups=1",
-      "replication.planners=" + std::to_string(engine_.planner.planners),
+      "replication.planners=" + std::to_string(Streams()),
       std::string("replication.role=") + (leader_ ? "leader" : "follower"),
       "replication.raft.members=" + members,
       "replication.raft.node_id=" + std::to_string(me_.row),
@@ -191,6 +194,11 @@ Status ServerImpl::Init(const Config& config, const std::string& node) {
       "replication.zookeeper.followers=" + std::to_string(topo_->replication_factor()),
       "replication.zookeeper.follower_id=" + me_.name,
   };
+  if (topo_->partitions() > 1 && backend_ == "zookeeper") {
+    // One stream of znodes per (partition, source): each partition's group under its own root.
+    derived.push_back("replication.zookeeper.root=" + config.GetString("replication.zookeeper.root") + "/p" +
+                      std::to_string(me_.partition));
+  }
   auto rc = config.WithOverrides(derived);
   if (!rc.ok()) return Status::InvalidArgument("replication keys derived for node " + node + ": " + rc.status().message());
   repl_config_ = std::make_unique<Config>(std::move(rc).value());
@@ -215,7 +223,17 @@ Status ServerImpl::Start() {
   ClientServiceHandler h;
   h.status = [this] { return NodeStatusNow(); };
   if (topo_->partitions() > 1) {
-    h.submit = [this](std::vector<storage::Txn>& t) { return row_->SubmitMany(t); };
+    if (leader_) {
+      h.submit = [this](std::vector<storage::Txn>& t) { return row_->SubmitMany(t); };
+      if (topo_->replication_factor() > 0) {
+        h.report = [this](const proto::FollowerReport& r) { return monitor_->OnReport(r); };
+        h.report_connection = [this](const std::string& n, bool up) { monitor_->SetConnected(n, up); };
+      }
+    } else {
+      const NodeInfo& l = topo_->Leader(me_.partition);
+      h.not_leader.leader_node = l.name;
+      h.not_leader.leader_address = l.client_address();
+    }
     service_ = std::make_unique<ClientService>(so, h);
     return StartRow();
   }
@@ -262,7 +280,7 @@ Status ServerImpl::Start() {
       replicated_bytes_.fetch_add(bytes.size(), std::memory_order_relaxed);
       const uint64_t b = s.batch;
       const uint32_t p = s.planner;
-      replication::ReplicateMeta meta{me_.partition, p, b};
+      replication::ReplicateMeta meta{kGroup, p, b};
       // `s` may be reused once the callback fired: nothing below touches it.
       replicator_->ReplicateData(meta, std::move(bytes),
                                  [this, b, p](const replication::ReplicateMeta&, Status st) { OnReplicated(b, p, st); });
@@ -283,7 +301,7 @@ Status ServerImpl::Start() {
           reporter_->RecordApplied(b.batch, wrong && b.batch >= wrong_from ? ~b.digest : b.digest);
         });
     FollowerFeedOptions fo;
-    fo.group = me_.partition;
+    fo.group = kGroup;
     fo.planners = engine_.planner.planners;
     fo.ranges = po.ranges;
     fo.window = po.batches_in_flight + 2;
@@ -323,19 +341,46 @@ Status ServerImpl::Start() {
 
 Status ServerImpl::StartRow() {
   const Config& c = *config_;
+  const bool replicated = topo_->replication_factor() > 0;
   RowNodeOptions ro;
   ro.partition = me_.partition;
-  for (uint32_t p = 0; p < topo_->partitions(); ++p) ro.peer_addresses.push_back(topo_->At(p, 0).peer_address());
+  // This node's row: node (q, me_.row) for every partition q.
+  for (uint32_t q = 0; q < topo_->partitions(); ++q) ro.peer_addresses.push_back(topo_->At(q, me_.row).row_address());
   ro.partitions = partition_map_;
   ro.pipeline = engine_.pipeline;
   ro.pipeline.first_batch = 0;
   ro.pipeline.track_digest = true;
+  ro.pipeline.executors_wait_for_replication = mode_ == "sync";
   ro.planner = engine_.planner;
   ro.record_bytes = workload_.Layout().size();
   ro.connect_timeout_ms = c.GetInt("server.start_timeout_ms");
   ro.peer_timeout_ms = c.GetInt("row.peer_timeout_ms");
+  ro.follower = !leader_;
+  BatchHook on_batch;
+  if (leader_ && replicated) {
+    std::vector<std::string> followers;
+    for (const NodeInfo* n : topo_->Group(me_.partition)) {
+      if (n->row != 0) followers.push_back(n->name);
+    }
+    monitor_ = std::make_unique<DigestMonitor>(followers, static_cast<size_t>(c.GetInt("server.digest_history_batches")));
+    on_batch = [this](const BatchInfo& b) { monitor_->RecordOwn(b.batch, b.digest); };
+    // Every sub-slice this partition runs, its own and its peers', goes to its group, one stream
+    // per (home, planner): a follower row replays partition p without any leader.
+    ro.replicate = [this](uint64_t b, uint32_t s, std::string bytes) {
+      replicated_bytes_.fetch_add(bytes.size(), std::memory_order_relaxed);
+      replicator_->ReplicateData(replication::ReplicateMeta{kGroup, s, b}, std::move(bytes),
+                                 [this, b, s](const replication::ReplicateMeta&, Status st) { OnReplicated(b, s, st); });
+    };
+  } else if (!leader_) {
+    DigestReporter::Options rep;
+    rep.node = me_.name;
+    rep.leader_address = topo_->Leader(me_.partition).client_address();
+    rep.interval_ms = c.GetInt("server.report_interval_ms");
+    reporter_ = std::make_unique<DigestReporter>(rep);
+    on_batch = [this](const BatchInfo& b) { reporter_->RecordApplied(b.batch, b.digest); };
+  }
   row_ = std::make_unique<RowNode>(
-      ro, table_.get(), [this](const std::vector<commit::TxnOutcome>& o) { service_->OnOutcomes(o); }, nullptr,
+      ro, table_.get(), [this](const std::vector<commit::TxnOutcome>& o) { service_->OnOutcomes(o); }, on_batch,
       [this](const Status& st) {
         {
           std::lock_guard<std::mutex> lk(mu_);
@@ -354,26 +399,53 @@ Status ServerImpl::StartRow() {
   if (Status st = service_->Start(); !st.ok()) {
     return Status::Unavailable("cluster.nodes[" + std::to_string(me_.index) + "].client_port: " + st.message());
   }
+  if (replicated) {
+    if (Status st = replicator_->Start(); !st.ok()) {
+      return Status(st.code() == StatusCode::kInvalidArgument
+                        ? Status::InvalidArgument("replication (" + backend_ + "): " + st.message())
+                        : Status::Unavailable("replication (" + backend_ + ", peer port " + me_.peer_address() + "): " +
+                                              st.message()));
+    }
+    if (leader_) QR_RETURN_IF_ERROR(WaitForLeadership());
+  }
   if (Status st = row_->Start(); !st.ok()) {
+    const std::string port = me_.row_port != 0 ? "row_port" : "peer_port";
     return Status(st.code() == StatusCode::kUnavailable
-                      ? Status::Unavailable("cluster.nodes[" + std::to_string(me_.index) + "].peer_port (row transport, " +
-                                            me_.peer_address() + "): " + st.message())
+                      ? Status::Unavailable("cluster.nodes[" + std::to_string(me_.index) + "]." + port + " (row transport, " +
+                                            me_.row_address() + "): " + st.message())
                       : st);
   }
+  if (!leader_) {
+    FollowerFeedOptions fo;
+    fo.group = kGroup;
+    fo.planners = Streams();
+    fo.ranges = engine_.pipeline.ranges;
+    fo.window = engine_.pipeline.batches_in_flight + 2;
+    fo.row = true;
+    fo.place = planner::RowPlace{partition_map_, me_.partition};
+    feed_ = std::make_unique<FollowerFeed>(fo, row_->pipeline(), replicator_.get(), [this](uint64_t end) {
+      reporter_->MarkEnded();
+      row_->SetEnd(end);
+    });
+    QR_RETURN_IF_ERROR(feed_->Start());
+    QR_RETURN_IF_ERROR(reporter_->Start());
+  }
   watch_ = NamedThread("watch", [this] { WatchLoop(); });
-  Logger("server")->info("{} serving: partition {} of a row of {}, clients on {}, peers on {}, {} planner(s), {} executor(s)",
-                         Identity(), me_.partition, topo_->partitions(), me_.client_address(), me_.peer_address(),
-                         engine_.planner.planners, engine_.pipeline.executors);
+  Logger("server")->info("{} serving: partition {} row {} of a {} x {} grid, clients on {}, row peers on {}, backend {} ({}), "
+                         "{} planner(s), {} executor(s)",
+                         Identity(), me_.partition, me_.row, topo_->partitions(), topo_->rows(), me_.client_address(),
+                         me_.row_address(), replicated ? backend_ : "none", mode_, engine_.planner.planners,
+                         engine_.pipeline.executors);
   return Status::Ok();
 }
 
 Status ServerImpl::WaitForLeadership() {
   const int64_t deadline = NowNanos() + config_->GetInt("server.start_timeout_ms") * 1'000'000;
   for (;;) {
-    bool ready = replicator_->IsLeader(me_.partition);
+    bool ready = replicator_->IsLeader(kGroup);
     std::vector<uint64_t> next;
-    for (uint32_t p = 0; ready && p < engine_.planner.planners; ++p) {
-      auto n = replicator_->NextBatchId(me_.partition, p);
+    for (uint32_t p = 0; ready && p < Streams(); ++p) {
+      auto n = replicator_->NextBatchId(kGroup, p);
       ready = n.ok();
       if (ready) next.push_back(n.value());
     }
@@ -401,7 +473,11 @@ Status ServerImpl::WaitForLeadership() {
 void ServerImpl::OnReplicated(uint64_t b, uint32_t p, const Status& st) {
   // A library thread: hand over only.
   if (st.ok()) {
-    pipeline_->MarkReplicated(b, p);
+    if (row_) {
+      row_->MarkReplicated(b, p);
+    } else {
+      pipeline_->MarkReplicated(b, p);
+    }
     return;
   }
   {
@@ -525,65 +601,82 @@ std::string ServerImpl::StatsLine() const {
   return line;
 }
 
+Status ServerImpl::EndReplication(uint64_t end) {
+  // Tell every stream where the input ended, so followers know they have it all.
+  auto log = Logger("server");
+  Status result;
+  for (uint32_t p = 0; p < Streams(); ++p) {
+    replicator_->ReplicateData(replication::ReplicateMeta{kGroup, p, end}, EncodeEndMarker(end),
+                               [this](const replication::ReplicateMeta&, Status st) {
+                                 {
+                                   std::lock_guard<std::mutex> lk(mu_);
+                                   ++markers_done_;
+                                   if (!st.ok() && marker_status_.ok()) marker_status_ = st;
+                                 }
+                                 cv_.notify_all();
+                               });
+  }
+  const int64_t deadline = NowNanos() + drain_timeout_ms_ * 1'000'000;
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait_for(lk, std::chrono::milliseconds(drain_timeout_ms_),
+                 [&] { return markers_done_ == Streams(); });
+    if (markers_done_ < Streams()) {
+      result = Status::Timeout("end markers not replicated within server.drain_timeout_ms");
+    } else if (!marker_status_.ok()) {
+      result = marker_status_;
+    }
+  }
+  // Connected followers apply everything before replication stops (a raft follower that
+  // lags behind gets the rest from this leader only).
+  // A follower that stopped applying (it failed, or is stuck) makes no progress: stop waiting
+  // for it after a while rather than for the whole drain time. A raft follower learns that
+  // the end marker committed only from this leader, so replication runs until it says so.
+  uint64_t progress = 0;
+  int64_t progress_ns = NowNanos();
+  while (result.ok() && NowNanos() < deadline) {
+    uint64_t applied = 0;
+    for (const auto& f : monitor_->Views(end)) applied += f.applied_batches;
+    if (monitor_->ConnectedFollowersEnded()) break;
+    if (applied != progress) {
+      progress = applied;
+      progress_ns = NowNanos();
+    } else if (NowNanos() - progress_ns > 3'000'000'000) {
+      log->warn("{} a connected follower stopped applying before batch {}: not waiting for it", Identity(), end);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return result;
+}
+
 Status ServerImpl::Shutdown() {
   auto log = Logger("server");
   stopping_.store(true);
   Status result;
   if (row_) {
-    service_->StopAdmitting(Status::Unavailable("node stopping (SIGTERM)"));
-    row_->CloseInput();
+    if (leader_) {
+      service_->StopAdmitting(Status::Unavailable("node stopping (SIGTERM)"));
+      row_->CloseInput();
+    }
+    // A follower's end comes with its stream's end markers (from its leader's stop).
     result = row_->WaitFinished(drain_timeout_ms_);
     uint64_t end = 0;
-    if (result.ok() && row_->row_end_known(&end)) log->info("{} the row ended at batch {}; every peer finished", Identity(), end);
+    if (result.ok() && row_->row_end_known(&end)) {
+      log->info("{} the row ended at batch {}; every row peer finished", Identity(), end);
+      if (leader_ && topo_->replication_factor() > 0) {
+        result = EndReplication(end);
+        if (result.ok()) log->info("{} end markers replicated at batch {}", Identity(), end);
+      }
+    }
+    if (reporter_) reporter_->Stop(1000);  // a follower's last report
   } else if (leader_) {
     service_->StopAdmitting(Status::Unavailable("node stopping (SIGTERM)"));
     planner_->CloseInput();
     Status idle = pipeline_->WaitIdle(drain_timeout_ms_);
     if (idle.ok() && planner_->ended() && topo_->replication_factor() > 0) {
-      // Tell every stream where the input ended, so followers know they have it all.
       const uint64_t end = planner_->end_batch();
-      for (uint32_t p = 0; p < engine_.planner.planners; ++p) {
-        replicator_->ReplicateData(replication::ReplicateMeta{me_.partition, p, end}, EncodeEndMarker(end),
-                                   [this](const replication::ReplicateMeta&, Status st) {
-                                     {
-                                       std::lock_guard<std::mutex> lk(mu_);
-                                       ++markers_done_;
-                                       if (!st.ok() && marker_status_.ok()) marker_status_ = st;
-                                     }
-                                     cv_.notify_all();
-                                   });
-      }
-      const int64_t deadline = NowNanos() + drain_timeout_ms_ * 1'000'000;
-      {
-        std::unique_lock<std::mutex> lk(mu_);
-        cv_.wait_for(lk, std::chrono::milliseconds(drain_timeout_ms_),
-                     [&] { return markers_done_ == engine_.planner.planners; });
-        if (markers_done_ < engine_.planner.planners) {
-          result = Status::Timeout("end markers not replicated within server.drain_timeout_ms");
-        } else if (!marker_status_.ok()) {
-          result = marker_status_;
-        }
-      }
-      // Connected followers apply everything before replication stops (a raft follower that
-      // lags behind gets the rest from this leader only).
-      // A follower that stopped applying (it failed, or is stuck) makes no progress: stop waiting
-      // for it after a while rather than for the whole drain time. A raft follower learns that
-      // the end marker committed only from this leader, so replication runs until it says so.
-      uint64_t progress = 0;
-      int64_t progress_ns = NowNanos();
-      while (result.ok() && NowNanos() < deadline) {
-        uint64_t applied = 0;
-        for (const auto& f : monitor_->Views(end)) applied += f.applied_batches;
-        if (monitor_->ConnectedFollowersEnded()) break;
-        if (applied != progress) {
-          progress = applied;
-          progress_ns = NowNanos();
-        } else if (NowNanos() - progress_ns > 3'000'000'000) {
-          log->warn("{} a connected follower stopped applying before batch {}: not waiting for it", Identity(), end);
-          break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
+      result = EndReplication(end);
       log->info("{} input ended at batch {}; end markers replicated", Identity(), end);
     } else if (!idle.ok()) {
       result = idle;

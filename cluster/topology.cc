@@ -12,7 +12,10 @@ void Topology::AddConfigKeys(ConfigSchema* schema) {
                     StringColumn("host", "", "host name or address the node listens on", true),
                     IntColumn("client_port", 0, 1, 65535, "port for clients (and follower reports)", true),
                     IntColumn("peer_port", 0, 1, 65535, "port for replication peers (raft)", true),
-                    IntColumn("partition", 0, 0, 4095, "the partition the node holds (0 for now)"),
+                    IntColumn("partition", 0, 0, 4095, "the partition the node holds"),
+                    IntColumn("row_port", 0, 0, 65535,
+                              "port for the node's row peers in a partitioned row (0: peer_port, which a row "
+                              "without followers does not use for replication); needed with followers"),
                     IntColumn("row", 0, 0, 255, "0 = the partition's initial leader, 1..rf = its followers", true)});
 }
 
@@ -34,6 +37,7 @@ Result<Topology> Topology::FromConfig(const Config& config) {
     n.client_port = static_cast<uint16_t>(r.GetInt("client_port"));
     n.peer_port = static_cast<uint16_t>(r.GetInt("peer_port"));
     n.partition = static_cast<uint32_t>(r.GetInt("partition"));
+    n.row_port = static_cast<uint16_t>(r.GetInt("row_port"));
     n.row = static_cast<uint32_t>(r.GetInt("row"));
     bool name_ok = !n.name.empty() && n.name.size() <= 64;
     for (char c : n.name) name_ok &= (std::isalnum(static_cast<unsigned char>(c)) != 0) || c == '-' || c == '_';
@@ -42,7 +46,9 @@ Result<Topology> Topology::FromConfig(const Config& config) {
     if (!by_name.emplace(n.name, i).second) {
       errors.push_back(key + ".name: '" + n.name + "' is also cluster.nodes[" + std::to_string(by_name[n.name]) + "].name");
     }
-    for (const auto& [col, port] : {std::pair<const char*, uint16_t>{"client_port", n.client_port}, {"peer_port", n.peer_port}}) {
+    for (const auto& [col, port] : {std::pair<const char*, uint16_t>{"client_port", n.client_port},
+                                    {"peer_port", n.peer_port}, {"row_port", n.row_port}}) {
+      if (port == 0) continue;  // row_port unset
       const std::string addr = n.host + ":" + std::to_string(port);
       auto [it, fresh] = by_address.emplace(addr, key + "." + col);
       if (!fresh) errors.push_back(key + "." + col + ": " + addr + " is also used by " + it->second);
@@ -78,6 +84,15 @@ Result<Topology> Topology::FromConfig(const Config& config) {
           errors.push_back("cluster.nodes: partition " + std::to_string(p) + " has no node in row " + std::to_string(r) +
                            " (rows must be 0..rf in every partition)");
         }
+      }
+    }
+  }
+  if (t.partitions_ > 1 && t.rows_ > 1) {
+    // Raft listens on peer_port; the row transport needs a port of its own.
+    for (const NodeInfo& n : t.nodes_) {
+      if (n.row_port == 0) {
+        errors.push_back("cluster.nodes[" + std::to_string(n.index) + "].row_port: a partitioned row with followers needs "
+                         "a port for the row's messages apart from peer_port (replication)");
       }
     }
   }

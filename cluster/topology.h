@@ -6,9 +6,7 @@
 //
 // Shape (the paper's figure 2): node (partition p, row r). Row 0 holds the initial leaders,
 // rows 1..rf the followers; the nodes of one partition form its replication group; the nodes of
-// one row form a cluster instance. Today every partition index is 0 (one partition: the
-// QueCC-R shape, each node holds the whole database); the ids and checks already cover P
-// partitions so partitioned rows slot in.
+// one row form a cluster instance (with P > 1 a partitioned row: docs/partitioned-rows.md).
 //
 // Immutable after FromConfig; safe to share between threads.
 #pragma once
@@ -30,10 +28,13 @@ struct NodeInfo {
   uint16_t peer_port = 0;
   uint32_t partition = 0;
   uint32_t row = 0;
+  uint16_t row_port = 0;  // 0: unset (a row without followers uses peer_port)
   uint32_t index = 0;  // position in cluster.nodes (for error messages: cluster.nodes[index])
 
   std::string client_address() const { return host + ":" + std::to_string(client_port); }
   std::string peer_address() const { return host + ":" + std::to_string(peer_port); }
+  // Where its row peers reach it in a partitioned row.
+  std::string row_address() const { return host + ":" + std::to_string(row_port != 0 ? row_port : peer_port); }
   bool is_leader_row() const { return row == 0; }
 };
 
