@@ -53,11 +53,16 @@ expect_error 2 "cluster.nodes: a list of maps is set in the YAML file only" "$se
 nodes3 "" "" "{name: c, host: 127.0.0.1, client_port: 7102, peer_port: 7202, partition: 1, row: 0}" >"$cfg"
 expect_error 2 "partition 1 has no node in row 1" "$server" --config "$cfg" --list-nodes
 
-# Partitioned rows: followers are not supported yet, and engine.partitions is derived.
+# Partitioned rows: with followers every node needs a row_port (raft has peer_port), and
+# engine.partitions is derived.
 nodes3 "" "{name: b, host: 127.0.0.1, client_port: 7101, peer_port: 7201, partition: 0, row: 1}" \
-  "{name: c, host: 127.0.0.1, client_port: 7102, peer_port: 7202, partition: 1, row: 0}" >"$cfg"
+  "{name: c, host: 127.0.0.1, client_port: 7102, peer_port: 7202, row_port: 7302, partition: 1, row: 0}" >"$cfg"
 echo "    - {name: d, host: 127.0.0.1, client_port: 7103, peer_port: 7203, partition: 1, row: 1}" >>"$cfg"
-expect_error 2 "partitioned rows run without followers so far" "$server" --config "$cfg" --node a
+expect_error 2 "cluster.nodes[0].row_port: a partitioned row with followers needs a port" "$server" --config "$cfg" \
+  --list-nodes
+nodes3 "" "{name: b, host: 127.0.0.1, client_port: 7101, peer_port: 7201, row_port: 7101, partition: 1, row: 0}" >"$cfg"
+expect_error 2 "cluster.nodes[1].row_port: 127.0.0.1:7101 is also used by cluster.nodes[1].client_port" "$server" \
+  --config "$cfg" --list-nodes
 nodes3 "" "{name: b, host: 127.0.0.1, client_port: 7101, peer_port: 7201, partition: 1, row: 0}" \
   "{name: c, host: 127.0.0.1, client_port: 7102, peer_port: 7202, partition: 2, row: 0}" >"$cfg"
 expect_error 2 "engine.partitions (2) disagrees with cluster.nodes (3 partitions)" "$server" --config "$cfg" --node a \

@@ -9,6 +9,8 @@
 #                                         given twice is an error; use qr_up --key=value)
 #   qr_row_config OUT PARTITIONS [YAML...]  the same for a partitioned row: PARTITIONS leaders
 #                                         (p0, p1, ...), one row, backend none
+#   qr_grid_config OUT BACKEND PARTITIONS ROWS [YAML...]  PARTITIONS x ROWS nodes named
+#                                         p<partition>r<row>, each with a row_port
 #   qr_up CONFIG [--key=value ...], qr_down CONFIG, qr_client CONFIG [args]: the scripts/programs
 #   fail MESSAGE: prints it and exits 1
 set -euo pipefail
@@ -49,19 +51,31 @@ qr_row_config() {
   local out="$1" partitions="$2"; shift 2
   qr_write_config "$out" none 1 "$partitions" "$@"
 }
+qr_grid_config() {
+  local out="$1" backend="$2" partitions="$3" rows="$4"; shift 4
+  qr_write_config "$out" "$backend" "$rows" "$partitions" "$@"
+}
 qr_write_config() {
   local out="$1" backend="$2" rows="$3" partitions="$4"; shift 4
   local n=$((rows * partitions))
-  local ports; read -r -a ports <<<"$(free_ports $((2 * n)))"
+  local ports; read -r -a ports <<<"$(free_ports $((3 * n)))"
   {
     echo "cluster:"
     echo "  name: $(basename "$out" .yaml)"
     echo "  nodes:"
-    local i=0 r p name
+    local i=0 r p name extra
     for ((r = 0; r < rows; r++)); do
       for ((p = 0; p < partitions; p++)); do
-        if ((partitions == 1)); then name="n$r"; else name="p$p"; fi
-        echo "    - {name: $name, host: 127.0.0.1, client_port: ${ports[$((2 * i))]}, peer_port: ${ports[$((2 * i + 1))]}, partition: $p, row: $r}"
+        extra=""
+        if ((partitions == 1)); then
+          name="n$r"
+        elif ((rows == 1)); then
+          name="p$p"
+        else
+          name="p${p}r$r"
+          extra=", row_port: ${ports[$((3 * i + 2))]}"
+        fi
+        echo "    - {name: $name, host: 127.0.0.1, client_port: ${ports[$((3 * i))]}, peer_port: ${ports[$((3 * i + 1))]}$extra, partition: $p, row: $r}"
         i=$((i + 1))
       done
     done
