@@ -56,7 +56,7 @@ Status VerifyClientRun(const workloads::WorkloadOptions& options, uint64_t seed,
   std::vector<std::unique_ptr<workloads::Generator>> gens;
   for (size_t c = 0; c < conns; ++c) {
     workloads::WorkloadOptions conn_options = options;
-    if (row_size > 1 && options.kind == workloads::WorkloadKind::kYcsb) conn_options.home_partition = c % row_size;
+    if (row_size > 1) conn_options.home_partition = c % row_size;
     auto g = workloads::MakeGenerator(conn_options, ConnectionSeed(seed, static_cast<uint32_t>(c)));
     if (!g.ok()) return g.status();
     gens.push_back(std::move(g).value());

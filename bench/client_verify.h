@@ -16,7 +16,7 @@
 //   5. replaying in planned order on a fresh ReferenceExecutor loaded with LoadTable: a committed
 //      txn commits serially and read the same values (hash); a logic abort aborts serially.
 // The report carries the reference's final digest, which the caller compares with the leader's.
-// A partitioned row (row_size > 1): connection c's YCSB txns were generated with home partition
+// A partitioned row (row_size > 1): connection c's txns were generated with home partition
 // c mod row_size (as qrstore-client does), and the report also carries, per partition p, the
 // digest node p must have: its table is the whole initial table with only p's keys changed, and
 // digests add up per record (storage/table.h), so it is the initial digest plus the changes of

@@ -2,7 +2,7 @@
 // tool). See Usage below and README.md.
 //
 // Load: C connections to the partition's leader (or --node, redirected once if it is not the
-// leader; in a partitioned row, connection c to the leader of partition c mod P with YCSB txns
+// leader; in a partitioned row, connection c to the leader of partition c mod P with txns
 // whose first key is there), each keeping at most K txns in flight, in requests of up to client.txns_per_request
 // txns. Connection c draws from its own deterministic generator (bench/client_verify.h
 // ConnectionSeed: connection 0 runs exactly MakeGenerator(options, seed), qrstore-bench's
@@ -149,7 +149,7 @@ int Main(int argc, char** argv) {
                   "[--outstanding K] [--seed S] [--workload-file F] [--node NAME] [--verify] [--json] | --status",
                   "Drives a qrstore cluster with a closed-loop YCSB-T or transfer load (workload.kind, ycsb.*,\n"
                   "transfer.* of the config, or a YCSB property file) over C connections to partition 0's\n"
-                  "leader (a partitioned row: connection c to partition c mod P's leader, with YCSB txns whose\n"
+                  "leader (a partitioned row: connection c to partition c mod P's leader, with txns whose\n"
                   "first key lives there), each keeping at most K txns in flight in requests of client.txns_per_request txns,\n"
                   "and prints throughput, latency percentiles (request sent -> answer received, per txn),\n"
                   "every node's per-batch phase times and CPU over the measured window, follower lag and\n"
@@ -308,7 +308,7 @@ int Main(int argc, char** argv) {
   Window window;
   auto make_connection = [&](uint32_t c) -> Result<std::unique_ptr<LoadConnection>> {
     workloads::WorkloadOptions conn_options = options;
-    if (row_size > 1 && options.kind == workloads::WorkloadKind::kYcsb) conn_options.home_partition = c % row_size;
+    if (row_size > 1) conn_options.home_partition = c % row_size;
     auto gen = workloads::MakeGenerator(conn_options, ConnectionSeed(seed, c));
     if (!gen.ok()) return gen.status();
     ConnectionConfig cc;

@@ -19,7 +19,10 @@
 # interleaved pairs say anything about the leader's replication overhead. `row` runs N pairs of
 # the partitioned row configs/cluster-2x1-none.yaml (STAR's YCSB, 200K records per partition) at
 # 0% and 10% multi-partition txns (ycsb.mp_ratio), and prints each pair's throughput ratio and
-# the medians. Everything runs on
+# the medians. `rowsweep` runs the paper's default on partitioned rows (16 ops, 50% writes, 1M
+# records over 2 partitions, batches of 20K): multi-partition ratio 0 to 1 without replicas, and
+# rf = 0, 1, 2 (raft; speculative and sync) at 50% multi-partition, then plots both
+# (scripts/plot-rows.py: OUT/row-mp.png, OUT/row-rf.png; needs python3-matplotlib). Everything runs on
 # 127.0.0.1; nothing else should run meanwhile (all processes share this machine's cores).
 # Programs: build/bin (build first, Release).
 set -euo pipefail
@@ -43,7 +46,7 @@ while [[ $# -gt 0 ]]; do
     *) echo "cluster-bench.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-[[ "$rows" =~ ^(all|quick|overhead|row)$ ]] || { echo "cluster-bench.sh: --rows must be all, quick, overhead or row" >&2; exit 2; }
+[[ "$rows" =~ ^(all|quick|overhead|row|rowsweep)$ ]] || { echo "cluster-bench.sh: --rows must be all, quick, overhead, row or rowsweep" >&2; exit 2; }
 [[ "$repeat" =~ ^[1-9][0-9]*$ ]] || { echo "cluster-bench.sh: --repeat must be a positive integer" >&2; exit 2; }
 bin="$root/build/bin"
 for p in qrstore-server qrstore-client qrstore-bench; do
@@ -63,6 +66,9 @@ star=(--ycsb.records=200000 --engine.key_space=200000 --ycsb.ops_per_txn=10 --yc
 paper=(--ycsb.records=1000000 --engine.key_space=1000000 --ycsb.ops_per_txn=16 --ycsb.write_ratio=0.5)
 # STAR's YCSB over a row of 2 partitions: 200K records per partition.
 star_row=(--ycsb.records=400000 --engine.key_space=400000 --ycsb.ops_per_txn=10 --ycsb.write_ratio=0.2)
+# The paper's default (Table 1) over a row of 2 partitions.
+paper_row=(--ycsb.records=1000000 --engine.key_space=1000000 --ycsb.ops_per_txn=16 --ycsb.write_ratio=0.5
+           --batch.txns=20000)
 
 # run_cluster WORKLOAD THETA CONFIG MODE COMPRESSION [MP_RATIO]
 run_cluster() {
@@ -71,6 +77,7 @@ run_cluster() {
   case "$wl" in
     star) w=("${star[@]}") ;;
     star_row) w=("${star_row[@]}") ;;
+    paper_row) w=("${paper_row[@]}") ;;
     *) w=("${paper[@]}") ;;
   esac
   local ov=("${w[@]}" "--ycsb.theta=$theta" "--replication.mode=$mode" "--replication.compression=$comp")
@@ -134,6 +141,24 @@ if pairs:
     print(f"medians: 0% {statistics.median(mp0):,.0f}, 10% {statistics.median(mp10):,.0f}; "
           f"median ratio {statistics.median(b / a for a, b in pairs):.3f} ({len(pairs)} pairs)")
 PY
+  echo "cluster-bench.sh: results in $csv and $md"
+  exit 0
+fi
+
+if [[ "$rows" == rowsweep ]]; then
+  for ((r = 0; r < repeat; r++)); do
+    for mp in 0 0.1 0.25 0.5 0.75 1; do
+      run_cluster paper_row 0 configs/cluster-2x1-none.yaml speculative none "$mp"
+    done
+    for cfg in configs/cluster-2x2-raft.yaml configs/cluster-2x3-raft.yaml; do
+      for mode in speculative sync; do run_cluster paper_row 0 "$cfg" "$mode" none 0.5; done
+    done
+  done
+  if /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
+    /usr/bin/python3 scripts/plot-rows.py "$csv" "$out"
+  else
+    echo "cluster-bench.sh: no matplotlib for /usr/bin/python3 (apt-get install python3-matplotlib): no plots" >&2
+  fi
   echo "cluster-bench.sh: results in $csv and $md"
   exit 0
 fi

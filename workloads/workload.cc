@@ -122,16 +122,29 @@ class YcsbGenerator final : public Generator {
 
 class TransferGenerator final : public Generator {
  public:
-  TransferGenerator(const TransferOptions& options, ZipfGenerator zipf, uint64_t seed, uint64_t rng_seed)
-      : o_(options), zipf_(std::move(zipf)), rng_(rng_seed), seed_(seed) {}
+  TransferGenerator(const WorkloadOptions& options, ZipfGenerator zipf, uint64_t seed, uint64_t rng_seed)
+      : o_(options.transfer), partitions_(options.partitions()), home_(options.home_partition),
+        map_(options.partition_map), zipf_(std::move(zipf)), rng_(rng_seed), seed_(seed) {}
 
   Txn Next() override {
     Txn t;
     t.id = TxnIdFor(seed_, generated_++);
-    Key from = zipf_.Next(rng_);
-    Key to = from;
-    for (int attempt = 0; attempt < kMaxResamples && to == from; ++attempt) to = zipf_.Next(rng_);
-    if (to == from) to = (from + 1) % o_.accounts;
+    Key from = 0, to = 0;
+    if (partitions_ <= 1) {
+      from = zipf_.Next(rng_);
+      to = from;
+      for (int attempt = 0; attempt < kMaxResamples && to == from; ++attempt) to = zipf_.Next(rng_);
+      if (to == from) to = (from + 1) % o_.accounts;
+    } else {
+      // The debit on the home partition (a uniformly drawn one without a home), the credit on
+      // another partition for mp_ratio of the transfers: the distribution conditioned on the
+      // partition, by resampling (then a deterministic probe).
+      const uint32_t p = home_ >= 0 ? static_cast<uint32_t>(home_) : static_cast<uint32_t>(rng_.Uniform(partitions_));
+      const bool mp = rng_.Bernoulli(o_.mp_ratio);
+      const uint32_t q = mp ? (p + 1 + static_cast<uint32_t>(rng_.Uniform(partitions_ - 1))) % partitions_ : p;
+      from = DrawIn(p, o_.accounts);
+      to = DrawIn(q, from);
+    }
     uint64_t amount = 1 + rng_.Uniform(o_.max_amount);
     t.ops.reserve(2);
     t.ops.push_back(Op{OpKind::kDebit, from, 0, amount});
@@ -140,7 +153,27 @@ class TransferGenerator final : public Generator {
   }
 
  private:
+  // An account of partition `p` other than `not_this`. Validate() guarantees every partition
+  // holds at least 2 accounts, so the probe ends within accounts steps.
+  Key DrawIn(uint32_t p, Key not_this) {
+    const int tries = kMaxResamples * static_cast<int>(std::min<uint32_t>(partitions_, 1024));
+    Key key = 0;
+    for (int attempt = 0; attempt < tries; ++attempt) {
+      key = zipf_.Next(rng_);
+      if (map_.Of(key) == p && key != not_this) return key;
+    }
+    for (uint64_t step = 0; step < o_.accounts; ++step) {
+      key = key + 1 < o_.accounts ? key + 1 : 0;
+      if (map_.Of(key) == p && key != not_this) return key;
+    }
+    QR_CHECK(false, "no account on partition %u besides %llu", p, static_cast<unsigned long long>(not_this));
+    return 0;
+  }
+
   const TransferOptions o_;
+  const uint32_t partitions_;
+  const int64_t home_;
+  const storage::KeyMapper map_;
   const ZipfGenerator zipf_;
   Rng rng_;
   const uint64_t seed_;  // for txn ids
@@ -170,6 +203,8 @@ void AddConfigKeys(ConfigSchema* s) {
   s->AddInt("transfer.max_amount", 1500, 1, int64_t{1} << 50,
             "transfer amounts are uniform in [1, max_amount]; above the balance some debits abort");
   s->AddDouble("transfer.theta", 0, 0, 10, "Zipf skew of account choice: 0 uniform");
+  s->AddDouble("transfer.mp_ratio", 0.5, 0, 1,
+               "partitioned rows: share of transfers whose two accounts live on different partitions");
 }
 
 Result<WorkloadOptions> OptionsFromConfig(const Config& c, storage::KeyMapper partition_map) {
@@ -194,6 +229,7 @@ Result<WorkloadOptions> OptionsFromConfig(const Config& c, storage::KeyMapper pa
   t.initial_balance = c.GetInt("transfer.initial_balance");
   t.max_amount = static_cast<uint64_t>(c.GetInt("transfer.max_amount"));
   t.theta = c.GetDouble("transfer.theta");
+  t.mp_ratio = c.GetDouble("transfer.mp_ratio");
   QR_RETURN_IF_ERROR(o.Validate());
   return o;
 }
@@ -240,6 +276,22 @@ Status WorkloadOptions::Validate() const {
     if (t.initial_balance < 0) errors.push_back("transfer.initial_balance: must be >= 0");
     if (t.max_amount < 1) errors.push_back("transfer.max_amount: must be >= 1");
     if (!(t.theta >= 0 && t.theta <= 10)) errors.push_back("transfer.theta: must be in [0, 10]");
+    if (!(t.mp_ratio >= 0 && t.mp_ratio <= 1)) errors.push_back("transfer.mp_ratio: must be in [0, 1]");
+    if (partitions > 1) {
+      // Every partition needs two accounts (a transfer inside it, and the credit of one from
+      // elsewhere), counted as the YCSB check above counts keys.
+      std::vector<uint64_t> per(partitions, 0);
+      for (Key k = 0; k < t.accounts && k < (uint64_t{1} << 24); ++k) ++per[partition_map.Of(k)];
+      const uint64_t least = *std::min_element(per.begin(), per.end());
+      if (t.accounts <= (uint64_t{1} << 24) && least < 2) {
+        errors.push_back("transfer.accounts: the smallest partition holds " + std::to_string(least) +
+                         " accounts, fewer than 2; use more accounts or fewer partitions");
+      }
+    }
+    if (home_partition >= static_cast<int64_t>(partitions)) {
+      errors.push_back("home partition " + std::to_string(home_partition) + ": the row has " +
+                       std::to_string(partitions) + " partitions");
+    }
   }
   if (errors.empty()) return Status::Ok();
   std::string msg = "invalid workload configuration:";
@@ -280,7 +332,7 @@ Result<std::unique_ptr<Generator>> MakeGenerator(const WorkloadOptions& options,
   if (options.kind == WorkloadKind::kTransfer) {
     auto z = ZipfGenerator::Create(options.transfer.accounts, options.transfer.theta, true, kScrambleSeed);
     if (!z.ok()) return Status::InvalidArgument("transfer.theta: " + z.status().message());
-    return std::unique_ptr<Generator>(new TransferGenerator(options.transfer, std::move(z).value(), seed, rng_seed));
+    return std::unique_ptr<Generator>(new TransferGenerator(options, std::move(z).value(), seed, rng_seed));
   }
   auto z = ZipfGenerator::Create(options.ycsb.records, options.ycsb.theta, options.ycsb.scramble, kScrambleSeed);
   if (!z.ok()) return Status::InvalidArgument("ycsb.theta: " + z.status().message());

@@ -60,6 +60,9 @@ struct TransferOptions {
   int64_t initial_balance = 1000;
   uint64_t max_amount = 1500;  // amounts are uniform in [1, max_amount]
   double theta = 0;            // account popularity (workloads/zipf.h), 0 = uniform
+  // With more than one partition: the share of transfers whose credit account lives on another
+  // partition than the debit account (which is on the home partition, with a home).
+  double mp_ratio = 0.5;
 };
 
 struct WorkloadOptions {

@@ -64,7 +64,7 @@ follower_dumps_equal "$cfg"
 
 # 3. Money.
 qr_grid_config "$QR_TMP/grid-transfer.yaml" "$backend" 3 2 \
-  "workload:" "  kind: transfer" "transfer:" "  accounts: 3000" "  initial_balance: 1000" "  max_amount: 1500" \
+  "workload:" "  kind: transfer" "transfer:" "  accounts: 3000" "  initial_balance: 1000" "  max_amount: 1500" "  mp_ratio: 0.5" \
   "batch:" "  txns: 1000" "  timeout_ms: 5"
 cfg="$QR_TMP/grid-transfer.yaml"
 qr_up "$cfg" "${zk[@]+"${zk[@]}"}" "$(root transfer)"

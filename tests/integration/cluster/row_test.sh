@@ -6,7 +6,7 @@
 #     every read value, and each node's digest of its partition equal the serial reference's.
 #  2. YCSB with logic aborts (resolved by cascade across partitions): every txn is answered
 #     committed or aborted, none failed, some aborted.
-#  3. Transfers, two thirds of them across partitions, with short debits: each node dumps its own
+#  3. Transfers, half of them across partitions (transfer.mp_ratio), with short debits: each node dumps its own
 #     partition's accounts; together they hold every account once, and the money is conserved.
 #  4. A node killed under load: its peers fail with an error naming it, their clients get answers
 #     (failed) rather than silence, and they stop when told.
@@ -46,7 +46,7 @@ qr_down "$cfg"
 
 # 3. Money across partitions.
 qr_row_config "$QR_TMP/row-transfer.yaml" 3 \
-  "workload:" "  kind: transfer" "transfer:" "  accounts: 3000" "  initial_balance: 1000" "  max_amount: 1500" \
+  "workload:" "  kind: transfer" "transfer:" "  accounts: 3000" "  initial_balance: 1000" "  max_amount: 1500" "  mp_ratio: 0.5" \
   "batch:" "  txns: 1000" "  timeout_ms: 5"
 cfg="$QR_TMP/row-transfer.yaml"
 qr_up "$cfg"
@@ -70,24 +70,25 @@ qr_row_config "$QR_TMP/row-kill.yaml" 3 \
   "ycsb:" "  records: 30000" "  ops_per_txn: 8" "  mp_ratio: 0.5" "batch:" "  txns: 1000" "  timeout_ms: 5"
 cfg="$QR_TMP/row-kill.yaml"
 qr_up "$cfg"
-qr_client "$cfg" --duration-s 30 --connections 3 --outstanding 1000 --seed 44 --client.stall_timeout_ms=10000 \
+qr_client "$cfg" --duration-s 30 --connections 3 --outstanding 1000 --seed 44 --client.stall_timeout_ms=5000 \
   --json >"$QR_TMP/kill.out" 2>"$QR_TMP/kill.err" &
 client=$!
 sleep 2
 "$QR_SRC/scripts/cluster.sh" kill "$cfg" p1 KILL
 t0=$SECONDS
 if wait "$client"; then fail "the client reported success with a node of the row killed"; fi
-((SECONDS - t0 < 25)) || fail "the client took $((SECONDS - t0)) s to notice"
+((SECONDS - t0 < 40)) || fail "the client took $((SECONDS - t0)) s to notice"
 run="$QRSTORE_RUN_DIR/row-kill"
+# Whichever comes first names the peer: its closed connection, or a send to it that failed.
 for p in p0 p2; do
-  grep -q "row peer 1 (127.0.0.1:[0-9]*) closed its connection" "$run/$p.log" ||
-    fail "$p did not report the dead peer: $(tail -5 "$run/$p.log")"
+  grep -Eq "row peer 1 \(127.0.0.1:[0-9]+\) closed its connection|could not send to row peer 1 \(127.0.0.1:[0-9]+\)" \
+    "$run/$p.log" || fail "$p did not report the dead peer: $(tail -5 "$run/$p.log")"
 done
 status="$(qr_client "$cfg" --status 2>&1 || true)"
 grep -q "failed" <<<"$status" || fail "no node reports failed: $status"
 note "p1 killed: p0 and p2 failed naming it; the client stopped after $((SECONDS - t0)) s"
 if qr_down "$cfg" >"$QR_TMP/down.out" 2>&1; then fail "down reported a clean stop after a failure"; fi
-grep -q "stopped after a failure: row peer 1" "$run/p0.log" || fail "p0's exit does not name the failure"
+grep -q "stopped after a failure: .*row peer 1" "$run/p0.log" || fail "p0's exit does not name the failure"
 
 # 5. A hung node.
 qr_row_config "$QR_TMP/row-hung.yaml" 2 "ycsb:" "  records: 30000" "batch:" "  txns: 1000" "  timeout_ms: 5" "row:" \

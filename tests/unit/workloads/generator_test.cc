@@ -219,6 +219,42 @@ TEST_CASE("transfer: debit then credit of distinct accounts, bounded amounts") {
   CHECK(o.InitialCounter() == 1000);
 }
 
+TEST_CASE("transfer: in a partitioned row the debit is on the home partition, mp_ratio of credits elsewhere") {
+  WorkloadOptions o;
+  o.kind = WorkloadKind::kTransfer;
+  o.transfer.accounts = 3000;
+  o.transfer.mp_ratio = 0.3;
+  o.partition_map = storage::KeyMapper(storage::KeyMapper::Kind::kHash, 3, 0);
+  o.home_partition = 1;
+  REQUIRE(o.Validate().ok());
+  auto g = Gen(o, 9);
+  int cross = 0;
+  std::set<uint32_t> credited;
+  for (int i = 0; i < 4000; ++i) {
+    const Txn t = g->Next();
+    REQUIRE(t.ops.size() == 2);
+    REQUIRE(t.ops[0].key != t.ops[1].key);
+    REQUIRE(o.PartitionOfKey(t.ops[0].key) == 1);
+    const uint32_t q = o.PartitionOfKey(t.ops[1].key);
+    cross += q != 1 ? 1 : 0;
+    credited.insert(q);
+  }
+  CHECK(static_cast<double>(cross) / 4000 == Approx(0.3).margin(0.04));
+  CHECK(credited == std::set<uint32_t>{0, 1, 2});
+  // Without a home the debit's partition is drawn; every partition needs two accounts.
+  o.home_partition = -1;
+  o.transfer.mp_ratio = 1;
+  auto h = Gen(o, 10);
+  for (int i = 0; i < 500; ++i) {
+    const Txn t = h->Next();
+    REQUIRE(o.PartitionOfKey(t.ops[0].key) != o.PartitionOfKey(t.ops[1].key));
+  }
+  o.transfer.accounts = 3;
+  const Status v = o.Validate();
+  REQUIRE_FALSE(v.ok());
+  CHECK(v.message().find("transfer.accounts: the smallest partition holds") != std::string::npos);
+}
+
 TEST_CASE("workload config: defaults, overrides and errors naming keys") {
   ConfigSchema schema;
   AddConfigKeys(&schema);
