@@ -1,11 +1,14 @@
 #include "bench/client_verify.h"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "cluster/protocol.h"
 #include "common/hash.h"
+#include "storage/ops.h"
 #include "storage/table.h"
 #include "workloads/reference_executor.h"
 
@@ -31,6 +34,116 @@ uint64_t ConnectionSeed(uint64_t seed, uint32_t connection) {
 }
 
 uint64_t ReadsHash(std::string_view values) { return values.empty() ? 0 : Hash64(values, 0x72656164); }
+
+namespace {
+
+// One batch of a partitioned row, in planned order, replayed as the row runs it
+// (docs/partitioned-rows.md, section 4): every op runs at its place, aborting or not (a fired
+// kAbortIf or a short kDebit writes nothing and only votes); a txn aborts if it fired, or if it
+// accessed a key an earlier aborted txn of the batch wrote (cascade); the aborted txns' writes
+// are then undone. Checks every fate (fired: aborted-logic, else cascaded: aborted-cascade) and
+// the reads of every committed txn, and leaves `table` at the committed state after the batch.
+Status ReplayRowBatch(const std::vector<std::pair<const ClientTxnRecord*, storage::Txn>>& batch, size_t record_bytes,
+                      storage::Table* table, ClientVerifyReport* report) {
+  const storage::RecordLayout& layout = table->layout();
+  struct Write {
+    storage::Key key;
+    size_t txn;
+    size_t image;  // offset in images
+  };
+  std::vector<Write> writes;
+  std::string images;
+  std::vector<uint8_t> fired(batch.size(), 0);
+  std::vector<std::string> reads(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const storage::Txn& txn = batch[i].second;
+    for (const storage::Op& op : txn.ops) {
+      char* rec = table->Find(op.key);
+      if (rec == nullptr) return Status::Internal(Where(*batch[i].first) + ": key " + std::to_string(op.key) + " absent");
+      auto image = [&] {
+        writes.push_back(Write{op.key, i, images.size()});
+        images.append(rec, record_bytes);
+      };
+      switch (op.kind) {
+        case storage::OpKind::kRead:
+          reads[i].append(rec, record_bytes);
+          break;
+        case storage::OpKind::kUpdate:
+          image();
+          storage::ApplyUpdate(rec, layout, txn.id, op.key);
+          break;
+        case storage::OpKind::kDepWrite: {
+          const char* src = table->Find(op.src_key);
+          if (src == nullptr) return Status::Internal(Where(*batch[i].first) + ": source key absent");
+          image();
+          storage::ApplyDepWrite(rec, layout, txn.id, storage::GetCounter(src));
+          break;
+        }
+        case storage::OpKind::kAbortIf:
+          if (storage::AbortFires(storage::GetCounter(rec), txn.id, op.arg)) fired[i] = 1;
+          break;
+        case storage::OpKind::kDebit:
+          image();
+          if (!storage::ApplyDebit(rec, op.arg)) {
+            fired[i] = 1;  // short: wrote nothing, so it taints nothing
+            writes.pop_back();
+            images.resize(images.size() - record_bytes);
+          }
+          break;
+        case storage::OpKind::kCredit:
+          image();
+          storage::ApplyCredit(rec, op.arg);
+          break;
+      }
+    }
+  }
+  // The cascade, in planned order: keys written by aborted txns taint every later access.
+  std::vector<uint8_t> aborted(fired);
+  std::set<storage::Key> tainted;
+  std::vector<std::vector<storage::Key>> wrote(batch.size());
+  for (const Write& w : writes) wrote[w.txn].push_back(w.key);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    for (const storage::Op& op : batch[i].second.ops) {
+      if (tainted.count(op.key) != 0 || (op.kind == storage::OpKind::kDepWrite && tainted.count(op.src_key) != 0)) {
+        aborted[i] = 1;
+      }
+    }
+    if (aborted[i] != 0) tainted.insert(wrote[i].begin(), wrote[i].end());
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const ClientTxnRecord& r = *batch[i].first;
+    const ResultCode want = fired[i] != 0 ? ResultCode::kAbortedLogic
+                            : aborted[i] != 0 ? ResultCode::kAbortedCascade
+                                              : ResultCode::kCommitted;
+    const auto code = static_cast<ResultCode>(r.code);
+    if (code != want) {
+      return Status::Internal(Where(r) + " was answered " +
+                              (r.code <= cluster::proto::kMaxResultCode ? std::string(cluster::proto::ResultCodeName(code))
+                                                                        : "with code " + std::to_string(r.code)) +
+                              " but the row's rule (cascade over its batch) gives " +
+                              cluster::proto::ResultCodeName(want));
+    }
+    if (want == ResultCode::kCommitted) {
+      if (ReadsHash(reads[i]) != r.reads_hash) {
+        return Status::Internal(Where(r) + ": the values it read differ from the replay's (" +
+                                std::to_string(reads[i].size() / record_bytes) + " records)");
+      }
+      ++report->committed;
+      report->reads_checked += reads[i].size() / record_bytes;
+    } else {
+      ++report->aborted;
+    }
+  }
+  // Undo: in reverse, so a key ends at the image before the batch's first aborted write of it
+  // (every later access of it is an aborted txn's).
+  for (size_t k = writes.size(); k-- > 0;) {
+    const Write& w = writes[k];
+    if (aborted[w.txn] != 0) std::memcpy(table->Find(w.key), images.data() + w.image, record_bytes);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 Status VerifyClientRun(const workloads::WorkloadOptions& options, uint64_t seed, const std::vector<uint64_t>& sent,
                        std::vector<ClientTxnRecord>* records, ClientVerifyReport* report, uint32_t row_size) {
@@ -66,6 +179,7 @@ Status VerifyClientRun(const workloads::WorkloadOptions& options, uint64_t seed,
   const size_t record_bytes = options.Layout().size();
   std::vector<uint64_t> next(conns, 0);
   std::string reads;
+  std::vector<std::pair<const ClientTxnRecord*, storage::Txn>> row_batch;
   for (size_t i = 0; i < records->size(); ++i) {
     const ClientTxnRecord& r = (*records)[i];
     if (i > 0 && SamePosition((*records)[i - 1], r)) {
@@ -88,6 +202,15 @@ Status VerifyClientRun(const workloads::WorkloadOptions& options, uint64_t seed,
     ++next[r.connection];
     const storage::Txn txn = gens[r.connection]->Next();
     const auto code = static_cast<ResultCode>(r.code);
+    if (row_size > 1) {
+      // A row resolves aborts by cascade over each batch: replayed batch by batch.
+      if (!row_batch.empty() && row_batch.front().first->batch != r.batch) {
+        QR_RETURN_IF_ERROR(ReplayRowBatch(row_batch, record_bytes, ref.mutable_table(), report));
+        row_batch.clear();
+      }
+      row_batch.emplace_back(&r, txn);
+      continue;
+    }
     if (code != ResultCode::kCommitted && code != ResultCode::kAbortedLogic) {
       return Status::Internal(Where(r) + " was answered " +
                               (r.code <= cluster::proto::kMaxResultCode ? std::string(cluster::proto::ResultCodeName(code))
@@ -113,6 +236,7 @@ Status VerifyClientRun(const workloads::WorkloadOptions& options, uint64_t seed,
       ++report->aborted;
     }
   }
+  if (!row_batch.empty()) QR_RETURN_IF_ERROR(ReplayRowBatch(row_batch, record_bytes, ref.mutable_table(), report));
   for (size_t c = 0; c < conns; ++c) {
     if (next[c] != sent[c]) {
       return Status::Internal("connection " + std::to_string(c) + " txn #" + std::to_string(next[c]) +

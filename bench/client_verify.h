@@ -17,7 +17,11 @@
 //      txn commits serially and read the same values (hash); a logic abort aborts serially.
 // The report carries the reference's final digest, which the caller compares with the leader's.
 // A partitioned row (row_size > 1): connection c's txns were generated with home partition
-// c mod row_size (as qrstore-client does), and the report also carries, per partition p, the
+// c mod row_size (as qrstore-client does); point 5 replays batch by batch with the row's rule
+// (docs/partitioned-rows.md, section 4: every op at its place, a txn aborts if it fired or
+// accessed a key an earlier aborted txn of its batch wrote, kAbortedCascade for the latter,
+// the aborted ones undone), since the positions carry the batch boundaries; and the report
+// also carries, per partition p, the
 // digest node p must have: its table is the whole initial table with only p's keys changed, and
 // digests add up per record (storage/table.h), so it is the initial digest plus the changes of
 // p's keys.

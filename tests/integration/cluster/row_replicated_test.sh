@@ -6,9 +6,10 @@
 #  1. YCSB, 50% multi-partition over up to 3 partitions, 20% dependent writes: the client's
 #     --verify replays the planned order serially (fates, reads, each leader's partition digest),
 #     every follower agrees with its leader on every batch, and its dump equals its leader's.
-#  2. YCSB with logic aborts (cascades across partitions): followers agree on every batch.
-#  3. Transfers with short debits: money is conserved over the partitions' dumps, and every
-#     follower's dump equals its leader's.
+#  2. YCSB with logic aborts (cascades across partitions), verified batch by batch with the row's
+#     cascade rule: followers agree on every batch.
+#  3. Transfers with short debits, verified the same way: money is conserved over the
+#     partitions' dumps, and every follower's dump equals its leader's.
 # Usage: row_replicated_test.sh BACKEND
 source "$(dirname "$0")/lib.sh"
 backend="${1:?raft or zookeeper}"
@@ -53,11 +54,12 @@ qr_grid_config "$QR_TMP/grid-abort.yaml" "$backend" 3 2 \
   "  abort_ratio: 0.1" "batch:" "  txns: 1000" "  timeout_ms: 5"
 cfg="$QR_TMP/grid-abort.yaml"
 qr_up "$cfg" "${zk[@]+"${zk[@]}"}" "$(root abort)"
-qr_client "$cfg" --txns 20000 --connections 3 --outstanding 1500 --seed 52 --json >"$QR_TMP/abort.out" ||
+qr_client "$cfg" --txns 20000 --connections 3 --outstanding 1500 --seed 52 --verify --json >"$QR_TMP/abort.out" ||
   fail "client failed: $(tail -5 "$QR_TMP/abort.out")"
 agree "$QR_TMP/abort.out"
 aborted="$(json_field "$QR_TMP/abort.out" aborted)"
 [[ "$aborted" -gt 0 ]] || fail "nothing aborted"
+[[ "$(json_field "$QR_TMP/abort.out" verify)" == ok:* ]] || fail "verify: $(json_field "$QR_TMP/abort.out" verify)"
 note "ycsb with aborts: $aborted aborted; followers agree"
 qr_down "$cfg"
 follower_dumps_equal "$cfg"
@@ -68,11 +70,12 @@ qr_grid_config "$QR_TMP/grid-transfer.yaml" "$backend" 3 2 \
   "batch:" "  txns: 1000" "  timeout_ms: 5"
 cfg="$QR_TMP/grid-transfer.yaml"
 qr_up "$cfg" "${zk[@]+"${zk[@]}"}" "$(root transfer)"
-qr_client "$cfg" --txns 20000 --connections 3 --outstanding 1500 --seed 53 --json >"$QR_TMP/transfer.out" ||
+qr_client "$cfg" --txns 20000 --connections 3 --outstanding 1500 --seed 53 --verify --json >"$QR_TMP/transfer.out" ||
   fail "client failed: $(tail -5 "$QR_TMP/transfer.out")"
 agree "$QR_TMP/transfer.out"
 aborted="$(json_field "$QR_TMP/transfer.out" aborted)"
 [[ "$aborted" -gt 0 ]] || fail "no transfer aborted"
+[[ "$(json_field "$QR_TMP/transfer.out" verify)" == ok:* ]] || fail "verify: $(json_field "$QR_TMP/transfer.out" verify)"
 qr_down "$cfg"
 follower_dumps_equal "$cfg"
 dir="$(qr_dump_dir "$cfg")"

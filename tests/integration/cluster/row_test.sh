@@ -4,10 +4,12 @@
 #  1. YCSB, 50% multi-partition txns over up to 3 partitions, 20% dependent writes: the client's
 #     --verify replays every txn serially in planned order (batch, home, planner, index): fates,
 #     every read value, and each node's digest of its partition equal the serial reference's.
-#  2. YCSB with logic aborts (resolved by cascade across partitions): every txn is answered
-#     committed or aborted, none failed, some aborted.
-#  3. Transfers, half of them across partitions (transfer.mp_ratio), with short debits: each node dumps its own
-#     partition's accounts; together they hold every account once, and the money is conserved.
+#  2. YCSB with logic aborts (resolved by cascade across partitions): every txn is answered, none
+#     failed, some aborted; --verify replays each batch with the row's cascade rule and checks
+#     every fate (aborted-logic vs aborted-cascade), every read and each partition's digest.
+#  3. Transfers, half across partitions (transfer.mp_ratio), with short debits: verified the same
+#     way; each node dumps its own partition's accounts; together they hold every account once,
+#     and the money is conserved.
 #  4. A node killed under load: its peers fail with an error naming it, their clients get answers
 #     (failed) rather than silence, and they stop when told.
 #  5. A node stopped (SIGSTOP: hung, its connections open): its peers warn, then fail after
@@ -34,14 +36,16 @@ qr_row_config "$QR_TMP/row-abort.yaml" 3 \
   "  partitions_per_txn: 2" "  abort_ratio: 0.1" "batch:" "  txns: 1000" "  timeout_ms: 5"
 cfg="$QR_TMP/row-abort.yaml"
 qr_up "$cfg"
-qr_client "$cfg" --txns 30000 --connections 3 --outstanding 2000 --seed 42 --json >"$QR_TMP/abort.out" ||
+qr_client "$cfg" --txns 30000 --connections 3 --outstanding 2000 --seed 42 --verify --json >"$QR_TMP/abort.out" ||
   fail "client failed: $(tail -5 "$QR_TMP/abort.out")"
 committed="$(json_field "$QR_TMP/abort.out" committed)"
 aborted="$(json_field "$QR_TMP/abort.out" aborted)"
 [[ $((committed + aborted)) == 30000 ]] || fail "committed $committed + aborted $aborted != 30000"
 [[ "$(json_field "$QR_TMP/abort.out" failed)" == 0 ]] || fail "failed txns"
 [[ "$aborted" -gt 0 ]] || fail "nothing aborted: the test would not show cascades"
-note "ycsb with aborts: $committed committed, $aborted aborted"
+verify="$(json_field "$QR_TMP/abort.out" verify)"
+[[ "$verify" == ok:* ]] || fail "verify: $verify"
+note "ycsb with aborts: $committed committed, $aborted aborted; $verify"
 qr_down "$cfg"
 
 # 3. Money across partitions.
@@ -50,10 +54,12 @@ qr_row_config "$QR_TMP/row-transfer.yaml" 3 \
   "batch:" "  txns: 1000" "  timeout_ms: 5"
 cfg="$QR_TMP/row-transfer.yaml"
 qr_up "$cfg"
-qr_client "$cfg" --txns 30000 --connections 3 --outstanding 1500 --seed 43 --json >"$QR_TMP/transfer.out" ||
+qr_client "$cfg" --txns 30000 --connections 3 --outstanding 1500 --seed 43 --verify --json >"$QR_TMP/transfer.out" ||
   fail "client failed: $(tail -5 "$QR_TMP/transfer.out")"
 aborted="$(json_field "$QR_TMP/transfer.out" aborted)"
 [[ "$aborted" -gt 0 ]] || fail "no transfer aborted: the test would not show fates"
+verify="$(json_field "$QR_TMP/transfer.out" verify)"
+[[ "$verify" == ok:* ]] || fail "verify: $verify"
 qr_down "$cfg"
 dir="$(qr_dump_dir "$cfg")"
 for p in p0 p1 p2; do [[ -s "$dir/$p.tsv" ]] || fail "no dump of $p"; done
