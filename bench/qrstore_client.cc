@@ -522,7 +522,8 @@ int Main(int argc, char** argv) {
     Status v = VerifyClientRun(options, seed, sent, &records, &vr, row_size);
     if (v.ok() && row_size > 1) {
       // Each node of the row holds the reference's records of its partition (and the initial
-      // ones of the others).
+      // ones of the others). Asked again rather than reusing the settle loop's statuses: a peer
+      // may report a batch's outcomes a moment before its batch hook records the digest.
       for (uint32_t p = 0; p < row_size && v.ok(); ++p) {
         const cluster::NodeInfo& n = topo->Leader(p);
         auto st = cluster::QueryStatus(n.client_address(), connect_ms);

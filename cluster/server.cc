@@ -71,6 +71,14 @@ class ServerImpl {
   Status Dump();
   std::string Identity() const { return "[" + me_.name + (leader_ ? " leader" : " follower") + "]"; }
   Status StartRow();
+  // Starts the replication backend (errors name the key at fault); a leader then waits until it
+  // leads a fresh stream.
+  Status StartReplication();
+  // A leader's digest monitor over its group's followers; a follower's reporter to its leader.
+  void MakeMonitor();
+  void MakeReporter();
+  // Records the node's first failure for the watch thread (any thread; hand over only).
+  void NoteFailure(Status st);
   // Replication streams of this node's group: one per planner, or in a partitioned row one per
   // (home, planner) of the row, since a partition's group carries every sub-slice addressed to it.
   uint32_t Streams() const { return engine_.planner.planners * topo_->partitions(); }
@@ -222,29 +230,18 @@ Status ServerImpl::Start() {
   so.records = workload_.RecordCount();
   ClientServiceHandler h;
   h.status = [this] { return NodeStatusNow(); };
-  if (topo_->partitions() > 1) {
-    if (leader_) {
-      h.submit = [this](std::vector<storage::Txn>& t) { return row_->SubmitMany(t); };
-      if (topo_->replication_factor() > 0) {
-        h.report = [this](const proto::FollowerReport& r) { return monitor_->OnReport(r); };
-        h.report_connection = [this](const std::string& n, bool up) { monitor_->SetConnected(n, up); };
-      }
-    } else {
-      const NodeInfo& l = topo_->Leader(me_.partition);
-      h.not_leader.leader_node = l.name;
-      h.not_leader.leader_address = l.client_address();
-    }
-    service_ = std::make_unique<ClientService>(so, h);
-    return StartRow();
-  }
   if (leader_) {
-    h.submit = [this](std::vector<storage::Txn>& t) { return planner_->SubmitMany(t); };
+    h.submit = [this](std::vector<storage::Txn>& t) { return row_ ? row_->SubmitMany(t) : planner_->SubmitMany(t); };
     h.report = [this](const proto::FollowerReport& r) { return monitor_->OnReport(r); };
     h.report_connection = [this](const std::string& n, bool up) { monitor_->SetConnected(n, up); };
   } else {
     const NodeInfo& l = topo_->Leader(me_.partition);
     h.not_leader.leader_node = l.name;
     h.not_leader.leader_address = l.client_address();
+  }
+  if (topo_->partitions() > 1) {
+    service_ = std::make_unique<ClientService>(so, h);
+    return StartRow();
   }
   // The pieces the handlers use exist before the port opens.
   PipelineOptions po = engine_.pipeline;
@@ -254,11 +251,7 @@ Status ServerImpl::Start() {
   po.track_digest = true;
   po.executors_wait_for_replication = mode_ == "sync";
   if (leader_) {
-    std::vector<std::string> followers;
-    for (const NodeInfo* n : topo_->Group(me_.partition)) {
-      if (n->row != 0) followers.push_back(n->name);
-    }
-    monitor_ = std::make_unique<DigestMonitor>(followers, static_cast<size_t>(c.GetInt("server.digest_history_batches")));
+    MakeMonitor();
     service_ = std::make_unique<ClientService>(so, h);
     pipeline_ = std::make_unique<Pipeline>(
         po, table_.get(), [this](const std::vector<commit::TxnOutcome>& o) { service_->OnOutcomes(o); },
@@ -287,11 +280,7 @@ Status ServerImpl::Start() {
     };
     planner_ = std::make_unique<LocalPlanner>(lpo, pipeline_.get(), std::move(replicate));
   } else {
-    DigestReporter::Options ro;
-    ro.node = me_.name;
-    ro.leader_address = topo_->Leader(me_.partition).client_address();
-    ro.interval_ms = c.GetInt("server.report_interval_ms");
-    reporter_ = std::make_unique<DigestReporter>(ro);
+    MakeReporter();
     service_ = std::make_unique<ClientService>(so, h);
     const bool wrong = c.GetString("server.test_wrong_digest_node") == me_.name;
     const uint64_t wrong_from = static_cast<uint64_t>(c.GetInt("server.test_wrong_digest_batch"));
@@ -313,16 +302,7 @@ Status ServerImpl::Start() {
   }
 
   // 2. Replication; a leader waits until the backend makes it leader of a fresh stream.
-  if (Status st = replicator_->Start(); !st.ok()) {
-    const bool disk_log = st.code() == StatusCode::kCorruption || st.code() == StatusCode::kIoError;
-    std::string where = backend_ != "raft" ? "replication (" + backend_ + "): "
-                        : disk_log ? "replication.raft.dir (the raft disk log): "
-                                   : "cluster.nodes[" + std::to_string(me_.index) + "].peer_port (raft, " +
-                                         me_.peer_address() + "): ";
-    return Status(st.code() == StatusCode::kInvalidArgument ? Status::InvalidArgument(where + st.message())
-                                                              : Status::Unavailable(where + st.message()));
-  }
-  if (leader_) QR_RETURN_IF_ERROR(WaitForLeadership());
+  QR_RETURN_IF_ERROR(StartReplication());
 
   // 3. The pipeline and the front-end.
   QR_RETURN_IF_ERROR(pipeline_->Start());
@@ -337,6 +317,45 @@ Status ServerImpl::Start() {
             Identity(), me_.partition, me_.row, me_.client_address(), backend_, mode_, engine_.planner.planners,
             engine_.pipeline.executors);
   return Status::Ok();
+}
+
+Status ServerImpl::StartReplication() {
+  if (Status st = replicator_->Start(); !st.ok()) {
+    const bool disk_log = st.code() == StatusCode::kCorruption || st.code() == StatusCode::kIoError;
+    std::string where = backend_ != "raft" ? "replication (" + backend_ + "): "
+                        : disk_log ? "replication.raft.dir (the raft disk log): "
+                                   : "cluster.nodes[" + std::to_string(me_.index) + "].peer_port (raft, " +
+                                         me_.peer_address() + "): ";
+    return Status(st.code() == StatusCode::kInvalidArgument ? Status::InvalidArgument(where + st.message())
+                                                              : Status::Unavailable(where + st.message()));
+  }
+  return leader_ ? WaitForLeadership() : Status::Ok();
+}
+
+void ServerImpl::MakeMonitor() {
+  std::vector<std::string> followers;
+  for (const NodeInfo* n : topo_->Group(me_.partition)) {
+    if (n->row != 0) followers.push_back(n->name);
+  }
+  monitor_ = std::make_unique<DigestMonitor>(followers,
+                                             static_cast<size_t>(config_->GetInt("server.digest_history_batches")));
+}
+
+void ServerImpl::MakeReporter() {
+  DigestReporter::Options ro;
+  ro.node = me_.name;
+  ro.leader_address = topo_->Leader(me_.partition).client_address();
+  ro.interval_ms = config_->GetInt("server.report_interval_ms");
+  reporter_ = std::make_unique<DigestReporter>(ro);
+}
+
+void ServerImpl::NoteFailure(Status st) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!failure_.ok()) return;
+    failure_ = std::move(st);
+  }
+  cv_.notify_all();
 }
 
 Status ServerImpl::StartRow() {
@@ -357,13 +376,11 @@ Status ServerImpl::StartRow() {
   ro.peer_timeout_ms = c.GetInt("row.peer_timeout_ms");
   ro.follower = !leader_;
   BatchHook on_batch;
-  if (leader_ && replicated) {
-    std::vector<std::string> followers;
-    for (const NodeInfo* n : topo_->Group(me_.partition)) {
-      if (n->row != 0) followers.push_back(n->name);
-    }
-    monitor_ = std::make_unique<DigestMonitor>(followers, static_cast<size_t>(c.GetInt("server.digest_history_batches")));
+  if (leader_) {
+    MakeMonitor();  // with rf = 0 a monitor of no followers, as on one partition
     on_batch = [this](const BatchInfo& b) { monitor_->RecordOwn(b.batch, b.digest); };
+  }
+  if (leader_ && replicated) {
     // Every sub-slice this partition runs, its own and its peers', goes to its group, one stream
     // per (home, planner): a follower row replays partition p without any leader.
     ro.replicate = [this](uint64_t b, uint32_t s, std::string bytes) {
@@ -372,23 +389,12 @@ Status ServerImpl::StartRow() {
                                  [this, b, s](const replication::ReplicateMeta&, Status st) { OnReplicated(b, s, st); });
     };
   } else if (!leader_) {
-    DigestReporter::Options rep;
-    rep.node = me_.name;
-    rep.leader_address = topo_->Leader(me_.partition).client_address();
-    rep.interval_ms = c.GetInt("server.report_interval_ms");
-    reporter_ = std::make_unique<DigestReporter>(rep);
+    MakeReporter();
     on_batch = [this](const BatchInfo& b) { reporter_->RecordApplied(b.batch, b.digest); };
   }
   row_ = std::make_unique<RowNode>(
       ro, table_.get(), [this](const std::vector<commit::TxnOutcome>& o) { service_->OnOutcomes(o); }, on_batch,
-      [this](const Status& st) {
-        {
-          std::lock_guard<std::mutex> lk(mu_);
-          if (!failure_.ok()) return;
-          failure_ = st;
-        }
-        cv_.notify_all();
-      },
+      [this](const Status& st) { NoteFailure(st); },
       [this](uint32_t) {
         {
           std::lock_guard<std::mutex> lk(mu_);
@@ -399,15 +405,7 @@ Status ServerImpl::StartRow() {
   if (Status st = service_->Start(); !st.ok()) {
     return Status::Unavailable("cluster.nodes[" + std::to_string(me_.index) + "].client_port: " + st.message());
   }
-  if (replicated) {
-    if (Status st = replicator_->Start(); !st.ok()) {
-      return Status(st.code() == StatusCode::kInvalidArgument
-                        ? Status::InvalidArgument("replication (" + backend_ + "): " + st.message())
-                        : Status::Unavailable("replication (" + backend_ + ", peer port " + me_.peer_address() + "): " +
-                                              st.message()));
-    }
-    if (leader_) QR_RETURN_IF_ERROR(WaitForLeadership());
-  }
+  if (replicated) QR_RETURN_IF_ERROR(StartReplication());
   if (Status st = row_->Start(); !st.ok()) {
     const std::string port = me_.row_port != 0 ? "row_port" : "peer_port";
     return Status(st.code() == StatusCode::kUnavailable
@@ -480,13 +478,8 @@ void ServerImpl::OnReplicated(uint64_t b, uint32_t p, const Status& st) {
     }
     return;
   }
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (!failure_.ok()) return;
-    failure_ = Status::Unavailable("replication failed at batch " + std::to_string(b) + ", planner " +
-                                   std::to_string(p) + ": " + st.ToString());
-  }
-  cv_.notify_all();
+  NoteFailure(Status::Unavailable("replication failed at batch " + std::to_string(b) + ", planner " +
+                                  std::to_string(p) + ": " + st.ToString()));
 }
 
 void ServerImpl::WatchLoop() {
