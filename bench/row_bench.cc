@@ -202,10 +202,14 @@ int Main(int argc, char** argv) {
         parts, options.Layout().size(),
         [&](uint64_t, uint32_t, const cluster::RowHomeSlice& v) {
           uint64_t committed = 0;
-          for (const auto& o : v.txns) committed += o.status == commit::TxnStatus::kCommitted;
+          uint64_t values = 0;
+          for (const auto& o : v.txns) {
+            committed += o.status == commit::TxnStatus::kCommitted;
+            values += o.values_size;
+          }
           committed_at_home.fetch_add(committed, std::memory_order_relaxed);
           aborted_at_home.fetch_add(v.txns.size() - committed, std::memory_order_relaxed);
-          values_at_home.fetch_add(v.values.size() / options.Layout().size(), std::memory_order_relaxed);
+          values_at_home.fetch_add(values / options.Layout().size(), std::memory_order_relaxed);
         }));
   }
   // Which sub-slices list no txn (they get no sink call: reported empty once their batch commits).

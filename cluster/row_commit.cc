@@ -44,7 +44,7 @@ void RowCommit::Plan(uint64_t batch, uint32_t slice, std::vector<storage::Txn> t
     if (!CompleteLocked(batch, slice, p, &out)) return;
   }
   std::lock_guard<std::mutex> dl(deliver_mu_);
-  sink_(batch, slice, out);
+  sink_(batch, slice, std::move(out));
 }
 
 bool RowCommit::CompleteLocked(uint64_t batch, uint32_t slice, Pending& p, RowHomeSlice* out) {
@@ -89,7 +89,7 @@ void RowCommit::Report(uint32_t from, uint64_t batch, uint32_t slice, RowSliceRe
     if (!CompleteLocked(batch, slice, p, &out)) return;
   }
   std::lock_guard<std::mutex> dl(deliver_mu_);
-  sink_(batch, slice, out);
+  sink_(batch, slice, std::move(out));
 }
 
 bool RowCommit::Assemble(Pending& p, RowHomeSlice* out, std::string* error) const {
@@ -110,20 +110,18 @@ bool RowCommit::Assemble(Pending& p, RowHomeSlice* out, std::string* error) cons
     }
   }
   out->txns.resize(n);
-  out->values.clear();
-  size_t bytes = 0;
-  for (const auto& r : p.reports) bytes += r.values.size();
-  out->values.reserve(bytes);  // at most every reported value
+  out->buffers.assign(1 + parts, std::string());
+  std::string& merged = out->buffers[0];
   std::vector<size_t> next(parts, 0);      // per partition: its next report entry
   std::vector<int64_t> entry(parts, -1);   // per partition: txn i's entry, or -1
-  std::vector<uint32_t> cursor(parts, 0);  // per partition: bytes of txn i's values taken
+  std::vector<uint32_t> reads(parts, 0);   // per partition: txn i's kReads there
+  std::vector<uint32_t> cursor(parts, 0);  // per partition: bytes of txn i's values merged
   for (uint32_t i = 0; i < n; ++i) {
     const storage::Txn& t = p.txns[i];
     int status = -1;
     for (uint32_t q = 0; q < parts; ++q) {
       const auto& r = p.reports[q];
       entry[q] = -1;
-      cursor[q] = 0;
       if (next[q] < r.txns.size() && r.txns[next[q]].home_index == i) {
         entry[q] = static_cast<int64_t>(next[q]++);
         const int s = static_cast<int>(r.txns[entry[q]].status);
@@ -144,29 +142,51 @@ bool RowCommit::Assemble(Pending& p, RowHomeSlice* out, std::string* error) cons
     o.txn_id = t.id;
     o.client = t.client;
     o.status = static_cast<commit::TxnStatus>(status);
-    o.values_begin = static_cast<uint32_t>(out->values.size());
+    o.buffer = 0;
+    o.values_begin = 0;
     o.values_size = 0;
     if (o.status != commit::TxnStatus::kCommitted) continue;
+    // Each partition reports exactly the values of the txn's reads on its keys, in op order.
+    std::fill(reads.begin(), reads.end(), 0);
+    for (const storage::Op& op : t.ops) {
+      if (op.kind == storage::OpKind::kRead) ++reads[partitions_.Of(op.key)];
+    }
+    uint32_t reading = 0;  // partitions the txn reads from
+    int64_t only = -1;     // the one it reads from, if one
+    for (uint32_t q = 0; q < parts; ++q) {
+      const uint64_t want = uint64_t{reads[q]} * record_bytes_;
+      const uint64_t have = entry[q] >= 0 ? p.reports[q].txns[entry[q]].values_size : 0;
+      if (have != want) {
+        *error = "txn " + std::to_string(i) + ": partition " + std::to_string(q) + " reports " +
+                 (have < want ? "fewer" : "more") + " reads than it has";
+        return false;
+      }
+      if (reads[q] > 0) {
+        ++reading;
+        only = q;
+      }
+    }
+    if (reading == 0) continue;
+    if (reading == 1) {
+      const RowTxnReport& e = p.reports[only].txns[entry[only]];
+      o.buffer = 1 + static_cast<uint32_t>(only);
+      o.values_begin = e.values_begin;
+      o.values_size = e.values_size;
+      continue;
+    }
     // The reads in op order, each from the partition of its key, in that partition's order.
+    std::fill(cursor.begin(), cursor.end(), 0);
+    o.values_begin = static_cast<uint32_t>(merged.size());
     for (const storage::Op& op : t.ops) {
       if (op.kind != storage::OpKind::kRead) continue;
       const uint32_t q = partitions_.Of(op.key);
-      const RowTxnReport* e = entry[q] >= 0 ? &p.reports[q].txns[entry[q]] : nullptr;
-      if (e == nullptr || cursor[q] + record_bytes_ > e->values_size) {
-        *error = "txn " + std::to_string(i) + ": partition " + std::to_string(q) + " reports fewer reads than it has";
-        return false;
-      }
-      out->values.append(p.reports[q].values, e->values_begin + cursor[q], record_bytes_);
+      const RowTxnReport& e = p.reports[q].txns[entry[q]];
+      merged.append(p.reports[q].values, e.values_begin + cursor[q], record_bytes_);
       cursor[q] += record_bytes_;
     }
-    for (uint32_t q = 0; q < parts; ++q) {
-      if (entry[q] >= 0 && cursor[q] != p.reports[q].txns[entry[q]].values_size) {
-        *error = "txn " + std::to_string(i) + ": partition " + std::to_string(q) + " reports more reads than it has";
-        return false;
-      }
-    }
-    o.values_size = static_cast<uint32_t>(out->values.size()) - o.values_begin;
+    o.values_size = static_cast<uint32_t>(merged.size()) - o.values_begin;
   }
+  for (uint32_t q = 0; q < parts; ++q) out->buffers[1 + q] = std::move(p.reports[q].values);
   return true;
 }
 

@@ -52,20 +52,29 @@ struct RowSliceReport {
 };
 
 // A home slice's outcome: its txns in home order, each with status and the values of all its
-// kRead ops in op order (committed txns only), as a range of `values`.
+// kRead ops in op order (committed txns only), as a range of one of `buffers`. A txn whose
+// reads all come from one partition q (every txn at 0% multi-partition) keeps its values where
+// q's report has them (buffer 1 + q, the report's bytes moved here, not copied); a txn reading
+// from several partitions has them merged into op order in buffer 0.
 struct RowHomeOutcome {
   uint64_t txn_id = 0;
   uint32_t client = 0;
   commit::TxnStatus status = commit::TxnStatus::kCommitted;
+  uint32_t buffer = 0;
   uint32_t values_begin = 0;
   uint32_t values_size = 0;
 };
 struct RowHomeSlice {
   std::vector<RowHomeOutcome> txns;
-  std::string values;
-  std::string_view ValuesOf(const RowHomeOutcome& o) const { return std::string_view(values).substr(o.values_begin, o.values_size); }
+  std::vector<std::string> buffers;  // [0]: merged values; [1 + q]: partition q's report values
+  std::string_view ValuesOf(const RowHomeOutcome& o) const {
+    if (o.values_size == 0) return {};
+    return std::string_view(buffers[o.buffer]).substr(o.values_begin, o.values_size);
+  }
 };
-using RowHomeSink = std::function<void(uint64_t batch, uint32_t slice, const RowHomeSlice&)>;
+// Called once per completed home slice, one call at a time, in completion order (not
+// necessarily planned order); the slice is the sink's to keep.
+using RowHomeSink = std::function<void(uint64_t batch, uint32_t slice, RowHomeSlice&& outcome)>;
 
 class RowCommit {
  public:
@@ -92,7 +101,7 @@ class RowCommit {
   // If `p` = (batch, slice) is planned and every partition reported it: assembles it into
   // `out`, forgets it and returns true (false and failed if it does not assemble). mu_ held.
   bool CompleteLocked(uint64_t batch, uint32_t slice, Pending& p, RowHomeSlice* out);
-  // Merges a complete slice into outcomes (or fails). mu_ held.
+  // Merges a complete slice into outcomes, taking its reports' values (or fails). mu_ held.
   bool Assemble(Pending& p, RowHomeSlice* out, std::string* error) const;
 
   const storage::KeyMapper partitions_;

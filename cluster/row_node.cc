@@ -47,7 +47,7 @@ RowNode::RowNode(RowNodeOptions options, storage::Table* table, commit::CommitSi
     lpo.encode_for_replicas = false;
     planner_ = std::make_unique<LocalPlanner>(lpo, nullptr);
     commit_ = std::make_unique<RowCommit>(opt_.partitions, opt_.record_bytes,
-                                          [this](uint64_t b, uint32_t s, const RowHomeSlice& v) { OnHomeSlice(b, s, v); });
+                                          [this](uint64_t b, uint32_t s, RowHomeSlice&& v) { OnHomeSlice(b, s, std::move(v)); });
   }
   RowTransportOptions to;
   to.me = opt_.partition;
@@ -273,16 +273,16 @@ void RowNode::MaybeFinish() {
   cv_.notify_all();
 }
 
-void RowNode::OnHomeSlice(uint64_t b, uint32_t slice, const RowHomeSlice& v) {
-  DeliverHomeSlice(b, slice, v);
+void RowNode::OnHomeSlice(uint64_t b, uint32_t slice, RowHomeSlice&& v) {
+  DeliverHomeSlice(b, slice, std::move(v));
   MaybeFinish();
 }
 
-void RowNode::DeliverHomeSlice(uint64_t b, uint32_t slice, const RowHomeSlice& v) {
+void RowNode::DeliverHomeSlice(uint64_t b, uint32_t slice, RowHomeSlice&& v) {
   const uint32_t t = slice - opt_.partition * per_home_;
   std::lock_guard<std::mutex> lk(home_mu_);
   if (b != next_home_batch_ || t != next_home_planner_) {
-    early_.emplace(std::make_pair(b, t), v);  // completed before an earlier one: held (bounded by RowCommit's pending)
+    early_.emplace(std::make_pair(b, t), std::move(v));  // completed before an earlier one: held (bounded by RowCommit's pending)
     return;
   }
   auto deliver = [&](uint64_t batch, uint32_t planner, const RowHomeSlice& h) {

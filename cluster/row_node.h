@@ -156,8 +156,8 @@ class RowNode final : public executor::RowSender, public RowHome {
   void OnSubSliceOutcomes(const std::vector<commit::TxnOutcome>& v);
   void OnBatch(const BatchInfo& info);
   void Report(uint32_t home_slice, uint64_t b, RowSliceReport report);
-  void OnHomeSlice(uint64_t b, uint32_t slice, const RowHomeSlice& v);
-  void DeliverHomeSlice(uint64_t b, uint32_t slice, const RowHomeSlice& v);
+  void OnHomeSlice(uint64_t b, uint32_t slice, RowHomeSlice&& v);
+  void DeliverHomeSlice(uint64_t b, uint32_t slice, RowHomeSlice&& v);
   void FlushLocked(uint32_t to, Outbox& o);
   void Broadcast(const std::string& frame);
   // Records `who`'s input end; true when that made the row's end known. mu_ held.

@@ -40,16 +40,25 @@ TEST_CASE("row commit: a slice completes when every partition reported; reads co
   storage::Txn b;
   b.id = 8;
   b.ops = {Read(3)};
-  rc.Report(1, 0, 0, Rep({Entry{0, TxnStatus::kCommitted, "p1r1p1r2"}}));
+  storage::Txn c;  // reads on partition 1 only, a write on partition 0
+  c.id = 9;
+  c.ops = {Read(80), storage::Op{storage::OpKind::kUpdate, 4, 0, 1}, Read(90)};
+  storage::Txn d;  // no read
+  d.id = 10;
+  d.ops = {storage::Op{storage::OpKind::kUpdate, 5, 0, 1}};
+  rc.Report(1, 0, 0, Rep({Entry{0, TxnStatus::kCommitted, "p1r1p1r2"}, Entry{2, TxnStatus::kCommitted, "c80_c90_"}}));
   CHECK(got.empty());
-  rc.Plan(0, 0, {a, b});
+  rc.Plan(0, 0, {a, b, c, d});
   CHECK(got.empty());  // partition 0 has not reported
-  rc.Report(0, 0, 0, Rep({Entry{0, TxnStatus::kCommitted, "p0r1p0r2"}, Entry{1, TxnStatus::kCommitted, "xyzw"}}));
+  rc.Report(0, 0, 0, Rep({Entry{0, TxnStatus::kCommitted, "p0r1p0r2"}, Entry{1, TxnStatus::kCommitted, "xyzw"},
+                          Entry{2, TxnStatus::kCommitted, ""}, Entry{3, TxnStatus::kCommitted, ""}}));
   REQUIRE(got.size() == 1);
-  REQUIRE(got[0].txns.size() == 2);
+  REQUIRE(got[0].txns.size() == 4);
   CHECK(got[0].txns[0].txn_id == 7);
-  CHECK(got[0].ValuesOf(got[0].txns[0]) == "p1r1p0r1p1r2p0r2");
-  CHECK(got[0].ValuesOf(got[0].txns[1]) == "xyzw");
+  CHECK(got[0].ValuesOf(got[0].txns[0]) == "p1r1p0r1p1r2p0r2");  // merged across partitions
+  CHECK(got[0].ValuesOf(got[0].txns[1]) == "xyzw");              // partition 0's report, as is
+  CHECK(got[0].ValuesOf(got[0].txns[2]) == "c80_c90_");          // partition 1's, after another txn's
+  CHECK(got[0].ValuesOf(got[0].txns[3]).empty());
   CHECK(rc.completed_slices() == 1);
   CHECK(rc.health().ok());
 }
