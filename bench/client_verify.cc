@@ -60,40 +60,24 @@ Status ReplayRowBatch(const std::vector<std::pair<const ClientTxnRecord*, storag
     for (const storage::Op& op : txn.ops) {
       char* rec = table->Find(op.key);
       if (rec == nullptr) return Status::Internal(Where(*batch[i].first) + ": key " + std::to_string(op.key) + " absent");
-      auto image = [&] {
+      const char* src = nullptr;
+      if (op.kind == storage::OpKind::kDepWrite) {
+        src = table->Find(op.src_key);
+        if (src == nullptr) return Status::Internal(Where(*batch[i].first) + ": source key absent");
+      }
+      if (op.kind == storage::OpKind::kRead) reads[i].append(rec, record_bytes);
+      // A write's before-image, for the undo of an aborted txn.
+      const bool is_write = storage::IsWrite(op.kind);
+      if (is_write) {
         writes.push_back(Write{op.key, i, images.size()});
         images.append(rec, record_bytes);
-      };
-      switch (op.kind) {
-        case storage::OpKind::kRead:
-          reads[i].append(rec, record_bytes);
-          break;
-        case storage::OpKind::kUpdate:
-          image();
-          storage::ApplyUpdate(rec, layout, txn.id, op.key);
-          break;
-        case storage::OpKind::kDepWrite: {
-          const char* src = table->Find(op.src_key);
-          if (src == nullptr) return Status::Internal(Where(*batch[i].first) + ": source key absent");
-          image();
-          storage::ApplyDepWrite(rec, layout, txn.id, storage::GetCounter(src));
-          break;
+      }
+      if (storage::ApplyOp(op, rec, src, layout, txn.id)) {
+        fired[i] = 1;
+        if (is_write) {  // a short debit wrote nothing, so it taints nothing
+          writes.pop_back();
+          images.resize(images.size() - record_bytes);
         }
-        case storage::OpKind::kAbortIf:
-          if (storage::AbortFires(storage::GetCounter(rec), txn.id, op.arg)) fired[i] = 1;
-          break;
-        case storage::OpKind::kDebit:
-          image();
-          if (!storage::ApplyDebit(rec, op.arg)) {
-            fired[i] = 1;  // short: wrote nothing, so it taints nothing
-            writes.pop_back();
-            images.resize(images.size() - record_bytes);
-          }
-          break;
-        case storage::OpKind::kCredit:
-          image();
-          storage::ApplyCredit(rec, op.arg);
-          break;
       }
     }
   }

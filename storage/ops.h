@@ -47,4 +47,30 @@ inline bool ApplyDebit(char* rec, uint64_t amount) {
 // kCredit.
 inline void ApplyCredit(char* rec, uint64_t amount) { SetCounter(rec, GetCounter(rec) + static_cast<int64_t>(amount)); }
 
+// One op of txn `txn_id` on its record `rec`, as a serial execution runs it (the reference
+// executor, the client's row replay): `src` is the record of op.src_key for a kDepWrite
+// (unused otherwise). Returns true when the op's abort vote fires (a kAbortIf whose condition
+// holds, a kDebit short of funds, which then writes nothing). A kRead changes nothing: the
+// caller takes the record's bytes.
+inline bool ApplyOp(const Op& op, char* rec, const char* src, const RecordLayout& layout, uint64_t txn_id) {
+  switch (op.kind) {
+    case OpKind::kRead:
+      return false;
+    case OpKind::kUpdate:
+      ApplyUpdate(rec, layout, txn_id, op.key);
+      return false;
+    case OpKind::kDepWrite:
+      ApplyDepWrite(rec, layout, txn_id, GetCounter(src));
+      return false;
+    case OpKind::kAbortIf:
+      return AbortFires(GetCounter(rec), txn_id, op.arg);
+    case OpKind::kDebit:
+      return !ApplyDebit(rec, op.arg);
+    case OpKind::kCredit:
+      ApplyCredit(rec, op.arg);
+      return false;
+  }
+  return false;
+}
+
 }  // namespace qrstore::storage

@@ -40,34 +40,18 @@ Result<bool> ReferenceExecutor::Apply(const storage::Txn& txn, bool keep, std::s
       undo_bytes_.insert(undo_bytes_.end(), rec, rec + rec_size);
       undo_.emplace_back(rec, off);
     }
-    switch (op.kind) {
-      case OpKind::kRead:
-        if (reads != nullptr) reads->append(rec, rec_size);
-        break;
-      case OpKind::kUpdate:
-        storage::ApplyUpdate(rec, layout_, txn.id, op.key);
-        break;
-      case OpKind::kDepWrite: {
-        const char* src = table_->Find(op.src_key);
-        if (src == nullptr) {
-          Undo();
-          if (reads != nullptr) reads->resize(reads_before);
-          return Status::InvalidArgument("txn " + std::to_string(txn.id) + ": dependency source key " +
-                                         std::to_string(op.src_key) + " is not in the table");
-        }
-        storage::ApplyDepWrite(rec, layout_, txn.id, storage::GetCounter(src));
-        break;
+    const char* src = nullptr;
+    if (op.kind == OpKind::kDepWrite) {
+      src = table_->Find(op.src_key);
+      if (src == nullptr) {
+        Undo();
+        if (reads != nullptr) reads->resize(reads_before);
+        return Status::InvalidArgument("txn " + std::to_string(txn.id) + ": dependency source key " +
+                                       std::to_string(op.src_key) + " is not in the table");
       }
-      case OpKind::kAbortIf:
-        fired = storage::AbortFires(storage::GetCounter(rec), txn.id, op.arg);
-        break;
-      case OpKind::kDebit:
-        fired = !storage::ApplyDebit(rec, op.arg);
-        break;
-      case OpKind::kCredit:
-        storage::ApplyCredit(rec, op.arg);
-        break;
     }
+    if (op.kind == OpKind::kRead && reads != nullptr) reads->append(rec, rec_size);
+    fired = storage::ApplyOp(op, rec, src, layout_, txn.id);
     if (fired) break;
   }
   if (fired) {
