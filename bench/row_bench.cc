@@ -24,6 +24,7 @@
 #include "bench/report.h"
 #include "cluster/engine.h"
 #include "cluster/pipeline.h"
+#include "cluster/row_local_link.h"
 #include "cluster/row_commit.h"
 #include "common/cli.h"
 #include "common/clock.h"
@@ -54,30 +55,6 @@ double CpuSeconds() {
   return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
          static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
-
-// The row: each node's link hands its dependency values and abort votes to the receiving
-// node's pipeline.
-struct InProcessRow {
-  std::vector<cluster::Pipeline*> nodes;
-  std::atomic<uint64_t> sent{0};
-  std::atomic<uint64_t> vote_msgs{0};
-};
-class NodeLink : public executor::RowSender {
- public:
-  NodeLink(InProcessRow* row, uint32_t me) : row_(row), me_(me) {}
-  void SendDep(uint32_t partition, uint64_t batch, uint32_t slice, uint32_t slot, int64_t value) override {
-    row_->sent.fetch_add(1, std::memory_order_relaxed);
-    row_->nodes[partition]->DeliverDepValue(batch, slice, slot, value);
-  }
-  void SendVotes(uint32_t partition, uint64_t batch, uint32_t round, const std::vector<executor::RowTxn>& ids) override {
-    row_->vote_msgs.fetch_add(1, std::memory_order_relaxed);
-    row_->nodes[partition]->DeliverVotes(batch, me_, round, ids);
-  }
-
- private:
-  InProcessRow* row_;
-  uint32_t me_;
-};
 
 int Main(int argc, char** argv) {
   CommandLine cli("qrstore-row-bench", "[--config FILE] [--key=value ...] --txns N [--seed S] [--verify] [--json]",
@@ -189,8 +166,8 @@ int Main(int argc, char** argv) {
             total, static_cast<double>(NowNanos() - gen0) / 1e9, batches, nparts, planners, per_slice, multi);
 
   // The row.
-  InProcessRow row;
-  std::vector<std::unique_ptr<NodeLink>> links;
+  cluster::LocalRow row;
+  std::vector<std::unique_ptr<cluster::LocalRowLink>> links;
   std::vector<std::unique_ptr<storage::Table>> tables;
   std::vector<std::unique_ptr<cluster::Pipeline>> nodes;
   std::atomic<uint64_t> committed_at_home{0}, aborted_at_home{0}, values_at_home{0};
@@ -224,7 +201,7 @@ int Main(int argc, char** argv) {
     po.committers = static_cast<uint32_t>(config.GetInt("threads.committers"));
     po.batches_in_flight = config.GetString("engine.sync") == "node" ? 1 : in_flight;
     po.ranges = ranges;
-    links.push_back(std::make_unique<NodeLink>(&row, p));
+    links.push_back(std::make_unique<cluster::LocalRowLink>(&row, p));
     po.row_sender = links.back().get();
     po.row_partitions = nparts;
     po.row_partition = p;
@@ -336,7 +313,7 @@ int Main(int argc, char** argv) {
   std::printf("  cpu            %.3f us per txn over the row (%.2f s)\n", cpu_us, cpu_s);
   std::printf("  input          %" PRIu64 " multi-partition (%.1f%%), %" PRIu64 " dependent writes, %" PRIu64
               " values sent across partitions, %" PRIu64 " abort-vote messages\n",
-              multi, 100.0 * static_cast<double>(multi) / static_cast<double>(total), deps, row.sent.load(),
+              multi, 100.0 * static_cast<double>(multi) / static_cast<double>(total), deps, row.dep_values.load(),
               row.vote_msgs.load());
   std::printf("  verify         %s\n", verify_text.c_str());
   if (json) {
@@ -351,7 +328,7 @@ int Main(int argc, char** argv) {
     j.Dbl("cpu_us_per_txn", cpu_us);
     j.Int("multi_partition", multi);
     j.Int("dep_writes", deps);
-    j.Int("values_sent", row.sent.load());
+    j.Int("values_sent", row.dep_values.load());
     j.Int("vote_messages", row.vote_msgs.load());
     j.Int("committed", committed_at_home.load());
     j.Int("aborted", aborted_at_home.load());

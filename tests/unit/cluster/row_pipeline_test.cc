@@ -17,6 +17,7 @@
 
 #include "cluster/pipeline.h"
 #include "cluster/row_commit.h"
+#include "cluster/row_local_link.h"
 #include "common/clock.h"
 #include "executor/range_executor.h"
 #include "planner/row_planner.h"
@@ -34,26 +35,6 @@ namespace {
 
 const storage::RecordLayout kLayout{4, 8};
 constexpr uint64_t kKeys = 400;
-
-// The row's nodes; each node's link hands its messages to the receiving node's pipeline, as
-// the row transport will.
-struct InProcessRow {
-  std::vector<Pipeline*> nodes;
-  std::atomic<uint64_t> sent{0};
-  std::atomic<uint64_t> vote_msgs{0};
-};
-struct NodeLink : executor::RowSender {
-  InProcessRow* row = nullptr;
-  uint32_t me = 0;
-  void SendDep(uint32_t partition, uint64_t batch, uint32_t slice, uint32_t slot, int64_t value) override {
-    row->sent.fetch_add(1, std::memory_order_relaxed);
-    row->nodes.at(partition)->DeliverDepValue(batch, slice, slot, value);
-  }
-  void SendVotes(uint32_t partition, uint64_t batch, uint32_t round, const std::vector<executor::RowTxn>& ids) override {
-    row->vote_msgs.fetch_add(1, std::memory_order_relaxed);
-    row->nodes.at(partition)->DeliverVotes(batch, me, round, ids);
-  }
-};
 
 // Drops every message: a row peer that died.
 struct DeadRow : executor::RowSender {
@@ -101,16 +82,15 @@ TEST_CASE("row pipelines: P partitions with cross-partition dependencies reach t
     const KeyMapper ranges = KeyMapper::Within(parts, sh.executors);
     const uint32_t slices = sh.parts * sh.planners;  // per batch, on every node
     constexpr uint64_t kBatches = 12;
-    InProcessRow row;
-    std::vector<NodeLink> links(sh.parts);
+    cluster::LocalRow row;
+    std::vector<std::unique_ptr<cluster::LocalRowLink>> links;
     std::vector<std::unique_ptr<storage::Table>> tables;
     std::vector<std::unique_ptr<Pipeline>> nodes;
     for (uint32_t p = 0; p < sh.parts; ++p) {
-      links[p].row = &row;
-      links[p].me = p;
+      links.push_back(std::make_unique<cluster::LocalRowLink>(&row, p));
       tables.push_back(std::make_unique<storage::Table>(kLayout, kKeys));
       testing::LoadTable(tables.back().get(), kKeys, 1000);
-      nodes.push_back(std::make_unique<Pipeline>(RowOptions(slices, sh.executors, sh.in_flight, ranges, &links[p], sh.parts, p),
+      nodes.push_back(std::make_unique<Pipeline>(RowOptions(slices, sh.executors, sh.in_flight, ranges, links[p].get(), sh.parts, p),
                                                  tables.back().get(), [](const auto&) {}));
       row.nodes.push_back(nodes.back().get());
     }
@@ -153,7 +133,7 @@ TEST_CASE("row pipelines: P partitions with cross-partition dependencies reach t
     }
     CHECK(sends_planned > 500);  // cross-partition dependencies were there
     CHECK(multi > 500);          // and txns listed on more than one partition
-    CHECK(row.sent.load() == sends_planned);
+    CHECK(row.dep_values.load() == sends_planned);
     // Every key: its owner's record is the serial run's; the other nodes never touched it.
     size_t changed = 0;
     for (storage::Key k = 0; k < kKeys; ++k) {
@@ -353,8 +333,8 @@ TEST_CASE("row pipelines: aborts across partitions follow the cascade rule on ev
     const KeyMapper ranges = KeyMapper::Within(parts, executors);
     const uint32_t slices = nparts * planners;
     constexpr uint64_t kBatches = 10;
-    InProcessRow row;
-    std::vector<NodeLink> links(nparts);
+    cluster::LocalRow row;
+    std::vector<std::unique_ptr<cluster::LocalRowLink>> links;
     std::vector<std::unique_ptr<storage::Table>> tables;
     std::vector<std::unique_ptr<Pipeline>> nodes;
     std::vector<std::vector<std::vector<uint8_t>>> fed_empty(kBatches, std::vector<std::vector<uint8_t>>(slices, std::vector<uint8_t>(nparts, 0)));
@@ -376,8 +356,7 @@ TEST_CASE("row pipelines: aborts across partitions follow the cascade rule on ev
           }));
     }
     for (uint32_t p = 0; p < nparts; ++p) {
-      links[p].row = &row;
-      links[p].me = p;
+      links.push_back(std::make_unique<cluster::LocalRowLink>(&row, p));
       tables.push_back(std::make_unique<storage::Table>(kLayout, kKeys));
       testing::LoadTable(tables.back().get(), kKeys, 1000);
       auto sink = [&, p](const std::vector<commit::TxnOutcome>& v) {
@@ -398,7 +377,7 @@ TEST_CASE("row pipelines: aborts across partitions follow the cascade rule on ev
           if (fed_empty[info.batch][s][p]) commits[s / planners]->Report(p, info.batch, s, {});
         }
       };
-      PipelineOptions po = RowOptions(slices, executors, 2, ranges, &links[p], nparts, p);
+      PipelineOptions po = RowOptions(slices, executors, 2, ranges, links[p].get(), nparts, p);
       po.capture_reads = true;
       nodes.push_back(std::make_unique<Pipeline>(po, tables.back().get(), sink, hook));
       row.nodes.push_back(nodes.back().get());
