@@ -38,7 +38,15 @@ class YcsbGenerator final : public Generator {
 
   Txn Next() override {
     Txn t;
+    NextInto(&t);
+    return t;
+  }
+  void NextInto(Txn* out) override {
+    Txn& t = *out;
     t.id = TxnIdFor(seed_, generated_++);
+    t.client = 0;
+    t.submit_ns = 0;
+    t.ops.clear();  // keeps its capacity: a load client builds every txn in the same one
     t.ops.reserve(o_.ops_per_txn);
     used_.clear();
     ChoosePartitions();
@@ -63,7 +71,6 @@ class YcsbGenerator final : public Generator {
       op.src_key = 0;
       op.arg = o_.abort_fire_per_10k;
     }
-    return t;
   }
 
  private:

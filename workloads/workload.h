@@ -101,6 +101,9 @@ class Generator {
   virtual ~Generator() = default;
   // The next txn of the sequence (client = 0, submit_ns = 0: the caller sets them).
   virtual storage::Txn Next() = 0;
+  // The same, written over *out (the same txn Next() would return; a generator may reuse
+  // out->ops' memory, so a caller building many txns allocates none per txn).
+  virtual void NextInto(storage::Txn* out) { *out = Next(); }
   // How many txns Next() has returned.
   uint64_t generated() const { return generated_; }
 
