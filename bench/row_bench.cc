@@ -194,7 +194,11 @@ int Main(int argc, char** argv) {
       batches, std::vector<std::vector<uint8_t>>(threads, std::vector<uint8_t>(nparts, 0)));
   for (uint32_t p = 0; p < nparts; ++p) {
     tables.push_back(std::make_unique<storage::Table>(options.Layout(), options.RecordCount()));
-    if (Status s = workloads::LoadTable(options, tables.back().get()); !s.ok()) return Fail(kExitFailed, "load: " + s.ToString());
+    // Each node holds its own partition's records only, as a server of a row does.
+    if (Status s = workloads::LoadTable(options, tables.back().get(), [&](storage::Key k) { return parts.Of(k) == p; });
+        !s.ok()) {
+      return Fail(kExitFailed, "load: " + s.ToString());
+    }
     cluster::PipelineOptions po;
     po.planners = threads;
     po.executors = executors;

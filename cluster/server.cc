@@ -179,10 +179,16 @@ Status ServerImpl::Init(const Config& config, const std::string& node) {
   drain_timeout_ms_ = config.GetInt("server.drain_timeout_ms");
   corrupt_batch_ = config.GetInt("server.test_corrupt_slice_batch");
 
-  // The initial table: the same on every node (the workload's records; a node of a row touches
-  // only its own partition's).
+  // The initial table: the workload's records; a node of a row holds its own partition's only
+  // (the table's dense region is allocated untouched, so with range partitioning the other
+  // partitions' pages are never resident; with hash partitioning every page holds keys of
+  // every partition).
   table_ = std::make_unique<storage::Table>(workload_.Layout(), workload_.RecordCount());
-  QR_RETURN_IF_ERROR(workloads::LoadTable(workload_, table_.get()));
+  std::function<bool(storage::Key)> mine;
+  if (topo_->partitions() > 1) {
+    mine = [map = partition_map_, p = me_.partition](storage::Key k) { return map.Of(k) == p; };
+  }
+  QR_RETURN_IF_ERROR(workloads::LoadTable(workload_, table_.get(), mine));
   if (topo_->partitions() > 1 && topo_->replication_factor() == 0) return Status::Ok();  // nothing to replicate
 
   // The replication backend's member list, role and ids, from cluster.nodes.
@@ -434,6 +440,12 @@ Status ServerImpl::StartRow() {
                          Identity(), me_.partition, me_.row, topo_->partitions(), topo_->rows(), me_.client_address(),
                          me_.row_address(), replicated ? backend_ : "none", mode_, engine_.planner.planners,
                          engine_.pipeline.executors);
+  if (partition_map_.kind() == storage::KeyMapper::Kind::kHash) {
+    Logger("server")->info("{} holds {} records of its partition; with engine.range_function hash every page of the "
+                           "table also spans other partitions' keys, so its resident memory is the whole table's "
+                           "(range keeps it to its own key range)",
+                           Identity(), table_->size());
+  }
   return Status::Ok();
 }
 
@@ -575,7 +587,7 @@ proto::NodeStatus ServerImpl::NodeStatusNow() const {
 std::string ServerImpl::ReadyLine() const {
   return "qrstore-server ready: node " + me_.name + " (partition " + std::to_string(me_.partition) + ", row " +
          std::to_string(me_.row) + ", " + (leader_ ? "leader" : "follower") + ") clients " + me_.client_address() +
-         " backend " + backend_ + " mode " + mode_;
+         " backend " + backend_ + " mode " + mode_ + " records " + std::to_string(table_->size());
 }
 
 std::string ServerImpl::StatsLine() const {

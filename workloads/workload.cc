@@ -346,7 +346,7 @@ Result<std::unique_ptr<Generator>> MakeGenerator(const WorkloadOptions& options,
   return std::unique_ptr<Generator>(new YcsbGenerator(options, std::move(z).value(), seed, rng_seed));
 }
 
-Status LoadTable(const WorkloadOptions& options, storage::Table* table) {
+Status LoadTable(const WorkloadOptions& options, storage::Table* table, const std::function<bool(storage::Key)>& keep) {
   const storage::RecordLayout layout = options.Layout();
   if (table->layout().fields != layout.fields || table->layout().field_bytes != layout.field_bytes) {
     return Status::InvalidArgument("LoadTable: the table's record layout differs from the workload's");
@@ -356,6 +356,7 @@ Status LoadTable(const WorkloadOptions& options, storage::Table* table) {
   const int64_t counter = options.InitialCounter();
   const uint64_t n = options.RecordCount();
   for (Key key = 0; key < n; ++key) {
+    if (keep && !keep(key)) continue;
     storage::InitRecord(rec.data(), layout, key, counter);
     QR_RETURN_IF_ERROR(table->Insert(key, rec.data()));
   }

@@ -124,8 +124,10 @@ Result<std::unique_ptr<Generator>> MakeGenerator(const WorkloadOptions& options,
 Status CheckMemoryFits(const WorkloadOptions& options, uint64_t tables, uint64_t txns_in_flight);
 
 // Inserts the initial image of every record [0, RecordCount()) into an empty table whose
-// layout equals options.Layout() and whose capacity is at least RecordCount().
-Status LoadTable(const WorkloadOptions& options, storage::Table* table);
+// layout equals options.Layout() and whose capacity is at least RecordCount(). With `keep`,
+// only the keys it accepts (a node of a partitioned row holds its own partition's records).
+Status LoadTable(const WorkloadOptions& options, storage::Table* table,
+                 const std::function<bool(storage::Key)>& keep = nullptr);
 
 // Every record of `table` sorted by key as "key<TAB>counter\n" lines (--dump-state format).
 // With `keep`, only the keys it accepts (a node of a partitioned row dumps its own partition).

@@ -7,9 +7,10 @@
 #  2. YCSB with logic aborts (resolved by cascade across partitions): every txn is answered, none
 #     failed, some aborted; --verify replays each batch with the row's cascade rule and checks
 #     every fate (aborted-logic vs aborted-cascade), every read and each partition's digest.
-#  3. Transfers, half across partitions (transfer.mp_ratio), with short debits: verified the same
-#     way; each node dumps its own partition's accounts; together they hold every account once,
-#     and the money is conserved.
+#  3. Transfers, half across partitions (transfer.mp_ratio), with short debits, range
+#     partitioning: each node loads its own partition's accounts only; verified the same way;
+#     each node dumps its own partition's accounts; together they hold every account once, and
+#     the money is conserved.
 #  4. A node killed under load: its peers fail with an error naming it, their clients get answers
 #     (failed) rather than silence, and they stop when told.
 #  5. A node stopped (SIGSTOP: hung, its connections open): its peers warn, then fail after
@@ -51,9 +52,14 @@ qr_down "$cfg"
 # 3. Money across partitions.
 qr_row_config "$QR_TMP/row-transfer.yaml" 3 \
   "workload:" "  kind: transfer" "transfer:" "  accounts: 3000" "  initial_balance: 1000" "  max_amount: 1500" "  mp_ratio: 0.5" \
-  "batch:" "  txns: 1000" "  timeout_ms: 5"
+  "batch:" "  txns: 1000" "  timeout_ms: 5" "engine:" "  range_function: range" "  key_space: 3000"
 cfg="$QR_TMP/row-transfer.yaml"
 qr_up "$cfg"
+# Each node holds its own partition's accounts only (range partitioning: 1000 each).
+for p in p0 p1 p2; do
+  grep -q "^qrstore-server ready: node $p .* records 1000$" "$QRSTORE_RUN_DIR/row-transfer/$p.out" ||
+    fail "$p does not hold exactly its partition's 1000 accounts: $(cat "$QRSTORE_RUN_DIR/row-transfer/$p.out")"
+done
 qr_client "$cfg" --txns 30000 --connections 3 --outstanding 1500 --seed 43 --verify --json >"$QR_TMP/transfer.out" ||
   fail "client failed: $(tail -5 "$QR_TMP/transfer.out")"
 aborted="$(json_field "$QR_TMP/transfer.out" aborted)"
