@@ -7,7 +7,7 @@
 # process comparison. Writes OUT/results.csv and OUT/results.md (one table row per run with the
 # exact commands).
 #
-#   scripts/cluster-bench.sh [--out DIR] [--seconds S] [--warmup S] [--rows all|quick|overhead|row] [--repeat N]
+#   scripts/cluster-bench.sh [--out DIR] [--seconds S] [--warmup S] [--rows all|quick|overhead|row|rowdeps|rowsweep] [--repeat N]
 #                            [--workloads star:0,star:0.99,paper:0,paper:0.99]   (overhead rows only)
 #
 # Rows: STAR's YCSB (10 ops, 20% writes, 200K records) and the paper's (16 ops, 50% writes, 1M
@@ -19,7 +19,9 @@
 # interleaved pairs say anything about the leader's replication overhead. `row` runs N pairs of
 # the partitioned row configs/cluster-2x1-none.yaml (STAR's YCSB, 200K records per partition) at
 # 0% and 10% multi-partition txns (ycsb.mp_ratio), and prints each pair's throughput ratio and
-# the medians. `rowsweep` runs the paper's default on partitioned rows (16 ops, 50% writes, 1M
+# the medians. `rowdeps` runs N pairs on the same row at 10% multi-partition txns, without and
+# with 20% dependent writes (ycsb.dep_ratio = 0.2; about one in ten crosses partitions), the same
+# way. `rowsweep` runs the paper's default on partitioned rows (16 ops, 50% writes, 1M
 # records over 2 partitions, batches of 20K): multi-partition ratio 0 to 1 without replicas, and
 # rf = 0, 1, 2 (raft; speculative and sync) at 50% multi-partition, then plots both
 # (scripts/plot-rows.py: OUT/row-mp.png, OUT/row-rf.png; needs python3-matplotlib). Everything runs on
@@ -42,11 +44,11 @@ while [[ $# -gt 0 ]]; do
     --rows) rows="$2"; shift 2 ;;
     --repeat) repeat="$2"; shift 2 ;;
     --workloads) workloads="$2"; shift 2 ;;
-    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "cluster-bench.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-[[ "$rows" =~ ^(all|quick|overhead|row|rowsweep)$ ]] || { echo "cluster-bench.sh: --rows must be all, quick, overhead, row or rowsweep" >&2; exit 2; }
+[[ "$rows" =~ ^(all|quick|overhead|row|rowdeps|rowsweep)$ ]] || { echo "cluster-bench.sh: --rows must be all, quick, overhead, row, rowdeps or rowsweep" >&2; exit 2; }
 [[ "$repeat" =~ ^[1-9][0-9]*$ ]] || { echo "cluster-bench.sh: --repeat must be a positive integer" >&2; exit 2; }
 bin="$root/build/bin"
 for p in qrstore-server qrstore-client qrstore-bench; do
@@ -66,6 +68,7 @@ star=(--ycsb.records=200000 --engine.key_space=200000 --ycsb.ops_per_txn=10 --yc
 paper=(--ycsb.records=1000000 --engine.key_space=1000000 --ycsb.ops_per_txn=16 --ycsb.write_ratio=0.5)
 # STAR's YCSB over a row of 2 partitions: 200K records per partition.
 star_row=(--ycsb.records=400000 --engine.key_space=400000 --ycsb.ops_per_txn=10 --ycsb.write_ratio=0.2)
+star_row_dep=("${star_row[@]}" --ycsb.dep_ratio=0.2)
 # The paper's default (Table 1) over a row of 2 partitions.
 paper_row=(--ycsb.records=1000000 --engine.key_space=1000000 --ycsb.ops_per_txn=16 --ycsb.write_ratio=0.5
            --batch.txns=20000)
@@ -77,6 +80,7 @@ run_cluster() {
   case "$wl" in
     star) w=("${star[@]}") ;;
     star_row) w=("${star_row[@]}") ;;
+    star_row_dep) w=("${star_row_dep[@]}") ;;
     paper_row) w=("${paper_row[@]}") ;;
     *) w=("${paper[@]}") ;;
   esac
@@ -139,6 +143,27 @@ if pairs:
     print("row of 2 partitions, committed txn/s at 0% / 10% multi-partition, per pair: " +
           " ".join(f"{a:,.0f}/{b:,.0f} ({b / a:.3f})" for a, b in pairs))
     print(f"medians: 0% {statistics.median(mp0):,.0f}, 10% {statistics.median(mp10):,.0f}; "
+          f"median ratio {statistics.median(b / a for a, b in pairs):.3f} ({len(pairs)} pairs)")
+PY
+  echo "cluster-bench.sh: results in $csv and $md"
+  exit 0
+fi
+
+if [[ "$rows" == rowdeps ]]; then
+  for ((r = 0; r < repeat; r++)); do
+    run_cluster star_row 0 configs/cluster-2x1-none.yaml speculative none 0.1
+    run_cluster star_row_dep 0 configs/cluster-2x1-none.yaml speculative none 0.1
+  done
+  python3 - "$csv" <<'PY'
+import csv, statistics, sys
+plain, dep = [], []
+for row in csv.DictReader(open(sys.argv[1])):
+    (dep if row["workload"] == "star_row_dep" else plain).append(float(row["txn_per_s"]))
+pairs = list(zip(plain, dep))
+if pairs:
+    print("row of 2 partitions, 10% multi-partition, committed txn/s without / with 20% dependent writes, per pair: " +
+          " ".join(f"{a:,.0f}/{b:,.0f} ({b / a:.3f})" for a, b in pairs))
+    print(f"medians: without {statistics.median(plain):,.0f}, with {statistics.median(dep):,.0f}; "
           f"median ratio {statistics.median(b / a for a, b in pairs):.3f} ({len(pairs)} pairs)")
 PY
   echo "cluster-bench.sh: results in $csv and $md"
