@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A partitioned row of 3 leaders (rf = 0; docs/partitioned-rows.md, step 2) as processes on
 # 127.0.0.1, through scripts/cluster.sh and qrstore-client:
-#  1. YCSB, 50% multi-partition txns over up to 3 partitions, 20% dependent writes: the client's
+#  1. YCSB, 50% multi-partition txns over up to 3 partitions, 20% dependent writes, node-level
+#     synchronization (engine.sync: node, one batch at a time per node; the others run the
+#     default, thread-level): the client's
 #     --verify replays every txn serially in planned order (batch, home, planner, index): fates,
 #     every read value, and each node's digest of its partition equal the serial reference's.
 #  2. YCSB with logic aborts (resolved by cascade across partitions): every txn is answered, none
@@ -20,7 +22,7 @@ source "$(dirname "$0")/lib.sh"
 # 1. Verified against the serial reference.
 qr_row_config "$QR_TMP/row-ycsb.yaml" 3 \
   "ycsb:" "  records: 30000" "  ops_per_txn: 8" "  write_ratio: 0.4" "  dep_ratio: 0.2" "  mp_ratio: 0.5" \
-  "  partitions_per_txn: 3" "batch:" "  txns: 1000" "  timeout_ms: 5" "engine:" "  key_space: 30000"
+  "  partitions_per_txn: 3" "batch:" "  txns: 1000" "  timeout_ms: 5" "engine:" "  key_space: 30000" "  sync: node"
 cfg="$QR_TMP/row-ycsb.yaml"
 qr_up "$cfg"
 qr_client "$cfg" --txns 40000 --connections 3 --outstanding 2000 --seed 41 --verify --json >"$QR_TMP/ycsb.out" ||
