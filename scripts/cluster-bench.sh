@@ -128,45 +128,37 @@ print(f"{wl} theta={theta} qrstore-bench in-process: {j['throughput_tps']:,.0f} 
 PY
 }
 
-if [[ "$rows" == row ]]; then
+# pairs TITLE A_WORKLOAD A_MP A_NAME B_WORKLOAD B_MP B_NAME: `repeat` interleaved runs of A and B
+# on configs/cluster-2x1-none.yaml, then each pair's throughput ratio B / A and the medians.
+pairs() {
+  local title="$1" a_wl="$2" a_mp="$3" a_name="$4" b_wl="$5" b_mp="$6" b_name="$7"
   for ((r = 0; r < repeat; r++)); do
-    run_cluster star_row 0 configs/cluster-2x1-none.yaml speculative none 0
-    run_cluster star_row 0 configs/cluster-2x1-none.yaml speculative none 0.1
+    run_cluster "$a_wl" 0 configs/cluster-2x1-none.yaml speculative none "$a_mp"
+    run_cluster "$b_wl" 0 configs/cluster-2x1-none.yaml speculative none "$b_mp"
   done
-  python3 - "$csv" <<'PY'
+  python3 - "$csv" "$title" "$b_wl" "$b_mp" "$a_name" "$b_name" <<'PY'
 import csv, statistics, sys
-mp0, mp10 = [], []
-for row in csv.DictReader(open(sys.argv[1])):
-    (mp10 if row["config"].endswith("mp=0.1") else mp0).append(float(row["txn_per_s"]))
-pairs = list(zip(mp0, mp10))
+path, title, b_wl, b_mp, a_name, b_name = sys.argv[1:]
+a, b = [], []
+for row in csv.DictReader(open(path)):
+    is_b = row["workload"] == b_wl and row["config"].endswith(f"mp={b_mp}")
+    (b if is_b else a).append(float(row["txn_per_s"]))
+pairs = list(zip(a, b))
 if pairs:
-    print("row of 2 partitions, committed txn/s at 0% / 10% multi-partition, per pair: " +
-          " ".join(f"{a:,.0f}/{b:,.0f} ({b / a:.3f})" for a, b in pairs))
-    print(f"medians: 0% {statistics.median(mp0):,.0f}, 10% {statistics.median(mp10):,.0f}; "
-          f"median ratio {statistics.median(b / a for a, b in pairs):.3f} ({len(pairs)} pairs)")
+    print(f"row of 2 partitions, {title}, committed txn/s {a_name} / {b_name}, per pair: " +
+          " ".join(f"{x:,.0f}/{y:,.0f} ({y / x:.3f})" for x, y in pairs))
+    print(f"medians: {a_name} {statistics.median(a):,.0f}, {b_name} {statistics.median(b):,.0f}; "
+          f"median ratio {statistics.median(y / x for x, y in pairs):.3f} ({len(pairs)} pairs)")
 PY
   echo "cluster-bench.sh: results in $csv and $md"
+}
+
+if [[ "$rows" == row ]]; then
+  pairs "by multi-partition share" star_row 0 "0%" star_row 0.1 "10%"
   exit 0
 fi
-
 if [[ "$rows" == rowdeps ]]; then
-  for ((r = 0; r < repeat; r++)); do
-    run_cluster star_row 0 configs/cluster-2x1-none.yaml speculative none 0.1
-    run_cluster star_row_dep 0 configs/cluster-2x1-none.yaml speculative none 0.1
-  done
-  python3 - "$csv" <<'PY'
-import csv, statistics, sys
-plain, dep = [], []
-for row in csv.DictReader(open(sys.argv[1])):
-    (dep if row["workload"] == "star_row_dep" else plain).append(float(row["txn_per_s"]))
-pairs = list(zip(plain, dep))
-if pairs:
-    print("row of 2 partitions, 10% multi-partition, committed txn/s without / with 20% dependent writes, per pair: " +
-          " ".join(f"{a:,.0f}/{b:,.0f} ({b / a:.3f})" for a, b in pairs))
-    print(f"medians: without {statistics.median(plain):,.0f}, with {statistics.median(dep):,.0f}; "
-          f"median ratio {statistics.median(b / a for a, b in pairs):.3f} ({len(pairs)} pairs)")
-PY
-  echo "cluster-bench.sh: results in $csv and $md"
+  pairs "10% multi-partition" star_row 0.1 "without dependent writes" star_row_dep 0.1 "with 20% dependent writes"
   exit 0
 fi
 
