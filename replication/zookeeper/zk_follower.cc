@@ -145,6 +145,31 @@ void ZkReplicator::PumpFollower() {
   WriteProgress();
 }
 
+void ZkReplicator::WarnStalledFetches(bool delivered_since_last_tick) {
+  static constexpr const char* kStateNames[] = {"not issued yet", "its marker being read",
+                                                "its marker being looked up", "waiting for its creation",
+                                                "its chunks being read", "ready, not delivered"};
+  static_assert(static_cast<int>(FetchState::kReady) == 5, "kStateNames follows FetchState");
+  for (auto& [key, s] : in_) {
+    const bool waits_on_zk = !s.fetches.empty() && s.fetches.begin()->second.state != FetchState::kWaitCreated;
+    if (delivered_since_last_tick || !waits_on_zk) {
+      s.suspect_batch = UINT64_MAX;
+      continue;
+    }
+    const auto& [id, f] = *s.fetches.begin();
+    if (s.suspect_batch != id) {  // first seen waiting at this tick: warn if it still does at the next
+      s.suspect_batch = id;
+      continue;
+    }
+    size_t chunks_out = 0;
+    for (PartState ps : f.part_state) chunks_out += ps == PartState::kInFlight;
+    log_->warn("{}batch {} of stream {}: nothing delivered for a stats interval; the batch: {} (attempt {}, "
+               "chunks {}/{} read, {} out; {} requests of this session in flight, {})",
+               ident_, id, StreamName(key.first, key.second), kStateNames[static_cast<int>(f.state)], f.attempt,
+               f.parts_done, f.header.num_chunks, chunks_out, inflight_, connected_ ? "connected" : "disconnected");
+  }
+}
+
 void ZkReplicator::FollowerWatch(const ZkEvent& ev) {
   // Path: ROOT/g<g>/p<p>/b<id>.
   const std::string prefix = opts_.root + "/g";

@@ -117,6 +117,9 @@ struct InStream {
   uint64_t last_id = 0;               // last delivered id and its marker's creation zxid
   int64_t last_czxid = 0;
   uint64_t last_marker_bytes = 0;     // size of the last marker read (cost estimate)
+  // The first awaited batch, if at the last stats tick it waited on ZooKeeper rather than on
+  // the leader (WarnStalledFetches), else UINT64_MAX.
+  uint64_t suspect_batch = UINT64_MAX;
 };
 
 class ZkReplicator final : public Replicator {
@@ -194,6 +197,11 @@ class ZkReplicator final : public Replicator {
   void PumpFollower();
   void FollowerCompletion(ZkEvent& ev);
   void FollowerWatch(const ZkEvent& ev);
+  // Follower, at each stats tick: warns of each stream whose first awaited batch has waited on
+  // ZooKeeper (a request out, or one to issue) rather than for the leader to write it, at this
+  // tick and the last, with nothing delivered in between. Such a wait should not outlast a
+  // stats interval; an idle follower waits for creation and says nothing.
+  void WarnStalledFetches(bool delivered_since_last_tick);
   void RestartFetch(Fetch& f, int64_t not_before_nanos);
   void Assemble(InStream& s, Fetch& f);
   void DeliverReady(const StreamKey& key, InStream& s);
@@ -236,6 +244,7 @@ class ZkReplicator final : public Replicator {
   uint64_t retained_bytes_ = 0;  // sum of out_[].live_bytes
   int64_t next_stats_nanos_ = 0;
   uint64_t last_stats_activity_ = 0;
+  uint64_t delivered_at_last_stats_ = 0;  // follower: batches_delivered at the last stats tick
   bool cleanup_inflight_ = false;
   uint64_t cleanup_round_ = 0;
   size_t consumers_pending_ = 0;

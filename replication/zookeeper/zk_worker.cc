@@ -197,6 +197,10 @@ int64_t ZkReplicator::OnTimers(int64_t now) {
     next_stats_nanos_ = now + kStatsIntervalNanos;
     ZkStats st = stats();
     uint64_t activity = st.batches_acked + st.batches_delivered + st.requests_retried + st.sessions_created;
+    if (!opts_.leader) {
+      WarnStalledFetches(st.batches_delivered != delivered_at_last_stats_);
+      delivered_at_last_stats_ = st.batches_delivered;
+    }
     if (activity != last_stats_activity_) {
       last_stats_activity_ = activity;
       log_->info("{}stats: acked {} delivered {} retried {} losses {} sessions {} deleted {} evicted {} kept_bytes {}",
