@@ -363,12 +363,10 @@ Status LoadTable(const WorkloadOptions& options, storage::Table* table, const st
   return Status::Ok();
 }
 
-Status DumpState(const storage::Table& table, const std::string& path, const std::function<bool(storage::Key)>& keep) {
+Status DumpState(const storage::Table& table, const std::string& path) {
   std::vector<std::pair<Key, int64_t>> rows;
   rows.reserve(table.size());
-  table.ForEach([&](Key key, const char* rec) {
-    if (!keep || keep(key)) rows.emplace_back(key, storage::GetCounter(rec));
-  });
+  table.ForEach([&](Key key, const char* rec) { rows.emplace_back(key, storage::GetCounter(rec)); });
   std::sort(rows.begin(), rows.end());
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr) return Status::IoError("cannot open '" + path + "' for writing");

@@ -130,8 +130,7 @@ Status LoadTable(const WorkloadOptions& options, storage::Table* table,
                  const std::function<bool(storage::Key)>& keep = nullptr);
 
 // Every record of `table` sorted by key as "key<TAB>counter\n" lines (--dump-state format).
-// With `keep`, only the keys it accepts (a node of a partitioned row dumps its own partition).
-Status DumpState(const storage::Table& table, const std::string& path, const std::function<bool(storage::Key)>& keep = nullptr);
+Status DumpState(const storage::Table& table, const std::string& path);
 
 // Checks before a run that DumpState(path) will be able to write: opens `path` for appending
 // (creating it if absent, leaving its bytes otherwise) and closes it. Errors name the path and
