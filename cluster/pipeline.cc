@@ -242,7 +242,9 @@ class PipelineImpl {
       if (ss.replicated || Halted()) return;
       MarkReplicatedLocked(slot, ss, NowNanos());
     }
-    published_cv_.notify_all();
+    // Executors wait on published_cv_ for their next slice; only in sync mode can replication
+    // be what they wait for (speculatively they would wake for nothing, twice a batch each).
+    if (opt_.executors_wait_for_replication) published_cv_.notify_all();
     executed_cv_.notify_all();
   }
 
