@@ -52,18 +52,18 @@ std::string ReplicaEncoder::Finish(const PlannedSlice& s) {
   size_t total = slice_records::kMaxHeaderBytes + txns_.size + slice_records::kV;
   for (const Eq& eq : eqs_) total += slice_records::kV + eq.bytes.size;
   std::string out;
-  out.resize(total);  // an upper bound; trimmed below
-  char* const begin = out.data();
-  char* p = slice_records::PutHeader(begin, s, /*with_reads=*/false, ntxns_);
-  if (txns_.size > 0) std::memcpy(p, txns_.data.get(), txns_.size);
-  p += txns_.size;
-  p = Writer::EncodeVarint(p, eqs_.size());
+  // Appended piece by piece (no zero-fill of a fresh buffer). The spare capacity lets the
+  // replication layers insert their headers (replication/compression.h: FrameInPlace; a Raft
+  // batch entry's) in this buffer instead of copying the slice into new ones.
+  out.reserve(total + kHeaderRoomBytes);
+  char small[slice_records::kMaxHeaderBytes];
+  out.append(small, static_cast<size_t>(slice_records::PutHeader(small, s, /*with_reads=*/false, ntxns_) - small));
+  if (txns_.size > 0) out.append(txns_.data.get(), txns_.size);
+  out.append(small, static_cast<size_t>(Writer::EncodeVarint(small, eqs_.size()) - small));
   for (const Eq& eq : eqs_) {
-    p = Writer::EncodeVarint(p, eq.count);
-    if (eq.bytes.size > 0) std::memcpy(p, eq.bytes.data.get(), eq.bytes.size);
-    p += eq.bytes.size;
+    out.append(small, static_cast<size_t>(Writer::EncodeVarint(small, eq.count) - small));
+    if (eq.bytes.size > 0) out.append(eq.bytes.data.get(), eq.bytes.size);
   }
-  out.resize(static_cast<size_t>(p - begin));
   return out;
 }
 

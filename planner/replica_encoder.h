@@ -28,6 +28,11 @@ class ReplicaEncoder {
   void Txn(const TxnContext& t);
   std::string Finish(const PlannedSlice& slice);
 
+  // Spare capacity Finish leaves in the string it returns: room for the headers the replication
+  // layers put in front (the payload frame's 24 bytes, a Raft batch entry's up to 21), so the
+  // slice travels in its own buffer instead of being copied into a new one per layer.
+  static constexpr size_t kHeaderRoomBytes = 64;
+
  private:
   // An append-only byte buffer written through a raw pointer (a size check per record, not
   // per byte).

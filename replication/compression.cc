@@ -26,35 +26,68 @@ uint64_t FrameChecksum(uint8_t version, uint8_t flags, uint32_t raw_len, uint32_
   return BulkHash64(body, HeaderSeed(version, flags, raw_len, body_len));
 }
 
-Result<std::string> EncodeFrame(std::string_view raw, Compression compression, uint64_t max_raw_bytes) {
+namespace {
+
+Status CheckRawSize(size_t raw_size, uint64_t max_raw_bytes) {
   const uint64_t cap = std::min<uint64_t>(max_raw_bytes, kFrameMaxRawBytes);
-  if (raw.size() > cap) {
-    return Status::InvalidArgument("replication payload of " + std::to_string(raw.size()) +
-                                   " bytes exceeds replication.max_payload_bytes (" + std::to_string(cap) + ")");
-  }
-  uint8_t flags = 0;
-  std::string body;
-  std::string_view body_view = raw;
-  if (compression == Compression::kSnappy) {
-    snappy::Compress(raw.data(), raw.size(), &body);
-    // Incompressible payloads are sent raw: the receiver then skips decompression too.
-    if (body.size() < raw.size()) {
-      flags |= kFrameFlagSnappy;
-      body_view = body;
-    }
-  }
-  const auto raw_len = static_cast<uint32_t>(raw.size());
-  const auto body_len = static_cast<uint32_t>(body_view.size());
-  Writer w(kFrameHeaderBytes + body_view.size());
+  if (raw_size <= cap) return Status::Ok();
+  return Status::InvalidArgument("replication payload of " + std::to_string(raw_size) +
+                                 " bytes exceeds replication.max_payload_bytes (" + std::to_string(cap) + ")");
+}
+
+// The frame's header for `body` (what follows it), written to out[0, kFrameHeaderBytes).
+void PutHeader(char* out, uint8_t flags, size_t raw_size, std::string_view body) {
+  const auto raw_len = static_cast<uint32_t>(raw_size);
+  const auto body_len = static_cast<uint32_t>(body.size());
+  Writer w(kFrameHeaderBytes);
   w.PutU32(kFrameMagic);
   w.PutU8(kFrameVersion);
   w.PutU8(flags);
   w.PutU16(0);
   w.PutU32(raw_len);
   w.PutU32(body_len);
-  w.PutU64(FrameChecksum(kFrameVersion, flags, raw_len, body_len, body_view));
-  w.PutRaw(body_view.data(), body_view.size());
-  return w.Release();
+  w.PutU64(FrameChecksum(kFrameVersion, flags, raw_len, body_len, body));
+  const std::string header = w.Release();
+  QR_CHECK_EQ(header.size(), kFrameHeaderBytes);
+  std::memcpy(out, header.data(), kFrameHeaderBytes);
+}
+
+// Snappy(raw) when asked and when that is smaller; otherwise empty (the body is raw itself).
+std::string CompressedBody(std::string_view raw, Compression compression) {
+  std::string body;
+  if (compression == Compression::kSnappy) {
+    snappy::Compress(raw.data(), raw.size(), &body);
+    // Incompressible payloads are sent raw: the receiver then skips decompression too.
+    if (body.size() >= raw.size()) body.clear();
+  }
+  return body;
+}
+
+}  // namespace
+
+Result<std::string> EncodeFrame(std::string_view raw, Compression compression, uint64_t max_raw_bytes) {
+  if (Status s = CheckRawSize(raw.size(), max_raw_bytes); !s.ok()) return s;  // before copying it
+  std::string frame;
+  frame.reserve(raw.size() + kFrameHeaderBytes);
+  frame.assign(raw);
+  if (Status s = FrameInPlace(&frame, compression, max_raw_bytes); !s.ok()) return s;
+  return frame;
+}
+
+Status FrameInPlace(std::string* payload, Compression compression, uint64_t max_raw_bytes) {
+  if (Status s = CheckRawSize(payload->size(), max_raw_bytes); !s.ok()) return s;
+  std::string body = CompressedBody(*payload, compression);
+  if (!body.empty()) {
+    std::string frame(kFrameHeaderBytes, '\0');
+    PutHeader(frame.data(), kFrameFlagSnappy, payload->size(), body);
+    frame.append(body);
+    *payload = std::move(frame);
+    return Status::Ok();
+  }
+  char header[kFrameHeaderBytes];
+  PutHeader(header, 0, payload->size(), *payload);
+  payload->insert(0, header, kFrameHeaderBytes);  // in place when the capacity has the room
+  return Status::Ok();
 }
 
 Result<SharedBytes> DecodeFrame(const SharedBytes& frame, uint64_t max_raw_bytes) {
@@ -141,14 +174,11 @@ void CompressingReplicator::Stop() {
 }
 
 void CompressingReplicator::ReplicateData(const ReplicateMeta& meta, std::string bytes, ReplicateCallback cb) {
-  Result<std::string> frame = EncodeFrame(bytes, options_.compression, options_.max_raw_bytes);
-  if (!frame.ok()) {
-    cb(meta, frame.status());
+  if (Status s = FrameInPlace(&bytes, options_.compression, options_.max_raw_bytes); !s.ok()) {
+    cb(meta, s);
     return;
   }
-  bytes.clear();
-  bytes.shrink_to_fit();  // the raw copy is no longer needed while the backend works
-  inner_->ReplicateData(meta, std::move(frame).value(), std::move(cb));
+  inner_->ReplicateData(meta, std::move(bytes), std::move(cb));
 }
 
 void CompressingReplicator::ReceiveData(const ReplicateMeta& meta, ReceiveCallback cb) {

@@ -19,7 +19,7 @@
 // checked against raw_len as well.
 //
 // CompressingReplicator wraps any backend (which only ever sees framed, opaque bytes):
-// ReplicateData frames (and with Snappy compresses) on the caller's thread; ReceiveData hands
+// ReplicateData frames (FrameInPlace; with Snappy it compresses) on the caller's thread; ReceiveData hands
 // the backend's callback over to one decode thread ("repl-decode") that checks, decompresses
 // and calls the user's callback, so the backend's own thread (e.g. the Raft driver) never
 // spends time decompressing. A payload that fails the checks reaches the user's callback as
@@ -55,6 +55,11 @@ enum class Compression : uint8_t { kNone, kSnappy };
 // Frames `raw` (compressing it when asked and when that makes it smaller). Fails with
 // kInvalidArgument when raw is longer than max_raw_bytes.
 Result<std::string> EncodeFrame(std::string_view raw, Compression compression, uint64_t max_raw_bytes);
+// The same frame, made of `payload` itself: uncompressed (or incompressible) bytes get the header
+// inserted in front, which moves them within their own buffer when its capacity has
+// kFrameHeaderBytes to spare (planner/replica_encoder.h leaves that room) instead of copying them
+// into a new one. On error `payload` is unchanged.
+Status FrameInPlace(std::string* payload, Compression compression, uint64_t max_raw_bytes);
 
 // Checks and unframes. Every malformed input gives kCorruption with a message saying what is
 // wrong (truncated, bad magic, version, flags, lengths, checksum, Snappy body); a raw_len above

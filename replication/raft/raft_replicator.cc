@@ -140,13 +140,14 @@ Result<std::unique_ptr<Replicator>> CreateRaftReplicator(const Config& config) {
 // ---------------------------------------------------------------------------------------------
 // Entry encoding
 
-std::string EncodeBatchEntry(const ReplicateMeta& meta, std::string_view payload) {
-  Writer w(payload.size() + 24);
-  w.PutU8(kBatchEntryVersion);
-  w.PutVarint(meta.planner);
-  w.PutVarint(meta.batch_id);
-  w.PutRaw(payload.data(), payload.size());
-  return w.Release();
+std::string EncodeBatchEntry(const ReplicateMeta& meta, std::string payload) {
+  char header[1 + 2 * Writer::kMaxVarintBytes];
+  char* p = header;
+  *p++ = static_cast<char>(kBatchEntryVersion);
+  p = Writer::EncodeVarint(p, meta.planner);
+  p = Writer::EncodeVarint(p, meta.batch_id);
+  payload.insert(0, header, static_cast<size_t>(p - header));  // in place when the capacity has the room
+  return payload;
 }
 
 Status DecodeBatchEntryHeader(std::string_view data, ReplicateMeta* meta, size_t* payload_offset) {
@@ -261,8 +262,7 @@ void RaftReplicator::ReplicateData(const ReplicateMeta& meta, std::string bytes,
   }
   if (!driver_) return cb(meta, Status::Aborted("raft replicator not started"));
   // Encoded and checksummed here, on the caller's thread, so the raft thread pays for neither.
-  EntryData data(EncodeBatchEntry(meta, bytes));
-  bytes.clear();
+  EntryData data(EncodeBatchEntry(meta, std::move(bytes)));
   driver_->Submit(Driver::Lane::kProposal,
                   [this, meta, data = std::move(data), cb = std::move(cb)](Status st) mutable -> bool {
                     if (!st.ok()) {

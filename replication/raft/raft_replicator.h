@@ -177,8 +177,10 @@ class RaftReplicator : public Replicator, private DriverListener {
   bool stopped_ = false;
 };
 
-// Entry data layout: u8 version (1) | varint planner | varint batch_id | payload bytes.
-std::string EncodeBatchEntry(const ReplicateMeta& meta, std::string_view payload);
+// Entry data layout: u8 version (1) | varint planner | varint batch_id | payload bytes. The
+// header is inserted in front of `payload` in its own buffer: the bytes move within it, rather
+// than being copied into a new one, when its capacity has the room (planner/replica_encoder.h).
+std::string EncodeBatchEntry(const ReplicateMeta& meta, std::string payload);
 // Fills meta.planner/batch_id and the payload's offset in `data`. kCorruption if malformed.
 Status DecodeBatchEntryHeader(std::string_view data, ReplicateMeta* meta, size_t* payload_offset);
 

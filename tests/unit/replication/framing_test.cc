@@ -9,6 +9,7 @@
 
 #include "replication/compression.h"
 #include "replication/none/none_replicator.h"
+#include "replication/raft/raft_replicator.h"
 #include "replication/tools/payload.h"
 
 using namespace qrstore;
@@ -33,6 +34,47 @@ TEST_CASE("frame: round trip with and without snappy / sizes 0 to 3 MB") {
       if (c == Compression::kNone) CHECK(f->size() == raw.size() + kFrameHeaderBytes);
     }
   }
+}
+
+TEST_CASE("frame: FrameInPlace makes EncodeFrame's bytes / in the payload's own buffer when it has the room") {
+  for (size_t n : {size_t{0}, size_t{31}, size_t{100000}}) {
+    for (Compression c : {Compression::kNone, Compression::kSnappy}) {
+      const std::string raw = Sample(n);
+      std::string payload;
+      payload.reserve(n + kFrameHeaderBytes);
+      payload = raw;
+      payload.reserve(n + kFrameHeaderBytes);
+      const char* const buffer = payload.data();
+      const bool roomy = payload.capacity() >= n + kFrameHeaderBytes;
+      REQUIRE(FrameInPlace(&payload, c, 64 << 20).ok());
+      CHECK(payload == EncodeFrame(raw, c, 64 << 20).value());
+      CHECK(DecodeFrame(payload, 64 << 20).value() == raw);
+      // Uncompressed bytes stay where they were (a small string's inline buffer aside).
+      if (c == Compression::kNone && roomy && n > 15) CHECK(payload.data() == buffer);
+    }
+  }
+  std::string over(1001, 'a');
+  CHECK(FrameInPlace(&over, Compression::kNone, 1000).code() == StatusCode::kInvalidArgument);
+  CHECK(over == std::string(1001, 'a'));  // unchanged on error
+}
+
+TEST_CASE("raft batch entry: the header goes in front of the payload, in its own buffer when it has the room") {
+  const std::string raw = Sample(100000);
+  std::string payload = raw;
+  payload.reserve(raw.size() + 64);
+  const char* const buffer = payload.data();
+  const ReplicateMeta meta{0, 3, 123456789};
+  const std::string entry = raft::EncodeBatchEntry(meta, std::move(payload));
+  CHECK(entry.data() == buffer);
+  ReplicateMeta back;
+  size_t offset = 0;
+  REQUIRE(raft::DecodeBatchEntryHeader(entry, &back, &offset).ok());
+  CHECK(back.planner == 3);
+  CHECK(back.batch_id == 123456789);
+  CHECK(entry.substr(offset) == raw);
+  // Without room it is still right (copied into a bigger buffer).
+  const std::string tight = raft::EncodeBatchEntry(meta, raw);
+  CHECK(tight == entry);
 }
 
 TEST_CASE("frame: snappy shrinks the generated payloads (they model EQ bytes)") {
