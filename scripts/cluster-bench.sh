@@ -58,10 +58,10 @@ mkdir -p "$out"
 export QRSTORE_RUN_DIR="$out/run"
 csv="$out/results.csv"
 md="$out/results.md"
-echo "workload,theta,config,mode,compression,txn_per_s,ops_per_s,p50_ms,p99_ms,committed,aborted,replicas_agree,digest_mismatches,cpu_us_per_txn,command" >"$csv"
+echo "workload,theta,config,mode,compression,txn_per_s,ops_per_s,p50_ms,p99_ms,committed,aborted,replicas_agree,digest_mismatches,cpu_us_per_txn,steal_s,command" >"$csv"
 {
-  echo "| workload | theta | config | mode | compression | committed txn/s | p50 ms | p99 ms | CPU us per committed txn (per process) | replicas agree | command |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| workload | theta | config | mode | compression | committed txn/s | p50 ms | p99 ms | CPU us per committed txn (per process) | replicas agree | host steal s | command |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 } >"$md"
 
 star=(--ycsb.records=200000 --engine.key_space=200000 --ycsb.ops_per_txn=10 --ycsb.write_ratio=0.2)
@@ -72,6 +72,11 @@ star_row_dep=("${star_row[@]}" --ycsb.dep_ratio=0.2)
 # The paper's default (Table 1) over a row of 2 partitions.
 paper_row=(--ycsb.records=1000000 --engine.key_space=1000000 --ycsb.ops_per_txn=16 --ycsb.write_ratio=0.5
            --batch.txns=20000)
+
+# The machine's steal time so far (clock ticks, all CPUs: /proc/stat's 8th cpu field): time the
+# host ran something else while a vCPU wanted to run. Runs here vary by +-15% in CPU per txn;
+# each row says how much steal its client run saw, so a slow run can be told from a slow change.
+steal_ticks() { awk '/^cpu /{print $9}' /proc/stat; }
 
 # run_cluster WORKLOAD THETA CONFIG MODE COMPRESSION [MP_RATIO]
 run_cluster() {
@@ -89,14 +94,18 @@ run_cluster() {
   local tag="$wl-$theta-$(basename "$cfg" .yaml)${mp:+-mp$mp}-$mode-$comp"
   scripts/cluster.sh up "$cfg" "${ov[@]}" >"$out/$tag.up" 2>&1 || { cat "$out/$tag.up" >&2; return 1; }
   local cmd="build/bin/qrstore-client --config $cfg ${ov[*]} --duration-s $seconds --warmup-s $warmup --json"
-  local ok=1
+  local ok=1 steal0 steal1
+  steal0=$(steal_ticks)
   "$bin/qrstore-client" --config "$cfg" "${ov[@]}" --duration-s "$seconds" --warmup-s "$warmup" --json \
     >"$out/$tag.json" 2>"$out/$tag.err" || ok=0
+  steal1=$(steal_ticks)
   scripts/cluster.sh down "$cfg" >"$out/$tag.down" 2>&1 || ok=0
   ((ok)) || echo "cluster-bench.sh: $tag: the run or its stop reported an error (see $out/$tag.*)" >&2
-  python3 - "$out/$tag.json" "$wl" "$theta" "$(basename "$cfg" .yaml)${mp:+ mp=$mp}" "$mode" "$comp" "$cmd" "$csv" "$md" <<'PY'
+  python3 - "$out/$tag.json" "$wl" "$theta" "$(basename "$cfg" .yaml)${mp:+ mp=$mp}" "$mode" "$comp" "$cmd" "$csv" "$md" \
+    "$(( (steal1 - steal0) * 100 / $(getconf CLK_TCK) ))" <<'PY'
 import json, sys
-path, wl, theta, cfg, mode, comp, cmd, csv, md = sys.argv[1:]
+path, wl, theta, cfg, mode, comp, cmd, csv, md, steal_cs = sys.argv[1:]
+steal = int(steal_cs) / 100
 lines = [l for l in open(path).read().splitlines() if l.strip().startswith("{")]
 if not lines:
     print(f"{wl} {theta} {cfg} {mode} {comp}: no result", file=sys.stderr); sys.exit(0)
@@ -104,9 +113,9 @@ j = json.loads(lines[-1])
 cpu = j["cpu_us_per_txn"]
 cpu_s = " ".join(f"{k}={v:.3f}" for k, v in cpu.items())
 open(csv, "a").write(",".join(str(x) for x in [wl, theta, cfg, mode, comp, round(j["throughput_tps"]), round(j["ops_per_s"]),
-    j["p50_ms"], j["p99_ms"], j["committed"], j["aborted"], j["replicas_agree"], j["digest_mismatches"], cpu_s.replace(" ", ";"), cmd]) + "\n")
-open(md, "a").write(f"| {wl} | {theta} | {cfg} | {mode} | {comp} | {j['throughput_tps']:,.0f} | {j['p50_ms']:.1f} | {j['p99_ms']:.1f} | {cpu_s} | {str(j['replicas_agree']).lower()} | `{cmd}` |\n")
-print(f"{wl} theta={theta} {cfg} {mode} {comp}: {j['throughput_tps']:,.0f} txn/s p50 {j['p50_ms']:.1f} ms cpu us/txn {cpu_s} agree={j['replicas_agree']}")
+    j["p50_ms"], j["p99_ms"], j["committed"], j["aborted"], j["replicas_agree"], j["digest_mismatches"], cpu_s.replace(" ", ";"), f"{steal:.2f}", cmd]) + "\n")
+open(md, "a").write(f"| {wl} | {theta} | {cfg} | {mode} | {comp} | {j['throughput_tps']:,.0f} | {j['p50_ms']:.1f} | {j['p99_ms']:.1f} | {cpu_s} | {str(j['replicas_agree']).lower()} | {steal:.2f} | `{cmd}` |\n")
+print(f"{wl} theta={theta} {cfg} {mode} {comp}: {j['throughput_tps']:,.0f} txn/s p50 {j['p50_ms']:.1f} ms cpu us/txn {cpu_s} agree={j['replicas_agree']} host steal {steal:.2f} s")
 PY
 }
 
@@ -122,8 +131,8 @@ import json, sys
 path, wl, theta, cmd, csv, md = sys.argv[1:]
 j = json.loads(open(path).read().splitlines()[-1])
 open(csv, "a").write(",".join(str(x) for x in [wl, theta, "in-process qrstore-bench", "-", "-", round(j["throughput_tps"]),
-    round(j["ops_per_s"]), j["p50_ms"], j["p99_ms"], j["committed"], j["aborted"], "", "", "", cmd]) + "\n")
-open(md, "a").write(f"| {wl} | {theta} | in-process qrstore-bench | - | - | {j['throughput_tps']:,.0f} | {j['p50_ms']:.1f} | {j['p99_ms']:.1f} | (one process, 2 cores) | - | `{cmd}` |\n")
+    round(j["ops_per_s"]), j["p50_ms"], j["p99_ms"], j["committed"], j["aborted"], "", "", "", "", cmd]) + "\n")
+open(md, "a").write(f"| {wl} | {theta} | in-process qrstore-bench | - | - | {j['throughput_tps']:,.0f} | {j['p50_ms']:.1f} | {j['p99_ms']:.1f} | (one process, 2 cores) | - | - | `{cmd}` |\n")
 print(f"{wl} theta={theta} qrstore-bench in-process: {j['throughput_tps']:,.0f} txn/s")
 PY
 }
@@ -194,11 +203,16 @@ if [[ "$rows" == overhead ]]; then
   python3 - "$csv" <<'PY'
 import collections, csv, statistics, sys
 runs = collections.defaultdict(lambda: ([], []))
+steal = collections.defaultdict(lambda: ([], []))
 for row in csv.DictReader(open(sys.argv[1])):
     cpu = dict(kv.split("=") for kv in row["cpu_us_per_txn"].split(";"))
     none, raft = runs[(row["workload"], row["theta"])]
     (none if row["config"] == "cluster-none" else raft).append(float(cpu["n0"]))
+    s_none, s_raft = steal[(row["workload"], row["theta"])]
+    (s_none if row["config"] == "cluster-none" else s_raft).append(row["steal_s"])
 for (wl, theta), (none, raft) in runs.items():
+    s_none, s_raft = steal[(wl, theta)]
+    print(f"{wl} theta {theta}: host steal s per pair (none/raft): " + " ".join(f"{a}/{b}" for a, b in zip(s_none, s_raft)))
     pairs = list(zip(none, raft))
     if not pairs:
         print(f"{wl} theta {theta}: no complete pair")
