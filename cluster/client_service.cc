@@ -268,10 +268,12 @@ void ClientService::HandleTxnRequest(Conn* c, std::string_view body) {
   p.total = n;
   p.code.assign(n, kEngine);
   uint64_t engine_txns = 0;
+  uint64_t reads = 0;  // what the reply will carry: one value per kRead of an accepted txn
   for (uint32_t i = 0; i < n; ++i) {
     std::string bad = CheckTxn(req.txns[i], opt_.records);
     if (bad.empty()) {
       ++engine_txns;
+      for (const storage::Op& op : req.txns[i].ops) reads += op.kind == storage::OpKind::kRead ? 1 : 0;
       continue;
     }
     p.code[i] = static_cast<uint8_t>(ResultCode::kRejected);
@@ -281,7 +283,7 @@ void ClientService::HandleTxnRequest(Conn* c, std::string_view body) {
     std::lock_guard<std::mutex> lk(mu_);
     counters_.rejected_txns += p.detail.size();
   }
-  p.writer.Begin(req.request_id, opt_.record_bytes, n);
+  p.writer.Begin(req.request_id, opt_.record_bytes, n, reads);
   const std::vector<uint8_t> codes = p.code;
   uint64_t seq = 0;
   {

@@ -210,11 +210,12 @@ Status DecodeTxnRequest(std::string_view body, TxnRequest* out) {
 
 // --- kTxnReply ---------------------------------------------------------------------------
 
-void TxnReplyWriter::Begin(uint64_t request_id, uint32_t record_bytes, uint32_t count) {
+void TxnReplyWriter::Begin(uint64_t request_id, uint32_t record_bytes, uint32_t count, uint64_t reads) {
   body_.assign(kHeaderBytes, '\0');
-  // Most results are committed ones with a few reads: reserve for that much, within reason (the
-  // counts may come from a decoded message: a fuzzer made this reserve terabytes once).
-  body_.reserve(std::min<uint64_t>(kHeaderBytes + 24 + uint64_t{count} * (12 + 2 * uint64_t{record_bytes}), 4u << 20));
+  // Committed results: a status, four varints and the values. Reserved within reason (the counts
+  // may come from a decoded message: a fuzzer made this reserve terabytes once).
+  const uint64_t want = kHeaderBytes + 24 + uint64_t{count} * 16 + std::min<uint64_t>(reads, 1u << 26) * record_bytes;
+  body_.reserve(std::min<uint64_t>(want, 4u << 20));
   body_.append(reinterpret_cast<const char*>(&request_id), 8);
   AppendVarint(body_, record_bytes);
   AppendVarint(body_, count);
@@ -262,7 +263,9 @@ std::string TxnReplyWriter::FinishFrame() {
 
 std::string EncodeTxnReply(const TxnReply& reply) {
   TxnReplyWriter w;
-  w.Begin(reply.request_id, reply.record_bytes, static_cast<uint32_t>(reply.results.size()));
+  uint64_t reads = 0;
+  for (const TxnResult& r : reply.results) reads += r.reads;
+  w.Begin(reply.request_id, reply.record_bytes, static_cast<uint32_t>(reply.results.size()), reads);
   for (const TxnResult& r : reply.results) {
     if (r.code == ResultCode::kRejected || r.code == ResultCode::kFailed) {
       w.AddRejected(r.code, r.detail);

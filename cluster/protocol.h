@@ -128,7 +128,9 @@ struct TxnReply {
 // Builds a reply result by result (the server's commit path appends as outcomes arrive).
 class TxnReplyWriter {
  public:
-  void Begin(uint64_t request_id, uint32_t record_bytes, uint32_t count);
+  // `reads`: the read values the results are expected to carry (the request's kRead ops), so the
+  // body is allocated once at its final size instead of growing (and copying) as values come.
+  void Begin(uint64_t request_id, uint32_t record_bytes, uint32_t count, uint64_t reads);
   void AddOutcome(ResultCode code, uint64_t batch, uint32_t planner, uint32_t index, uint32_t reads,
                   std::string_view values);
   void AddRejected(ResultCode code, std::string_view detail);

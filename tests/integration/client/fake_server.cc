@@ -171,7 +171,11 @@ std::string FakeServer::AnswerTxns(const proto::TxnRequest& req) {
   const uint32_t record_bytes = opt_.workload.Layout().size();
   const uint64_t records = opt_.workload.RecordCount();
   proto::TxnReplyWriter w;
-  w.Begin(req.request_id, record_bytes, static_cast<uint32_t>(req.txns.size()));
+  uint64_t reads = 0;
+  for (const storage::Txn& t : req.txns) {
+    for (const storage::Op& op : t.ops) reads += op.kind == storage::OpKind::kRead ? 1 : 0;
+  }
+  w.Begin(req.request_id, record_bytes, static_cast<uint32_t>(req.txns.size()), reads);
   std::lock_guard<std::mutex> lk(apply_mu_);
   const uint64_t batch = req.txns.empty() ? 0 : batches_++;
   uint32_t index = 0;

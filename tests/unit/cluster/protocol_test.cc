@@ -89,7 +89,7 @@ TEST_CASE("protocol: every truncation, trailing byte and overlong varint of a re
 TEST_CASE("protocol: replies carry outcomes, read values and reject details in order") {
   const uint32_t rec = 16;
   TxnReplyWriter w;
-  w.Begin(9, rec, 4);
+  w.Begin(9, rec, 4, 2);
   std::string v1(2 * rec, 'a');
   v1[rec] = 'b';
   w.AddOutcome(ResultCode::kCommitted, 3, 0, 17, 2, v1);
