@@ -7,7 +7,9 @@ source "$(dirname "$0")/lib.sh"
 qr_config "$QR_TMP/replfail.yaml" zookeeper 3 "ycsb:" "  records: 20000" "  ops_per_txn: 6" "batch:" "  txns: 500" \
   "  timeout_ms: 5" "client:" "  settle_timeout_ms: 1000"
 cfg="$QR_TMP/replfail.yaml"
-qr_up "$cfg" --replication.zookeeper.op_deadline_ms=2000
+# A short drain: at the end the followers wait for a stream end that cannot come (ZooKeeper is
+# gone), and only the stop's speed is at stake there.
+qr_up "$cfg" --replication.zookeeper.op_deadline_ms=2000 --server.drain_timeout_ms=3000
 zk_pid="$(cat "$QRSTORE_RUN_DIR/replfail/zk/s1/pid")"
 qr_client "$cfg" --duration-s 8 --connections 2 --outstanding 1500 --json >"$QR_TMP/c.out" 2>"$QR_TMP/c.err" &
 client=$!
