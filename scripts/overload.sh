@@ -216,9 +216,11 @@ case_anchor_bomb() {
   ((r[2] < 500 * 1024)) || bad "peak RSS $((r[2] / 1024)) MB"
 }
 
-raft_two_nodes() {  # raft_two_nodes CFG: a leader and a follower, raft with a disk log (fsync always)
+# A leader and a follower, raft with a disk log (fsync always). The drain is short: these cases
+# stop a follower whose leader failed, which waits that long for a stream end that cannot come.
+raft_two_nodes() {  # raft_two_nodes CFG
   write_config "$1" raft 2 "  raft:" "    log: disk" "    fsync: always" "ycsb:" "  records: 10000" \
-    "engine:" "  key_space: 10000" "batch:" "  txns: 1000"
+    "engine:" "  key_space: 10000" "batch:" "  txns: 1000" "server:" "  drain_timeout_ms: 3000"
 }
 
 # start_raft_pair CFG PREFIX LEADER_DIR FOLLOWER_DIR: starts n1 then n0 of CFG with those raft
