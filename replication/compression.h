@@ -19,11 +19,11 @@
 // checked against raw_len as well.
 //
 // CompressingReplicator wraps any backend (which only ever sees framed, opaque bytes):
-// ReplicateData frames (FrameInPlace; with Snappy it compresses) on the caller's thread; ReceiveData hands
-// the backend's callback over to one decode thread ("repl-decode") that checks, decompresses
-// and calls the user's callback, so the backend's own thread (e.g. the Raft driver) never
-// spends time decompressing. A payload that fails the checks reaches the user's callback as
-// kCorruption (and a log line), never as a crash.
+// ReplicateData frames (FrameInPlace; with Snappy it compresses) on the caller's thread;
+// ReceiveData hands the backend's callback over to one decode thread ("repl-decode") that
+// checks, decompresses and calls the user's callback, so the backend's own thread (e.g. the
+// Raft driver) never spends time decompressing. A payload that fails the checks reaches the
+// user's callback as kCorruption (and a log line), never as a crash.
 //
 // Bounds: the decode queue's capacity equals replication.max_pending_receives; ReceiveData
 // calls beyond that many outstanding fail at once with kResourceExhausted, so handing a
