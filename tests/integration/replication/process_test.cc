@@ -312,6 +312,10 @@ TEST_CASE("zookeeper ensemble of 3: the ZooKeeper leader is killed mid-stream / 
   }
   INFO("acked " << driver.acked() << " failed " << driver.failed() << " (" << driver.last_failure() << ")");
   CHECK(killed);
+  if (!driver.AllStreamsComplete()) {
+    // Say what the ensemble was doing: its logs go with the temporary directory.
+    (void)!std::system((script + "status " + ensemble.dir + " >&2; tail -n 30 " + ensemble.dir + "/s*/server.log >&2").c_str());
+  }
   REQUIRE(driver.AllStreamsComplete());
   for (auto& r : receivers) CHECK(r->WaitDelivered(kBatches, 60000));
   for (auto& f : followers) f->Stop();

@@ -676,6 +676,10 @@ TEST_CASE("zk: 3-server ensemble, the leader's server killed mid-stream: no loss
   if (killer.joinable()) killer.join();
   const double secs = static_cast<double>(NowNanos() - t0) / 1e9;
   INFO("killed server " << which << "; stream took " << secs << " s");
+  if (lrec.AckedNow(0) != count) {
+    // Say what the ensemble was doing: its logs go with the temporary directory.
+    Shell(kScript + " status " + ensemble.dir() + " >&2; tail -n 30 " + ensemble.dir() + "/s*/server.log >&2");
+  }
   CHECK(lrec.AckedNow(0) == count);
   CHECK(kill_rc == 0);
   CheckComplete(lrec, true, 1, count);
