@@ -273,7 +273,7 @@ void ClientService::HandleTxnRequest(Conn* c, std::string_view body) {
     std::string bad = CheckTxn(req.txns[i], opt_.records);
     if (bad.empty()) {
       ++engine_txns;
-      for (const storage::Op& op : req.txns[i].ops) reads += op.kind == storage::OpKind::kRead ? 1 : 0;
+      reads += storage::ReadOps(req.txns[i]);
       continue;
     }
     p.code[i] = static_cast<uint8_t>(ResultCode::kRejected);

@@ -53,4 +53,11 @@ struct Txn {
   std::vector<Op> ops;
 };
 
+// The values a committed `t` returns: one per kRead.
+inline uint64_t ReadOps(const Txn& t) {
+  uint64_t n = 0;
+  for (const Op& op : t.ops) n += op.kind == OpKind::kRead ? 1 : 0;
+  return n;
+}
+
 }  // namespace qrstore::storage

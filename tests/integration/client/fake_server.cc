@@ -172,9 +172,7 @@ std::string FakeServer::AnswerTxns(const proto::TxnRequest& req) {
   const uint64_t records = opt_.workload.RecordCount();
   proto::TxnReplyWriter w;
   uint64_t reads = 0;
-  for (const storage::Txn& t : req.txns) {
-    for (const storage::Op& op : t.ops) reads += op.kind == storage::OpKind::kRead ? 1 : 0;
-  }
+  for (const storage::Txn& t : req.txns) reads += storage::ReadOps(t);
   w.Begin(req.request_id, record_bytes, static_cast<uint32_t>(req.txns.size()), reads);
   std::lock_guard<std::mutex> lk(apply_mu_);
   const uint64_t batch = req.txns.empty() ? 0 : batches_++;
