@@ -132,6 +132,7 @@ void LoadConnection::SendLoop() {
   proto::TxnRequestWriter w;
   storage::Txn txn;  // every txn is built in this one (no allocation per txn)
   uint64_t next_id = 1;
+  int64_t due_ns = NowNanos();  // --target-tps: when the next request is due
   for (;;) {
     uint32_t n = 0;
     uint64_t first = 0;
@@ -146,7 +147,16 @@ void LoadConnection::SendLoop() {
         if (done) signal_->Notify();
         return;
       }
-      cv_.wait(lk, [&] { return stop_ || closed_ || signal_->stopping() || inflight_ + n <= cfg_.outstanding; });
+      auto stopping = [&] { return stop_ || closed_ || signal_->stopping(); };
+      if (cfg_.request_interval_ns > 0) {
+        // Paced: wait until the request is due. A sender that fell behind (the window was full)
+        // catches up for at most kMaxCatchUpNs' worth of requests, not with an unbounded burst.
+        for (int64_t now = NowNanos(); now < due_ns && !stopping(); now = NowNanos()) {
+          cv_.wait_for(lk, std::chrono::nanoseconds(due_ns - now));
+        }
+        due_ns = std::max(due_ns, NowNanos() - kMaxCatchUpNs) + cfg_.request_interval_ns;
+      }
+      cv_.wait(lk, [&] { return stopping() || inflight_ + n <= cfg_.outstanding; });
       if (stop_ || closed_ || signal_->stopping()) return;
       inflight_ += n;
       first = sent_.load(std::memory_order_relaxed);

@@ -98,6 +98,9 @@ struct ConnectionConfig {
   uint64_t quota = UINT64_MAX;  // txns to send in all
   uint64_t outstanding = 1;     // K: txns in flight at most
   uint32_t per_request = 1;     // txns per request, <= outstanding
+  // --target-tps: the sender sends a request every this many ns at most (YCSB's -target), still
+  // within the window of K; 0: as fast as the window allows (the closed loop).
+  int64_t request_interval_ns = 0;
   bool keep_records = false;    // --verify
   int connect_timeout_ms = 5000;
   uint32_t max_frame_bytes = 64u << 20;
@@ -146,6 +149,9 @@ class LoadConnection {
     uint64_t first_seq = 0;
     uint32_t count = 0;
   };
+
+  // A paced sender that fell behind sends at most this much of its schedule at once.
+  static constexpr int64_t kMaxCatchUpNs = 100'000'000;
 
   void SendLoop();
   Status OnFrame(uint8_t type, std::string_view body);

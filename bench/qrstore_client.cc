@@ -146,7 +146,7 @@ uint64_t MaxReplyBytes(const workloads::WorkloadOptions& o, uint64_t n) {
 int Main(int argc, char** argv) {
   CommandLine cli("qrstore-client",
                   "--config FILE [--key=value ...] (--txns N | --duration-s S) [--warmup-s W] [--connections C] "
-                  "[--outstanding K] [--seed S] [--workload-file F] [--node NAME] [--verify] [--json] | --status",
+                  "[--outstanding K] [--target-tps T] [--seed S] [--workload-file F] [--node NAME] [--verify] [--json] | --status",
                   "Drives a qrstore cluster with a closed-loop YCSB-T or transfer load (workload.kind, ycsb.*,\n"
                   "transfer.* of the config, or a YCSB property file) over C connections to partition 0's\n"
                   "leader (a partitioned row: connection c to partition c mod P's leader, with txns whose\n"
@@ -165,6 +165,8 @@ int Main(int argc, char** argv) {
                   "--txns/--duration-s), readproportion/updateproportion, requestdistribution (uniform|zipfian),\n"
                   "zipfianconstant, fieldcount, fieldlength, readallfields, and qrstore.opspertxn (ops per txn);\n"
                   "recordcount/fieldcount/fieldlength must equal the cluster config's (the servers' table).\n"
+                  "--target-tps T paces the senders (YCSB's -target): T txns/s over all connections, still at\n"
+                  "most K in flight each; the CPU per txn of two configs compares best at the same load.\n"
                   "The first failed txn or error reply stops every connection's sending (the run has failed).\n"
                   "Progress goes to stderr once per second; --json makes the last stdout line a JSON object.\n"
                   "Exit status: 0 ok; 1 failed (failed/rejected txns, error replies, a broken or stalled\n"
@@ -175,6 +177,7 @@ int Main(int argc, char** argv) {
   cli.AddValue("warmup-s", "W", "with --duration-s: run W seconds before measuring (default 0)");
   cli.AddValue("connections", "C", "connections (default client.connections)");
   cli.AddValue("outstanding", "K", "txns in flight per connection (default client.outstanding)");
+  cli.AddValue("target-tps", "T", "send at most T txns/s over all connections (default: no limit, the closed loop)");
   cli.AddValue("seed", "S", "workload seed (default 1)");
   cli.AddValue("workload-file", "F", "a YCSB core workload property file (see above)");
   cli.AddValue("node", "NAME", "send to this node instead of the leader (a follower answers with the leader's address)");
@@ -244,8 +247,9 @@ int Main(int argc, char** argv) {
   auto conns_flag = cli.GetInt("connections", config.GetInt("client.connections"));
   auto outstanding_flag = cli.GetInt("outstanding", config.GetInt("client.outstanding"));
   auto seed_flag = cli.GetInt("seed", 1);
+  auto target_flag = cli.GetDouble("target-tps", 0);
   for (const Status* st : {&txns_flag.status(), &duration_flag.status(), &warmup_flag.status(), &conns_flag.status(),
-                           &outstanding_flag.status(), &seed_flag.status()}) {
+                           &outstanding_flag.status(), &seed_flag.status(), &target_flag.status()}) {
     if (!st->ok()) return Fail(kExitBadInput, st->message());
   }
   if (has_txns && txns_flag.value() < 1) return Fail(kExitBadInput, "flag --txns: must be >= 1");
@@ -259,6 +263,10 @@ int Main(int argc, char** argv) {
     return Fail(kExitBadInput, "flag --outstanding: must be in [1, 10000000]");
   }
   if (seed_flag.value() < 0) return Fail(kExitBadInput, "flag --seed: must be >= 0");
+  if (cli.Has("target-tps") && !(target_flag.value() >= 1 && target_flag.value() <= 1e9)) {
+    return Fail(kExitBadInput, "flag --target-tps: must be in [1, 1000000000]");
+  }
+  const double target_tps = cli.Has("target-tps") ? target_flag.value() : 0;
   const uint64_t total_txns = has_txns ? static_cast<uint64_t>(txns_flag.value()) : 0;
   const uint32_t conns = static_cast<uint32_t>(conns_flag.value());
   const uint64_t outstanding = static_cast<uint64_t>(outstanding_flag.value());
@@ -309,6 +317,8 @@ int Main(int argc, char** argv) {
     cc.quota = budget > 0 ? budget / conns + (c < budget % conns ? 1 : 0) : UINT64_MAX;
     cc.outstanding = outstanding;
     cc.per_request = per_request;
+    // Each connection paces its share: a request of n txns every n * C / T seconds.
+    if (target_tps > 0) cc.request_interval_ns = static_cast<int64_t>(per_request * 1e9 * conns / target_tps);
     cc.keep_records = verify;
     cc.connect_timeout_ms = connect_ms;
     cc.max_frame_bytes = static_cast<uint32_t>(std::min<uint64_t>(
@@ -352,9 +362,9 @@ int Main(int argc, char** argv) {
       if (m->name != ln->name) follower_names.push_back(m->name);
     }
   }
-  log->info("{} {} against {} ({} connection(s), {} in flight each, {} txns per request, seed {})", kind,
+  log->info("{} {} against {} ({} connection(s), {} in flight each, {} txns per request, seed {}{})", kind,
             has_txns ? std::to_string(total_txns) + " txns" : Num(duration_flag.value()) + " s", target, conns,
-            outstanding, per_request, seed);
+            outstanding, per_request, seed, target_tps > 0 ? ", paced at " + Num(target_tps) + " txn/s" : "");
 
   // Run: the main thread keeps the timeline.
   auto sum = [&](auto field) {
@@ -571,11 +581,12 @@ int Main(int argc, char** argv) {
   const double client_cpu_s = static_cast<double>(cpu1 - cpu0) / 1e9;
   auto per_txn_us = [&](double cpu_s) { return w_committed > 0 ? cpu_s * 1e6 / static_cast<double>(w_committed) : 0.0; };
   std::printf("qrstore-client: %s against %s, %s (seed %" PRIu64 ", %u connection(s) x %" PRIu64
-              " in flight, %u txns per request)\n",
+              " in flight, %u txns per request%s)\n",
               kind.c_str(), target.c_str(),
               has_txns ? (std::to_string(total_txns) + " txns in " + Num(window_s) + " s").c_str()
                        : ("measured " + Num(window_s) + " s").c_str(),
-              seed, conns, outstanding, per_request);
+              seed, conns, outstanding, per_request,
+              target_tps > 0 ? (", paced at " + Num(target_tps) + " txn/s").c_str() : "");
   std::printf("  throughput     %.0f txn/s, %.0f ops/s (%" PRIu64 " ops per txn)\n", tps, ops, ops_per_txn);
   std::printf("  committed      %" PRIu64 "  aborted %" PRIu64 "  rejected %" PRIu64 "  failed %" PRIu64
               "  errors %" PRIu64 "  (whole run: %" PRIu64 " submitted, %" PRIu64 " committed)\n",
@@ -632,6 +643,7 @@ int Main(int argc, char** argv) {
     inputs.Int("connections", conns);
     inputs.Int("outstanding", outstanding);
     inputs.Int("txns_per_request", per_request);
+    inputs.Dbl("target_tps", target_tps);
     inputs.Int("seed", seed);
     inputs.Bool("verify", verify);
     inputs.Str("workload_file", workload_file);

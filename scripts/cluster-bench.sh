@@ -9,6 +9,7 @@
 #
 #   scripts/cluster-bench.sh [--out DIR] [--seconds S] [--warmup S] [--rows all|quick|overhead|row|rowdeps|rowsweep] [--repeat N]
 #                            [--workloads star:0,star:0.99,paper:0,paper:0.99]   (overhead rows only)
+#                            [--target-tps T]   (every client run paced at T txn/s: qrstore-client --target-tps)
 #
 # Rows: STAR's YCSB (10 ops, 20% writes, 200K records) and the paper's (16 ops, 50% writes, 1M
 # records), Zipf theta 0 and 0.99, on cluster-none, raft rf = 1 and 2, zookeeper rf = 2; and on
@@ -16,7 +17,10 @@
 # only. `overhead` runs N (--repeat) back-to-back pairs of cluster-none and raft rf = 2
 # (speculative; STAR theta 0 unless --workloads lists others) and prints each pair's ratio of the leader's CPU per committed
 # transaction, their median and the ratio of the sums: single runs here vary by +-15%, so only
-# interleaved pairs say anything about the leader's replication overhead. `row` runs N pairs of
+# interleaved pairs say anything about the leader's replication overhead. With --target-tps both
+# configs of a pair run at the same offered load (below both their maxima), so the comparison is
+# not skewed by a leader's CPU per txn rising as its load falls (threads that sleep and wake more
+# per txn); the summary flags runs that fell more than 3% short of T. `row` runs N pairs of
 # the partitioned row configs/cluster-2x1-none.yaml (STAR's YCSB, 200K records per partition) at
 # 0% and 10% multi-partition txns (ycsb.mp_ratio), and prints each pair's throughput ratio and
 # the medians. `rowdeps` runs N pairs on the same row at 10% multi-partition txns, without and
@@ -36,6 +40,7 @@ warmup=2
 rows=all
 repeat=1
 workloads=star:0
+target_tps=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) out="$2"; shift 2 ;;
@@ -44,12 +49,16 @@ while [[ $# -gt 0 ]]; do
     --rows) rows="$2"; shift 2 ;;
     --repeat) repeat="$2"; shift 2 ;;
     --workloads) workloads="$2"; shift 2 ;;
-    -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --target-tps) target_tps="$2"; shift 2 ;;
+    -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "cluster-bench.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 [[ "$rows" =~ ^(all|quick|overhead|row|rowdeps|rowsweep)$ ]] || { echo "cluster-bench.sh: --rows must be all, quick, overhead, row, rowdeps or rowsweep" >&2; exit 2; }
 [[ "$repeat" =~ ^[1-9][0-9]*$ ]] || { echo "cluster-bench.sh: --repeat must be a positive integer" >&2; exit 2; }
+[[ -z "$target_tps" || "$target_tps" =~ ^[1-9][0-9]*$ ]] || { echo "cluster-bench.sh: --target-tps must be a positive integer (txn/s)" >&2; exit 2; }
+pace=()
+[[ -n "$target_tps" ]] && pace=(--target-tps "$target_tps")
 bin="$root/build/bin"
 for p in qrstore-server qrstore-client qrstore-bench; do
   [[ -x "$bin/$p" ]] || { echo "cluster-bench.sh: no $bin/$p: build first" >&2; exit 1; }
@@ -93,10 +102,10 @@ run_cluster() {
   [[ -n "$mp" ]] && ov+=("--ycsb.mp_ratio=$mp")
   local tag="$wl-$theta-$(basename "$cfg" .yaml)${mp:+-mp$mp}-$mode-$comp"
   scripts/cluster.sh up "$cfg" "${ov[@]}" >"$out/$tag.up" 2>&1 || { cat "$out/$tag.up" >&2; return 1; }
-  local cmd="build/bin/qrstore-client --config $cfg ${ov[*]} --duration-s $seconds --warmup-s $warmup --json"
+  local cmd="build/bin/qrstore-client --config $cfg ${ov[*]} --duration-s $seconds --warmup-s $warmup ${pace[*]} --json"
   local ok=1 steal0 steal1
   steal0=$(steal_ticks)
-  "$bin/qrstore-client" --config "$cfg" "${ov[@]}" --duration-s "$seconds" --warmup-s "$warmup" --json \
+  "$bin/qrstore-client" --config "$cfg" "${ov[@]}" --duration-s "$seconds" --warmup-s "$warmup" "${pace[@]}" --json \
     >"$out/$tag.json" 2>"$out/$tag.err" || ok=0
   steal1=$(steal_ticks)
   scripts/cluster.sh down "$cfg" >"$out/$tag.down" 2>&1 || ok=0
@@ -200,8 +209,10 @@ if [[ "$rows" == overhead ]]; then
       run_cluster "${wt%%:*}" "${wt#*:}" configs/cluster-raft.yaml speculative none
     done
   done
-  python3 - "$csv" <<'PY'
+  python3 - "$csv" "$target_tps" <<'PY'
 import collections, csv, statistics, sys
+target = float(sys.argv[2]) if sys.argv[2] else 0
+tps = collections.defaultdict(lambda: ([], []))
 runs = collections.defaultdict(lambda: ([], []))
 steal = collections.defaultdict(lambda: ([], []))
 for row in csv.DictReader(open(sys.argv[1])):
@@ -210,6 +221,8 @@ for row in csv.DictReader(open(sys.argv[1])):
     (none if row["config"] == "cluster-none" else raft).append(float(cpu["n0"]))
     s_none, s_raft = steal[(row["workload"], row["theta"])]
     (s_none if row["config"] == "cluster-none" else s_raft).append(row["steal_s"])
+    t_none, t_raft = tps[(row["workload"], row["theta"])]
+    (t_none if row["config"] == "cluster-none" else t_raft).append(float(row["txn_per_s"]))
 for (wl, theta), (none, raft) in runs.items():
     s_none, s_raft = steal[(wl, theta)]
     print(f"{wl} theta {theta}: host steal s per pair (none/raft): " + " ".join(f"{a}/{b}" for a, b in zip(s_none, s_raft)))
@@ -218,6 +231,12 @@ for (wl, theta), (none, raft) in runs.items():
         print(f"{wl} theta {theta}: no complete pair")
         continue
     ratios = [r / n for n, r in pairs]
+    t_none, t_raft = tps[(wl, theta)]
+    print(f"{wl} theta {theta}: committed txn/s per pair (none/raft): " + " ".join(f"{a:,.0f}/{b:,.0f}" for a, b in zip(t_none, t_raft)))
+    if target:
+        short = [i + 1 for i, (a, b) in enumerate(zip(t_none, t_raft)) if min(a, b) < 0.97 * target]
+        print(f"{wl} theta {theta}: paced at {target:,.0f} txn/s; " +
+              (f"pairs {short} fell more than 3% short of it (not at equal load)" if short else "every run reached it"))
     print(f"{wl} theta {theta}: leader CPU us/txn, raft rf = 2 / cluster-none, per pair: " + " ".join(f"{r:.3f}" for r in ratios))
     print(f"{wl} theta {theta}: median ratio {statistics.median(ratios):.3f}; ratio of sums"
           f" {sum(r for _, r in pairs) / sum(n for n, _ in pairs):.3f} ({len(pairs)} pairs; none"

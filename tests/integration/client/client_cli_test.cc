@@ -234,6 +234,8 @@ TEST_CASE("qrstore-client: bad input exits 2 naming the problem, before connecti
       {{"--txns", "0"}, "flag --txns: must be >= 1"},
       {{"--txns", "5", "--warmup-s", "1"}, "--warmup-s goes with --duration-s"},
       {{"--duration-s", "1", "--connections", "0"}, "flag --connections"},
+      {{"--duration-s", "1", "--target-tps", "0"}, "flag --target-tps: must be in [1, 1000000000]"},
+      {{"--duration-s", "1", "--target-tps", "fast"}, "--target-tps"},
       {{"--txns", "5", "--ycsb.nosuchkey=1"}, "ycsb.nosuchkey"},
       {{"--txns", "5", "--node", "n7"}, "n7"},
       {{"--txns", "5", "stray"}, "stray"},
@@ -479,6 +481,24 @@ assert 0.55 < o["elapsed_s"] < 1.5, o["elapsed_s"]
 assert 0 < o["committed"] < o["committed_total"], o
 assert o["phases"]["n0"]["windowed"] is True and o["batches"]["n0"] > 0
 assert o["server_cpu_s"]["n0"] > 0 and o["inputs"]["warmup_s"] == 0.3
+)") == "");
+}
+
+TEST_CASE("qrstore-client: --target-tps paces the senders") {
+  TwoNodes c("paced", {}, /*reply_delay_us=*/100);
+  // 2 connections x 10 requests of 100 txns at 4,000 txn/s: each connection sends a request
+  // every 50 ms, its last one 450 ms after its first. Unpaced, the fake answers 2,000 txns in
+  // a few ms.
+  Output o = Run(Client(c.config, {"--txns", "2000", "--connections", "2", "--target-tps", "4000",
+                                   "--client.txns_per_request=100", "--json"}),
+                 30);
+  INFO(o.Show());
+  REQUIRE(o.code == 0);
+  CHECK(o.Has("paced at 4000 txn/s"));
+  CHECK(CheckJson(o, R"(
+assert o["committed"] + o["aborted"] == 2000, o
+assert 0.44 <= o["elapsed_s"] < 5, o["elapsed_s"]
+assert o["inputs"]["target_tps"] == 4000, o["inputs"]
 )") == "");
 }
 
