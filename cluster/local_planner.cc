@@ -169,7 +169,9 @@ void LocalPlanner::PlannerLoop(uint32_t me) {
           t = queue_.PopUnlessKicked(&seen, std::chrono::nanoseconds(left));
           if (!t && !queue_.closed() && NowNanos() < deadline) continue;  // kicked: look again
         } else {
-          t = queue_.PopFor(std::chrono::nanoseconds(left));
+          // Sleep until the slice can be filled or the deadline: woken once, not per request.
+          const size_t need = slice_max - txns.size();
+          if (queue_.PopManyFor(&txns, need, need, std::chrono::nanoseconds(left)) > 0) continue;
         }
         if (t) {
           txns.push_back(std::move(*t));

@@ -2,9 +2,11 @@
 // each other. Capacity is fixed at construction; Push blocks while full (back-pressure),
 // Pop blocks while empty. Close() wakes everyone: later pushes fail, pops drain what is
 // left and then fail. Blocking calls take an optional timeout so owners can check stop
-// flags. Thread-safe. Idle threads sleep on a condition variable; nothing spins.
+// flags. Thread-safe. Idle threads sleep on a condition variable; nothing spins. A consumer
+// that wants many items at once (PopManyFor) is woken when they are there, not once per push.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -30,8 +32,10 @@ class BoundedQueue {
     not_full_.wait(lock, [&] { return closed_ || items_.size() < capacity_; });
     if (closed_) return false;
     items_.push_back(std::move(item));
+    const bool wake_many = CrossedLocked(1);
     lock.unlock();
     not_empty_.notify_one();
+    if (wake_many) enough_.notify_all();
     return true;
   }
 
@@ -44,9 +48,12 @@ class BoundedQueue {
       std::unique_lock<std::mutex> lock(mu_);
       not_full_.wait(lock, [&] { return closed_ || items_.size() < capacity_; });
       if (closed_) break;
+      const size_t before = i;
       while (i < items.size() && items_.size() < capacity_) items_.push_back(std::move(items[i++]));
+      const bool wake_many = CrossedLocked(i - before);
       lock.unlock();
       not_empty_.notify_all();
+      if (wake_many) enough_.notify_all();
     }
     return i - first;
   }
@@ -60,8 +67,10 @@ class BoundedQueue {
     }
     if (closed_) return false;
     items_.push_back(std::move(item));
+    const bool wake_many = CrossedLocked(1);
     lock.unlock();
     not_empty_.notify_one();
+    if (wake_many) enough_.notify_all();
     return true;
   }
 
@@ -70,8 +79,10 @@ class BoundedQueue {
     std::unique_lock<std::mutex> lock(mu_);
     if (closed_ || items_.size() >= capacity_) return false;
     items_.push_back(std::move(item));
+    const bool wake_many = CrossedLocked(1);
     lock.unlock();
     not_empty_.notify_one();
+    if (wake_many) enough_.notify_all();
     return true;
   }
 
@@ -134,6 +145,32 @@ class BoundedQueue {
     return n;
   }
 
+  // Blocks up to `timeout` until at least `want` items are queued (or the queue is full, or
+  // closed), then moves up to `max` items to the back of *out, as TryPopMany; returns how many
+  // (0: timed out empty, or closed and drained). Pushes wake it only once `want` is reached, so
+  // a consumer collecting a batch sleeps until the batch is there or its deadline, instead of
+  // waking for every push. want >= 1.
+  template <typename Rep, typename Period>
+  size_t PopManyFor(std::vector<T>* out, size_t max, size_t want, std::chrono::duration<Rep, Period> timeout) {
+    QR_CHECK(want >= 1);
+    want = std::min(want, capacity_);
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!closed_ && items_.size() < want) {
+      wants_.push_back(want);
+      enough_.wait_for(lock, timeout, [&] { return closed_ || items_.size() >= want; });
+      wants_.erase(std::find(wants_.begin(), wants_.end(), want));
+    }
+    size_t n = 0;
+    while (n < max && !items_.empty()) {
+      out->push_back(std::move(items_.front()));
+      items_.pop_front();
+      ++n;
+    }
+    lock.unlock();
+    if (n > 0) not_full_.notify_all();
+    return n;
+  }
+
   void Close() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -141,6 +178,7 @@ class BoundedQueue {
     }
     not_empty_.notify_all();
     not_full_.notify_all();
+    enough_.notify_all();
   }
 
   bool closed() const {
@@ -154,6 +192,15 @@ class BoundedQueue {
   size_t capacity() const { return capacity_; }
 
  private:
+  // After `added` items were pushed: whether the queue just reached a PopManyFor waiter's want.
+  bool CrossedLocked(size_t added) const {
+    const size_t now = items_.size();
+    for (size_t w : wants_) {
+      if (now >= w && now - added < w) return true;
+    }
+    return false;
+  }
+
   std::optional<T> TakeLocked(std::unique_lock<std::mutex>& lock) {
     if (items_.empty()) return std::nullopt;
     std::optional<T> out(std::move(items_.front()));
@@ -167,7 +214,9 @@ class BoundedQueue {
   mutable std::mutex mu_;
   std::condition_variable not_empty_;
   std::condition_variable not_full_;
+  std::condition_variable enough_;  // PopManyFor waiters
   std::deque<T> items_;  // guarded by mu_
+  std::vector<size_t> wants_;  // guarded by mu_: the `want` of each thread in PopManyFor
   bool closed_ = false;  // guarded by mu_
   uint64_t kicks_ = 0;   // guarded by mu_
 };

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -78,4 +79,81 @@ TEST_CASE("bounded queue: Kick wakes a PopUnlessKicked waiter, and a kick before
   REQUIRE(q.Push(7));
   CHECK(q.PopUnlessKicked(&seen, std::chrono::seconds(10)).value() == 7);
   CHECK_FALSE(q.PopUnlessKicked(&seen, std::chrono::milliseconds(20)).has_value());  // timed out
+}
+
+TEST_CASE("bounded queue: PopManyFor waits for `want` items (or full, closed, timed out), then takes up to max") {
+  BoundedQueue<int> q(8);
+  for (int i = 0; i < 3; ++i) REQUIRE(q.Push(i));
+  std::vector<int> got;
+  SECTION("enough already queued: returns at once with at most max") {
+    CHECK(q.PopManyFor(&got, 2, 3, std::chrono::seconds(10)) == 2);
+    CHECK(got == std::vector<int>{0, 1});
+  }
+  SECTION("too few: times out, then takes what is there") {
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK(q.PopManyFor(&got, 8, 5, std::chrono::milliseconds(30)) == 3);
+    CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(30));
+    CHECK(got == std::vector<int>{0, 1, 2});
+  }
+  SECTION("pushes below `want` do not end the wait; the push that reaches it does") {
+    std::atomic<bool> returned{false};
+    NamedThread consumer("consumer", [&] {
+      CHECK(q.PopManyFor(&got, 8, 6, std::chrono::seconds(20)) == 6);
+      returned = true;
+    });
+    REQUIRE(q.Push(3));
+    std::vector<int> two{4, 5};
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    CHECK_FALSE(returned.load());  // 4 of 6
+    REQUIRE(q.PushMany(two) == 2);  // 6 of 6: crosses `want` inside one PushMany
+    consumer.Join();
+    CHECK(got == std::vector<int>{0, 1, 2, 3, 4, 5});
+  }
+  SECTION("`want` beyond the capacity is met by a full queue") {
+    NamedThread consumer("consumer", [&] { CHECK(q.PopManyFor(&got, 100, 100, std::chrono::seconds(20)) == 8); });
+    for (int i = 3; i < 8; ++i) REQUIRE(q.Push(i));
+    consumer.Join();
+    CHECK(got.size() == 8);
+  }
+  SECTION("Close ends the wait; a closed queue still drains") {
+    NamedThread consumer("consumer", [&] { CHECK(q.PopManyFor(&got, 8, 7, std::chrono::seconds(20)) == 3); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    q.Close();
+    consumer.Join();
+    CHECK(q.PopManyFor(&got, 8, 1, std::chrono::seconds(20)) == 0);
+  }
+}
+
+TEST_CASE("bounded queue: a PopManyFor consumer beside pushers loses nothing and ends") {
+  BoundedQueue<int> q(64);
+  constexpr int kProducers = 3, kPerProducer = 3000;
+  long sum = 0, count = 0;
+  NamedThread consumer("consumer", [&] {
+    std::vector<int> got;
+    for (;;) {
+      got.clear();
+      // A batch collector: wants 50, waits at most 1 ms for them.
+      if (q.PopManyFor(&got, 50, 50, std::chrono::milliseconds(1)) == 0 && q.closed() && q.size() == 0) return;
+      for (int v : got) sum += v;
+      count += static_cast<long>(got.size());
+    }
+  });
+  {
+    std::vector<NamedThread> producers;
+    for (int p = 0; p < kProducers; ++p) {
+      producers.emplace_back("producer-" + std::to_string(p), [&, p] {
+        std::vector<int> chunk;
+        for (int i = 0; i < kPerProducer; i += 7) {
+          chunk.clear();
+          for (int k = i; k < std::min(i + 7, kPerProducer); ++k) chunk.push_back(p * kPerProducer + k);
+          REQUIRE(q.PushMany(chunk) == chunk.size());
+        }
+      });
+    }
+  }
+  q.Close();
+  consumer.Join();
+  const long n = kProducers * kPerProducer;
+  CHECK(count == n);
+  CHECK(sum == n * (n - 1) / 2);
 }
