@@ -113,8 +113,10 @@ class ClientService {
   void HandleTxnRequest(Conn* c, std::string_view body);
   void SendError(Conn* c, uint64_t request_id, const Status& s, bool then_close = false);
   void Send(Conn* c, std::string frame);
-  // Fills skipped positions at the head of `p` and queues every completed request (c->mu held).
-  void Advance(Conn* c);
+  // Fills skipped positions at the head of `p` and queues every completed request (c->mu held);
+  // returns how many frames it queued. The caller wakes the writer.
+  size_t Advance(Conn* c);
+  static constexpr size_t kWakeFrames = 16;
 
   const ClientServiceOptions opt_;
   const ClientServiceHandler handler_;
