@@ -28,7 +28,8 @@
 # A local ZooKeeper gets QRSTORE_ZK_HEAP_MB of heap (default 1024: it keeps its last 500
 # transactions in memory, and a planned batch is up to a few MB).
 # Time-outs: QRSTORE_READY_TIMEOUT_S (default 90) for up, QRSTORE_STOP_TIMEOUT_S (default 60)
-# per node for down (then SIGKILL, reported).
+# per node for down (then SIGKILL, reported; with gdb installed, the node's thread stacks are
+# saved first to RUN/NODE.stacks).
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -190,7 +191,12 @@ cmd_down() {
     local deadline=$((SECONDS + stop_timeout))
     while [[ -n "$(node_pid "$n" "$host")" ]]; do
       if ((SECONDS >= deadline)); then
-        echo "cluster.sh: node $n did not stop within ${stop_timeout} s: SIGKILL" >&2
+        # Where it hangs, before the evidence goes: every thread's stack, when gdb is there.
+        if on_host "$host" "command -v gdb >/dev/null && timeout 30 gdb -p $pid -batch -ex 'thread apply all bt' >'$run/$n.stacks' 2>&1"; then
+          echo "cluster.sh: node $n did not stop within ${stop_timeout} s: its threads' stacks are in $run/$n.stacks; SIGKILL" >&2
+        else
+          echo "cluster.sh: node $n did not stop within ${stop_timeout} s: SIGKILL" >&2
+        fi
         on_host "$host" "kill -KILL $pid" || true
         failed=1
         break

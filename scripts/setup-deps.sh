@@ -11,6 +11,7 @@ pkgs=(
   libspdlog-dev catch2 libyaml-cpp-dev
   default-jre-headless python3
   clang libclang-rt-14-dev
+  gdb  # scripts/cluster.sh down saves a hung node's thread stacks with it
 )
 
 missing=()

@@ -35,6 +35,8 @@ qr_cleanup() {
   if [[ $code -ne 0 ]]; then
     echo "== logs of the failed test ($QR_TMP)" >&2
     for f in "$QRSTORE_RUN_DIR"/*/*.log; do [[ -f "$f" ]] && { echo "--- $f" >&2; tail -n 25 "$f" >&2; }; done
+    # A node that did not stop (cluster.sh down saved its threads' stacks before SIGKILL).
+    for f in "$QRSTORE_RUN_DIR"/*/*.stacks; do [[ -f "$f" ]] && { echo "--- $f" >&2; grep -E '^(Thread|#)' "$f" >&2; }; done
   fi
   [[ $code -eq 0 ]] && rm -rf "$QR_TMP"
   exit $code
