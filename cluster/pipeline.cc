@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "commit/committer.h"
@@ -267,8 +268,11 @@ class PipelineImpl {
     }
     ReleaseRowWaitsLocked();
     NotifyAllLocked();
-    // No sink call may start after this returns; wait out one in progress.
-    delivered_cv_.wait(lk, [&] { return !delivering_; });
+    // No sink or hook call may start after this returns; wait out one in progress, unless it
+    // is this thread's own (a sink or hook that fails the pipeline, e.g. a row node whose send
+    // to a dead peer fails: waiting for itself would hang the thread for good).
+    const std::thread::id me = std::this_thread::get_id();
+    delivered_cv_.wait(lk, [&] { return !delivering_ || delivering_thread_ == me; });
   }
 
   Status WaitIdle(int64_t timeout_ms) {
@@ -553,19 +557,24 @@ class PipelineImpl {
           slot.committed += tally.committed;
           slot.aborted += tally.aborted_logic + tally.aborted_cascade;
           delivering_ = true;
+          delivering_thread_ = std::this_thread::get_id();
         }
         // Only the ticket holder delivers: sink calls are serialized and in planned order.
         if (!outcomes.empty()) sink_(outcomes);
         BatchInfo info;
         const bool last = p + 1 == P;
         if (last) info = FinishBatch(b, slot);
+        bool call_hook = false;
+        if (last && hook_) {
+          std::lock_guard<std::mutex> lk(mu_);
+          call_hook = health_.ok();
+        }
+        // Still the ticket holder (delivering_): hooks run in batch order, and a Fail waits for
+        // this call, so a Fail that returned has no hook call after it. Outside mu_: a hook may
+        // fail the pipeline itself (a row node's OnBatch sends to its peers).
+        if (call_hook) hook_(info);
         {
           std::lock_guard<std::mutex> lk(mu_);
-          if (last && hook_ && health_.ok()) {
-            // Still the ticket holder: hooks run in batch order. Under mu_ so that a Fail that
-            // returned has no hook call after it either.
-            hook_(info);
-          }
           delivering_ = false;
           ++ticket_;
           if (last) {
@@ -647,7 +656,8 @@ class PipelineImpl {
   Status health_;                         // guarded by mu_: first Fail
   bool end_known_ = false;                // guarded by mu_: batches [first, end_) are all
   uint64_t end_ = 0;                      // guarded by mu_
-  bool delivering_ = false;               // guarded by mu_: a sink call is in progress
+  bool delivering_ = false;               // guarded by mu_: a sink or hook call is in progress
+  std::thread::id delivering_thread_;     // guarded by mu_: the thread making it
   uint64_t ticket_ = 0;                   // guarded by mu_: next slice b*P+p to deliver
   uint64_t executed_ = 0;                 // guarded by mu_: batches [first, this) executed and resolved
   uint64_t committed_ = 0;                // guarded by mu_: batches [first, this) fully delivered

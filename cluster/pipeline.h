@@ -88,7 +88,8 @@ struct BatchInfo {
   BatchPhases phases;
 };
 // Called once per committed batch, in batch order, after the batch's last sink call, on a
-// commit thread. Must return quickly and must not call back into the pipeline.
+// commit thread, outside the pipeline's lock. Must return quickly; of the pipeline it may call
+// only Fail (as the sink may).
 using BatchHook = std::function<void(const BatchInfo&)>;
 
 struct PipelineStats {
@@ -136,6 +137,7 @@ class Pipeline {
   void EndInput(uint64_t end);
   // Stops with an error: nothing more is executed than what executors already hold, no outcome
   // is delivered after this returns, WaitIdle and BeginSlice return at once. First error wins.
+  // From inside a sink or hook call it returns at once (that call is the last one).
   void Fail(Status status);
 
   // Blocks until every batch before the end committed (OK), or the pipeline failed (its error)

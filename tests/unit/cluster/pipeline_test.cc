@@ -283,3 +283,62 @@ TEST_CASE("pipeline: after Fail nothing is delivered, waits end with the error a
   CHECK(seen.batches.empty());
   CHECK(pipeline.health().code() == StatusCode::kUnavailable);
 }
+
+// A sink or a batch hook that fails the pipeline (a row node whose send to a dead peer fails
+// inside them) must not hang its own commit thread: Fail from inside returns, nothing is
+// delivered after it, and the pipeline stops.
+TEST_CASE("pipeline: Fail from inside the sink or the batch hook returns; nothing is delivered after it") {
+  for (const bool from_hook : {false, true}) {
+    INFO((from_hook ? "from the hook" : "from the sink"));
+    storage::Table table(kLayout, kKeys);
+    testing::LoadTable(&table, kKeys, 0);
+    PipelineOptions po = Options(1, 2, 2);
+    std::mutex mu;
+    std::condition_variable cv;
+    int sink_calls = 0, hook_calls = 0;
+    bool failed_inside = false;
+    Pipeline* self = nullptr;
+    auto fail_once = [&] {
+      self->Fail(Status::Unavailable("could not send to row peer 1"));  // must return
+      std::lock_guard<std::mutex> lk(mu);
+      failed_inside = true;
+      cv.notify_all();
+    };
+    Pipeline pipeline(
+        po, &table,
+        [&](const std::vector<TxnOutcome>&) {
+          {
+            std::lock_guard<std::mutex> lk(mu);
+            ++sink_calls;
+          }
+          if (!from_hook) fail_once();
+        },
+        [&](const BatchInfo&) {
+          {
+            std::lock_guard<std::mutex> lk(mu);
+            ++hook_calls;
+          }
+          if (from_hook) fail_once();
+        });
+    self = &pipeline;
+    REQUIRE(pipeline.Start().ok());
+    planner::Planner plan(po.ranges);
+    for (uint64_t b = 0; b < 2; ++b) {
+      std::vector<Txn> txns = Workload(10 + b, 20);
+      planner::PlannedSlice* s = pipeline.BeginSlice(b, 0);
+      if (s == nullptr) break;  // failed already
+      plan.PlanSlice(b, 0, txns, s);
+      pipeline.PublishSlice(b, 0, 0, true);
+    }
+    {
+      std::unique_lock<std::mutex> lk(mu);
+      REQUIRE(cv.wait_for(lk, std::chrono::seconds(30), [&] { return failed_inside; }));  // not a hang
+    }
+    Status w = pipeline.WaitIdle(30'000);
+    CHECK(w.code() == StatusCode::kUnavailable);
+    pipeline.Stop();  // joins the commit threads: returns only if none is stuck
+    std::lock_guard<std::mutex> lk(mu);
+    CHECK(sink_calls == 1);  // batch 1's outcomes came after the Fail: never delivered
+    CHECK(hook_calls == (from_hook ? 1 : 0));
+  }
+}
