@@ -157,7 +157,7 @@ void LoadConnection::SendLoop() {
         due_ns = std::max(due_ns, NowNanos() - kMaxCatchUpNs) + cfg_.request_interval_ns;
       }
       cv_.wait(lk, [&] { return stopping() || inflight_ + n <= cfg_.outstanding; });
-      if (stop_ || closed_ || signal_->stopping()) return;
+      if (stopping()) return;
       inflight_ += n;
       first = sent_.load(std::memory_order_relaxed);
     }

@@ -267,6 +267,7 @@ int Main(int argc, char** argv) {
     return Fail(kExitBadInput, "flag --target-tps: must be in [1, 1000000000]");
   }
   const double target_tps = cli.Has("target-tps") ? target_flag.value() : 0;
+  const std::string pacing = target_tps > 0 ? ", paced at " + Num(target_tps) + " txn/s" : "";
   const uint64_t total_txns = has_txns ? static_cast<uint64_t>(txns_flag.value()) : 0;
   const uint32_t conns = static_cast<uint32_t>(conns_flag.value());
   const uint64_t outstanding = static_cast<uint64_t>(outstanding_flag.value());
@@ -364,7 +365,7 @@ int Main(int argc, char** argv) {
   }
   log->info("{} {} against {} ({} connection(s), {} in flight each, {} txns per request, seed {}{})", kind,
             has_txns ? std::to_string(total_txns) + " txns" : Num(duration_flag.value()) + " s", target, conns,
-            outstanding, per_request, seed, target_tps > 0 ? ", paced at " + Num(target_tps) + " txn/s" : "");
+            outstanding, per_request, seed, pacing);
 
   // Run: the main thread keeps the timeline.
   auto sum = [&](auto field) {
@@ -585,8 +586,7 @@ int Main(int argc, char** argv) {
               kind.c_str(), target.c_str(),
               has_txns ? (std::to_string(total_txns) + " txns in " + Num(window_s) + " s").c_str()
                        : ("measured " + Num(window_s) + " s").c_str(),
-              seed, conns, outstanding, per_request,
-              target_tps > 0 ? (", paced at " + Num(target_tps) + " txn/s").c_str() : "");
+              seed, conns, outstanding, per_request, pacing.c_str());
   std::printf("  throughput     %.0f txn/s, %.0f ops/s (%" PRIu64 " ops per txn)\n", tps, ops, ops_per_txn);
   std::printf("  committed      %" PRIu64 "  aborted %" PRIu64 "  rejected %" PRIu64 "  failed %" PRIu64
               "  errors %" PRIu64 "  (whole run: %" PRIu64 " submitted, %" PRIu64 " committed)\n",

@@ -32,10 +32,7 @@ class BoundedQueue {
     not_full_.wait(lock, [&] { return closed_ || items_.size() < capacity_; });
     if (closed_) return false;
     items_.push_back(std::move(item));
-    const bool wake_many = CrossedLocked(1);
-    lock.unlock();
-    not_empty_.notify_one();
-    if (wake_many) enough_.notify_all();
+    WakeAfterPush(lock, 1);
     return true;
   }
 
@@ -50,10 +47,7 @@ class BoundedQueue {
       if (closed_) break;
       const size_t before = i;
       while (i < items.size() && items_.size() < capacity_) items_.push_back(std::move(items[i++]));
-      const bool wake_many = CrossedLocked(i - before);
-      lock.unlock();
-      not_empty_.notify_all();
-      if (wake_many) enough_.notify_all();
+      WakeAfterPush(lock, i - before);
     }
     return i - first;
   }
@@ -67,10 +61,7 @@ class BoundedQueue {
     }
     if (closed_) return false;
     items_.push_back(std::move(item));
-    const bool wake_many = CrossedLocked(1);
-    lock.unlock();
-    not_empty_.notify_one();
-    if (wake_many) enough_.notify_all();
+    WakeAfterPush(lock, 1);
     return true;
   }
 
@@ -79,10 +70,7 @@ class BoundedQueue {
     std::unique_lock<std::mutex> lock(mu_);
     if (closed_ || items_.size() >= capacity_) return false;
     items_.push_back(std::move(item));
-    const bool wake_many = CrossedLocked(1);
-    lock.unlock();
-    not_empty_.notify_one();
-    if (wake_many) enough_.notify_all();
+    WakeAfterPush(lock, 1);
     return true;
   }
 
@@ -134,15 +122,7 @@ class BoundedQueue {
   // wake-up of blocked pushers instead of one per item); returns how many.
   size_t TryPopMany(std::vector<T>* out, size_t max) {
     std::unique_lock<std::mutex> lock(mu_);
-    size_t n = 0;
-    while (n < max && !items_.empty()) {
-      out->push_back(std::move(items_.front()));
-      items_.pop_front();
-      ++n;
-    }
-    lock.unlock();
-    if (n > 0) not_full_.notify_all();
-    return n;
+    return TakeManyLocked(lock, out, max);
   }
 
   // Blocks up to `timeout` until at least `want` items are queued (or the queue is full, or
@@ -160,15 +140,7 @@ class BoundedQueue {
       enough_.wait_for(lock, timeout, [&] { return closed_ || items_.size() >= want; });
       wants_.erase(std::find(wants_.begin(), wants_.end(), want));
     }
-    size_t n = 0;
-    while (n < max && !items_.empty()) {
-      out->push_back(std::move(items_.front()));
-      items_.pop_front();
-      ++n;
-    }
-    lock.unlock();
-    if (n > 0) not_full_.notify_all();
-    return n;
+    return TakeManyLocked(lock, out, max);
   }
 
   void Close() {
@@ -192,13 +164,32 @@ class BoundedQueue {
   size_t capacity() const { return capacity_; }
 
  private:
-  // After `added` items were pushed: whether the queue just reached a PopManyFor waiter's want.
-  bool CrossedLocked(size_t added) const {
+  // After `added` items were pushed (lock held): unlocks, wakes a popper (every one when several
+  // items came), and the PopManyFor waiters when the queue just reached one's `want`.
+  void WakeAfterPush(std::unique_lock<std::mutex>& lock, size_t added) {
     const size_t now = items_.size();
-    for (size_t w : wants_) {
-      if (now >= w && now - added < w) return true;
+    bool reached = false;
+    for (size_t w : wants_) reached |= now >= w && now - added < w;
+    lock.unlock();
+    if (added == 1) {
+      not_empty_.notify_one();
+    } else {
+      not_empty_.notify_all();
     }
-    return false;
+    if (reached) enough_.notify_all();
+  }
+
+  // Moves up to `max` items to the back of *out, unlocks, wakes blocked pushers once.
+  size_t TakeManyLocked(std::unique_lock<std::mutex>& lock, std::vector<T>* out, size_t max) {
+    size_t n = 0;
+    while (n < max && !items_.empty()) {
+      out->push_back(std::move(items_.front()));
+      items_.pop_front();
+      ++n;
+    }
+    lock.unlock();
+    if (n > 0) not_full_.notify_all();
+    return n;
   }
 
   std::optional<T> TakeLocked(std::unique_lock<std::mutex>& lock) {
