@@ -10,6 +10,8 @@
 #   scripts/cluster-bench.sh [--out DIR] [--seconds S] [--warmup S] [--rows all|quick|overhead|row|rowdeps|rowsweep] [--repeat N]
 #                            [--workloads star:0,star:0.99,paper:0,paper:0.99]   (overhead rows only)
 #                            [--target-tps T]   (every client run paced at T txn/s: qrstore-client --target-tps)
+#                            [--outstanding K]  (every client run: qrstore-client --outstanding K, txns in flight per connection)
+#                            [--pin-leader]     (overhead rows only: the leader alone on CPU 0, the rest on the others)
 #
 # Rows: STAR's YCSB (10 ops, 20% writes, 200K records) and the paper's (16 ops, 50% writes, 1M
 # records), Zipf theta 0 and 0.99, on cluster-none, raft rf = 1 and 2, zookeeper rf = 2; and on
@@ -20,7 +22,12 @@
 # interleaved pairs say anything about the leader's replication overhead. With --target-tps both
 # configs of a pair run at the same offered load (below both their maxima), so the comparison is
 # not skewed by a leader's CPU per txn rising as its load falls (threads that sleep and wake more
-# per txn); the summary flags runs that fell more than 3% short of T. `row` runs N pairs of
+# per txn); the summary flags runs that fell more than 3% short of T. With --pin-leader the
+# leader runs alone on CPU 0 (taskset) and the followers and the client on the other CPUs, in
+# both configs: what the leader would see on a host of its own (needs 2 CPUs or more). The
+# summary prints how many cores each leader kept busy: a pair compares leaders at full load
+# only when both are near 1.0 (give the client a larger --outstanding window when the raft
+# run is short of it). `row` runs N pairs of
 # the partitioned row configs/cluster-2x1-none.yaml (STAR's YCSB, 200K records per partition) at
 # 0% and 10% multi-partition txns (ycsb.mp_ratio), and prints each pair's throughput ratio and
 # the medians. `rowdeps` runs N pairs on the same row at 10% multi-partition txns, without and
@@ -41,6 +48,8 @@ rows=all
 repeat=1
 workloads=star:0
 target_tps=""
+outstanding=""
+pin_leader=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) out="$2"; shift 2 ;;
@@ -50,15 +59,25 @@ while [[ $# -gt 0 ]]; do
     --repeat) repeat="$2"; shift 2 ;;
     --workloads) workloads="$2"; shift 2 ;;
     --target-tps) target_tps="$2"; shift 2 ;;
-    -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --outstanding) outstanding="$2"; shift 2 ;;
+    --pin-leader) pin_leader=1; shift ;;
+    -h|--help) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "cluster-bench.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 [[ "$rows" =~ ^(all|quick|overhead|row|rowdeps|rowsweep)$ ]] || { echo "cluster-bench.sh: --rows must be all, quick, overhead, row, rowdeps or rowsweep" >&2; exit 2; }
 [[ "$repeat" =~ ^[1-9][0-9]*$ ]] || { echo "cluster-bench.sh: --repeat must be a positive integer" >&2; exit 2; }
 [[ -z "$target_tps" || "$target_tps" =~ ^[1-9][0-9]*$ ]] || { echo "cluster-bench.sh: --target-tps must be a positive integer (txn/s)" >&2; exit 2; }
-pace=()
-[[ -n "$target_tps" ]] && pace=(--target-tps "$target_tps")
+[[ -z "$outstanding" || "$outstanding" =~ ^[1-9][0-9]*$ ]] || { echo "cluster-bench.sh: --outstanding must be a positive integer (txns per connection)" >&2; exit 2; }
+if ((pin_leader)); then
+  [[ "$rows" == overhead ]] || { echo "cluster-bench.sh: --pin-leader is for --rows overhead only" >&2; exit 2; }
+  (($(nproc) >= 2)) || { echo "cluster-bench.sh: --pin-leader needs 2 CPUs or more (nproc: $(nproc))" >&2; exit 2; }
+  command -v taskset >/dev/null || { echo "cluster-bench.sh: --pin-leader needs taskset (util-linux)" >&2; exit 1; }
+fi
+others="1-$(($(nproc) - 1))"  # the CPUs of everything but a pinned leader
+pace=()  # the client's extra flags
+[[ -n "$target_tps" ]] && pace+=(--target-tps "$target_tps")
+[[ -n "$outstanding" ]] && pace+=(--outstanding "$outstanding")
 bin="$root/build/bin"
 for p in qrstore-server qrstore-client qrstore-bench; do
   [[ -x "$bin/$p" ]] || { echo "cluster-bench.sh: no $bin/$p: build first" >&2; exit 1; }
@@ -87,6 +106,19 @@ paper_row=(--ycsb.records=1000000 --engine.key_space=1000000 --ycsb.ops_per_txn=
 # each row says how much steal its client run saw, so a slow run can be told from a slow change.
 steal_ticks() { awk '/^cpu /{print $9}' /proc/stat; }
 
+# pin_nodes CONFIG: every thread of the config's leader (the node of row 0) onto CPU 0, every
+# other node's onto the other CPUs (the pid files `cluster.sh up` wrote).
+pin_nodes() {
+  local cfg="$1" leader name pidf
+  leader=$(grep -oE 'name: *[A-Za-z0-9_.-]+,.*row: *0 *[,}]' "$cfg" | head -1 | sed -E 's/name: *([^,]+),.*/\1/')
+  [[ -n "$leader" ]] || { echo "cluster-bench.sh: --pin-leader: no node with row 0 in $cfg" >&2; exit 1; }
+  for pidf in "$QRSTORE_RUN_DIR"/*/*.pid; do
+    [[ -f "$pidf" ]] || continue
+    name=$(basename "$pidf" .pid)
+    taskset -a -p -c "$([[ "$name" == "$leader" ]] && echo 0 || echo "$others")" "$(cat "$pidf")" >/dev/null
+  done
+}
+
 # run_cluster WORKLOAD THETA CONFIG MODE COMPRESSION [MP_RATIO]
 run_cluster() {
   local wl="$1" theta="$2" cfg="$3" mode="$4" comp="$5" mp="${6:-}"
@@ -102,10 +134,15 @@ run_cluster() {
   [[ -n "$mp" ]] && ov+=("--ycsb.mp_ratio=$mp")
   local tag="$wl-$theta-$(basename "$cfg" .yaml)${mp:+-mp$mp}-$mode-$comp"
   scripts/cluster.sh up "$cfg" "${ov[@]}" >"$out/$tag.up" 2>&1 || { cat "$out/$tag.up" >&2; return 1; }
-  local cmd="build/bin/qrstore-client --config $cfg ${ov[*]} --duration-s $seconds --warmup-s $warmup ${pace[*]} --json"
+  local -a pin=()
+  if ((pin_leader)); then
+    pin_nodes "$cfg"
+    pin=(taskset -c "$others")
+  fi
+  local cmd="${pin[*]}${pin:+ }build/bin/qrstore-client --config $cfg ${ov[*]} --duration-s $seconds --warmup-s $warmup ${pace[*]} --json"
   local ok=1 steal0 steal1
   steal0=$(steal_ticks)
-  "$bin/qrstore-client" --config "$cfg" "${ov[@]}" --duration-s "$seconds" --warmup-s "$warmup" "${pace[@]}" --json \
+  "${pin[@]}" "$bin/qrstore-client" --config "$cfg" "${ov[@]}" --duration-s "$seconds" --warmup-s "$warmup" "${pace[@]}" --json \
     >"$out/$tag.json" 2>"$out/$tag.err" || ok=0
   steal1=$(steal_ticks)
   scripts/cluster.sh down "$cfg" >"$out/$tag.down" 2>&1 || ok=0
@@ -215,6 +252,7 @@ target = float(sys.argv[2]) if sys.argv[2] else 0
 tps = collections.defaultdict(lambda: ([], []))
 runs = collections.defaultdict(lambda: ([], []))
 steal = collections.defaultdict(lambda: ([], []))
+cores = collections.defaultdict(lambda: ([], []))
 for row in csv.DictReader(open(sys.argv[1])):
     cpu = dict(kv.split("=") for kv in row["cpu_us_per_txn"].split(";"))
     none, raft = runs[(row["workload"], row["theta"])]
@@ -223,6 +261,8 @@ for row in csv.DictReader(open(sys.argv[1])):
     (s_none if row["config"] == "cluster-none" else s_raft).append(row["steal_s"])
     t_none, t_raft = tps[(row["workload"], row["theta"])]
     (t_none if row["config"] == "cluster-none" else t_raft).append(float(row["txn_per_s"]))
+    c_none, c_raft = cores[(row["workload"], row["theta"])]
+    (c_none if row["config"] == "cluster-none" else c_raft).append(float(cpu["n0"]) * float(row["txn_per_s"]) / 1e6)
 for (wl, theta), (none, raft) in runs.items():
     s_none, s_raft = steal[(wl, theta)]
     print(f"{wl} theta {theta}: host steal s per pair (none/raft): " + " ".join(f"{a}/{b}" for a, b in zip(s_none, s_raft)))
@@ -233,6 +273,8 @@ for (wl, theta), (none, raft) in runs.items():
     ratios = [r / n for n, r in pairs]
     t_none, t_raft = tps[(wl, theta)]
     print(f"{wl} theta {theta}: committed txn/s per pair (none/raft): " + " ".join(f"{a:,.0f}/{b:,.0f}" for a, b in zip(t_none, t_raft)))
+    c_none, c_raft = cores[(wl, theta)]
+    print(f"{wl} theta {theta}: cores the leader kept busy per pair (none/raft): " + " ".join(f"{a:.2f}/{b:.2f}" for a, b in zip(c_none, c_raft)))
     if target:
         short = [i + 1 for i, (a, b) in enumerate(zip(t_none, t_raft)) if min(a, b) < 0.97 * target]
         print(f"{wl} theta {theta}: paced at {target:,.0f} txn/s; " +
