@@ -214,6 +214,7 @@ void Driver::Run() {
     const int64_t now = NowMillis();
     if (now >= next_tick) {
       for (auto& c : cores_) c->Tick();
+      NoteStranded();
       next_tick += options_.tick_ms;
       // Far behind (overload, debugger): do not burst ticks; a slower clock is safe.
       if (next_tick <= now) next_tick = now + options_.tick_ms;
@@ -329,14 +330,11 @@ void Driver::CompactLogs() {
     GroupLog& log = logs_[g];
     if (log.bytes <= options_.max_log_bytes) continue;  // keep history up to the budget
     Core& c = *cores_[g];
-    const Index safe = c.compactable_index();
     const Index applied = c.applied_index();
     Index upto = 0;
     uint64_t bytes = log.bytes;
-    bool strands = false;
     for (const auto& [index, size] : log.sizes) {
       if (bytes <= options_.max_log_bytes || index > applied || index >= c.last_index()) break;
-      strands = strands || index > safe;
       upto = index;
       bytes -= size;
     }
@@ -351,15 +349,27 @@ void Driver::CompactLogs() {
       Fail(st);
       return;
     }
-    if (strands) {
-      const size_t lagging = c.lagging_members().size();
-      if (lagging != log.lagging_reported) {
-        Logger("raft")->warn("[{} g{}] log over its {} byte budget: compacted to {}; {} member(s) can no longer "
-                             "be caught up (no snapshots)",
-                             options_.identity, g, options_.max_log_bytes, upto, lagging);
-        log.lagging_reported = lagging;
-      }
+  }
+}
+
+void Driver::NoteStranded() {
+  for (uint32_t g = 0; g < cores_.size(); ++g) {
+    GroupLog& log = logs_[g];
+    const Core& c = *cores_[g];
+    std::vector<NodeId> now = c.lagging_members();  // empty unless leading
+    if (now == log.stranded) continue;
+    if (!now.empty()) {
+      std::string ids;
+      for (NodeId m : now) ids += (ids.empty() ? "" : ", ") + std::to_string(m);
+      Logger("raft")->warn("[{} g{}] member(s) {} cannot be caught up: the entries they need were compacted away (the "
+                           "log starts at index {}, replication.raft.max_log_bytes {}) and there are no snapshots; "
+                           "their lag only grows",
+                           options_.identity, g, ids, c.first_index(), options_.max_log_bytes);
+    } else {
+      Logger("raft")->info("[{} g{}] no stranded member any more", options_.identity, g);
     }
+    log.stranded = std::move(now);
+    listener_->OnStrandedChanged(g, log.stranded);
   }
 }
 

@@ -84,6 +84,13 @@ class DriverListener {
   // Newly committed entries, in index order (entries may be moved from).
   virtual void OnCommitted(uint32_t group, std::vector<Entry>& committed) = 0;
   virtual void OnRoleChanged(uint32_t group, Role role, Term term, NodeId leader) = 0;
+  // Leader only: the members it can no longer catch up (the next entry each needs was
+  // compacted away; there are no snapshots), in member order; called when that set changes,
+  // and with an empty set when it empties (or this member stops leading).
+  virtual void OnStrandedChanged(uint32_t group, const std::vector<NodeId>& members) {
+    (void)group;
+    (void)members;
+  }
   // The driver stopped after a storage failure `st` (a full disk, an I/O error); called once,
   // after the queued tasks were aborted. Nothing will commit on this member any more: fail
   // whatever waits for it, so the application stops with an error instead of hanging.
@@ -141,7 +148,7 @@ class Driver {
     Role role = Role::kFollower;
     Term term = 0;
     NodeId leader = kNoNode;
-    size_t lagging_reported = 0;
+    std::vector<NodeId> stranded;  // as last reported (NoteStranded)
   };
 
   void Run();
@@ -149,6 +156,8 @@ class Driver {
   bool ProcessReadies();
   void NoteRoleChanges();
   void CompactLogs();
+  // Reports changes of each group's stranded members (log + listener); once per tick.
+  void NoteStranded();
   void OnPeerMessage(Message&& m);  // transport thread: enqueue only
   void Fail(const Status& st);
   void LogStats();

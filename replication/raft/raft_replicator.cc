@@ -525,6 +525,11 @@ void RaftReplicator::OnFailed(const Status& st) {
   }
 }
 
+void RaftReplicator::OnStrandedChanged(uint32_t group, const std::vector<NodeId>& members) {
+  std::lock_guard<std::mutex> lock(view_mu_);
+  views_[group].status.stranded_members = members;
+}
+
 void RaftReplicator::OnRoleChanged(uint32_t group, Role role, Term term, NodeId leader) {
   (void)leader;
   Group& g = groups_[group];

@@ -92,6 +92,10 @@ struct RaftGroupStatus {
   uint64_t duplicates_dropped = 0;
   uint64_t buffered_bytes = 0;
   uint64_t lag_waits = 0;  // times proposals started waiting for a live follower to catch up
+  // Leader: members it can no longer catch up (what they lack was compacted away; no
+  // snapshots), e.g. a follower restarted after the log passed max_log_bytes. The driver
+  // also logs a warning naming them.
+  std::vector<NodeId> stranded_members;
 };
 
 class RaftReplicator : public Replicator, private DriverListener {
@@ -152,6 +156,7 @@ class RaftReplicator : public Replicator, private DriverListener {
   void OnPersisted(uint32_t group, const std::vector<Entry>& entries) override;
   void OnCommitted(uint32_t group, std::vector<Entry>& committed) override;
   void OnRoleChanged(uint32_t group, Role role, Term term, NodeId leader) override;
+  void OnStrandedChanged(uint32_t group, const std::vector<NodeId>& members) override;
   void OnFailed(const Status& st) override;
 
   // Raft thread.
