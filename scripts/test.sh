@@ -5,7 +5,7 @@
 # ThreadSanitizer and runs them, builds the unit and integration tests with clang under
 # AddressSanitizer + UBSan (build-fuzz/, shared with the fuzz targets) and runs them, then a
 # short fuzz smoke of every fuzz target (clang, libFuzzer, ASan + UBSan; QRSTORE_FUZZ_SECONDS
-# each, default 20; libFuzzer seed QRSTORE_FUZZ_SEED, default 1, so a commit's smoke is the same on
+# each, default 15; libFuzzer seed QRSTORE_FUZZ_SEED, default 1, so a commit's smoke is the same on
 # every run). Exits non-zero on any failure.
 # Usage: scripts/test.sh [--no-tsan] [--no-asan] [--no-fuzz] [extra ctest args]
 set -euo pipefail
@@ -90,7 +90,7 @@ if [ "$asan" = 1 ]; then
      UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" ctest --output-on-failure -j"$jobs" -L "unit|integration" -LE "fuzz|rss" --timeout 600)
 fi
 if [ "$fuzz" = 1 ]; then
-  stage "fuzz smoke: every fuzz target for ${QRSTORE_FUZZ_SECONDS:-20} s, $jobs at a time (build-fuzz/)"
-  scripts/fuzz.sh --seconds "${QRSTORE_FUZZ_SECONDS:-20}" --parallel "$jobs" --seed "${QRSTORE_FUZZ_SEED:-1}"
+  stage "fuzz smoke: every fuzz target for ${QRSTORE_FUZZ_SECONDS:-15} s, $jobs at a time (build-fuzz/)"
+  scripts/fuzz.sh --seconds "${QRSTORE_FUZZ_SECONDS:-15}" --parallel "$jobs" --seed "${QRSTORE_FUZZ_SEED:-1}"
 fi
 stage "all tests passed"
