@@ -106,17 +106,15 @@ paper_row=(--ycsb.records=1000000 --engine.key_space=1000000 --ycsb.ops_per_txn=
 # each row says how much steal its client run saw, so a slow run can be told from a slow change.
 steal_ticks() { awk '/^cpu /{print $9}' /proc/stat; }
 
-# pin_nodes CONFIG: every thread of the config's leader (the node of row 0) onto CPU 0, every
-# other node's onto the other CPUs (the pid files `cluster.sh up` wrote).
+# pin_nodes CONFIG: every thread of the config's leader (row 0) onto CPU 0, every other node's
+# onto the other CPUs: the node list from the server (`--list-nodes`: name host client_port
+# peer_port partition row), the pids from the files `cluster.sh up` wrote.
 pin_nodes() {
-  local cfg="$1" leader name pidf
-  leader=$(grep -oE 'name: *[A-Za-z0-9_.-]+,.*row: *0 *[,}]' "$cfg" | head -1 | sed -E 's/name: *([^,]+),.*/\1/')
-  [[ -n "$leader" ]] || { echo "cluster-bench.sh: --pin-leader: no node with row 0 in $cfg" >&2; exit 1; }
-  for pidf in "$QRSTORE_RUN_DIR"/*/*.pid; do
-    [[ -f "$pidf" ]] || continue
-    name=$(basename "$pidf" .pid)
-    taskset -a -p -c "$([[ "$name" == "$leader" ]] && echo 0 || echo "$others")" "$(cat "$pidf")" >/dev/null
-  done
+  local cfg="$1" dir n host cport pport part row
+  dir="$QRSTORE_RUN_DIR/$("$bin/qrstore-server" --config "$cfg" --get cluster.name)"
+  while read -r n host cport pport part row; do
+    taskset -a -p -c "$([[ "$row" == 0 ]] && echo 0 || echo "$others")" "$(cat "$dir/$n.pid")" >/dev/null
+  done < <("$bin/qrstore-server" --config "$cfg" --list-nodes)
 }
 
 # run_cluster WORKLOAD THETA CONFIG MODE COMPRESSION [MP_RATIO]

@@ -30,6 +30,13 @@ std::string TempDir() {
   return tmpl;
 }
 
+// A 4 MB log that lets a live follower lack at most 1 MB (payloads up to 1 MB): what the flow
+// control and stranding tests replicate five times over.
+std::vector<std::string> SmallLogBudget() {
+  return {"replication.max_payload_bytes=1048576", "replication.raft.max_log_bytes=4194304",
+          "replication.raft.max_lag_bytes=1048576", "replication.raft.max_uncommitted_bytes=1048576"};
+}
+
 size_t PayloadSize(uint64_t batch) { return 1000 + (batch * 7919) % 20000; }
 
 // Replicates batches [from, to) of (group, planner) on `leader`; requires every callback OK.
@@ -292,10 +299,7 @@ TEST_CASE("raft replicator: a live follower that stops receiving throttles the l
   const auto ports = testing::FreePorts(3);
   std::vector<std::unique_ptr<RaftReplicator>> r;
   for (int i = 0; i < 3; ++i) {
-    std::vector<std::string> extra = {"replication.max_payload_bytes=1048576",
-                                      "replication.raft.max_log_bytes=4194304",
-                                      "replication.raft.max_lag_bytes=1048576",
-                                      "replication.raft.max_uncommitted_bytes=1048576"};
+    std::vector<std::string> extra = SmallLogBudget();
     if (i == 2) extra.push_back("replication.raft.max_buffered_bytes=200000");
     r.push_back(testing::MakeReplicator(ports, i, extra));
     REQUIRE(r.back() != nullptr);
@@ -336,10 +340,7 @@ TEST_CASE("raft replicator: a member that is down does not stall the leader", "[
   const auto ports = testing::FreePorts(3);
   std::vector<std::unique_ptr<RaftReplicator>> r;
   for (int i = 0; i < 2; ++i) {
-    r.push_back(testing::MakeReplicator(ports, i,
-                                        {"replication.max_payload_bytes=1048576", "replication.raft.max_log_bytes=4194304",
-                                         "replication.raft.max_lag_bytes=1048576",
-                                         "replication.raft.max_uncommitted_bytes=1048576"}));
+    r.push_back(testing::MakeReplicator(ports, i, SmallLogBudget()));
     REQUIRE(r.back() != nullptr);
   }
   for (auto& m : r) REQUIRE(m->Start().ok());
@@ -363,10 +364,7 @@ TEST_CASE("raft replicator: a member the log no longer covers is reported strand
   // instead of leaving only a growing lag; member 1, live, is not stranded. Starting member 2
   // then changes nothing: it stays stranded and does not catch up.
   const auto ports = testing::FreePorts(3);
-  const std::vector<std::string> extra = {"replication.max_payload_bytes=1048576",
-                                          "replication.raft.max_log_bytes=4194304",
-                                          "replication.raft.max_lag_bytes=1048576",
-                                          "replication.raft.max_uncommitted_bytes=1048576"};
+  const std::vector<std::string> extra = SmallLogBudget();
   std::vector<std::unique_ptr<RaftReplicator>> r;
   for (int i = 0; i < 2; ++i) {
     r.push_back(testing::MakeReplicator(ports, i, extra));
