@@ -96,6 +96,7 @@ class CompressingReplicator final : public Replicator {
   Result<uint64_t> NextBatchId(uint32_t group, uint32_t planner) const override;
   bool IsLeader(uint32_t group) const override;
   std::string Name() const override;
+  GroupHealth Health(uint32_t group) const override { return inner_->Health(group); }
 
   Replicator* inner() { return inner_.get(); }
   // Payloads rejected as corrupt so far (any thread).

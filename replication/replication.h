@@ -25,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/config.h"
 #include "common/shared_bytes.h"
@@ -43,6 +44,24 @@ using ReplicateCallback = std::function<void(const ReplicateMeta& meta, Status s
 // buffer (a Raft log entry, a received frame) without copying it; hold them as long as needed.
 using ReceiveCallback = std::function<void(const ReplicateMeta& meta, Status status, SharedBytes bytes)>;
 
+// A member the backend can no longer bring up to date: what it lacks is gone from the backend
+// (raft: compacted out of the leader's log; zookeeper: deleted past retain_bytes). It stays out
+// of the group's flow control (a majority never waits for it) until a state transfer brings it
+// back (not built yet).
+struct StrandedMember {
+  uint32_t member = UINT32_MAX;  // raft: the member id (replication.raft.node_id); else UINT32_MAX
+  std::string follower_id;       // zookeeper: the follower's id (replication.zookeeper.follower_id)
+  std::string reason;            // for people: what it lacks and what the backend still holds
+};
+
+// What a member knows of its group's health, for status lines and replies (any thread).
+struct GroupHealth {
+  // This member is stranded (why, for people); empty when it is not, or does not know.
+  std::string self_stranded;
+  // Leader: the followers it has given up on, in member order.
+  std::vector<StrandedMember> stranded;
+};
+
 class Replicator {
  public:
   virtual ~Replicator() = default;
@@ -57,6 +76,9 @@ class Replicator {
   // Whether this process currently leads `group` (raft: elected; none/zookeeper: by config).
   virtual bool IsLeader(uint32_t group) const = 0;
   virtual std::string Name() const = 0;
+  // Stranded members of `group` as far as this member knows (a wrapper passes its backend's
+  // on; a backend that never strands anyone returns an empty GroupHealth).
+  virtual GroupHealth Health(uint32_t group) const = 0;
 };
 
 }  // namespace qrstore::replication

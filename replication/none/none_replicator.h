@@ -100,6 +100,8 @@ class NoneReplicator final : public Replicator {
   Result<uint64_t> NextBatchId(uint32_t group, uint32_t planner) const override;
   bool IsLeader(uint32_t group) const override;
   std::string Name() const override { return "none"; }
+  // Nothing is ever stranded: a follower reads what the hub retains, or fails saying so.
+  GroupHealth Health(uint32_t) const override { return {}; }
 
  private:
   Status CheckStream(const ReplicateMeta& meta) const;

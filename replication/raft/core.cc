@@ -180,6 +180,7 @@ void Core::BecomeFollower(Term term, NodeId leader) {
     voted_for_ = kNoNode;
   }
   role_ = Role::kFollower;
+  if (leader != leader_) stranded_log_start_ = 0;  // only the leader that said so knows
   leader_ = leader;
   progress_.clear();
   votes_granted_.clear();
@@ -392,6 +393,9 @@ void Core::StepAppendRequest(const Message& m) {
   if (role_ == Role::kCandidate) BecomeFollower(term_, m.from);
   leader_ = m.from;
   ResetElectionTimer();
+  // The leader says whether it can still catch this member up (hint: where its log starts
+  // when it cannot). Every append from it carries the answer, so this is always its latest.
+  stranded_log_start_ = m.hint;
 
   Message r = NewMessage(MessageType::kAppendResponse, m.from);
   r.log_index = m.log_index;
@@ -546,8 +550,9 @@ Index Core::SendEntries(Progress* p, Index from) {
   return last;
 }
 
-void Core::SendHeartbeat(Progress* p) {
+void Core::SendHeartbeat(Progress* p, Index stranded_from) {
   Message m = NewMessage(MessageType::kAppendRequest, p->id);
+  m.hint = stranded_from;
   const std::optional<Term> t = TermAt(p->match);
   // If the match entry was compacted away, (0, 0) still matches on every member: index 0 is
   // below any member's commit or it is the empty prefix.
@@ -562,8 +567,8 @@ void Core::SendHeartbeat(Progress* p) {
 bool Core::MaybeSendAppend(Progress* p, bool heartbeat) {
   if (p->next < first_index_) {
     // Its next entry was compacted away: it cannot be caught up (see lagging_members()), only
-    // kept from starting elections.
-    if (heartbeat) SendHeartbeat(p);
+    // kept from starting elections, and told so (hint = where this log starts now).
+    if (heartbeat) SendHeartbeat(p, /*stranded_from=*/first_index_);
     return heartbeat;
   }
   if (p->probing) {
@@ -690,14 +695,34 @@ uint64_t Core::BytesAfter(Index index) const {
   return last_end - end_bytes_[index - first_index_];
 }
 
-uint64_t Core::follower_lag_bytes() const {
-  uint64_t lag = 0;
-  if (role_ != Role::kLeader) return lag;
+bool Core::Live(const Progress& p) const {
+  return ticks_ - p.last_heard_tick <= 2 * static_cast<int64_t>(options_.election_ticks);
+}
+
+uint64_t Core::quorum_lag_bytes() const {
+  if (role_ != Role::kLeader) return 0;
+  // The lags of the followers that can still count toward a quorum: live (heard from within
+  // 2 election timeouts) and not stranded (their next entry is still in this log).
+  std::vector<uint64_t> lags;
+  lags.reserve(progress_.size());
   for (const auto& p : progress_) {
-    if (ticks_ - p.last_heard_tick > 2 * static_cast<int64_t>(options_.election_ticks)) continue;  // presumed down
-    lag = std::max(lag, BytesAfter(p.match));
+    if (Live(p) && p.next >= first_index_) lags.push_back(BytesAfter(p.match));
   }
-  return lag;
+  // A commit needs Quorum() - 1 followers besides the leader: the best-placed ones. Whoever
+  // is behind them is not needed, and must never hold the group back.
+  const size_t needed = Quorum() - 1;
+  if (needed == 0 || lags.empty()) return 0;
+  std::sort(lags.begin(), lags.end());
+  return lags[std::min(needed, lags.size()) - 1];
+}
+
+std::vector<MemberProgress> Core::member_progress() const {
+  std::vector<MemberProgress> out;
+  if (role_ != Role::kLeader) return out;
+  for (const auto& p : progress_) {
+    out.push_back({p.id, p.match, BytesAfter(p.match), Live(p), p.next < first_index_});
+  }
+  return out;
 }
 
 std::vector<NodeId> Core::lagging_members() const {

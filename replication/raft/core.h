@@ -67,8 +67,9 @@
 // Proposals are batched: appends for them are built at the next TakeReady().
 //
 // There are no snapshots: a member whose next needed entry was compacted away on the leader
-// cannot be caught up any more and is reported by lagging_members(). Compact only up to
-// compactable_index() to avoid that.
+// cannot be caught up any more. The leader reports it by lagging_members() and tells it so
+// (its heartbeats carry hint = the leader's first index; stranded_log_start() on the member).
+// Compact only up to compactable_index() to avoid that.
 #pragma once
 
 #include <algorithm>
@@ -148,7 +149,9 @@ const char* MessageTypeName(MessageType type);
 //   kVoteRequest:    term, log_index/log_term = the candidate's last entry.
 //   kVoteResponse:   term, reject (true = vote not granted).
 //   kAppendRequest:  term, log_index/log_term = the entry just before `entries` (prev),
-//                    entries (consecutive indexes from log_index+1), commit = leader commit.
+//                    entries (consecutive indexes from log_index+1), commit = leader commit,
+//                    hint = 0, or (an empty append to a member whose next entry was compacted
+//                    away) the index the leader's log starts at: "you are stranded".
 //   kAppendResponse: term, log_index = the request's prev index (to spot stale responses),
 //                    reject=false: hint = the follower's match index (last entry known to
 //                    agree with the leader); reject=true: hint = the index the leader should
@@ -226,6 +229,15 @@ struct CoreOptions {
 };
 
 enum class Role : uint8_t { kFollower, kCandidate, kLeader };
+
+// A leader's view of one follower (Core::member_progress).
+struct MemberProgress {
+  NodeId id = kNoNode;
+  Index match = 0;          // last entry known replicated on it
+  uint64_t lag_bytes = 0;   // entry-data bytes after match (everything held, if compacted)
+  bool live = false;        // answered within 2 election timeouts
+  bool stranded = false;    // its next entry was compacted away: it cannot be caught up
+};
 const char* RoleName(Role role);
 
 // Counters for the driver's periodic stats line (monotonic since construction).
@@ -291,11 +303,20 @@ class Core {
   Index compactable_index() const;
   // Leader only: members whose next needed entry was compacted away (empty elsewhere).
   std::vector<NodeId> lagging_members() const;
-  // Leader only (0 elsewhere): the most entry-data bytes any follower still lacks, counting
-  // only followers heard from within 2 election timeouts (a dead member must not stall the
-  // group). The owner uses it for flow control: it stops proposing while a live follower is
-  // further behind than its budget, so compaction never strands a live follower.
-  uint64_t follower_lag_bytes() const;
+  // Leader only (0 elsewhere): the entry-data bytes the group's quorum still lacks: among
+  // the followers that can count toward a quorum (heard from within 2 election timeouts, and
+  // not stranded), the lag of the one the quorum needs last (with 3 members: the better
+  // placed follower). The owner uses it for flow control: it stops proposing while the
+  // quorum is further behind than its budget, so compaction never strands a member the
+  // quorum needs. A member behind the quorum, dead, paused or stranded never holds the group
+  // back: a majority must never wait for a minority (it may fall out of the log instead).
+  uint64_t quorum_lag_bytes() const;
+  // Leader only (empty elsewhere): every follower's position, in member order.
+  std::vector<MemberProgress> member_progress() const;
+  // Follower: non-zero when the current leader said it can no longer catch this member up
+  // (the entries it needs were compacted away; there are no snapshots): the index the
+  // leader's log starts at. Reset by the next append that says otherwise, or a new leader.
+  Index stranded_log_start() const { return stranded_log_start_; }
   // Data bytes of the entries after `index` (all held entries if index was compacted).
   uint64_t BytesAfter(Index index) const;
   // Leader only: the replication progress of member id (match index; 0 if unknown).
@@ -343,7 +364,10 @@ class Core {
   Index SendEntries(Progress* p, Index from);
   // Leader: an append with no entries whose prev is p's match index (always accepted by a
   // member that is still in this term): keeps p from campaigning and carries the commit.
-  void SendHeartbeat(Progress* p);
+  // `stranded_from` (hint) non-zero tells p that this log starts there, past what it needs.
+  void SendHeartbeat(Progress* p, Index stranded_from = 0);
+  // Leader: p answered within 2 election timeouts.
+  bool Live(const Progress& p) const;
   // Ticks without progress after which an outstanding append is considered lost.
   int RetryTicks() const;
   bool IsMember(NodeId id) const;
@@ -382,6 +406,7 @@ class Core {
   NodeId leader_ = kNoNode;
   Index commit_ = 0;
   Index applied_ = 0;
+  Index stranded_log_start_ = 0;  // follower: see stranded_log_start()
   bool apply_paused_ = false;
   int election_elapsed_ = 0;
   int randomized_election_ticks_ = 0;

@@ -1,5 +1,6 @@
 #include "replication/raft/driver.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "common/clock.h"
@@ -352,12 +353,30 @@ void Driver::CompactLogs() {
   }
 }
 
+namespace {
+// The leader's view of `members` (in member order).
+std::vector<MemberProgress> StrandedPositions(const Core& c, const std::vector<NodeId>& members) {
+  std::vector<MemberProgress> out;
+  for (const MemberProgress& m : c.member_progress()) {
+    if (std::find(members.begin(), members.end(), m.id) != members.end()) out.push_back(m);
+  }
+  return out;
+}
+}  // namespace
+
 void Driver::NoteStranded() {
   for (uint32_t g = 0; g < cores_.size(); ++g) {
     GroupLog& log = logs_[g];
     const Core& c = *cores_[g];
     std::vector<NodeId> now = c.lagging_members();  // empty unless leading
-    if (now == log.stranded) continue;
+    if (now == log.stranded) {
+      // Same members; keep the listener's view of where the log starts current (quietly).
+      if (!now.empty() && c.first_index() != log.stranded_log_start) {
+        log.stranded_log_start = c.first_index();
+        listener_->OnStrandedChanged(g, StrandedPositions(c, log.stranded), c.first_index());
+      }
+      continue;
+    }
     if (!now.empty()) {
       std::string ids;
       for (NodeId m : now) ids += (ids.empty() ? "" : ", ") + std::to_string(m);
@@ -369,7 +388,29 @@ void Driver::NoteStranded() {
       Logger("raft")->info("[{} g{}] no stranded member any more", options_.identity, g);
     }
     log.stranded = std::move(now);
-    listener_->OnStrandedChanged(g, log.stranded);
+    log.stranded_log_start = c.first_index();
+    listener_->OnStrandedChanged(g, StrandedPositions(c, log.stranded), c.first_index());
+  }
+  for (uint32_t g = 0; g < cores_.size(); ++g) {
+    GroupLog& log = logs_[g];
+    const Core& c = *cores_[g];
+    const Index start = c.role() == Role::kFollower ? c.stranded_log_start() : 0;
+    if (start == log.self_stranded) continue;
+    // The leader's log start moves with every compaction: say so once, when this member
+    // becomes stranded or stops being stranded, and keep the listener's view current.
+    const bool changed = (start > 0) != (log.self_stranded > 0);
+    log.self_stranded = start;
+    listener_->OnSelfStrandedChanged(g, c.leader(), start, c.last_index());
+    if (!changed) continue;
+    if (start > 0) {
+      Logger("raft")->warn("[{} g{}] stranded: the leader (member {}) can no longer catch this member up: its log "
+                           "starts at index {}, this member's ends at {} (it was away while the leader's log "
+                           "passed replication.raft.max_log_bytes; there are no snapshots); the group goes on "
+                           "without it",
+                           options_.identity, g, c.leader(), start, c.last_index());
+    } else {
+      Logger("raft")->info("[{} g{}] no longer stranded", options_.identity, g);
+    }
   }
 }
 

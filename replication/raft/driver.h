@@ -87,9 +87,20 @@ class DriverListener {
   // Leader only: the members it can no longer catch up (the next entry each needs was
   // compacted away; there are no snapshots), in member order; called when that set changes,
   // and with an empty set when it empties (or this member stops leading).
-  virtual void OnStrandedChanged(uint32_t group, const std::vector<NodeId>& members) {
+  // `stranded` holds their positions; `log_start` is where this leader's log starts now.
+  virtual void OnStrandedChanged(uint32_t group, const std::vector<MemberProgress>& stranded, Index log_start) {
     (void)group;
-    (void)members;
+    (void)stranded;
+    (void)log_start;
+  }
+  // This member's leader said it can no longer catch this member up (`leader_log_start` > 0:
+  // the leader's log starts there, past this member's `last_index` + 1), or, with 0, that it
+  // can again (a new leader). Called when that changes (also when the leader's log start moves).
+  virtual void OnSelfStrandedChanged(uint32_t group, NodeId leader, Index leader_log_start, Index last_index) {
+    (void)group;
+    (void)leader;
+    (void)leader_log_start;
+    (void)last_index;
   }
   // The driver stopped after a storage failure `st` (a full disk, an I/O error); called once,
   // after the queued tasks were aborted. Nothing will commit on this member any more: fail
@@ -149,6 +160,8 @@ class Driver {
     Term term = 0;
     NodeId leader = kNoNode;
     std::vector<NodeId> stranded;  // as last reported (NoteStranded)
+    Index stranded_log_start = 0;  // the first index last reported with them
+    Index self_stranded = 0;       // follower: the leader's first index, as last reported
   };
 
   void Run();
@@ -156,7 +169,8 @@ class Driver {
   bool ProcessReadies();
   void NoteRoleChanges();
   void CompactLogs();
-  // Reports changes of each group's stranded members (log + listener); once per tick.
+  // Reports changes of each group's stranded members, and of this member being stranded
+  // (log + listener); once per tick.
   void NoteStranded();
   void OnPeerMessage(Message&& m);  // transport thread: enqueue only
   void Fail(const Status& st);

@@ -38,8 +38,9 @@ void AddConfigKeys(ConfigSchema* schema) {
   schema->AddInt("replication.raft.max_uncommitted_bytes", 64ll << 20, 1024, 1ll << 40,
                  "proposed-but-uncommitted bytes a leader accepts before ReplicateData waits");
   schema->AddInt("replication.raft.max_lag_bytes", 128ll << 20, 1024, 1ll << 40,
-                 "flow control: a leader stops proposing while a live follower lacks more than this many "
-                 "bytes (keeps every live follower within the log budget, max_log_bytes)");
+                 "flow control: a leader stops proposing while the followers its quorum needs (the best placed "
+                 "live ones) lack more than this many bytes (keeps them within the log budget, max_log_bytes); a "
+                 "follower behind them never holds the group back and falls out of the log instead (stranded)");
   schema->AddInt("replication.raft.max_buffered_bytes", 256ll << 20, 1024, 1ll << 40,
                  "committed bytes per group waiting for ReceiveData before apply pauses");
   schema->AddString("replication.raft.transport", "nng",
@@ -295,9 +296,10 @@ bool RaftReplicator::ProposeOnRaft(const ReplicateMeta& meta, EntryData& data, R
   // Our own budget, below the core's hard limit: wait (the driver retries every iteration)
   // instead of failing, so a burst of ReplicateData just queues.
   if (g.pending_bytes > 0 && g.pending_bytes + data.size() > options_.max_uncommitted_bytes) return false;
-  // Flow control: wait while a live follower is too far behind (it still needs every byte
-  // after its match; beyond the log budget it could never catch up, there are no snapshots).
-  const uint64_t lag = core.follower_lag_bytes();
+  // Flow control: wait while the followers the quorum needs are too far behind (they still
+  // need every byte after their match; beyond the log budget they could never catch up, there
+  // are no snapshots). A follower the quorum does not need never holds the group back.
+  const uint64_t lag = core.quorum_lag_bytes();
   if (lag > 0 && lag + data.size() > options_.max_lag_bytes) {
     if (!g.lag_waiting) {
       g.lag_waiting = true;
@@ -525,9 +527,47 @@ void RaftReplicator::OnFailed(const Status& st) {
   }
 }
 
-void RaftReplicator::OnStrandedChanged(uint32_t group, const std::vector<NodeId>& members) {
+void RaftReplicator::OnStrandedChanged(uint32_t group, const std::vector<MemberProgress>& stranded, Index log_start) {
   std::lock_guard<std::mutex> lock(view_mu_);
-  views_[group].status.stranded_members = members;
+  RaftGroupStatus& st = views_[group].status;
+  st.stranded_members.clear();
+  st.stranded_matches.clear();
+  for (const MemberProgress& m : stranded) {
+    st.stranded_members.push_back(m.id);
+    st.stranded_matches.push_back(m.match);
+  }
+  st.log_start = log_start;
+}
+
+void RaftReplicator::OnSelfStrandedChanged(uint32_t group, NodeId leader, Index leader_log_start, Index last_index) {
+  std::lock_guard<std::mutex> lock(view_mu_);
+  RaftGroupStatus& st = views_[group].status;
+  st.stranded_leader_log_start = leader_log_start;
+  st.stranded_last_index = last_index;
+  st.stranded_leader = leader;
+}
+
+GroupHealth RaftReplicator::Health(uint32_t group) const {
+  GroupHealth h;
+  if (group >= views_.size()) return h;
+  std::lock_guard<std::mutex> lock(view_mu_);
+  const RaftGroupStatus& st = views_[group].status;
+  const std::string budget = "replication.raft.max_log_bytes " + std::to_string(options_.driver.max_log_bytes);
+  for (size_t i = 0; i < st.stranded_members.size(); ++i) {
+    StrandedMember m;
+    m.member = st.stranded_members[i];
+    m.reason = "the leader's raft log starts at index " + std::to_string(st.log_start) + ", past this member's " +
+               "last known entry " + std::to_string(st.stranded_matches[i]) + " (" + budget +
+               "; no snapshots yet): it cannot be caught up";
+    h.stranded.push_back(std::move(m));
+  }
+  if (st.stranded_leader_log_start > 0) {
+    h.self_stranded = "the raft leader (member " + std::to_string(st.stranded_leader) + ") no longer holds the entries this " +
+                      "member needs: its log starts at index " + std::to_string(st.stranded_leader_log_start) +
+                      ", this member's ends at " + std::to_string(st.stranded_last_index) + " (" + budget +
+                      "; no snapshots yet)";
+  }
+  return h;
 }
 
 void RaftReplicator::OnRoleChanged(uint32_t group, Role role, Term term, NodeId leader) {

@@ -29,6 +29,13 @@
 // the safety caveat in log_storage.h). Logs are compacted to replication.raft.max_log_bytes;
 // there are no snapshots, so a member further behind than that cannot catch up (logged).
 //
+// Flow control. Proposals wait while the followers the quorum needs (the best placed ones,
+// among those heard from within 2 election timeouts and not stranded) lack more than
+// replication.raft.max_lag_bytes. A follower behind them (slow, paused, just restarted) never
+// holds the group back: it is caught up while the log still holds what it needs, and once
+// compaction passes its position it is stranded (Health(), GroupStatus; the leader's
+// heartbeats tell it so) until a state transfer brings it back (not built yet).
+//
 // Back-pressure. ReplicateData blocks its caller while DriverOptions::task_queue (4096)
 // proposals wait for the raft thread, and proposals wait (queued, not failed) while this
 // member's own uncommitted bytes exceed replication.raft.max_uncommitted_bytes. A leader whose
@@ -94,8 +101,15 @@ struct RaftGroupStatus {
   uint64_t lag_waits = 0;  // times proposals started waiting for a live follower to catch up
   // Leader: members it can no longer catch up (what they lack was compacted away; no
   // snapshots), e.g. a follower restarted after the log passed max_log_bytes. The driver
-  // also logs a warning naming them.
+  // also logs a warning naming them. They are out of flow control.
   std::vector<NodeId> stranded_members;
+  std::vector<Index> stranded_matches;  // their last known entries, by stranded_members
+  Index log_start = 1;                  // leader: its first index when the set last changed
+  // Follower: its leader said it can no longer catch this member up; the leader's log starts
+  // at stranded_leader_log_start (0: not stranded) and this member's ended at stranded_last_index.
+  Index stranded_leader_log_start = 0;
+  Index stranded_last_index = 0;
+  NodeId stranded_leader = kNoNode;
 };
 
 class RaftReplicator : public Replicator, private DriverListener {
@@ -110,6 +124,7 @@ class RaftReplicator : public Replicator, private DriverListener {
   Result<uint64_t> NextBatchId(uint32_t group, uint32_t planner) const override;
   bool IsLeader(uint32_t group) const override;
   std::string Name() const override { return "raft"; }
+  GroupHealth Health(uint32_t group) const override;
 
   RaftGroupStatus GroupStatus(uint32_t group) const;
   // OK, or the storage failure that stopped the driver.
@@ -156,7 +171,8 @@ class RaftReplicator : public Replicator, private DriverListener {
   void OnPersisted(uint32_t group, const std::vector<Entry>& entries) override;
   void OnCommitted(uint32_t group, std::vector<Entry>& committed) override;
   void OnRoleChanged(uint32_t group, Role role, Term term, NodeId leader) override;
-  void OnStrandedChanged(uint32_t group, const std::vector<NodeId>& members) override;
+  void OnStrandedChanged(uint32_t group, const std::vector<MemberProgress>& stranded, Index log_start) override;
+  void OnSelfStrandedChanged(uint32_t group, NodeId leader, Index leader_log_start, Index last_index) override;
   void OnFailed(const Status& st) override;
 
   // Raft thread.

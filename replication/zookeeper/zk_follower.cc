@@ -1,6 +1,7 @@
-// ZkReplicator, follower (reader) side: its progress read at Start, admitting ReceiveData
-// requests, fetching markers (with exists-watches) and chunks, checking and delivering batches
-// in batch-id order, and the progress writes the leader's cleanup relies on.
+// ZkReplicator, follower (reader) side: its progress read at Start, its ephemeral live znode,
+// admitting ReceiveData requests, fetching markers (with exists-watches) and chunks, checking
+// and delivering batches in batch-id order, and the progress writes the leader's cleanup relies
+// on.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -24,6 +25,8 @@ namespace {
 constexpr size_t kMaxRequestsPerStream = 4096;
 constexpr int kMaxCorruptRetries = 3;
 constexpr int64_t kStaleBackoffNanos = 50'000'000;    // refetch of a stale marker
+constexpr int64_t kLiveBackoffNanos = 200'000'000;    // live znode: retry after a failure
+constexpr int kLiveSyncAttempts = 3;                  // Start: replace an earlier session's znode
 
 }  // namespace
 
@@ -63,6 +66,102 @@ Status ZkReplicator::LoadProgress(int64_t deadline_nanos) {
   }
   log_->info("{}resuming follower '{}' from its progress ({} streams)", ident_, follower_id_, progress.size());
   return Status::Ok();
+}
+
+// The ephemeral R/live/<follower_id>, created after the progress znode (so a live follower is
+// always registered): the leader waits only for live followers, and ZooKeeper removes the znode
+// when this session ends, at once on Stop, after session_timeout_ms if the process died.
+Status ZkReplicator::CreateLiveSync(int64_t deadline_nanos) {
+  const std::string path = LiveMemberPath(opts_.root, follower_id_);
+  for (int attempt = 0; attempt < kLiveSyncAttempts; ++attempt) {
+    int rc = ZOK;
+    QR_RETURN_IF_ERROR(SyncRetry(
+        "create", path, deadline_nanos,
+        [&] {
+          return zoo_create(session_.handle(), path.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL, nullptr,
+                            0);
+        },
+        {ZNODEEXISTS}, &rc));
+    if (rc == ZOK) return Status::Ok();
+    struct Stat stat;
+    QR_RETURN_IF_ERROR(SyncRetry(
+        "read", path, deadline_nanos, [&] { return zoo_exists(session_.handle(), path.c_str(), 0, &stat); },
+        {ZNONODE}, &rc));
+    if (rc == ZNONODE) continue;  // its session just ended: create it again
+    if (stat.ephemeralOwner == session_.SessionId()) return Status::Ok();  // a retried create of ours
+    // Held by another session: this follower's previous run, killed before ZooKeeper expired
+    // its session (or, misconfigured, another follower with the same id). Take it over, so the
+    // leader does not see this follower go dead when that old session expires.
+    log_->warn("{}follower '{}': replacing {} of an earlier session (0x{:x}; a previous run killed less than "
+               "session_timeout_ms ago, or another follower with this id)",
+               ident_, follower_id_, path, stat.ephemeralOwner);
+    QR_RETURN_IF_ERROR(SyncRetry(
+        "delete", path, deadline_nanos, [&] { return zoo_delete(session_.handle(), path.c_str(), stat.version); },
+        {ZNONODE, ZBADVERSION}));
+  }
+  return Status::Unavailable(ident_ + "could not create " + path + " after " + std::to_string(kLiveSyncAttempts) +
+                             " attempts: another session keeps re-creating it (two followers with id '" +
+                             follower_id_ + "'?)");
+}
+
+void ZkReplicator::PumpLive() {
+  if (!live_needed_ || live_inflight_ || !connected_ || NowNanos() < next_live_nanos_) return;
+  live_inflight_ = true;
+  session_.CreateEphemeral(LiveMemberPath(opts_.root, follower_id_), OpTag::Make(OpTag::Type::kCreateLive));
+  ++inflight_;
+}
+
+void ZkReplicator::LiveCompletion(const ZkEvent& ev) {
+  live_inflight_ = false;
+  const std::string path = LiveMemberPath(opts_.root, follower_id_);
+  auto retry_later = [&] {
+    if (IsRetryable(ev.rc)) {
+      NoteRetry(ev.rc);
+    } else {
+      log_->warn("{}{} on {}: {}; retrying", ident_, ev.op.type == OpTag::Type::kDeleteLive ? "delete" : "create",
+                 path, ZkErrorName(ev.rc));
+    }
+    next_live_nanos_ = NowNanos() + kLiveBackoffNanos;
+  };
+  switch (ev.op.type) {
+    case OpTag::Type::kCreateLive:
+      if (ev.rc == ZOK) {
+        live_needed_ = false;
+        log_->info("{}live again ({} re-created in the new session)", ident_, path);
+      } else if (ev.rc == ZNODEEXISTS) {
+        // Ours (a create retried after a connection loss that had been applied) or an older
+        // session's: look at its owner.
+        live_inflight_ = true;
+        session_.Get(path, OpTag::Make(OpTag::Type::kCheckLive));
+        ++inflight_;
+      } else {
+        retry_later();
+      }
+      return;
+    case OpTag::Type::kCheckLive:
+      if (ev.rc == ZOK && ev.ephemeral_owner == session_.SessionId()) {
+        live_needed_ = false;
+      } else if (ev.rc == ZOK) {
+        log_->warn("{}replacing {} of an earlier session (0x{:x})", ident_, path, ev.ephemeral_owner);
+        live_inflight_ = true;
+        session_.Delete(path, OpTag::Make(OpTag::Type::kDeleteLive));
+        ++inflight_;
+      } else if (ev.rc != ZNONODE) {  // ZNONODE: gone meanwhile; PumpLive creates it
+        retry_later();
+      }
+      return;
+    case OpTag::Type::kDeleteLive:
+      if (ev.rc != ZOK && ev.rc != ZNONODE) retry_later();  // else PumpLive creates it again
+      return;
+    default:
+      QR_CHECK(false, "unexpected live completion type %d", static_cast<int>(ev.op.type));
+  }
+}
+
+void ZkReplicator::SetSelfStranded(uint32_t group, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(health_mu_);
+  std::string& self = health_[group].self_stranded;
+  if (self.empty()) self = reason;  // the first batch found gone says it
 }
 
 // ------------------------------------------------------------------------------------------
@@ -126,6 +225,7 @@ void ZkReplicator::PumpFollower() {
           session_.Get(MarkerPath(g, p, id), t);
           ++inflight_;
           f.state = FetchState::kGetMarker;
+          f.read_after_prev = s.have_last && s.last_id + 1 == id;
         } else if (f.state == FetchState::kChunks) {
           for (uint32_t k = 1; k < f.part_state.size(); ++k) {
             if (f.part_state[k] != PartState::kNeed) continue;
@@ -142,6 +242,7 @@ void ZkReplicator::PumpFollower() {
       }
     }
   }
+  PumpLive();
   WriteProgress();
 }
 
@@ -187,6 +288,10 @@ void ZkReplicator::FollowerWatch(const ZkEvent& ev) {
 
 void ZkReplicator::FollowerCompletion(ZkEvent& ev) {
   const OpTag& t = ev.op;
+  if (t.type == OpTag::Type::kCreateLive || t.type == OpTag::Type::kCheckLive || t.type == OpTag::Type::kDeleteLive) {
+    LiveCompletion(ev);
+    return;
+  }
   if (t.type == OpTag::Type::kWriteProgress) {
     progress_inflight_ = false;
     if (ev.rc == ZNONODE && t.chunk == 0) {
@@ -226,11 +331,14 @@ void ZkReplicator::FollowerCompletion(ZkEvent& ev) {
       ReplicateMeta meta = it->second.meta;
       s.fetches.erase(it);
       counters_.gone.fetch_add(1, std::memory_order_relaxed);
-      Status st = Status::NotFound(ident_ + "batch " + std::to_string(meta.batch_id) + " of stream " +
-                                   StreamName(key.first, key.second) + " was deleted from ZooKeeper (oldest kept: " +
-                                   std::to_string(oldest) +
-                                   "); this follower fell behind replication.zookeeper.retain_bytes or its progress");
+      Status st = Status::NotFound(
+          ident_ + "follower '" + follower_id_ + "' fell behind: batch " + std::to_string(meta.batch_id) +
+          " of stream " + StreamName(key.first, key.second) + " was deleted from ZooKeeper (the oldest kept is " +
+          std::to_string(oldest) +
+          "; past replication.zookeeper.retain_bytes the leader deletes what the followers a majority needs have "
+          "read): it cannot catch up from ZooKeeper any more and needs a state transfer (not built yet)");
       log_->error("{}", st.message());
+      SetSelfStranded(key.first, st.message());
       cb(meta, st, {});
     }
     DeliverReady(key, s);
@@ -371,8 +479,14 @@ void ZkReplicator::DeliverReady(const StreamKey& key, InStream& s) {
       continue;
     }
     // Markers of a stream are created in batch order, so a marker b+1 older than the marker b
-    // we delivered is a crashed leader's leftover beyond its gap: wait for the rewrite.
-    if (s.have_last && id == s.last_id + 1 && f.czxid <= s.last_czxid) {
+    // we delivered may be a crashed leader's leftover beyond its gap, read before the new
+    // leader deleted it (it does so before it writes b): read it again. A marker b+1 read after
+    // b was delivered is no leftover, whatever its age (b was written after the leftovers were
+    // gone, and this session's reads see ZooKeeper's writes in order): the live leader can
+    // create b+1 before b when a connection drops with both in flight (it sends b+1 on the new
+    // connection before it learns that b failed on the old one, then re-creates b). Without
+    // this exception the follower re-read such a b+1 forever (seen in the session expiry test).
+    if (s.have_last && id == s.last_id + 1 && f.czxid <= s.last_czxid && !f.read_after_prev) {
       counters_.stale.fetch_add(1, std::memory_order_relaxed);
       RestartFetch(f, NowNanos() + kStaleBackoffNanos);
       return;

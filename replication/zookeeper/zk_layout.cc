@@ -51,6 +51,12 @@ std::string ChunkName(uint64_t batch_id, uint32_t chunk) {
 
 std::string ConsumersPath(const std::string& root) { return root + "/consumers"; }
 
+std::string LivePath(const std::string& root) { return root + "/live"; }
+
+std::string LiveMemberPath(const std::string& root, const std::string& follower_id) {
+  return LivePath(root) + "/" + follower_id;
+}
+
 std::string ConsumerPath(const std::string& root, const std::string& follower_id) {
   return ConsumersPath(root) + "/" + follower_id;
 }

@@ -6,14 +6,17 @@
 //   R/g<group>/p<planner>/b<id:20 digits>       batch marker: header + chunk 0, written LAST
 //   R/g<group>/p<planner>/c<id:20 digits>-<k:6> chunk k >= 1 of batch id (only when chunked)
 //   R/consumers/<follower-id>                   one follower's progress over all its streams
+//   R/live/<follower-id>                        EPHEMERAL: the follower's session is alive
 // Zero-padded ids make lexicographic order of child names equal numeric order.
 //
 // A reader never sees a partial batch: the leader creates every extra chunk of a batch and
 // waits for ZooKeeper to acknowledge them before it creates the marker, and the marker names
 // the chunk count, total length and a hash of the whole payload. Markers of one stream are
-// created in batch-id order through one session (FIFO), so a valid marker b+1 always has a
-// larger creation zxid than marker b; followers use that to detect a stale marker left by a
-// crashed leader beyond a gap (see DeliverReady in zk_follower.cc).
+// issued in batch-id order through one session (FIFO), so a valid marker b+1 almost always has a
+// larger creation zxid than marker b (not when a connection drops with both in flight: b+1 may
+// go out on the new connection before the leader learns that b failed); followers use that to
+// detect a stale marker left by a crashed leader beyond a gap, and trust a marker b+1 they read
+// after delivering b (see DeliverReady in zk_follower.cc).
 #pragma once
 
 #include <cstdint>
@@ -38,6 +41,8 @@ std::string MarkerName(uint64_t batch_id);
 std::string ChunkName(uint64_t batch_id, uint32_t chunk);
 std::string ConsumersPath(const std::string& root);
 std::string ConsumerPath(const std::string& root, const std::string& follower_id);
+std::string LivePath(const std::string& root);
+std::string LiveMemberPath(const std::string& root, const std::string& follower_id);
 // Every ancestor of `path` and `path` itself, shortest first: "/a/b" -> {"/a", "/a/b"}.
 std::vector<std::string> PathPrefixes(const std::string& path);
 

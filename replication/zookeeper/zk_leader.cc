@@ -69,7 +69,7 @@ Status ZkReplicator::ScanStream(uint32_t g, uint32_t p, int64_t deadline_nanos) 
     if (auto it = chunks.find(id); it != chunks.end()) {
       for (uint32_t k : it->second) n = std::max(n, k + 1);
     }
-    s.live[id] = OutStream::Live{n, 0};
+    s.kept[id] = KeptBatch{n, 0};
   }
   s.fence.insert(doomed.begin(), doomed.end());
   if (!doomed.empty()) {
@@ -182,8 +182,8 @@ OutBatch* ZkReplicator::FindBatch(const OpTag& t) {
 
 void ZkReplicator::LeaderCompletion(ZkEvent& ev) {
   const OpTag& t = ev.op;
-  if (t.type == OpTag::Type::kListConsumers || t.type == OpTag::Type::kGetConsumer ||
-      t.type == OpTag::Type::kDeleteBatch) {
+  if (t.type == OpTag::Type::kListConsumers || t.type == OpTag::Type::kListLive ||
+      t.type == OpTag::Type::kGetConsumer || t.type == OpTag::Type::kDeleteBatch) {
     CleanupCompletion(ev);
     return;
   }
@@ -298,8 +298,8 @@ void ZkReplicator::AckFront(OutStream& s) {
     OutBatch b = std::move(s.batches.front());
     s.batches.pop_front();
     --admitted_;
-    s.live[b.meta.batch_id] = OutStream::Live{b.header.num_chunks, b.header.total_bytes};
-    s.live_bytes += b.header.total_bytes;
+    s.kept[b.meta.batch_id] = KeptBatch{b.header.num_chunks, b.header.total_bytes};
+    s.kept_bytes += b.header.total_bytes;
     retained_bytes_ += b.header.total_bytes;
     counters_.acked.fetch_add(1, std::memory_order_relaxed);
     b.cb(b.meta, Status::Ok());
@@ -321,18 +321,26 @@ void ZkReplicator::FailStream(const StreamKey& key, OutStream& s, const Status& 
 }
 
 void ZkReplicator::StartCleanup() {
-  cleanup_failed_ = false;
-  consumer_progress_.clear();
   ++cleanup_round_;
+  cleanup_failed_ = false;
+  round_progress_.clear();
+  round_live_.clear();
   if (opts_.followers == 0) {
-    // No followers to wait for: only the byte budget applies.
+    // No followers to wait for: only the byte budget applies (and nobody is reported stranded).
     FinishCleanupRound();
     return;
   }
+  // Who is registered (R/consumers, then each one's progress) and who is live (R/live), read
+  // side by side; the round decides once every answer is in (CleanupRequestDone).
   cleanup_inflight_ = true;
+  cleanup_pending_ = 2;
   OpTag t = OpTag::Make(OpTag::Type::kListConsumers);
   t.attempt = cleanup_round_;
   session_.Children(ConsumersPath(opts_.root), t);
+  ++inflight_;
+  OpTag l = OpTag::Make(OpTag::Type::kListLive);
+  l.attempt = cleanup_round_;
+  session_.Children(LivePath(opts_.root), l);
   ++inflight_;
 }
 
@@ -344,56 +352,82 @@ void ZkReplicator::CleanupCompletion(ZkEvent& ev) {
       return;
     }
     // Not deleted: put the batch back so a later round tries again (chunk count in attempt).
-    out_[{t.group, t.planner}].live.emplace(t.batch_id, OutStream::Live{static_cast<uint32_t>(t.attempt), 0});
+    out_[{t.group, t.planner}].kept.emplace(t.batch_id, KeptBatch{static_cast<uint32_t>(t.attempt), 0});
     if (IsRetryable(ev.rc)) NoteRetry(ev.rc);
     return;
   }
   if (!cleanup_inflight_ || t.attempt != cleanup_round_) return;
-  if (t.type == OpTag::Type::kListConsumers) {
-    if (ev.rc != ZOK || ev.children.size() < static_cast<size_t>(opts_.followers)) {
-      if (IsRetryable(ev.rc)) NoteRetry(ev.rc);
-      cleanup_inflight_ = false;
-      return;
-    }
-    consumers_pending_ = ev.children.size();
-    for (const auto& child : ev.children) {
-      OpTag g = OpTag::Make(OpTag::Type::kGetConsumer);
-      g.attempt = cleanup_round_;
-      g.name = child;
-      session_.Get(ConsumerPath(opts_.root, child), g);
-      ++inflight_;
-    }
-    return;
-  }
-  // kGetConsumer
-  if (ev.rc == ZOK) {
-    std::vector<StreamProgress> progress;
-    if (DecodeProgress(ev.data, &progress).ok()) {
-      consumer_progress_.push_back(std::move(progress));
-    } else {
-      log_->warn("{}ignoring unreadable progress of follower '{}'; no cleanup this round", ident_, t.name);
-      cleanup_failed_ = true;
-    }
-  } else {
+  auto failed = [&] {
     if (IsRetryable(ev.rc)) NoteRetry(ev.rc);
     cleanup_failed_ = true;
+  };
+  switch (t.type) {
+    case OpTag::Type::kListLive:
+      if (ev.rc == ZOK) {
+        round_live_.insert(ev.children.begin(), ev.children.end());
+      } else if (ev.rc != ZNONODE) {  // ZNONODE: nobody was ever live
+        failed();
+      }
+      break;
+    case OpTag::Type::kListConsumers:
+      if (ev.rc == ZOK) {
+        for (const auto& child : ev.children) {
+          OpTag g = OpTag::Make(OpTag::Type::kGetConsumer);
+          g.attempt = cleanup_round_;
+          g.name = child;
+          session_.Get(ConsumerPath(opts_.root, child), g);
+          ++inflight_;
+          ++cleanup_pending_;
+        }
+      } else if (ev.rc != ZNONODE) {
+        failed();
+      }
+      break;
+    case OpTag::Type::kGetConsumer:
+      if (ev.rc == ZOK) {
+        std::vector<StreamProgress> progress;
+        if (DecodeProgress(ev.data, &progress).ok()) {
+          round_progress_[t.name] = std::move(progress);
+          unreadable_warned_.erase(t.name);
+        } else if (unreadable_warned_.insert(t.name).second) {
+          // Not a reason to stop cleaning up: a znode nobody can read must not stall the group.
+          log_->warn("{}ignoring follower '{}': its progress znode {} is unreadable (it counts as not registered)",
+                     ident_, t.name, ConsumerPath(opts_.root, t.name));
+        }
+      } else if (ev.rc != ZNONODE) {  // ZNONODE: removed since the list; not registered
+        failed();
+      }
+      break;
+    default:
+      QR_CHECK(false, "unexpected cleanup completion type %d", static_cast<int>(t.type));
   }
-  if (--consumers_pending_ == 0) FinishCleanupRound();
+  CleanupRequestDone();
+}
+
+void ZkReplicator::CleanupRequestDone() {
+  QR_CHECK_GT(cleanup_pending_, 0u);
+  if (--cleanup_pending_ > 0) return;
+  if (cleanup_failed_) {
+    // Decide nothing on a partial view: the next round reads everything again.
+    cleanup_inflight_ = false;
+    return;
+  }
+  FinishCleanupRound();
 }
 
 void ZkReplicator::DeleteBatch(const StreamKey& key, OutStream& s) {
-  auto [id, live] = *s.live.begin();
-  s.live.erase(s.live.begin());
-  s.live_bytes -= live.bytes;
-  retained_bytes_ -= live.bytes;
+  auto [id, kept] = *s.kept.begin();
+  s.kept.erase(s.kept.begin());
+  s.kept_bytes -= kept.bytes;
+  retained_bytes_ -= kept.bytes;
   // Marker first: nobody may find a marker whose chunks are gone.
   OpTag t = OpTag::Make(OpTag::Type::kDeleteBatch, key.first, key.second, id, 0);
-  t.attempt = live.chunks;
+  t.attempt = kept.chunks;
   session_.Delete(MarkerPath(key.first, key.second, id), t);
   ++inflight_;
-  for (uint32_t k = 1; k < live.chunks; ++k) {
+  for (uint32_t k = 1; k < kept.chunks; ++k) {
     OpTag c = OpTag::Make(OpTag::Type::kDeleteBatch, key.first, key.second, id, k);
-    c.attempt = live.chunks;
+    c.attempt = kept.chunks;
     session_.Delete(ChunkPath(key.first, key.second, id, k), c);
     ++inflight_;
   }
@@ -401,49 +435,65 @@ void ZkReplicator::DeleteBatch(const StreamKey& key, OutStream& s) {
 
 void ZkReplicator::FinishCleanupRound() {
   cleanup_inflight_ = false;
-  size_t budget = kMaxDeletesPerRound;
-  if (opts_.followers > 0 && !cleanup_failed_ && consumer_progress_.size() >= static_cast<size_t>(opts_.followers)) {
-    for (auto& [key, s] : out_) {
-      uint64_t min_next = UINT64_MAX;
-      for (const auto& progress : consumer_progress_) {
-        uint64_t n = 0;  // a follower without an entry has consumed nothing of this stream
-        for (const auto& e : progress) {
-          if (e.group == key.first && e.planner == key.second) n = e.next_batch_id;
-        }
-        min_next = std::min(min_next, n);
-      }
-      // Keep the last consumed batch: a restarted leader finds where the stream ends from it.
-      const uint64_t keep_from = min_next == 0 ? 0 : min_next - 1;
-      while (budget > 0 && !s.live.empty() && s.live.begin()->first < keep_from) {
-        DeleteBatch(key, s);
-        --budget;
-      }
-    }
+  // The rules are a pure function (zk_retention.h); this carries out its plan.
+  RetentionInput in;
+  in.followers = opts_.followers;
+  in.retain_bytes = opts_.retain_bytes;
+  in.max_deletes = kMaxDeletesPerRound;
+  for (const auto& [key, s] : out_) {
+    in.streams[key] = RetentionStream{&s.kept, s.kept_bytes,
+                                      s.batches.empty() ? s.next_id : s.batches.front().meta.batch_id};
   }
-  // The byte budget protects the ZooKeeper servers' memory (they hold every znode in their
-  // heap). With followers to wait for, it is enforced by flow control (HeldBack). Without,
-  // the oldest batches go past it (a follower that reads anyway gets kNotFound); each stream
-  // keeps its newest batch.
-  while (opts_.followers == 0 && opts_.retain_bytes > 0 && retained_bytes_ > opts_.retain_bytes && budget > 0) {
-    OutStream* fattest = nullptr;
-    StreamKey fattest_key{};
-    for (auto& [key, s] : out_) {
-      if (s.live.size() > 1 && (fattest == nullptr || s.live_bytes > fattest->live_bytes)) {
-        fattest = &s;
-        fattest_key = key;
-      }
-    }
-    if (fattest == nullptr || fattest->live_bytes == 0) break;
-    if (!retention_warned_) {
-      retention_warned_ = true;
-      log_->warn("{}over replication.zookeeper.retain_bytes ({} bytes kept): deleting the oldest batches whether or "
-                 "not followers read them",
-                 ident_, retained_bytes_);
-    }
-    counters_.evicted.fetch_add(1, std::memory_order_relaxed);
-    DeleteBatch(fattest_key, *fattest);
-    --budget;
+  for (const auto& [id, progress] : round_progress_) {
+    RetentionFollower f;
+    f.id = id;
+    f.live = round_live_.count(id) != 0;
+    for (const auto& e : progress) f.next[{e.group, e.planner}] = e.next_batch_id;
+    in.registered.push_back(std::move(f));
   }
+  RetentionPlan plan = PlanRetention(in);
+  in.streams.clear();  // views into out_, which the deletions change
+  const uint64_t kept_before = retained_bytes_;
+  uint64_t evicted = 0;
+  for (const auto& [key, d] : plan.deletes) {
+    OutStream& s = out_[key];
+    for (uint64_t i = 0; i < d.consumed + d.evicted; ++i) DeleteBatch(key, s);
+    evicted += d.evicted;
+  }
+  counters_.evicted.fetch_add(evicted, std::memory_order_relaxed);
+  if (evicted > 0 && opts_.followers == 0 && !retention_warned_) {
+    retention_warned_ = true;
+    log_->warn("{}over replication.zookeeper.retain_bytes ({} bytes kept): deleting the oldest batches whether or "
+               "not followers read them (replication.zookeeper.followers is 0)",
+               ident_, kept_before);
+  }
+  // Stranded followers: warned once each (again only after they stopped being stranded:
+  // caught up, or re-registered further on), and published for Health().
+  std::set<std::string> stranded_now;
+  std::map<uint32_t, GroupHealth> health;
+  for (const auto& st : plan.stranded) {
+    if (stranded_now.insert(st.id).second && stranded_warned_.count(st.id) == 0) {
+      log_->warn("{}{}", ident_, StrandedWarning(st, opts_.retain_bytes));
+    }
+    StrandedMember m;
+    m.follower_id = st.id;
+    m.reason = StrandedReason(st, opts_.retain_bytes);
+    health[st.group].stranded.push_back(std::move(m));
+  }
+  stranded_warned_ = std::move(stranded_now);
+  {
+    std::lock_guard<std::mutex> lock(health_mu_);
+    health_ = std::move(health);
+  }
+  hold_reason_ = plan.held_back ? plan.waiting_for : std::string();
+  if (plan.held_back) counters_.held.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::string ZkReplicator::HeldBackReason() const {
+  const std::string kept = std::to_string(retained_bytes_) + " bytes kept > replication.zookeeper.retain_bytes " +
+                           std::to_string(opts_.retain_bytes);
+  // Between rounds the last one's words may be stale or missing: say what is known.
+  return hold_reason_.empty() ? kept + "; waiting for the next cleanup round" : hold_reason_;
 }
 
 }  // namespace qrstore::replication::zookeeper

@@ -28,12 +28,18 @@ void AddConfigKeys(ConfigSchema* schema) {
   schema->AddInt("replication.zookeeper.op_deadline_ms", 30000, 100, 3600000,
                  "leader: a batch not durable after this long fails with kUnavailable");
   schema->AddInt("replication.zookeeper.followers", 0, 0, 1000,
-                 "cleanup deletes consumed batches once this many followers registered progress (0 = keep all)");
+                 "leader: followers in the group (F; F+1 members). Consumed batches are deleted once F followers "
+                 "registered progress; past retain_bytes the leader waits only for the (F+1)/2 most advanced live "
+                 "followers (a majority), and slower or dead ones lose what they have not read "
+                 "(0 = wait for nobody, keep all below retain_bytes)");
   schema->AddString("replication.zookeeper.follower_id", "",
                     "follower: name of its progress znode ([A-Za-z0-9._-]); empty = auto (not stable across restarts)");
   schema->AddInt("replication.zookeeper.retain_bytes", 32ll << 20, 0, 1ll << 40,
-                 "leader: payload bytes kept in ZooKeeper at most (its servers hold all data in memory): with "
-                 "followers > 0 the leader waits for them to consume; with 0, the oldest are deleted (0 = no limit)");
+                 "leader: payload bytes kept in ZooKeeper at most (its servers hold all data in memory); past it "
+                 "the oldest batches the (followers+1)/2 most advanced live followers have read are deleted (any, "
+                 "with none live or followers 0), and the leader starts no new batch while they have not read "
+                 "enough (never waiting for a dead follower). A follower that needs a deleted batch is stranded "
+                 "(0 = no limit)");
   schema->AddInt("replication.zookeeper.cleanup_interval_ms", 100, 10, 600000,
                  "leader: how often consumed batches are looked for");
   schema->AddInt("replication.zookeeper.progress_interval_ms", 200, 1, 600000,

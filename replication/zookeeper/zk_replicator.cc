@@ -82,6 +82,7 @@ Status ZkReplicator::Start() {
   counters_.sessions.fetch_add(1, std::memory_order_relaxed);
   Status st = WaitConnected(deadline);
   if (st.ok()) st = EnsurePath(ConsumersPath(opts_.root), deadline);
+  if (st.ok()) st = EnsurePath(LivePath(opts_.root), deadline);
   if (st.ok() && opts_.leader) {
     for (uint32_t g = 0; g < opts_.groups && st.ok(); ++g) {
       for (uint32_t p = 0; p < opts_.planners && st.ok(); ++p) {
@@ -99,6 +100,7 @@ Status ZkReplicator::Start() {
                  ident_, follower_id_);
     }
     st = LoadProgress(deadline);
+    if (st.ok()) st = CreateLiveSync(deadline);  // after the progress znode: live implies registered
   }
   if (!st.ok()) {
     session_.Close();
@@ -183,6 +185,12 @@ Result<uint64_t> ZkReplicator::NextBatchId(uint32_t group, uint32_t planner) con
   return it == next_ids_.end() ? 0 : it->second;
 }
 
+GroupHealth ZkReplicator::Health(uint32_t group) const {
+  std::lock_guard<std::mutex> lock(health_mu_);
+  auto it = health_.find(group);
+  return it == health_.end() ? GroupHealth{} : it->second;
+}
+
 ZkStats ZkReplicator::stats() const {
   ZkStats s;
   s.batches_acked = counters_.acked.load(std::memory_order_relaxed);
@@ -195,6 +203,7 @@ ZkStats ZkReplicator::stats() const {
   s.stale_markers = counters_.stale.load(std::memory_order_relaxed);
   s.batches_evicted = counters_.evicted.load(std::memory_order_relaxed);
   s.batches_gone = counters_.gone.load(std::memory_order_relaxed);
+  s.rounds_held_back = counters_.held.load(std::memory_order_relaxed);
   return s;
 }
 

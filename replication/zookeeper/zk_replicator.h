@@ -29,15 +29,26 @@
 // then its chunks, checks the payload hash, and delivers requests of a stream in batch-id order,
 // each exactly once. Several requests per stream may be outstanding (they are fetched in
 // parallel). After delivering, the follower records its progress in R/consumers/<follower_id>
-// (at most every progress_interval_ms: ZooKeeper holds a session's reads behind its writes);
-// the leader deletes batches every registered follower has consumed once at least
-// replication.zookeeper.followers followers are registered (0 = do not wait for followers).
-// ZooKeeper servers hold all data in memory, so the leader keeps at most
-// replication.zookeeper.retain_bytes of acknowledged payloads: with followers > 0 it stops
-// starting new batches until the followers have consumed enough (flow control: a follower that
-// stops reading eventually fails the leader's batches after op_deadline_ms); with followers = 0
-// it deletes the oldest batches, and a follower asking for a deleted batch gets kNotFound. The
-// follower's NextBatchId is the next batch it needs, initialized from its progress znode.
+// (at most every progress_interval_ms: ZooKeeper holds a session's reads behind its writes).
+// From Start to Stop it also holds the EPHEMERAL znode R/live/<follower_id> (created after the
+// progress znode, again after a session expiry): ZooKeeper removes it when the session ends, at
+// once on Stop, after session_timeout_ms when the process died. The follower's NextBatchId is
+// the next batch it needs, initialized from its progress znode.
+//
+// Cleanup and whom the leader waits for (the rules: zk_retention.h). With F =
+// replication.zookeeper.followers (the group has F + 1 members, a majority needs (F + 1) / 2
+// followers), each cleanup round (cleanup_interval_ms) reads every registered follower's
+// progress and which followers are live, then deletes the batches every registered follower
+// that can still catch up has consumed (once F are registered; 0 = none). ZooKeeper servers
+// hold all data in memory, so past replication.zookeeper.retain_bytes of acknowledged payloads
+// it deletes further, oldest first, what the (F + 1) / 2 most advanced live followers have read
+// (any batch when none is live or F = 0), and until that brings it back under the budget the
+// leader starts no new batch (flow control). A majority thus never waits on a minority: a slow
+// or dead follower loses the batches it has not read, becomes stranded (Health() names it on
+// the leader; the leader logs it once), and when it asks for a deleted batch gets kNotFound
+// saying it fell behind and needs a state transfer (not built yet), also in its own Health().
+// With F = 1 the leader waits for its one follower while that is live (both members are the
+// majority of two) and goes on without it once its session is gone.
 //
 // Thread-safety: as the Replicator contract says; Start and Stop from one controlling thread.
 // ReplicateData / ReceiveData only queue, and block only while 1024 calls are already queued
@@ -71,10 +82,11 @@ struct ZkOptions {
   int max_inflight = 256;        // outstanding asynchronous ZooKeeper requests of this Replicator
   uint64_t max_inflight_bytes = 8ull << 20;   // and their payload bytes (one request always may)
   int op_deadline_ms = 30000;    // leader: a batch not durable by then fails (kUnavailable)
-  int followers = 0;             // cleanup waits for this many registered followers; 0 = no cleanup
+  int followers = 0;             // F: followers in the group; the leader waits for (F+1)/2 live ones
+                                 // at most (0 = for none; consumed batches are then kept)
   std::string follower_id;       // follower: its progress znode name
-  uint64_t retain_bytes = 32ull << 20;  // leader: byte budget of kept batches (0 = unlimited)
-                                        // (flow control with followers > 0, else eviction)
+  uint64_t retain_bytes = 32ull << 20;  // leader: byte budget of kept batches (0 = unlimited): past
+                                        // it what a majority has read goes (zk_retention.h)
   int cleanup_interval_ms = 100;
   int poll_ms = 1000;            // follower: re-check awaited markers (safety net for watches)
   int progress_interval_ms = 200;  // follower: at most one progress write per interval
@@ -101,6 +113,8 @@ struct ZkStats {
   uint64_t stale_markers = 0;        // follower: markers refetched (crashed leader's leftovers)
   uint64_t batches_evicted = 0;      // leader: deleted by the retain_bytes budget, read or not
   uint64_t batches_gone = 0;         // follower: requests failed with kNotFound (deleted batch)
+  uint64_t rounds_held_back = 0;     // leader: cleanup rounds that ended with more than retain_bytes
+                                     // still kept (flow control: no new batch starts meanwhile)
 };
 
 // The counters of `replicator` if it is a ZooKeeper Replicator, else nullopt-like zeros + false.

@@ -8,8 +8,9 @@
 //   zk_follower.cc    follower (reader) side: progress at Start, fetches, delivery, progress writes
 //
 // Ownership and threads: CreateZkReplicator returns it to the caller, who owns it. Start and
-// Stop run on one controlling thread; ReplicateData, ReceiveData, NextBatchId, stats and the
-// test hooks may run on any thread and touch only the members under "Shared with user threads".
+// Stop run on one controlling thread; ReplicateData, ReceiveData, NextBatchId, Health, stats and
+// the test hooks may run on any thread and touch only the members under "Shared with user
+// threads".
 // Everything under "Owned by the worker thread" belongs to the one thread Start creates,
 // "zk-leader" or "zk-follower" (and to Start itself before that thread exists); ZooKeeper's
 // client threads only push into inbox_ (zk_session.h), and user callbacks run on the worker.
@@ -39,15 +40,12 @@
 #include "common/thread.h"
 #include "replication/zookeeper/zk_layout.h"
 #include "replication/zookeeper/zk_replicator.h"
+#include "replication/zookeeper/zk_retention.h"
 #include "replication/zookeeper/zk_session.h"
 
 namespace qrstore::replication::zookeeper {
 
-using StreamKey = std::pair<uint32_t, uint32_t>;  // (group, planner)
-
 inline constexpr size_t kRequestQueueCapacity = 1024;
-
-inline std::string StreamName(uint32_t g, uint32_t p) { return "g" + std::to_string(g) + "/p" + std::to_string(p); }
 
 struct Request {
   bool replicate = true;  // else receive
@@ -77,12 +75,8 @@ struct OutBatch {
 struct OutStream {
   uint64_t next_id = 0;                // id the next ReplicateData must carry
   std::deque<OutBatch> batches;        // admitted, not yet acknowledged; consecutive ids
-  struct Live {
-    uint32_t chunks = 1;
-    uint64_t bytes = 0;  // payload bytes; 0 when unknown (found by the Start scan)
-  };
-  std::map<uint64_t, Live> live;       // acknowledged batches still in ZooKeeper
-  uint64_t live_bytes = 0;             // sum of live[].bytes
+  std::map<uint64_t, KeptBatch> kept;  // acknowledged batches still in ZooKeeper (zk_retention.h)
+  uint64_t kept_bytes = 0;             // sum of kept[].bytes
   // Leftovers of a crashed writer found by the Start scan, deleted before this process first
   // writes the stream (not at Start: only a process that actually writes the stream may
   // touch it). Batch writes wait until the fence is empty.
@@ -103,6 +97,7 @@ struct Fetch {
   int64_t not_before_nanos = 0;
   MarkerHeader header;
   int64_t czxid = 0;
+  bool read_after_prev = false;  // its marker read went out after batch id - 1 was delivered
   std::vector<std::string> parts;
   std::vector<PartState> part_state;
   uint32_t parts_done = 0;
@@ -143,6 +138,9 @@ class ZkReplicator final : public Replicator {
   ZkStats stats() const;
   Status ForceSessionExpiry();
   std::string CurrentServer() const { return session_.CurrentServer(); }
+  // Leader: the followers of `group` the last cleanup round found stranded; follower: whether it
+  // learned that a batch it needs was deleted. A snapshot the worker publishes (any thread).
+  GroupHealth Health(uint32_t group) const override;
 
  private:
   // Whether a request of `cost` bytes may go out now: both the count and the byte budget
@@ -156,10 +154,16 @@ class ZkReplicator final : public Replicator {
     t->cost = cost;
     inflight_bytes_ += cost;
   }
-  // Leader with registered followers: too much written that they have not consumed yet.
+  // Leader with followers (flow control, rule 3 of zk_retention.h): more than retain_bytes kept,
+  // so no new batch starts until a cleanup round deletes enough. A round deletes what the
+  // followers a majority needs have consumed (or anything, with none live), so this waits for
+  // those followers only, and between two rounds. Batches already started still finish, so
+  // ZooKeeper holds at most retain_bytes + max_inflight_bytes (+ one batch) of this leader's.
   bool HeldBack() const {
-    return opts_.followers > 0 && opts_.retain_bytes > 0 && retained_bytes_ >= opts_.retain_bytes;
+    return opts_.followers > 0 && opts_.retain_bytes > 0 && retained_bytes_ > opts_.retain_bytes;
   }
+  // Held back: what the last cleanup round said the leader waits for (for stats and errors).
+  std::string HeldBackReason() const;
   bool InRange(const ReplicateMeta& m) const { return m.group < opts_.groups && m.planner < opts_.planners; }
   // Start-up, on Start's thread (zk_replicator.cc; ScanStream in zk_leader.cc, LoadProgress in
   // zk_follower.cc). PublishNext (zk_replicator.cc) also runs on the worker thread.
@@ -169,6 +173,7 @@ class ZkReplicator final : public Replicator {
   Status EnsurePath(const std::string& path, int64_t deadline_nanos);
   Status ScanStream(uint32_t g, uint32_t p, int64_t deadline_nanos);
   Status LoadProgress(int64_t deadline_nanos);
+  Status CreateLiveSync(int64_t deadline_nanos);
   void PublishNext(const StreamKey& key, uint64_t next);
 
   // The worker thread (zk_worker.cc).
@@ -189,8 +194,9 @@ class ZkReplicator final : public Replicator {
   void FailStream(const StreamKey& key, OutStream& s, const Status& status);
   void StartCleanup();
   void CleanupCompletion(ZkEvent& ev);
+  void CleanupRequestDone();
   void FinishCleanupRound();
-  void DeleteBatch(const StreamKey& key, OutStream& s);  // the oldest live batch of s
+  void DeleteBatch(const StreamKey& key, OutStream& s);  // the oldest kept batch of s
 
   // Follower (zk_follower.cc).
   void AdmitReceive(Request r);
@@ -207,6 +213,10 @@ class ZkReplicator final : public Replicator {
   void DeliverReady(const StreamKey& key, InStream& s);
   void WriteProgress();
   std::string ProgressBytes() const;
+  // The ephemeral R/live/<follower_id> (re-created after a session expiry): issue / completion.
+  void PumpLive();
+  void LiveCompletion(const ZkEvent& ev);
+  void SetSelfStranded(uint32_t group, const std::string& reason);
 
   std::string MarkerPath(uint32_t g, uint32_t p, uint64_t id) const {
     return StreamPath(opts_.root, g, p) + "/" + MarkerName(id);
@@ -227,9 +237,12 @@ class ZkReplicator final : public Replicator {
   mutable std::mutex next_mu_;         // NextBatchId is read from any thread
   std::map<StreamKey, uint64_t> next_ids_;      // guarded by next_mu_
   std::set<StreamKey> broken_;                  // guarded by next_mu_
+  // Health() is read from any thread; the worker publishes whole snapshots here.
+  mutable std::mutex health_mu_;
+  std::map<uint32_t, GroupHealth> health_;      // by group; guarded by health_mu_
   struct Counters {
     std::atomic<uint64_t> acked{0}, delivered{0}, retried{0}, verified{0}, sessions{0}, losses{0}, deleted{0},
-        stale{0}, evicted{0}, gone{0};
+        stale{0}, evicted{0}, gone{0}, held{0};
   } counters_;  // relaxed: statistics only
 
   // Owned by the worker thread (and by Start before the thread exists).
@@ -241,22 +254,30 @@ class ZkReplicator final : public Replicator {
   std::map<StreamKey, OutStream> out_;
   size_t admitted_ = 0;  // OutBatches across streams
   int64_t next_cleanup_nanos_ = 0;
-  uint64_t retained_bytes_ = 0;  // sum of out_[].live_bytes
+  uint64_t retained_bytes_ = 0;  // sum of out_[].kept_bytes
   int64_t next_stats_nanos_ = 0;
   uint64_t last_stats_activity_ = 0;
   uint64_t delivered_at_last_stats_ = 0;  // follower: batches_delivered at the last stats tick
+  // Leader: the cleanup round in progress (its requests carry attempt = cleanup_round_).
   bool cleanup_inflight_ = false;
   uint64_t cleanup_round_ = 0;
-  size_t consumers_pending_ = 0;
-  bool cleanup_failed_ = false;
+  size_t cleanup_pending_ = 0;  // its list / get requests without a completion yet
+  bool cleanup_failed_ = false;  // one failed: the round decides nothing
+  std::map<std::string, std::vector<StreamProgress>> round_progress_;  // registered followers, by id
+  std::set<std::string> round_live_;                                   // children of R/live
+  std::set<std::string> unreadable_warned_;  // followers whose progress did not decode (warned once)
+  std::set<std::string> stranded_warned_;    // stranded followers already warned of
+  std::string hold_reason_;                  // the last round's RetentionPlan::waiting_for
   bool retention_warned_ = false;
-  std::vector<std::vector<StreamProgress>> consumer_progress_;
   std::map<StreamKey, InStream> in_;
   std::string follower_id_;
   bool progress_dirty_ = false;
   bool progress_inflight_ = false;
   int64_t next_progress_nanos_ = 0;
   int64_t next_poll_nanos_ = 0;
+  bool live_needed_ = false;    // follower: its live znode must be (re-)created
+  bool live_inflight_ = false;  // a kCreateLive / kCheckLive / kDeleteLive is out
+  int64_t next_live_nanos_ = 0;  // not before (back-off after a failure)
   NamedThread thread_;
 };
 

@@ -38,7 +38,10 @@ void StringCompletion(int rc, const char* /*value*/, const void* data) { Deliver
 
 void StatCompletion(int rc, const struct Stat* stat, const void* data) {
   ZkEvent ev;
-  if (rc == ZOK && stat != nullptr) ev.czxid = stat->czxid;
+  if (rc == ZOK && stat != nullptr) {
+    ev.czxid = stat->czxid;
+    ev.ephemeral_owner = stat->ephemeralOwner;
+  }
   Deliver(data, rc, std::move(ev));
 }
 
@@ -46,7 +49,10 @@ void DataCompletion(int rc, const char* value, int value_len, const struct Stat*
   ZkEvent ev;
   if (rc == ZOK) {
     if (value != nullptr && value_len > 0) ev.data.assign(value, static_cast<size_t>(value_len));
-    if (stat != nullptr) ev.czxid = stat->czxid;
+    if (stat != nullptr) {
+      ev.czxid = stat->czxid;
+      ev.ephemeral_owner = stat->ephemeralOwner;
+    }
   }
   Deliver(data, rc, std::move(ev));
 }
@@ -175,6 +181,13 @@ bool ZkSession::ClientId(clientid_t* out) const {
   return true;
 }
 
+int64_t ZkSession::SessionId() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (zh_ == nullptr) return 0;
+  const clientid_t* id = zoo_client_id(zh_);
+  return id == nullptr ? 0 : id->client_id;
+}
+
 std::string ZkSession::CurrentServer() const {
   std::lock_guard<std::mutex> lock(mu_);
   if (zh_ == nullptr) return "";
@@ -213,6 +226,14 @@ void ZkSession::Create(const std::string& path, std::string_view data, OpTag tag
   auto* p = NewPending(std::move(tag));
   int rc = zoo_acreate(zh_, path.c_str(), data.data(), static_cast<int>(data.size()), &ZOO_OPEN_ACL_UNSAFE, 0,
                        StringCompletion, p);
+  if (rc != ZOK) Refused(rc, p);
+}
+
+void ZkSession::CreateEphemeral(const std::string& path, OpTag tag) {
+  tag.generation = generation_;
+  if (zh_ == nullptr) return Refused(ZCLOSING, std::move(tag));
+  auto* p = NewPending(std::move(tag));
+  int rc = zoo_acreate(zh_, path.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL, StringCompletion, p);
   if (rc != ZOK) Refused(rc, p);
 }
 

@@ -41,9 +41,13 @@ struct OpTag {
     kGetChunk,
     kWriteProgress,  // set, or create when missing
     kListConsumers,
+    kListLive,       // leader: which followers hold their ephemeral live znode
     kGetConsumer,
     kListStream,     // follower: is an awaited batch below the oldest kept one (deleted)?
     kDeleteFence,    // leader: a crashed writer's leftover (name = its path)
+    kCreateLive,     // follower: its ephemeral live znode, again after a session expiry
+    kCheckLive,      // follower: exists, after ZNODEEXISTS on kCreateLive (whose is it?)
+    kDeleteLive,     // follower: an earlier session's live znode of the same follower id
   };
   Type type = Type::kCreateChunk;
   uint32_t group = 0;
@@ -51,7 +55,7 @@ struct OpTag {
   uint64_t batch_id = 0;
   uint32_t chunk = 0;
   uint64_t attempt = 0;  // follower fetch attempt / cleanup round: stale results are dropped
-  std::string name;      // kGetConsumer: follower id
+  std::string name;      // kGetConsumer: follower id; kDeleteFence: path
   uint64_t generation = 0;  // set by ZkSession: the session the request was issued on
   uint64_t cost = 0;        // bytes charged against max_inflight_bytes until completion
 
@@ -75,6 +79,7 @@ struct ZkEvent {
   std::string data;         // kCompletion of a get
   std::vector<std::string> children;
   int64_t czxid = 0;        // kCompletion of a get / exists: the znode's creation zxid
+  int64_t ephemeral_owner = 0;  // kCompletion of a get / set / exists: owning session, 0 = persistent
   int type = 0;             // kWatch / kSession: ZOO_*_EVENT
   int state = 0;            // kWatch / kSession: ZOO_*_STATE
   std::string path;         // kWatch
@@ -130,11 +135,16 @@ class ZkSession {
   zhandle_t* handle() { return zh_; }
   // The session id and password (for the expiry test hook). Thread-safe.
   bool ClientId(clientid_t* out) const;
+  // The session id the server gave this handle (an ephemeral znode's owner); 0 before the first
+  // connection or when closed. Thread-safe.
+  int64_t SessionId() const;
   // "host:port" of the server the client is connected (or connecting) to; "" if closed.
   // Thread-safe. For tests: the C client formats it into a static buffer.
   std::string CurrentServer() const;
 
   void Create(const std::string& path, std::string_view data, OpTag tag);
+  // An empty EPHEMERAL znode: ZooKeeper deletes it when this session ends (closed or expired).
+  void CreateEphemeral(const std::string& path, OpTag tag);
   void Set(const std::string& path, std::string_view data, OpTag tag);
   void Get(const std::string& path, OpTag tag);
   void ExistsWatch(const std::string& path, OpTag tag);  // watch: a kWatch event on create

@@ -64,6 +64,8 @@ void ZkReplicator::Shutdown() {
     const std::string path = ConsumerPath(opts_.root, follower_id_);
     zoo_set(session_.handle(), path.c_str(), bytes.data(), static_cast<int>(bytes.size()), -1);
   }
+  // Closing the session also removes a follower's ephemeral live znode at once (after the final
+  // progress above): the leader stops waiting for it at its next cleanup round.
   session_.Close();  // outstanding completions land in the inbox and are dropped with it
   const Status aborted = Status::Aborted(ident_ + "stopped");
   for (auto& [key, s] : out_) {
@@ -159,6 +161,7 @@ void ZkReplicator::Recreate(const char* why) {
     }
   }
   cleanup_inflight_ = false;
+  cleanup_pending_ = 0;
   for (auto& [key, s] : in_) {
     for (auto& [id, f] : s.fetches) {
       if (f.state != FetchState::kReady) RestartFetch(f, 0);
@@ -166,6 +169,11 @@ void ZkReplicator::Recreate(const char* why) {
   }
   progress_inflight_ = false;
   progress_dirty_ = !opts_.leader;
+  // The expired session took the follower's ephemeral live znode with it: the leader no longer
+  // counts it as live until the new session has created it again (PumpLive).
+  live_needed_ = !opts_.leader;
+  live_inflight_ = false;
+  next_live_nanos_ = 0;
   Status st = session_.Open(opts_.hosts, opts_.session_timeout_ms);
   reopen_pending_ = !st.ok();
   if (st.ok()) {
@@ -201,11 +209,13 @@ int64_t ZkReplicator::OnTimers(int64_t now) {
       WarnStalledFetches(st.batches_delivered != delivered_at_last_stats_);
       delivered_at_last_stats_ = st.batches_delivered;
     }
-    if (activity != last_stats_activity_) {
+    if (activity != last_stats_activity_ || HeldBack()) {
       last_stats_activity_ = activity;
-      log_->info("{}stats: acked {} delivered {} retried {} losses {} sessions {} deleted {} evicted {} kept_bytes {}",
+      log_->info("{}stats: acked {} delivered {} retried {} losses {} sessions {} deleted {} evicted {} "
+                 "kept_bytes {}{}",
                  ident_, st.batches_acked, st.batches_delivered, st.requests_retried, st.connection_losses,
-                 st.sessions_created, st.batches_deleted, st.batches_evicted, retained_bytes_);
+                 st.sessions_created, st.batches_deleted, st.batches_evicted, retained_bytes_,
+                 HeldBack() ? " held back: " + HeldBackReason() : std::string());
     }
   }
   if (opts_.leader) {
@@ -217,9 +227,7 @@ int64_t ZkReplicator::OnTimers(int64_t now) {
                      Status::Unavailable(ident_ + "batch " + std::to_string(s.batches.front().meta.batch_id) +
                                          " of stream " + StreamName(key.first, key.second) + " not durable after " +
                                          std::to_string(opts_.op_deadline_ms) + " ms" +
-                                         (HeldBack() ? " (held back: followers have not consumed " +
-                                                           std::to_string(retained_bytes_) +
-                                                           " bytes >= replication.zookeeper.retain_bytes)"
+                                         (HeldBack() ? " (held back: " + HeldBackReason() + ")"
                                                      : " (ZooKeeper " + opts_.hosts + " unreachable?)")));
         }
       }
@@ -262,6 +270,9 @@ int64_t ZkReplicator::OnTimers(int64_t now) {
     if (waiting) wake = std::min(wake, connected_ ? next_poll_nanos_ : now + kBusyTickNanos);
     if (progress_dirty_) {
       wake = std::min(wake, connected_ ? std::max(next_progress_nanos_, now + 1'000'000) : now + kBusyTickNanos);
+    }
+    if (live_needed_ && !live_inflight_) {
+      wake = std::min(wake, connected_ ? std::max(next_live_nanos_, now + 1'000'000) : now + kBusyTickNanos);
     }
   }
   if (busy) wake = std::min(wake, now + kBusyTickNanos);

@@ -596,29 +596,72 @@ TEST_CASE("raft compaction: prefix dropped, replication continues, laggards repo
   CHECK(c.core(2).leader() == l);
 }
 
-TEST_CASE("raft flow control: follower lag in bytes counts live followers only") {
+TEST_CASE("raft flow control: the quorum's lag counts the follower the quorum needs, never one behind it") {
   TestCluster c(3, 0);
   const NodeId l = c.ElectLeader();
   c.Deliver();
-  CHECK(c.core(l).follower_lag_bytes() == 0);
-  CHECK(c.core(1).follower_lag_bytes() == 0);  // followers report nothing
-  // Member 2 stops answering; member 1 keeps up.
+  CHECK(c.core(l).quorum_lag_bytes() == 0);
+  CHECK(c.core(1).quorum_lag_bytes() == 0);  // followers report nothing
+  // Member 2 stops answering; member 1 keeps up: the quorum (l, 1) lacks nothing, whatever
+  // member 2 lacks.
   c.Isolate(2);
   c.Propose(l, std::string(1000, 'a'));
   c.Propose(l, std::string(500, 'b'));
   c.Deliver();
   CHECK(c.core(l).commit_index() == c.core(l).last_index());  // the quorum (l, 1) commits
-  CHECK(c.core(l).follower_lag_bytes() == 1500);              // what member 2 lacks
+  CHECK(c.core(l).quorum_lag_bytes() == 0);
+  auto member = [&](NodeId id) {
+    for (const MemberProgress& m : c.core(l).member_progress()) {
+      if (m.id == id) return m;
+    }
+    FAIL("no progress for member " << id);
+    return MemberProgress{};
+  };
+  CHECK(member(2).lag_bytes == 1500);  // what member 2 lacks, shown, not waited for
+  CHECK(member(2).live);
+  CHECK_FALSE(member(2).stranded);
+  CHECK(member(1).lag_bytes == 0);
   CHECK(c.core(l).BytesAfter(c.core(l).last_index()) == 0);
   CHECK(c.core(l).BytesAfter(c.core(l).last_index() - 1) == 500);
+  // Now member 1 is cut off too (both still presumed live: no time passed): the quorum needs
+  // the better placed of them, member 1 (lacks 700) rather than member 2 (lacks 1500 + 700).
+  c.Isolate(1);
+  c.Propose(l, std::string(700, 'c'));
+  c.Deliver();
+  CHECK(c.core(l).quorum_lag_bytes() == 700);
+  CHECK(member(2).lag_bytes == 2200);
   // Compaction keeps the positions of what is held right; a position that was compacted away
-  // counts as everything held (such a member cannot be caught up anyway: lagging_members()).
-  c.core(l).Compact(c.core(l).last_index() - 1);
-  CHECK(c.core(l).BytesAfter(c.core(l).last_index() - 1) == 500);
-  CHECK(c.core(l).BytesAfter(0) == 500);
-  CHECK(c.core(l).follower_lag_bytes() == 500);
-  // Silent for more than 2 election timeouts: presumed down, it no longer holds the leader.
-  REQUIRE(c.RunUntil([&] { return c.core(l).follower_lag_bytes() == 0; }, 1000));
+  // counts as everything held (such a member cannot be caught up: lagging_members()).
+  c.Heal();
+  REQUIRE(c.RunUntil([&] { return c.core(l).quorum_lag_bytes() == 0 && member(2).lag_bytes == 0; }, 100));
+  c.core(l).Compact(c.core(l).applied_index());
+  CHECK(c.core(l).BytesAfter(0) == 0);
+  // Silent for more than 2 election timeouts: presumed down, not shown live.
+  c.Isolate(2);
+  REQUIRE(c.RunUntil([&] { return !member(2).live; }, 1000));
+  CHECK(c.core(l).role() == Role::kLeader);
+}
+
+TEST_CASE("raft flow control: a stranded member is out of the quorum's lag, and is told it is stranded") {
+  TestCluster c(3, 0);
+  const NodeId l = c.ElectLeader();
+  c.Deliver();
+  c.Crash(2);
+  for (int i = 0; i < 5; ++i) c.Propose(l, std::string(100, 'a'));
+  c.Deliver();
+  c.core(l).Compact(c.core(l).applied_index());  // past everything member 2 has
+  c.Restart(2);
+  REQUIRE(c.RunUntil([&] { return c.core(l).lagging_members() == std::vector<NodeId>{2}; }, 50));
+  // Live and answering heartbeats, but stranded: it does not count toward the quorum's lag
+  // even when it is the only other member heard from.
+  c.Isolate(1);
+  c.Propose(l, std::string(300, 'b'));
+  c.Deliver();
+  CHECK(c.core(l).quorum_lag_bytes() == 300);  // member 1's (still presumed live), not 2's
+  // The leader's heartbeats tell member 2 where its log starts now; member 1 is not told so.
+  REQUIRE(c.RunUntil([&] { return c.core(2).stranded_log_start() == c.core(l).first_index(); }, 50));
+  CHECK(c.core(1).stranded_log_start() == 0);
+  CHECK(c.core(2).stranded_log_start() > c.core(2).last_index() + 1);
   CHECK(c.core(l).role() == Role::kLeader);
 }
 

@@ -210,6 +210,7 @@ class TamperBackend final : public Replicator {
   Result<uint64_t> NextBatchId(uint32_t, uint32_t) const override { return frames.size(); }
   bool IsLeader(uint32_t) const override { return true; }
   std::string Name() const override { return "tamper"; }
+  GroupHealth Health(uint32_t) const override { return {}; }
   std::map<uint64_t, std::string> frames;
 };
 

@@ -48,6 +48,7 @@ class ScriptedBackend final : public Replicator {
   Result<uint64_t> NextBatchId(uint32_t, uint32_t) const override { return uint64_t{0}; }
   bool IsLeader(uint32_t) const override { return false; }
   std::string Name() const override { return "scripted"; }
+  GroupHealth Health(uint32_t) const override { return {}; }
 
   // Waits for n outstanding requests and takes them.
   std::deque<Request> Take(size_t n) {

@@ -19,6 +19,8 @@ TEST_CASE("zk layout: paths and names") {
   CHECK(MarkerName(UINT64_MAX) == "b18446744073709551615");
   CHECK(ChunkName(5, 1) == "c00000000000000000005-000001");
   CHECK(ConsumerPath("/r", "f1") == "/r/consumers/f1");
+  CHECK(LivePath("/r") == "/r/live");
+  CHECK(LiveMemberPath("/r", "f1") == "/r/live/f1");
   CHECK(PathPrefixes("/a/b/c") == std::vector<std::string>{"/a", "/a/b", "/a/b/c"});
   CHECK(PathPrefixes("/a") == std::vector<std::string>{"/a"});
   // Zero padding: lexicographic order of names is numeric order of ids.

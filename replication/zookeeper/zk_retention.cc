@@ -1,0 +1,212 @@
+// The ZooKeeper leader's retention rules (zk_retention.h says what they are and why).
+#include "replication/zookeeper/zk_retention.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <iterator>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace qrstore::replication::zookeeper {
+
+namespace {
+
+uint64_t NextOf(const RetentionFollower& f, const StreamKey& key) {
+  auto it = f.next.find(key);
+  return it == f.next.end() ? 0 : it->second;
+}
+
+// The oldest batch still in ZooKeeper, or where the stream's next batch will be.
+uint64_t OldestKept(const RetentionStream& s) { return s.kept->empty() ? s.first_unkept : s.kept->begin()->first; }
+
+// What remains of a stream once the plan's deletions so far are done: they always take the
+// oldest batches, so a position into `kept` describes it.
+struct Cursor {
+  std::map<uint64_t, KeptBatch>::const_iterator it;  // the oldest remaining batch
+  size_t left = 0;                                   // batches remaining
+  uint64_t bytes = 0;                                // their bytes
+};
+
+}  // namespace
+
+RetentionPlan PlanRetention(const RetentionInput& in) {
+  RetentionPlan plan;
+  // Followers in id order: stranded lists and ties come out the same on every run.
+  std::vector<const RetentionFollower*> followers;
+  for (const auto& f : in.registered) followers.push_back(&f);
+  std::sort(followers.begin(), followers.end(),
+            [](const RetentionFollower* a, const RetentionFollower* b) { return a->id < b->id; });
+
+  // Groups in which a follower was stranded before this round: it no longer holds anything
+  // back (nothing kept can bring it up to date), in no rule.
+  std::set<std::pair<size_t, uint32_t>> stranded_before;  // (index into followers, group)
+  for (size_t i = 0; i < followers.size(); ++i) {
+    for (const auto& [key, s] : in.streams) {
+      if (NextOf(*followers[i], key) < OldestKept(s)) stranded_before.insert({i, key.first});
+    }
+  }
+  auto counts = [&](size_t i, uint32_t group) { return stranded_before.count({i, group}) == 0; };
+
+  std::map<StreamKey, Cursor> cur;
+  uint64_t kept_bytes = 0;
+  for (const auto& [key, s] : in.streams) {
+    cur[key] = Cursor{s.kept->begin(), s.kept->size(), s.kept_bytes};
+    kept_bytes += s.kept_bytes;
+  }
+  size_t budget = in.max_deletes;
+  auto take = [&](Cursor& c) {
+    c.bytes -= c.it->second.bytes;
+    kept_bytes -= c.it->second.bytes;
+    ++c.it;
+    --c.left;
+    --budget;
+  };
+
+  // Rule 1: what every registered follower that can still catch up has consumed.
+  if (in.followers > 0 && followers.size() >= static_cast<size_t>(in.followers)) {
+    for (const auto& [key, s] : in.streams) {
+      uint64_t min_next = UINT64_MAX;
+      for (size_t i = 0; i < followers.size(); ++i) {
+        if (counts(i, key.first)) min_next = std::min(min_next, NextOf(*followers[i], key));
+      }
+      if (min_next == UINT64_MAX) continue;  // every follower is stranded here: rule 2 decides
+      // Keep the last consumed batch: a restarted leader finds where the stream ends from it.
+      const uint64_t keep_from = min_next == 0 ? 0 : min_next - 1;
+      Cursor& c = cur[key];
+      while (budget > 0 && c.left > 0 && c.it->first < keep_from) {
+        take(c);
+        ++plan.deletes[key].consumed;
+      }
+    }
+  }
+
+  // Rule 2: per stream, the batches below `limit` are what the k most advanced live followers
+  // that can still catch up have all consumed (k = min(needed, their number); k = 0: any).
+  const size_t needed = static_cast<size_t>(NeededFollowers(in.followers));
+  struct Waited {
+    size_t k = 0;
+    size_t able = 0;                                     // live followers that can catch up
+    std::vector<std::pair<uint64_t, std::string>> top;   // the k most advanced: (next, id)
+    uint64_t limit = UINT64_MAX;
+  };
+  std::map<StreamKey, Waited> waited;
+  for (const auto& [key, s] : in.streams) {
+    Waited w;
+    std::vector<std::pair<uint64_t, std::string>> able;
+    for (size_t i = 0; i < followers.size(); ++i) {
+      if (followers[i]->live && counts(i, key.first)) able.emplace_back(NextOf(*followers[i], key), followers[i]->id);
+    }
+    // Most advanced first; ties by id (deterministic).
+    std::sort(able.begin(), able.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    w.able = able.size();
+    w.k = in.followers == 0 ? 0 : std::min(needed, able.size());
+    if (w.k > 0) {
+      w.top.assign(able.begin(), able.begin() + static_cast<std::ptrdiff_t>(w.k));
+      w.limit = w.top.back().first;
+    }
+    waited[key] = std::move(w);
+  }
+  while (in.retain_bytes > 0 && kept_bytes > in.retain_bytes && budget > 0) {
+    // Oldest first within a stream; the stream keeping the most bytes first (ties: key order).
+    Cursor* best = nullptr;
+    StreamKey best_key{};
+    for (auto& [key, c] : cur) {
+      if (c.left > 1 && c.bytes > 0 && c.it->first < waited[key].limit && (best == nullptr || c.bytes > best->bytes)) {
+        best = &c;
+        best_key = key;
+      }
+    }
+    if (best == nullptr) break;
+    take(*best);
+    ++plan.deletes[best_key].evicted;
+  }
+  plan.kept_bytes_after = kept_bytes;
+
+  // Stranded, after the deletions.
+  for (size_t i = 0; i < followers.size(); ++i) {
+    std::map<uint32_t, StrandedFollower> by_group;
+    for (const auto& [key, s] : in.streams) {
+      const Cursor& c = cur.at(key);
+      uint64_t oldest = s.first_unkept;
+      if (c.left > 0) {
+        oldest = c.it->first;
+      } else if (!s.kept->empty()) {
+        oldest = std::max(oldest, std::prev(s.kept->end())->first + 1);
+      }
+      const uint64_t next = NextOf(*followers[i], key);
+      if (next >= oldest) continue;
+      auto [it, first] = by_group.try_emplace(key.first);
+      if (first) {
+        it->second = StrandedFollower{followers[i]->id, key.first, key.second, next, oldest, 1,
+                                      counts(i, key.first)};
+      } else {
+        ++it->second.streams;
+      }
+    }
+    for (auto& [g, s] : by_group) plan.stranded.push_back(std::move(s));
+  }
+
+  // Rule 3, and whom it waits for (the stream keeping the most bytes stands for all).
+  if (in.followers > 0 && in.retain_bytes > 0 && kept_bytes > in.retain_bytes) {
+    plan.held_back = true;
+    const Cursor* fattest = nullptr;
+    StreamKey fattest_key{};
+    for (const auto& [key, c] : cur) {
+      if (fattest == nullptr || c.bytes > fattest->bytes) {
+        fattest = &c;
+        fattest_key = key;
+      }
+    }
+    const std::string kept = std::to_string(kept_bytes) + " bytes kept > replication.zookeeper.retain_bytes " +
+                             std::to_string(in.retain_bytes);
+    if (budget == 0) {
+      plan.waiting_for = kept + "; more to delete than the " + std::to_string(in.max_deletes) +
+                         " deletions of one cleanup round";
+    } else if (fattest == nullptr || waited[fattest_key].k == 0) {
+      plan.waiting_for = kept + "; nothing more can go: each stream keeps its newest batch";
+    } else {
+      const Waited& w = waited[fattest_key];
+      std::string who;
+      for (const auto& [next, id] : w.top) {
+        who += (who.empty() ? "" : ", ") + ("'" + id + "' has read [0, " + std::to_string(next) + ")");
+      }
+      plan.waiting_for = kept + "; waiting for the " + (w.k == 1 ? "most advanced live follower" :
+                                                        std::to_string(w.k) + " most advanced live followers") +
+                         " to read on in stream " + StreamName(fattest_key.first, fattest_key.second) + " (" +
+                         std::to_string(fattest->left) + " batches, " + std::to_string(fattest->bytes) +
+                         " bytes kept): " + who + "; a majority of the group needs " + std::to_string(needed) +
+                         " of its " + std::to_string(in.followers) +
+                         " followers (replication.zookeeper.followers), " + std::to_string(w.able) +
+                         " live and able to catch up";
+    }
+  }
+  return plan;
+}
+
+std::string StrandedReason(const StrandedFollower& s, uint64_t retain_bytes) {
+  std::string more = s.streams > 1 ? " (and " + std::to_string(s.streams - 1) + " more streams of group " +
+                                         std::to_string(s.group) + ")"
+                                   : "";
+  return "follower '" + s.id + "' fell behind: it has read [0, " + std::to_string(s.next) + ") of stream " +
+         StreamName(s.group, s.planner) + more + " but the oldest batch kept is " + std::to_string(s.oldest_kept) +
+         " (replication.zookeeper.retain_bytes " + std::to_string(retain_bytes) +
+         "): it cannot catch up from ZooKeeper any more and needs a state transfer (not built yet)";
+}
+
+std::string StrandedWarning(const StrandedFollower& s, uint64_t retain_bytes) {
+  std::string more = s.streams > 1 ? " and " + std::to_string(s.streams - 1) + " more streams of group " +
+                                         std::to_string(s.group)
+                                   : "";
+  return "follower '" + s.id + "' fell behind: " +
+         (s.by_this_round ? "deleting batches it has not read" : "batches it has not read are gone") +
+         " (it has read [0, " + std::to_string(s.next) + ") of stream " + StreamName(s.group, s.planner) + more +
+         ", the oldest kept is " + std::to_string(s.oldest_kept) + "; replication.zookeeper.retain_bytes " +
+         std::to_string(retain_bytes) +
+         "): it cannot catch up from ZooKeeper any more and needs a state transfer (not built yet)";
+}
+
+}  // namespace qrstore::replication::zookeeper
