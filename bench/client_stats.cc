@@ -47,6 +47,7 @@ Status ReplicaAgreement(const proto::NodeStatus& leader, const std::vector<std::
     if (it == leader.followers.end()) {
       return Status::Unavailable(name + ": " + leader.node + " lists no such follower");
     }
+    if (it->stranded) continue;  // it will not catch up: reported apart, not waited for
     if (it->applied_batches < last) {
       return Status::Unavailable(name + ": applied " + std::to_string(it->applied_batches) + " of " + leader.node +
                                  "'s " + std::to_string(last) + " committed batches" +
@@ -63,9 +64,17 @@ Status ReplicaAgreement(const proto::NodeStatus& leader, const std::vector<std::
 bool FollowersCaughtUp(const proto::NodeStatus& leader, const std::vector<std::string>& followers) {
   return std::all_of(followers.begin(), followers.end(), [&](const std::string& name) {
     return std::any_of(leader.followers.begin(), leader.followers.end(), [&](const proto::FollowerView& f) {
-      return f.node == name && f.applied_batches >= leader.committed_batches;
+      return f.node == name && (f.stranded || f.applied_batches >= leader.committed_batches);
     });
   });
+}
+
+std::vector<const proto::FollowerView*> StrandedFollowers(const proto::NodeStatus& leader) {
+  std::vector<const proto::FollowerView*> out;
+  for (const proto::FollowerView& f : leader.followers) {
+    if (f.stranded) out.push_back(&f);
+  }
+  return out;
 }
 
 }  // namespace qrstore::bench

@@ -30,9 +30,13 @@ std::optional<NodeWindow> WindowOf(const cluster::proto::NodeStatus& a, const cl
 // topology's: a follower the leader does not list counts as behind) has applied_batches >=
 // the leader's committed_batches and agrees_at_last. Otherwise kUnavailable saying which
 // follower is behind (retry later), or kCorruption when a mismatch was counted (final).
+// A follower the leader lists as stranded (the backend can no longer bring it up to date) is
+// not waited for and not counted: StrandedFollowers names it instead.
 Status ReplicaAgreement(const cluster::proto::NodeStatus& leader, const std::vector<std::string>& followers);
-// Every follower in `followers` is listed by the leader and has applied its committed batches
-// (whether or not its digests agree).
+// Every follower in `followers` (but the stranded ones) is listed by the leader and has applied
+// its committed batches (whether or not its digests agree).
 bool FollowersCaughtUp(const cluster::proto::NodeStatus& leader, const std::vector<std::string>& followers);
+// The followers the leader lists as stranded, in its order.
+std::vector<const cluster::proto::FollowerView*> StrandedFollowers(const cluster::proto::NodeStatus& leader);
 
 }  // namespace qrstore::bench

@@ -106,21 +106,34 @@ int StatusMain(const cluster::Topology& topo, int timeout_ms) {
   for (const cluster::NodeInfo& n : topo.nodes()) {
     auto it = all.find(n.name);
     if (it == all.end()) {
+      // No answer (down, paused, unreachable): what its leader knows of it, if anything.
+      std::string lag = "-", digest = "-", error = "no answer";
+      if (auto v = views.find(n.name); v != views.end()) {
+        lag = std::to_string(v->second.lag_batches);
+        if (v->second.stranded) {
+          digest = "stranded";
+          error += "; stranded (as its leader sees it): " + v->second.note;
+        }
+      }
       std::printf("%-12s %-8s %-11s %10s %12s %8s %-10s %s\n", n.name.c_str(), n.row == 0 ? "leader" : "follower",
-                  "down", "-", "-", "-", "-", "no answer");
+                  "down", "-", "-", lag.c_str(), digest.c_str(), error.c_str());
       continue;
     }
     const proto::NodeStatus& s = it->second;
     std::string lag = "-", digest = "-";
+    std::string error = s.error;
     if (auto v = views.find(n.name); v != views.end()) {
       lag = std::to_string(v->second.lag_batches);
-      digest = v->second.mismatches > 0 ? "MISMATCH" : (v->second.agrees_at_last ? "agrees" : "behind");
+      digest = v->second.mismatches > 0 ? "MISMATCH"
+               : v->second.stranded   ? "stranded"
+                                      : (v->second.agrees_at_last ? "agrees" : "behind");
+      if (v->second.stranded && error.empty()) error = "stranded (as its leader sees it): " + v->second.note;
     } else if (s.role == "leader") {
       digest = s.digest_mismatches > 0 ? "MISMATCH" : "reference";
     }
     std::printf("%-12s %-8s %-11s %10" PRIu64 " %12" PRIu64 " %8s %-10s %s\n", n.name.c_str(), s.role.c_str(),
                 s.state.c_str(), s.committed_batches, s.committed_txns, lag.c_str(), digest.c_str(),
-                s.error.empty() ? "-" : s.error.c_str());
+                error.empty() ? "-" : error.c_str());
   }
   std::fflush(stdout);
   for (const auto& e : errors) std::fprintf(stderr, "qrstore-client: %s: no answer: %s\n", topo.name().c_str(), e.c_str());
@@ -398,6 +411,10 @@ int Main(int argc, char** argv) {
   const int64_t interval = config.GetInt("client.progress_interval_ms") * 1'000'000;
   int64_t next_report = interval > 0 ? start + interval : INT64_MAX;
   uint64_t last_committed = 0, last_results = 0, events = 0;
+  // Commits per progress interval over the whole run (warm-up included), for --json: what a
+  // user plots across a failure. Bounded: beyond the cap the last entry keeps adding up.
+  constexpr size_t kMaxTimeline = 1 << 16;
+  std::vector<uint64_t> timeline;
   int64_t last_report = start, last_progress = start;
   bool broken = false, stalled = false, capped = false;
   auto all = [&](auto pred) { return std::all_of(lc.begin(), lc.end(), [&](auto& l) { return pred(*l); }); };
@@ -429,6 +446,11 @@ int Main(int argc, char** argv) {
                 static_cast<double>(now - start) / 1e9, committed,
                 static_cast<double>(committed - last_committed) / dt, sum(&Counts::aborted), sum(&Counts::failed),
                 inflight());
+      if (timeline.size() < kMaxTimeline) {
+        timeline.push_back(committed - last_committed);
+      } else {
+        timeline.back() += committed - last_committed;
+      }
       last_committed = committed;
       last_report = now;
       while (next_report <= now) next_report += interval;
@@ -625,12 +647,22 @@ int Main(int argc, char** argv) {
                 per_txn_us(w->cpu_s));
   }
   for (const auto& f : leader_status.followers) {
+    if (f.stranded) {
+      std::printf("  follower %-6s STRANDED (lag %" PRIu64 " batches, %" PRIu64 " mismatches): %s\n", f.node.c_str(),
+                  f.lag_batches, f.mismatches, f.note.c_str());
+      continue;
+    }
     std::printf("  follower %-6s lag %" PRIu64 " batches, %" PRIu64 " digests checked, %" PRIu64 " mismatches, %s\n",
                 f.node.c_str(), f.lag_batches, f.checked_batches, f.mismatches,
                 f.agrees_at_last ? "agrees at the last batch" : "does NOT agree at the last batch");
   }
-  std::printf("  replicas agree %s%s\n", replicas_agree ? "yes" : "NO: ",
-              replicas_agree ? (follower_names.empty() ? " (no followers)" : "") : agreement.message().c_str());
+  const std::vector<const proto::FollowerView*> stranded = StrandedFollowers(leader_status);
+  std::string stranded_text;
+  for (const proto::FollowerView* f : stranded) stranded_text += (stranded_text.empty() ? "" : ", ") + f->node;
+  if (!stranded_text.empty()) stranded_text = " (stranded, not counted: " + stranded_text + ")";
+  std::printf("  replicas agree %s%s%s\n", replicas_agree ? "yes" : "NO: ",
+              replicas_agree ? (follower_names.empty() ? " (no followers)" : "") : agreement.message().c_str(),
+              stranded_text.c_str());
   std::printf("  verify         %s\n", verify_text.c_str());
   const std::vector<std::string> first_errors = errors.first();
   for (const auto& e : first_errors) std::printf("  error          %s\n", e.c_str());
@@ -670,6 +702,18 @@ int Main(int argc, char** argv) {
     j.Dbl("max_ms", Ms(latency.max()));
     j.Bool("replicas_agree", replicas_agree);
     if (!replicas_agree) j.Str("replicas_detail", agreement.message());
+    std::vector<std::string> stranded_names;
+    JsonObject stranded_json;
+    for (const proto::FollowerView* f : stranded) {
+      stranded_names.push_back(f->node);
+      stranded_json.Str(f->node, f->note);
+    }
+    std::string timeline_json;
+    for (uint64_t c : timeline) timeline_json += (timeline_json.empty() ? "" : ",") + std::to_string(c);
+    j.Int("progress_interval_ms", static_cast<uint64_t>(config.GetInt("client.progress_interval_ms")));
+    j.Raw("committed_per_interval", "[" + timeline_json + "]");
+    j.Raw("stranded_followers", JsonStringArray(stranded_names));
+    j.Raw("stranded_detail", stranded_json.Done());
     j.Int("digest_mismatches", leader_status.digest_mismatches);
     j.Int("follower_lag_batches", max_lag);
     j.Int("leader_batches", leader_status.committed_batches);

@@ -15,7 +15,7 @@ constexpr char kMagic1 = 'R';
 constexpr size_t kMinOpBytes = 4;     // kind + three one-byte varints
 constexpr size_t kMinTxnBytes = 8 + 1;
 constexpr size_t kMinResultBytes = 2;  // a rejected result with an empty detail
-constexpr size_t kMinFollowerBytes = 1 + 1 + 1 + 1 + 1 + 1 + 1;
+constexpr size_t kMinFollowerBytes = 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1;
 constexpr size_t kMinDigestBytes = 1 + 8;
 
 Status Bad(const char* what, const std::string& detail) {
@@ -395,6 +395,8 @@ std::string EncodeStatusReply(const NodeStatus& s) {
     w.PutVarint(f.checked_batches);
     w.PutVarint(f.mismatches);
     w.PutU8(f.agrees_at_last ? 1 : 0);
+    w.PutU8(f.stranded ? 1 : 0);
+    PutString(w, f.note);
   }
   return w.Release();
 }
@@ -418,7 +420,7 @@ Status DecodeStatusReply(std::string_view body, NodeStatus* out) {
   for (FollowerView& f : out->followers) {
     if (!GetString(r, &f.node) || !GetBool(r, &f.connected) || !GetVarint(r, &f.applied_batches) ||
         !GetVarint(r, &f.lag_batches) || !GetVarint(r, &f.checked_batches) || !GetVarint(r, &f.mismatches) ||
-        !GetBool(r, &f.agrees_at_last)) {
+        !GetBool(r, &f.agrees_at_last) || !GetBool(r, &f.stranded) || !GetString(r, &f.note)) {
       return Bad("status reply", "truncated or non-canonical follower");
     }
   }

@@ -183,6 +183,10 @@ struct FollowerView {
   uint64_t checked_batches = 0;   // reported digests compared with the leader's
   uint64_t mismatches = 0;        // of those, how many differed
   bool agrees_at_last = false;    // its digest for the leader's last committed batch matched
+  // The replication backend can no longer bring it up to date (what it lacks is gone from the
+  // backend): it is out of the group's flow control and of the replicas' agreement check.
+  bool stranded = false;
+  std::string note;               // why it is stranded ("" otherwise)
 };
 
 // Mean per-batch phase times on a node, milliseconds (the paper's T_pl, T_deliv, T_ex, T_repl,

@@ -109,12 +109,13 @@ std::vector<proto::FollowerView> DigestMonitor::Views(uint64_t committed_batches
   return out;
 }
 
-bool DigestMonitor::ConnectedFollowersEnded() const {
+std::vector<std::string> DigestMonitor::ConnectedNotEnded() const {
   std::lock_guard<std::mutex> lk(mu_);
+  std::vector<std::string> out;
   for (const auto& [name, f] : followers_) {
-    if (f.view.connected && !f.ended) return false;
+    if (f.view.connected && !f.ended) out.push_back(name);
   }
-  return true;
+  return out;
 }
 
 uint64_t DigestMonitor::mismatches() const {

@@ -45,9 +45,9 @@ class DigestMonitor {
   Status OnReport(const proto::FollowerReport& report);
   void SetConnected(const std::string& node, bool connected);
 
-  // Whether every follower with a report connection open said the leader's end marker reached it
-  // (a clean stop waits for that before replication stops).
-  bool ConnectedFollowersEnded() const;
+  // The followers with a report connection open that have not said the leader's end marker
+  // reached them (a clean stop waits for them before replication stops), in name order.
+  std::vector<std::string> ConnectedNotEnded() const;
   // Views for NodeStatus; `committed_batches` is the leader's count (for lag).
   std::vector<proto::FollowerView> Views(uint64_t committed_batches) const;
   uint64_t mismatches() const;

@@ -9,7 +9,9 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "cluster/client_service.h"
@@ -85,6 +87,11 @@ class ServerImpl {
   // A leader's clean end of replication: end markers at batch `end` on every stream, then a
   // bounded wait for connected followers to apply everything.
   Status EndReplication(uint64_t end);
+  // Leader: the followers of its group the replication backend has given up on (stranded:
+  // what they lack is gone from the backend), by node name, with the backend's reason.
+  std::map<std::string, std::string> StrandedFollowers() const;
+  // Follower: why the backend can no longer bring this node up to date ("" if it can).
+  std::string SelfStranded() const;
   // The node's pipeline state, whichever front-end runs it.
   PipelineStats PipeStats() const { return row_ ? row_->Stats() : pipeline_->Stats(); }
   Status PipeHealth() const { return row_ ? row_->health() : (pipeline_ ? pipeline_->health() : Status::Ok()); }
@@ -548,6 +555,15 @@ proto::NodeStatus ServerImpl::NodeStatusNow() const {
   const Status h = health();
   s.state = !h.ok() ? "failed" : (stopping_.load() ? "stopping" : "serving");
   s.error = h.ok() ? "" : h.message();
+  if (!leader_) {
+    // Stranded comes first: with zookeeper, the batch it can no longer read also fails its
+    // apply, and "stranded" is the reason, not a second problem.
+    if (std::string why = SelfStranded(); !why.empty()) {
+      s.state = "stranded";
+      s.error = "stranded: " + why + "; the group goes on without it (there is no state transfer yet to bring it "
+                "back)";
+    }
+  }
   s.backend = backend_;
   s.mode = mode_;
   s.partition = me_.partition;
@@ -580,8 +596,33 @@ proto::NodeStatus ServerImpl::NodeStatusNow() const {
   if (monitor_) {
     s.digest_mismatches = monitor_->mismatches();
     s.followers = monitor_->Views(ps.committed_batches);
+    const std::map<std::string, std::string> stranded = StrandedFollowers();
+    for (proto::FollowerView& f : s.followers) {
+      if (auto it = stranded.find(f.node); it != stranded.end()) {
+        f.stranded = true;
+        f.note = it->second;
+      }
+    }
   }
   return s;
+}
+
+std::map<std::string, std::string> ServerImpl::StrandedFollowers() const {
+  std::map<std::string, std::string> out;
+  if (!replicator_ || !leader_) return out;
+  const auto group = topo_->Group(me_.partition);
+  for (const replication::StrandedMember& m : replicator_->Health(kGroup).stranded) {
+    // raft names members by node id (the row: replication.raft.node_id), zookeeper by
+    // follower id (the node's name): both derived from cluster.nodes in Init.
+    std::string name = m.follower_id;
+    if (name.empty() && m.member < group.size()) name = group[m.member]->name;
+    if (!name.empty()) out[name] = m.reason;
+  }
+  return out;
+}
+
+std::string ServerImpl::SelfStranded() const {
+  return replicator_ ? replicator_->Health(kGroup).self_stranded : std::string();
 }
 
 std::string ServerImpl::ReadyLine() const {
@@ -599,7 +640,8 @@ std::string ServerImpl::StatsLine() const {
   if (leader_) {
     line += " replicated_mb=" + std::to_string(static_cast<double>(replicated_bytes_.load()) / 1e6);
     for (const auto& f : s.followers) {
-      line += " [" + f.node + (f.connected ? "" : " disconnected") + " lag=" + std::to_string(f.lag_batches) +
+      line += " [" + f.node + (f.connected ? "" : " disconnected") + (f.stranded ? " STRANDED" : "") +
+              " lag=" + std::to_string(f.lag_batches) +
               " checked=" + std::to_string(f.checked_batches) + " mismatches=" + std::to_string(f.mismatches) + "]";
     }
   }
@@ -633,24 +675,42 @@ Status ServerImpl::EndReplication(uint64_t end) {
     }
   }
   // Connected followers apply everything before replication stops (a raft follower that
-  // lags behind gets the rest from this leader only).
-  // A follower that stopped applying (it failed, or is stuck) makes no progress: stop waiting
-  // for it after a while rather than for the whole drain time. A raft follower learns that
-  // the end marker committed only from this leader, so replication runs until it says so.
-  uint64_t progress = 0;
-  int64_t progress_ns = NowNanos();
+  // lags behind gets the rest from this leader only). Not waited for: a stranded follower
+  // (the backend can no longer bring it up to date), and one that makes no progress for 3 s
+  // (it failed, is paused or stuck): the others stop cleanly whatever it does. Whom it gave up
+  // on, and why, is logged.
+  std::map<std::string, std::string> given_up;  // node -> why
+  std::map<std::string, std::pair<uint64_t, int64_t>> progress;  // node -> (applied, since)
   while (result.ok() && NowNanos() < deadline) {
-    uint64_t applied = 0;
-    for (const auto& f : monitor_->Views(end)) applied += f.applied_batches;
-    if (monitor_->ConnectedFollowersEnded()) break;
-    if (applied != progress) {
-      progress = applied;
-      progress_ns = NowNanos();
-    } else if (NowNanos() - progress_ns > 3'000'000'000) {
-      log->warn("{} a connected follower stopped applying before batch {}: not waiting for it", Identity(), end);
-      break;
+    const std::map<std::string, std::string> stranded = StrandedFollowers();
+    std::map<std::string, uint64_t> applied;
+    for (const auto& f : monitor_->Views(end)) applied[f.node] = f.applied_batches;
+    bool waiting = false;
+    for (const std::string& n : monitor_->ConnectedNotEnded()) {
+      if (given_up.count(n) > 0) continue;
+      if (auto it = stranded.find(n); it != stranded.end()) {
+        given_up[n] = "stranded: " + it->second;
+        continue;
+      }
+      auto [it, fresh] = progress.try_emplace(n, applied[n], NowNanos());
+      if (!fresh && it->second.first != applied[n]) it->second = {applied[n], NowNanos()};
+      if (NowNanos() - it->second.second > 3'000'000'000) {
+        given_up[n] = "no progress for 3 s at batch " + std::to_string(applied[n]) + " of " + std::to_string(end) +
+                      " (failed, paused or stuck)";
+        continue;
+      }
+      waiting = true;
     }
+    if (!waiting) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (result.ok() && NowNanos() >= deadline) {
+    for (const std::string& n : monitor_->ConnectedNotEnded()) {
+      if (given_up.count(n) == 0) given_up[n] = "not at batch " + std::to_string(end) + " within server.drain_timeout_ms";
+    }
+  }
+  for (const auto& [n, why] : given_up) {
+    log->warn("{} stopping without follower {}: {}", Identity(), n, why);
   }
   return result;
 }
@@ -659,6 +719,7 @@ Status ServerImpl::Shutdown() {
   auto log = Logger("server");
   stopping_.store(true);
   Status result;
+  bool skip_dump = false;  // a stranded node's table is a prefix of the others': no dump
   if (row_) {
     if (leader_) {
       service_->StopAdmitting(Status::Unavailable("node stopping (SIGTERM)"));
@@ -686,6 +747,12 @@ Status ServerImpl::Shutdown() {
     } else if (!idle.ok()) {
       result = idle;
     }
+  } else if (std::string why = SelfStranded(); !why.empty()) {
+    // Its leader's end will never reach it: nothing to wait for.
+    result = Status::Unavailable("stranded, not waiting for the leader's end (applied " +
+                                 std::to_string(pipeline_->committed_batches()) + " batches): " + why);
+    skip_dump = true;
+    reporter_->Stop(1000);  // a last report
   } else {
     Status idle = pipeline_->WaitIdle(drain_timeout_ms_);
     uint64_t end = 0;
@@ -700,7 +767,11 @@ Status ServerImpl::Shutdown() {
     reporter_->Stop(1000);  // a last report
   }
   StopAll();
-  if (Status d = Dump(); !d.ok() && result.ok()) result = d;
+  if (skip_dump) {
+    if (!config_->GetString("server.dump_state_dir").empty()) log->warn("{} no dump: this node is stranded", Identity());
+  } else if (Status d = Dump(); !d.ok() && result.ok()) {
+    result = d;
+  }
   if (!result.ok()) log->warn("{} stopped: {}", Identity(), result.ToString());
   return result;
 }

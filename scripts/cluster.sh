@@ -179,7 +179,7 @@ cmd_up() {
 }
 
 cmd_down() {
-  local list n host cport pport part row pid code failed=0 any=0
+  local list n host cport pport part row pid code failed=0 any=0 unclean=()
   list="$(nodes)" || exit 2
   # Leaders first: they finish their batches and replicate an end marker; then followers, which
   # have applied everything by then, stop at once.
@@ -188,6 +188,11 @@ cmd_down() {
     [[ -n "$pid" ]] || continue
     any=1
     on_host "$host" "kill -TERM $pid" || true
+    # A paused node (SIGSTOP, a debugger) cannot act on SIGTERM: let it run so it stops cleanly.
+    if [[ "$(on_host "$host" "ps -o stat= -p $pid" 2>/dev/null || true)" == T* ]]; then
+      echo "cluster.sh: node $n was paused (stopped by a signal): sent SIGCONT so it can act on SIGTERM"
+      on_host "$host" "kill -CONT $pid" || true
+    fi
     local deadline=$((SECONDS + stop_timeout))
     while [[ -n "$(node_pid "$n" "$host")" ]]; do
       if ((SECONDS >= deadline)); then
@@ -212,6 +217,7 @@ cmd_down() {
       echo "cluster.sh: node $n stopped with status ${code:-unknown}; its log ($run/$n.log):" >&2
       tail_log "$n" "$host" 15 >&2
       failed=1
+      unclean+=("$n")
     fi
   done < <(sort -k6,6n <<<"$list")
   if [[ -d "$run/zk" ]]; then
@@ -219,6 +225,9 @@ cmd_down() {
     echo "cluster.sh: stopped the local ZooKeeper"
   fi
   ((any)) || echo "cluster.sh: no node of $name was running"
+  if ((${#unclean[@]} > 0)); then
+    echo "cluster.sh: every node of $name is down; not cleanly: ${unclean[*]} (their logs above say why)" >&2
+  fi
   # The next up is a fresh cluster.
   rm -f "$run/overrides"
   return $failed

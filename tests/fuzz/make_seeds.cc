@@ -384,7 +384,7 @@ int main(int argc, char** argv) {
   st.node = "n0";
   st.role = "leader";
   st.state = "serving";
-  st.followers.push_back(proto::FollowerView{"n1", true, 4, 0, 4, 0, true});
+  st.followers.push_back(proto::FollowerView{"n1", true, 4, 0, 4, 0, true, false, ""});
   Write(root / "fuzz_client_messages", "status-reply", std::string(1, '\5') + proto::EncodeStatusReply(st));
   Write(root / "fuzz_client_messages", "follower-report",
         std::string(1, '\6') + proto::EncodeFollowerReport({"n1", 3, false, {{1, 2}, {2, 3}}}));

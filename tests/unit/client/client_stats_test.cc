@@ -100,3 +100,24 @@ TEST_CASE("client stats: replicas agree only when every follower has the leader'
   leader.digest_mismatches = 2;
   CHECK(ReplicaAgreement(leader, {"n1"}).code() == StatusCode::kCorruption);
 }
+
+TEST_CASE("client stats: a stranded follower is named apart, neither waited for nor counted as agreeing") {
+  proto::NodeStatus leader = Node(12, 0, 0);
+  proto::FollowerView stranded = View("n2", 3, false);
+  stranded.stranded = true;
+  stranded.note = "its log ends at 40, the leader's starts at 900";
+  leader.followers = {View("n1", 12, true), stranded};
+  CHECK(ReplicaAgreement(leader, {"n1", "n2"}).ok());  // n1 agrees; n2 is out, not behind
+  CHECK(FollowersCaughtUp(leader, {"n1", "n2"}));
+  auto out = StrandedFollowers(leader);
+  REQUIRE(out.size() == 1);
+  CHECK(out[0]->node == "n2");
+  // It never hides a mismatch of its own, nor a follower that is behind.
+  leader.followers[1].mismatches = 1;
+  CHECK(ReplicaAgreement(leader, {"n1", "n2"}).code() == StatusCode::kCorruption);
+  leader.followers[1].mismatches = 0;
+  leader.followers[0] = View("n1", 11, false);
+  CHECK(ReplicaAgreement(leader, {"n1", "n2"}).code() == StatusCode::kUnavailable);
+  leader.followers[1].stranded = false;
+  CHECK(StrandedFollowers(leader).empty());
+}

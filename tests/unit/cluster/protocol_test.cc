@@ -149,8 +149,8 @@ TEST_CASE("protocol: error, not-leader, status and follower reports round trip")
   s.committed_txns = 420000;
   s.cpu_ns = 123456789;
   s.phases.exec_ms = 3.5;
-  s.followers.push_back(FollowerView{"n1", true, 41, 1, 41, 0, false});
-  s.followers.push_back(FollowerView{"n2", false, 42, 0, 42, 1, true});
+  s.followers.push_back(FollowerView{"n1", true, 41, 1, 41, 0, false, false, ""});
+  s.followers.push_back(FollowerView{"n2", false, 42, 0, 42, 1, true, true, "its log ends at 7"});
   const std::string sb = EncodeStatusReply(s);
   NodeStatus s2;
   REQUIRE(DecodeStatusReply(sb, &s2).ok());
@@ -160,6 +160,9 @@ TEST_CASE("protocol: error, not-leader, status and follower reports round trip")
   REQUIRE(s2.followers.size() == 2);
   CHECK(s2.followers[1].mismatches == 1);
   CHECK(s2.followers[1].agrees_at_last);
+  CHECK_FALSE(s2.followers[0].stranded);
+  CHECK(s2.followers[1].stranded);
+  CHECK(s2.followers[1].note == "its log ends at 7");
   CHECK(EncodeStatusReply(s2) == sb);
   for (size_t k = 0; k < sb.size(); ++k) CHECK_FALSE(DecodeStatusReply(sb.substr(0, k), &s2).ok());
 
