@@ -118,7 +118,7 @@ int Main(int argc, char** argv) {
   // The partition mapping is the engine's (engine.partitions / range_function / key_space).
   const bool range_fn = config.GetString("engine.range_function") == "range";
   const auto partitions = static_cast<uint32_t>(config.GetInt("engine.partitions"));
-  const auto key_space = static_cast<uint64_t>(config.GetInt("engine.key_space"));
+  const uint64_t key_space = workloads::EngineKeySpace(config);
   if (range_fn && key_space < partitions) {
     return Fail(kExitBadInput, "engine.key_space must be >= engine.partitions with engine.range_function=range");
   }

@@ -140,6 +140,42 @@ int StatusMain(const cluster::Topology& topo, int timeout_ms) {
   return errors.empty() ? kExitOk : kExitFailed;
 }
 
+// The table the servers loaded (their status: NodeStatus::loaded) wins over this client's copy
+// of the config file, which may lack the overrides they were started with (cluster.sh up
+// --ycsb.records=...): a key that differs is taken from the servers, unless the user chose it
+// for this run (`chosen`: key -> "command line" or the workload file), which is an error
+// saying what the servers hold. Servers that do not answer (or do not say) leave the config
+// as it is: the connections report them.
+Status FollowTheServers(const cluster::Topology& topo, int timeout_ms, const std::map<std::string, std::string>& chosen,
+                        Config* config) {
+  auto log = Logger("client");
+  const cluster::NodeInfo& leader = topo.Leader(0);
+  auto st = cluster::QueryStatus(leader.client_address(), timeout_ms);
+  if (!st.ok()) {
+    log->warn("could not ask {} what it loaded ({}): generating for the config file's table", leader.name,
+              st.status().message());
+    return Status::Ok();
+  }
+  const std::vector<std::pair<std::string, std::string>> mine = cluster::TableKeys(*config);
+  std::vector<std::string> adopt;
+  for (const auto& [key, theirs] : st.value().loaded) {
+    auto it = std::find_if(mine.begin(), mine.end(), [&](const auto& kv) { return kv.first == key; });
+    if (it == mine.end() || it->second == theirs) continue;
+    if (auto c = chosen.find(key); c != chosen.end()) {
+      return Status::InvalidArgument(c->second + ": " + key + "=" + it->second + " but the servers hold " + key + "=" +
+                                     theirs + " (" + leader.name + "'s status): start them with it (cluster.sh up " +
+                                     "CONFIG --" + key + "=" + it->second + ") or leave it out");
+    }
+    log->info("the servers hold {}={} (the config file says {}): generating for that", key, theirs, it->second);
+    adopt.push_back(key + "=" + theirs);
+  }
+  if (adopt.empty()) return Status::Ok();
+  auto with = config->WithOverrides(adopt);
+  if (!with.ok()) return Status::InvalidArgument("what " + leader.name + " loaded: " + with.status().message());
+  *config = std::move(with).value();
+  return Status::Ok();
+}
+
 // Bytes of the largest request body of `n` txns this workload can produce (varints at their
 // widest for the workload's keys and arguments), and of the largest reply to it.
 uint64_t MaxRequestBytes(const workloads::WorkloadOptions& o, uint64_t n) {
@@ -208,6 +244,10 @@ int Main(int argc, char** argv) {
   Config config = std::move(loaded).value();
   auto log = Logger("client");
 
+  // Keys the user chose for this run (command line, workload file), by where they came from:
+  // they must match what the servers loaded; the others follow the servers.
+  std::map<std::string, std::string> chosen;
+  for (const std::string& o : cli.overrides()) chosen[o.substr(0, o.find('='))] = "command line";
   const std::string workload_file = cli.Get("workload-file");
   std::optional<uint64_t> file_txns;
   if (cli.Has("workload-file")) {
@@ -218,17 +258,7 @@ int Main(int argc, char** argv) {
                                      config.GetString("workload.kind"));
     }
     for (const auto& w : props->warnings) log->warn("{}", w);
-    for (const auto& o : props->overrides) {
-      const std::string key = o.substr(0, o.find('='));
-      const std::string value = o.substr(o.find('=') + 1);
-      if ((key == "ycsb.records" || key == "ycsb.fields" || key == "ycsb.field_bytes") &&
-          std::to_string(config.GetInt(key)) != value) {
-        return Fail(kExitBadInput, workload_file + ": " + key + "=" + value + " but the servers loaded " + key + "=" +
-                                       std::to_string(config.GetInt(key)) +
-                                       " from the cluster config: put it in the cluster config (or --" + key +
-                                       " to cluster.sh up) so they load that table");
-      }
-    }
+    for (const auto& o : props->overrides) chosen[o.substr(0, o.find('='))] = workload_file;
     auto with = config.WithOverrides(props->overrides);
     if (!with.ok()) return Fail(kExitBadInput, workload_file + ": " + with.status().message());
     config = std::move(with).value();
@@ -241,6 +271,9 @@ int Main(int argc, char** argv) {
   if (!topo.ok()) return Fail(kExitBadInput, cli.Get("config") + ": " + topo.status().message());
   const int connect_ms = static_cast<int>(config.GetInt("client.connect_timeout_ms"));
   if (cli.Has("status")) return StatusMain(topo.value(), connect_ms);
+  if (Status st = FollowTheServers(topo.value(), connect_ms, chosen, &config); !st.ok()) {
+    return Fail(kExitBadInput, st.message());
+  }
 
   // The servers' partition function (cluster/topology.h): with one partition, engine.partitions,
   // as qrstore-bench builds it, so connection 0 generates the bench's sequence.

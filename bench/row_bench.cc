@@ -104,7 +104,7 @@ int Main(int argc, char** argv) {
   const auto in_flight = static_cast<uint32_t>(config.GetInt("engine.batches_in_flight"));
   const auto batch_txns = static_cast<uint64_t>(config.GetInt("batch.txns"));
   const bool range_fn = config.GetString("engine.range_function") == "range";
-  const auto key_space = static_cast<uint64_t>(config.GetInt("engine.key_space"));
+  const uint64_t key_space = workloads::EngineKeySpace(config);
   if (range_fn && key_space < uint64_t{nparts} * executors) {
     return Fail(kExitBadInput, "engine.key_space must be >= engine.partitions * threads.executors with range mapping");
   }

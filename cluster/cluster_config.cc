@@ -66,4 +66,16 @@ const std::vector<std::string>& DerivedReplicationKeys() {
   return keys;
 }
 
+std::vector<std::pair<std::string, std::string>> TableKeys(const Config& config) {
+  std::vector<std::pair<std::string, std::string>> out;
+  out.emplace_back("workload.kind", config.GetString("workload.kind"));
+  for (const char* k : {"ycsb.records", "ycsb.fields", "ycsb.field_bytes", "transfer.accounts",
+                        "transfer.initial_balance"}) {
+    out.emplace_back(k, std::to_string(config.GetInt(k)));
+  }
+  out.emplace_back("engine.range_function", config.GetString("engine.range_function"));
+  out.emplace_back("engine.key_space", std::to_string(workloads::EngineKeySpace(config)));
+  return out;
+}
+
 }  // namespace qrstore::cluster

@@ -9,6 +9,10 @@
 //   client.*                         qrstore-client
 #pragma once
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "common/config.h"
 
 namespace qrstore::cluster {
@@ -20,5 +24,13 @@ void AddClusterConfigKeys(ConfigSchema* schema);
 // member's id and preferred leader, the role, the group and planner counts, ZooKeeper's
 // follower count and follower id.
 const std::vector<std::string>& DerivedReplicationKeys();
+
+// The keys that shape the table a server loads and the keys a client may send it, with their
+// effective values as text (engine.key_space resolved: workloads::EngineKeySpace), in a fixed
+// order: workload.kind, ycsb.records, ycsb.fields, ycsb.field_bytes, transfer.accounts,
+// transfer.initial_balance, engine.range_function, engine.key_space. A server reports them in
+// its status (NodeStatus::loaded), so a client generates for what the servers hold rather than
+// for what its own copy of the config file says.
+std::vector<std::pair<std::string, std::string>> TableKeys(const Config& config);
 
 }  // namespace qrstore::cluster

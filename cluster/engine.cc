@@ -6,6 +6,7 @@
 
 #include "common/logging.h"
 #include "storage/key_map.h"
+#include "workloads/workload.h"
 
 namespace qrstore::cluster {
 
@@ -96,8 +97,10 @@ void Engine::AddConfigKeys(ConfigSchema* schema) {
   schema->AddString("engine.range_function", "hash",
                     "key -> executor range: hash (Mix64) or range (contiguous ranges of [0, engine.key_space))",
                     {"hash", "range"});
-  schema->AddInt("engine.key_space", 1'000'000, 1, INT64_MAX,
-                 "keys are expected in [0, key_space) (for engine.range_function=range)");
+  schema->AddInt("engine.key_space", 0, 0, INT64_MAX,
+                 "keys are expected in [0, key_space): engine.range_function=range cuts it into the executor "
+                 "ranges and a partitioned row's partitions; 0 = the workload's key count (ycsb.records or "
+                 "transfer.accounts)");
   schema->AddInt("engine.partitions", 1, 1, 4096,
                  "partitions (distributed engine); a single node holds them all and ignores it");
 }
@@ -132,14 +135,16 @@ Result<EngineConfig> Engine::OptionsFromConfig(const Config& config) {
   opt.client_queue_txns = static_cast<uint32_t>(config.GetInt("engine.client_queue_txns"));
   opt.batches_in_flight = static_cast<uint32_t>(config.GetInt("engine.batches_in_flight"));
   const bool range_fn = config.GetString("engine.range_function") == "range";
-  const int64_t key_space = config.GetInt("engine.key_space");
+  // Only range ranges cut a key space (the workload's keys unless given); hash ignores it.
+  const auto key_space = range_fn ? static_cast<int64_t>(workloads::EngineKeySpace(config)) : int64_t{1} << 62;
   if (opt.planners > opt.batch_txns) {
     errors.push_back("threads.planners (" + std::to_string(opt.planners) + ") must be <= batch.txns (" +
                      std::to_string(opt.batch_txns) + "): every planner's slice needs room for a txn");
   }
   if (range_fn && key_space < static_cast<int64_t>(opt.executors)) {
-    errors.push_back("engine.key_space (" + std::to_string(key_space) + ") must be >= threads.executors (" +
-                     std::to_string(opt.executors) + ") when engine.range_function=range");
+    errors.push_back("engine.key_space (" + std::to_string(key_space) + (config.GetInt("engine.key_space") > 0 ? "" : ", the workload's key count") +
+                     ") must be >= threads.executors (" + std::to_string(opt.executors) +
+                     ") when engine.range_function=range");
   }
   QR_CHECK(opt.batches_in_flight >= 2, "engine.batches_in_flight below its schema range");
   if (!errors.empty()) {

@@ -398,6 +398,11 @@ std::string EncodeStatusReply(const NodeStatus& s) {
     w.PutU8(f.stranded ? 1 : 0);
     PutString(w, f.note);
   }
+  w.PutVarint(s.loaded.size());
+  for (const auto& [key, value] : s.loaded) {
+    PutString(w, key);
+    PutString(w, value);
+  }
   return w.Release();
 }
 
@@ -423,6 +428,13 @@ Status DecodeStatusReply(std::string_view body, NodeStatus* out) {
         !GetBool(r, &f.agrees_at_last) || !GetBool(r, &f.stranded) || !GetString(r, &f.note)) {
       return Bad("status reply", "truncated or non-canonical follower");
     }
+  }
+  uint64_t k = 0;
+  if (!GetVarint(r, &k)) return Bad("status reply", "truncated loaded-key count");
+  if (k > r.remaining() / 2) return Bad("status reply", "loaded-key count exceeds the body");
+  out->loaded.resize(k);
+  for (auto& [key, value] : out->loaded) {
+    if (!GetString(r, &key) || !GetString(r, &value)) return Bad("status reply", "truncated or non-canonical loaded key");
   }
   if (!r.done()) return Bad("status reply", "trailing bytes");
   return Status::Ok();

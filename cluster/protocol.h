@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -220,6 +221,9 @@ struct NodeStatus {
   uint64_t digest_mismatches = 0;  // leader: follower digests that differed from its own
   PhaseMeans phases;
   std::vector<FollowerView> followers;  // leader only
+  // What this server loaded (cluster_config.h TableKeys: key, effective value); empty from a
+  // server that does not say.
+  std::vector<std::pair<std::string, std::string>> loaded;
 };
 std::string EncodeStatusReply(const NodeStatus& s);
 Status DecodeStatusReply(std::string_view body, NodeStatus* out);

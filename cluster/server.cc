@@ -566,6 +566,7 @@ proto::NodeStatus ServerImpl::NodeStatusNow() const {
   }
   s.backend = backend_;
   s.mode = mode_;
+  s.loaded = TableKeys(*config_);
   s.partition = me_.partition;
   s.row = me_.row;
   const PipelineStats ps = PipeStats();

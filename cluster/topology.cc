@@ -3,6 +3,8 @@
 #include <map>
 #include <set>
 
+#include "workloads/workload.h"
+
 namespace qrstore::cluster {
 
 void Topology::AddConfigKeys(ConfigSchema* schema) {
@@ -127,7 +129,7 @@ std::vector<const NodeInfo*> Topology::Group(uint32_t partition) const {
 Result<storage::KeyMapper> PartitionMapFor(const Config& config, const Topology& topo) {
   const bool range_fn = config.GetString("engine.range_function") == "range";
   auto partitions = static_cast<uint32_t>(config.GetInt("engine.partitions"));
-  const auto key_space = static_cast<uint64_t>(config.GetInt("engine.key_space"));
+  const uint64_t key_space = workloads::EngineKeySpace(config);
   if (topo.partitions() > 1) {
     if (config.IsSet("engine.partitions") && partitions != topo.partitions()) {
       return Status::InvalidArgument("engine.partitions (" + std::to_string(partitions) + ") disagrees with cluster.nodes (" +
@@ -136,7 +138,9 @@ Result<storage::KeyMapper> PartitionMapFor(const Config& config, const Topology&
     partitions = topo.partitions();
   }
   if (range_fn && key_space < partitions) {
-    return Status::InvalidArgument("engine.key_space must be >= the partition count (" + std::to_string(partitions) +
+    return Status::InvalidArgument("engine.key_space (" + std::to_string(key_space) +
+                                   (config.GetInt("engine.key_space") > 0 ? "" : ", the workload's key count") +
+                                   ") must be >= the partition count (" + std::to_string(partitions) +
                                    ") with engine.range_function=range");
   }
   return storage::KeyMapper(range_fn ? storage::KeyMapper::Kind::kRange : storage::KeyMapper::Kind::kHash, partitions,

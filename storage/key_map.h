@@ -49,6 +49,8 @@ class KeyMapper {
 
   uint32_t buckets() const { return n_; }
   Kind kind() const { return kind_; }
+  // kRange: keys per bucket, ceil(key_space / n) (1 for kHash).
+  uint64_t range_width() const { return width_; }
 
   uint32_t Of(Key key) const {
     if (n_ == 1) return 0;

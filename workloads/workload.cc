@@ -186,6 +186,23 @@ class TransferGenerator final : public Generator {
   const uint64_t seed_;  // for txn ids
 };
 
+// What to change when a partition holds too few of the workload's `count` keys (`key`, e.g.
+// ycsb.records). With range partitions the usual cause is engine.key_space: the ranges cut
+// [0, key_space), so a key space far from the key count leaves partitions empty.
+std::string PartitionAdvice(const storage::KeyMapper& map, uint64_t count, const std::string& key,
+                            const std::string& what, uint64_t min_per_partition) {
+  const uint64_t n = map.buckets();
+  if (map.kind() == storage::KeyMapper::Kind::kRange && map.range_width() != (count + n - 1) / n) {
+    return "the partitions are ranges of " + std::to_string(map.range_width()) +
+           " keys (engine.range_function=range splits engine.key_space, about " +
+           std::to_string(map.range_width() * n) + ", " + std::to_string(n) + " ways), not of the " +
+           std::to_string(count) + " " + what + ": set engine.key_space=" + std::to_string(count) +
+           ", or leave it out (it follows the workload's key count)";
+  }
+  return "use more " + what + " (" + key + " >= " + std::to_string(n * min_per_partition) +
+         " with balanced partitions) or fewer partitions";
+}
+
 }  // namespace
 
 void AddConfigKeys(ConfigSchema* s) {
@@ -212,6 +229,16 @@ void AddConfigKeys(ConfigSchema* s) {
   s->AddDouble("transfer.theta", 0, 0, 10, "Zipf skew of account choice: 0 uniform");
   s->AddDouble("transfer.mp_ratio", 0.5, 0, 1,
                "partitioned rows: share of transfers whose two accounts live on different partitions");
+}
+
+uint64_t ConfiguredKeyCount(const Config& c) {
+  return static_cast<uint64_t>(c.GetString("workload.kind") == "transfer" ? c.GetInt("transfer.accounts")
+                                                                          : c.GetInt("ycsb.records"));
+}
+
+uint64_t EngineKeySpace(const Config& c) {
+  const int64_t given = c.GetInt("engine.key_space");
+  return given > 0 ? static_cast<uint64_t>(given) : ConfiguredKeyCount(c);
 }
 
 Result<WorkloadOptions> OptionsFromConfig(const Config& c, storage::KeyMapper partition_map) {
@@ -260,8 +287,9 @@ Status WorkloadOptions::Validate() const {
       for (Key k = 0; k < y.records && k < (uint64_t{1} << 24); ++k) ++per[partition_map.Of(k)];
       uint64_t least = *std::min_element(per.begin(), per.end());
       if (y.records <= (uint64_t{1} << 24) && least < 2ULL * y.ops_per_txn) {
-        errors.push_back("ycsb.records: the smallest partition holds " + std::to_string(least) +
-                         " keys, fewer than 2 * ycsb.ops_per_txn; use more records or fewer partitions");
+        errors.push_back("ycsb.records: the smallest partition holds " + std::to_string(least) + " of the " +
+                         std::to_string(y.records) + " keys, fewer than 2 * ycsb.ops_per_txn; " +
+                         PartitionAdvice(partition_map, y.records, "ycsb.records", "records", 2ULL * y.ops_per_txn));
       }
     }
     if (!(y.write_ratio >= 0 && y.write_ratio <= 1)) errors.push_back("ycsb.write_ratio: must be in [0, 1]");
@@ -291,8 +319,9 @@ Status WorkloadOptions::Validate() const {
       for (Key k = 0; k < t.accounts && k < (uint64_t{1} << 24); ++k) ++per[partition_map.Of(k)];
       const uint64_t least = *std::min_element(per.begin(), per.end());
       if (t.accounts <= (uint64_t{1} << 24) && least < 2) {
-        errors.push_back("transfer.accounts: the smallest partition holds " + std::to_string(least) +
-                         " accounts, fewer than 2; use more accounts or fewer partitions");
+        errors.push_back("transfer.accounts: the smallest partition holds " + std::to_string(least) + " of the " +
+                         std::to_string(t.accounts) + " accounts, fewer than 2; " +
+                         PartitionAdvice(partition_map, t.accounts, "transfer.accounts", "accounts", 2));
       }
     }
     if (home_partition >= static_cast<int64_t>(partitions)) {

@@ -88,6 +88,14 @@ struct WorkloadOptions {
 };
 
 void AddConfigKeys(ConfigSchema* schema);
+// The key count of the configured workload (workload.kind: ycsb.records or transfer.accounts):
+// keys are exactly [0, this).
+uint64_t ConfiguredKeyCount(const Config& config);
+// The engine's key space (engine.key_space: executor ranges and a row's partition ranges with
+// engine.range_function=range): the key when given (> 0), else the workload's key count, so a
+// config that switches workload.kind keeps its ranges balanced. `config`'s schema must hold
+// the engine keys (cluster/engine.h AddConfigKeys).
+uint64_t EngineKeySpace(const Config& config);
 // `partition_map` is built by the caller from the engine's keys (engine.partitions,
 // engine.range_function, engine.key_space), which this module does not own.
 Result<WorkloadOptions> OptionsFromConfig(const Config& config, storage::KeyMapper partition_map = {});

@@ -29,7 +29,7 @@ struct FakeServer::Conn {
   NamedThread reader, writer;
 };
 
-FakeServer::FakeServer(FakeServerOptions options) : opt_(std::move(options)) {}
+FakeServer::FakeServer(FakeServerOptions options) : opt_(std::move(options)), loaded_(opt_.loaded) {}
 
 FakeServer::~FakeServer() { Stop(); }
 
@@ -217,6 +217,11 @@ std::string FakeServer::AnswerTxns(const proto::TxnRequest& req) {
   return w.FinishFrame();
 }
 
+void FakeServer::SetLoaded(std::vector<std::pair<std::string, std::string>> loaded) {
+  std::lock_guard<std::mutex> lk(apply_mu_);
+  loaded_ = std::move(loaded);
+}
+
 proto::NodeStatus FakeServer::Status_() {
   proto::NodeStatus s;
   s.node = opt_.node;
@@ -229,6 +234,7 @@ proto::NodeStatus FakeServer::Status_() {
   s.cpu_ns = static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(ts.tv_nsec);
   s.phases = proto::PhaseMeans{0.5, 0.25, 2, 1, 0.125, 0.75};
   std::lock_guard<std::mutex> lk(apply_mu_);
+  s.loaded = loaded_;
   s.committed_batches = batches_;
   s.last_digest = ref_->table().Digest();
   s.committed_txns = ref_->committed();

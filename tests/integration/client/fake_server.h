@@ -59,6 +59,8 @@ struct FakeServerOptions {
   // Follower views a leader reports in its status (applied_batches and agreement derived from
   // the state and the leader's committed batches at the time of the query).
   std::vector<std::pair<std::string, FollowerState>> followers;
+  // What its status says it loaded (NodeStatus::loaded); empty: it does not say.
+  std::vector<std::pair<std::string, std::string>> loaded;
   int reply_delay_us = 0;          // the responder waits this long before each reply
   Faults faults;
 };
@@ -73,6 +75,8 @@ class FakeServer {
   // Loads the table, listens and starts accepting.
   Status Start();
   void Stop();
+  // What its status says it loaded from now on (any thread).
+  void SetLoaded(std::vector<std::pair<std::string, std::string>> loaded);
 
   uint64_t txn_requests() const { return txn_requests_.load(); }   // non-empty ones taken
   uint64_t txns_applied() const;
@@ -92,6 +96,7 @@ class FakeServer {
   cluster::proto::NodeStatus Status_();
 
   const FakeServerOptions opt_;
+  std::vector<std::pair<std::string, std::string>> loaded_;  // guarded by apply_mu_
   std::unique_ptr<replication::raft::StreamNet> net_;
   std::unique_ptr<replication::raft::StreamListener> listener_;
   std::atomic<bool> stop_{false};

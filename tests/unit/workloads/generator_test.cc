@@ -255,6 +255,49 @@ TEST_CASE("transfer: in a partitioned row the debit is on the home partition, mp
   CHECK(v.message().find("transfer.accounts: the smallest partition holds") != std::string::npos);
 }
 
+TEST_CASE("partitions that hold too few keys: the error says what to change, and to what") {
+  // Range partitions cut engine.key_space, not the workload's keys: 400000 for 100000 accounts
+  // puts every account in partition 0 (the newcomer's failure of issue 23).
+  WorkloadOptions o;
+  o.kind = WorkloadKind::kTransfer;
+  o.transfer.accounts = 100000;
+  o.partition_map = storage::KeyMapper(storage::KeyMapper::Kind::kRange, 2, 400000);
+  Status v = o.Validate();
+  REQUIRE_FALSE(v.ok());
+  INFO(v.message());
+  CHECK(v.message().find("transfer.accounts: the smallest partition holds 0 of the 100000 accounts") != std::string::npos);
+  CHECK(v.message().find("set engine.key_space=100000, or leave it out") != std::string::npos);
+  // A key space that fits: fine.
+  o.partition_map = storage::KeyMapper(storage::KeyMapper::Kind::kRange, 2, 100000);
+  CHECK(o.Validate().ok());
+  // YCSB the same way.
+  o.kind = WorkloadKind::kYcsb;
+  o.ycsb.records = 1000;
+  o.ycsb.ops_per_txn = 8;
+  o.partition_map = storage::KeyMapper(storage::KeyMapper::Kind::kRange, 2, 400000);
+  v = o.Validate();
+  REQUIRE_FALSE(v.ok());
+  INFO(v.message());
+  CHECK(v.message().find("ycsb.records: the smallest partition holds 0 of the 1000 keys") != std::string::npos);
+  CHECK(v.message().find("set engine.key_space=1000, or leave it out") != std::string::npos);
+}
+
+TEST_CASE("engine key space: the workload's key count unless given") {
+  ConfigSchema schema;
+  AddConfigKeys(&schema);
+  schema.AddInt("engine.key_space", 0, 0, INT64_MAX, "as cluster/engine.cc");
+  auto ycsb = Config::LoadString(schema, "", {"ycsb.records=5000"});
+  REQUIRE(ycsb.ok());
+  CHECK(ConfiguredKeyCount(ycsb.value()) == 5000u);
+  CHECK(EngineKeySpace(ycsb.value()) == 5000u);
+  auto transfer = Config::LoadString(schema, "", {"workload.kind=transfer", "transfer.accounts=700"});
+  REQUIRE(transfer.ok());
+  CHECK(EngineKeySpace(transfer.value()) == 700u);
+  auto given = Config::LoadString(schema, "", {"workload.kind=transfer", "engine.key_space=900"});
+  REQUIRE(given.ok());
+  CHECK(EngineKeySpace(given.value()) == 900u);
+}
+
 TEST_CASE("workload config: defaults, overrides and errors naming keys") {
   ConfigSchema schema;
   AddConfigKeys(&schema);
