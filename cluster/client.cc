@@ -8,18 +8,16 @@
 
 namespace qrstore::cluster {
 
-namespace raft = replication::raft;
-
 Result<std::unique_ptr<ClientConnection>> ClientConnection::Connect(const std::string& address,
                                                                    ClientConnectionOptions options) {
   std::string host;
   int port = 0;
-  if (Status st = raft::SplitHostPort(address, &host, &port); !st.ok()) {
+  if (Status st = net::SplitHostPort(address, &host, &port); !st.ok()) {
     return Status::InvalidArgument("node address '" + address + "': " + st.message());
   }
   QR_CHECK(options.on_frame != nullptr, "ClientConnection needs an on_frame handler");
-  auto net = raft::MakeNngStreamNet();
-  std::unique_ptr<raft::StreamConn> conn = net->Connect(address, options.connect_timeout_ms);
+  auto net = net::MakeNngStreamNet();
+  std::unique_ptr<net::StreamConn> conn = net->Connect(address, options.connect_timeout_ms);
   if (!conn) {
     return Status::Unavailable("cannot connect to " + address + " within " +
                                std::to_string(options.connect_timeout_ms) + " ms (is the node up?)");
@@ -31,7 +29,7 @@ Result<std::unique_ptr<ClientConnection>> ClientConnection::Connect(const std::s
 }
 
 ClientConnection::ClientConnection(std::string address, ClientConnectionOptions options,
-                                   std::unique_ptr<raft::StreamConn> conn)
+                                   std::unique_ptr<net::StreamConn> conn)
     : address_(std::move(address)), options_(std::move(options)), conn_(std::move(conn)) {}
 
 ClientConnection::~ClientConnection() { Close(); }

@@ -1,5 +1,5 @@
 // The client library: connections to qrstore servers (cluster/protocol.h framing over nng streams
-// on TCP, replication/raft/stream_net.h) for qrstore-client and tests.
+// on TCP, common/net/stream_net.h) for qrstore-client and tests.
 //
 // ClientConnection: one connection to one node.
 //   Owner: whoever called Connect (qrstore-client: one per load connection). Threads: Send may be
@@ -34,7 +34,7 @@
 #include "cluster/protocol.h"
 #include "common/status.h"
 #include "common/thread.h"
-#include "replication/raft/stream_net.h"
+#include "common/net/stream_net.h"
 
 namespace qrstore::cluster {
 
@@ -78,14 +78,14 @@ class ClientConnection {
 
  private:
   ClientConnection(std::string address, ClientConnectionOptions options,
-                   std::unique_ptr<replication::raft::StreamConn> conn);
+                   std::unique_ptr<net::StreamConn> conn);
   void ReadLoop();
   void SetError(Status s);
   std::string Who() const;  // "connection <name> to <address>"
 
   const std::string address_;
   const ClientConnectionOptions options_;
-  std::unique_ptr<replication::raft::StreamConn> conn_;
+  std::unique_ptr<net::StreamConn> conn_;
   std::atomic<bool> closed_{false};          // release/acquire: set once, read by every thread
   std::atomic<std::thread::id> reader_id_{};  // for the Close-from-reader check
   mutable std::mutex mu_;

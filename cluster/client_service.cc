@@ -56,7 +56,7 @@ struct ClientService::Pending {
 struct ClientService::Conn {
   uint32_t slot = 0;
   uint32_t id = 0;
-  std::unique_ptr<raft::StreamConn> stream;
+  std::unique_ptr<net::StreamConn> stream;
   std::mutex mu;
   std::condition_variable cv;
   std::deque<Pending> pending;     // guarded by mu: registered requests, oldest first
@@ -77,7 +77,7 @@ struct ClientService::Conn {
 };
 
 ClientService::ClientService(ClientServiceOptions options, ClientServiceHandler handler)
-    : opt_(std::move(options)), handler_(std::move(handler)), net_(raft::MakeNngStreamNet()) {
+    : opt_(std::move(options)), handler_(std::move(handler)), net_(net::MakeNngStreamNet()) {
   slots_.resize(opt_.max_connections);
   generation_.assign(opt_.max_connections, 0);
 }
@@ -94,7 +94,7 @@ Status ClientService::Start() {
 
 void ClientService::AcceptLoop() {
   while (!stop_.load(std::memory_order_acquire)) {
-    std::unique_ptr<raft::StreamConn> s = listener_->Accept(200);
+    std::unique_ptr<net::StreamConn> s = listener_->Accept(200);
     Reap(false);
     if (!s) continue;
     std::shared_ptr<Conn> c;

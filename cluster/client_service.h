@@ -43,13 +43,10 @@
 #include "commit/outcome.h"
 #include "common/status.h"
 #include "common/thread.h"
-#include "replication/raft/stream_net.h"
+#include "common/net/stream_net.h"
 #include "storage/txn.h"
 
 namespace qrstore::cluster {
-
-// The byte-stream layer the Raft transport also uses (nng streams over TCP).
-namespace raft = ::qrstore::replication::raft;
 
 struct ClientServiceOptions {
   std::string node;
@@ -120,8 +117,8 @@ class ClientService {
 
   const ClientServiceOptions opt_;
   const ClientServiceHandler handler_;
-  std::unique_ptr<raft::StreamNet> net_;
-  std::unique_ptr<raft::StreamListener> listener_;
+  std::unique_ptr<net::StreamNet> net_;
+  std::unique_ptr<net::StreamListener> listener_;
   NamedThread acceptor_;
   std::atomic<bool> stop_{false};
 

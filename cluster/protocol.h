@@ -1,5 +1,5 @@
 // The client protocol: what clients, servers and followers say to a qrstore server over a byte
-// stream (nng streams over TCP; replication/raft/stream_net.h). Plain encode/decode functions
+// stream (nng streams over TCP; common/net/stream_net.h). Plain encode/decode functions
 // over the bounds-checked codec (common/codec.h); no I/O, no threads, no state.
 //
 // Framing. Every message is one frame: an 8-byte header, then `body_bytes` of body.

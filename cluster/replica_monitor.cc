@@ -129,7 +129,7 @@ uint64_t DigestMonitor::unchecked() const {
 
 // ---------------------------------------------------------------------------------------------
 
-DigestReporter::DigestReporter(Options options) : opt_(std::move(options)), net_(raft::MakeNngStreamNet()) {}
+DigestReporter::DigestReporter(Options options) : opt_(std::move(options)), net_(net::MakeNngStreamNet()) {}
 
 DigestReporter::~DigestReporter() { Stop(0); }
 
@@ -181,7 +181,7 @@ uint64_t DigestReporter::dropped() const {
   return dropped_;
 }
 
-bool DigestReporter::SendPending(raft::StreamConn* conn) {
+bool DigestReporter::SendPending(net::StreamConn* conn) {
   proto::FollowerReport report;
   report.node = opt_.node;
   {
@@ -205,7 +205,7 @@ bool DigestReporter::SendPending(raft::StreamConn* conn) {
 }
 
 void DigestReporter::Loop() {
-  std::unique_ptr<raft::StreamConn> conn;
+  std::unique_ptr<net::StreamConn> conn;
   int64_t backoff_ms = 50;
   for (;;) {
     bool stopping = false;

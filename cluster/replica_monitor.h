@@ -28,12 +28,9 @@
 #include "cluster/protocol.h"
 #include "common/status.h"
 #include "common/thread.h"
-#include "replication/raft/stream_net.h"
+#include "common/net/stream_net.h"
 
 namespace qrstore::cluster {
-
-// The byte-stream layer the Raft transport also uses (nng streams over TCP).
-namespace raft = ::qrstore::replication::raft;
 
 class DigestMonitor {
  public:
@@ -95,10 +92,10 @@ class DigestReporter {
 
  private:
   void Loop();
-  bool SendPending(raft::StreamConn* conn);
+  bool SendPending(net::StreamConn* conn);
 
   const Options opt_;
-  std::unique_ptr<raft::StreamNet> net_;
+  std::unique_ptr<net::StreamNet> net_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<proto::BatchDigest> pending_;  // guarded by mu_
@@ -109,7 +106,7 @@ class DigestReporter {
   bool stop_ = false;                       // guarded by mu_
   bool done_ = false;                       // guarded by mu_: the thread finished
   int64_t flush_deadline_ns_ = 0;           // guarded by mu_: Stop's last send
-  raft::StreamConn* conn_ = nullptr;        // guarded by mu_: to Shutdown a blocked write
+  net::StreamConn* conn_ = nullptr;        // guarded by mu_: to Shutdown a blocked write
   NamedThread thread_;
 };
 

@@ -9,7 +9,7 @@
 
 #include "common/clock.h"
 #include "common/logging.h"
-#include "replication/raft/stream_net.h"
+#include "common/net/stream_net.h"
 
 namespace qrstore::cluster {
 
@@ -35,7 +35,7 @@ uint32_t GetU32(const char* p) {
 RowTransport::RowTransport(RowTransportOptions options, RowFrameHandler on_frame, RowFailureHandler on_failure)
     : opt_(std::move(options)), on_frame_(std::move(on_frame)), on_failure_(std::move(on_failure)) {
   QR_CHECK(opt_.me < opt_.addresses.size());
-  net_ = opt_.net == "posix" ? replication::raft::MakePosixStreamNet() : replication::raft::MakeNngStreamNet();
+  net_ = opt_.net == "posix" ? net::MakePosixStreamNet() : net::MakeNngStreamNet();
   for (size_t p = 0; p < opt_.addresses.size(); ++p) out_.push_back(std::make_unique<Out>());
   in_.resize(opt_.addresses.size());
   expect_close_ = std::make_unique<std::atomic<bool>[]>(opt_.addresses.size());
@@ -59,13 +59,13 @@ Status RowTransport::Listen() {
 void RowTransport::AcceptLoop() {
   size_t accepted = 0;
   while (!stop_.load()) {
-    std::unique_ptr<replication::raft::StreamConn> c = listener_->Accept(200);
+    std::unique_ptr<net::StreamConn> c = listener_->Accept(200);
     if (c == nullptr) continue;
     if (++accepted > kMaxAccepted) {
       Logger("row")->warn("row transport: refused a connection: {} accepted already", kMaxAccepted);
       continue;  // closed by its destructor
     }
-    std::shared_ptr<replication::raft::StreamConn> conn(std::move(c));
+    std::shared_ptr<net::StreamConn> conn(std::move(c));
     std::lock_guard<std::mutex> lk(mu_);
     if (stop_.load()) return;
     all_.push_back(conn);
@@ -73,7 +73,7 @@ void RowTransport::AcceptLoop() {
   }
 }
 
-void RowTransport::ReadLoop(std::shared_ptr<replication::raft::StreamConn> conn) {
+void RowTransport::ReadLoop(std::shared_ptr<net::StreamConn> conn) {
   char hello[kHelloBytes];
   if (!conn->ReadFull(hello, sizeof hello)) return;  // a stray connection, or stopping
   const uint32_t from = GetU32(hello + 4);
@@ -137,7 +137,7 @@ Status RowTransport::Connect(int64_t timeout_ms) {
   const uint32_t n = static_cast<uint32_t>(opt_.addresses.size());
   for (uint32_t p = 0; p < n; ++p) {
     if (p == opt_.me) continue;
-    std::unique_ptr<replication::raft::StreamConn> c;
+    std::unique_ptr<net::StreamConn> c;
     int64_t backoff_ms = 10;
     while (c == nullptr) {
       if (stop_.load()) return Status::Aborted("row transport stopped");
@@ -156,7 +156,7 @@ Status RowTransport::Connect(int64_t timeout_ms) {
     PutU32(hello + 4, opt_.me);
     iovec iov{hello, sizeof hello};
     if (!c->WriteAll(&iov, 1)) return Status::Unavailable(Peer(p) + ": the hello could not be sent");
-    std::shared_ptr<replication::raft::StreamConn> conn(std::move(c));
+    std::shared_ptr<net::StreamConn> conn(std::move(c));
     {
       std::lock_guard<std::mutex> lk(mu_);
       all_.push_back(conn);

@@ -1,7 +1,7 @@
 // RowTransport: the byte channel between the nodes of a partitioned row (docs/partitioned-rows.md,
 // step 2). Each node listens on its peer port (cluster.nodes[i].peer_port) and dials every other
 // node of its row: one outbound connection per peer for what it sends, one inbound per peer for
-// what it receives, over replication/raft/stream_net.h (nng's stream API by default). Frames are
+// what it receives, over common/net/stream_net.h (nng's stream API by default). Frames are
 // a 4-byte little-endian length and the message (cluster/row_messages.h); this layer does not
 // look inside them. A connection opens with a hello ("QRH1", the dialer's partition), so the
 // receiver knows who sent every frame.
@@ -32,11 +32,11 @@
 #include "common/status.h"
 #include "common/thread.h"
 
-namespace qrstore::replication::raft {
+namespace qrstore::net {
 class StreamNet;
 class StreamConn;
 class StreamListener;
-}  // namespace qrstore::replication::raft
+}  // namespace qrstore::net
 
 namespace qrstore::cluster {
 
@@ -44,7 +44,7 @@ struct RowTransportOptions {
   uint32_t me = 0;                     // this node's partition
   std::vector<std::string> addresses;  // [partition] "host:port"; addresses[me] is listened on
   size_t max_frame_bytes = size_t{256} << 20;
-  std::string net = "nng";             // "nng" or "posix" (stream_net.h)
+  std::string net = "nng";             // "nng" or "posix" (common/net/stream_net.h)
 };
 
 using RowFrameHandler = std::function<void(uint32_t from, std::string_view frame)>;
@@ -75,25 +75,25 @@ class RowTransport {
  private:
   struct Out {
     std::mutex mu;
-    std::shared_ptr<replication::raft::StreamConn> conn;  // guarded by mu (set once in Connect)
+    std::shared_ptr<net::StreamConn> conn;  // guarded by mu (set once in Connect)
   };
   void AcceptLoop();
-  void ReadLoop(std::shared_ptr<replication::raft::StreamConn> conn);
+  void ReadLoop(std::shared_ptr<net::StreamConn> conn);
   void Failed(const Status& s);
   std::string Peer(uint32_t p) const;
 
   const RowTransportOptions opt_;
   const RowFrameHandler on_frame_;
   const RowFailureHandler on_failure_;
-  std::unique_ptr<replication::raft::StreamNet> net_;
-  std::unique_ptr<replication::raft::StreamListener> listener_;
+  std::unique_ptr<net::StreamNet> net_;
+  std::unique_ptr<net::StreamListener> listener_;
   std::vector<std::unique_ptr<Out>> out_;  // [partition]
 
   std::mutex mu_;
-  std::vector<std::shared_ptr<replication::raft::StreamConn>> in_;  // guarded by mu_: [partition]
+  std::vector<std::shared_ptr<net::StreamConn>> in_;  // guarded by mu_: [partition]
   std::vector<NamedThread> readers_;                                // guarded by mu_
   // Every connection made or accepted, for Stop to shut down without the writers' locks.
-  std::vector<std::shared_ptr<replication::raft::StreamConn>> all_;  // guarded by mu_
+  std::vector<std::shared_ptr<net::StreamConn>> all_;  // guarded by mu_
   std::condition_variable in_cv_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> failed_{false};

@@ -1,39 +1,27 @@
+// Config: a program's effective configuration, from the YAML text (config_yaml.h) and --key=value
+// overrides, checked and normalized against its ConfigSchema (config_schema.cc): every error at
+// once, each naming where its value came from.
 #include "common/config.h"
-
-#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <set>
-#include <cstring>
-#include <sys/stat.h>
+#include <sstream>
+
+#include "common/config_text.h"
+#include "common/config_yaml.h"
 
 namespace qrstore {
 namespace {
 
-const char* TypeName(ConfigType t) {
-  switch (t) {
-    case ConfigType::kInt: return "int";
-    case ConfigType::kDouble: return "number";
-    case ConfigType::kBool: return "bool";
-    case ConfigType::kString: return "string";
-    case ConfigType::kStringList: return "list";
-    case ConfigType::kTable: return "list of maps";
-  }
-  return "?";
-}
+using config_text::FormatNumber;
+using config_text::Trim;
+using config_text::TypeName;
 
-std::string Trim(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return "";
-  size_t e = s.find_last_not_of(" \t\r\n");
-  return s.substr(b, e - b + 1);
-}
+using RawRows = std::vector<std::map<std::string, std::string>>;
 
 bool ParseInt(const std::string& s, int64_t* out) {
   std::string t = Trim(s);
@@ -57,13 +45,6 @@ bool ParseBool(const std::string& s, bool* out) {
   if (t == "true" || t == "yes" || t == "on" || t == "1") { *out = true; return true; }
   if (t == "false" || t == "no" || t == "off" || t == "0") { *out = false; return true; }
   return false;
-}
-
-std::string FormatNumber(double v) {
-  std::ostringstream os;
-  os.precision(17);
-  os << v;
-  return os.str();
 }
 
 // Checks `raw` against `key`; returns the normalized value or appends an error.
@@ -117,123 +98,6 @@ bool Normalize(const ConfigKey& key, const std::string& raw, std::string* out, s
       return fail("a list of maps is set in the YAML file only, not by a --key=value override");
   }
   return fail("unsupported type");
-}
-
-using RawRows = std::vector<std::map<std::string, std::string>>;
-
-// What Flatten produces besides the values: the 1-based line of each key (for messages) and a
-// budget on how much the document expands to. YAML aliases (*name) repeat an anchored node
-// without copying it, so a few hundred bytes of nested aliases ("billion laughs") expand to
-// billions of values; Flatten stops, with one error, once the budget is spent.
-struct FlattenState {
-  std::map<std::string, int> lines;
-  uint64_t nodes = 0;
-  uint64_t bytes = 0;
-  int depth = 0;  // maps entered on the way to the node being flattened
-  bool over_budget = false;
-  std::vector<std::string>* errors = nullptr;
-
-  // Counts one node of `n` bytes; false (and one error) once over the budget.
-  bool Spend(uint64_t n) {
-    if (over_budget) return false;
-    ++nodes;
-    bytes += n;
-    if (nodes <= kConfigMaxNodes && bytes <= kConfigMaxExpandedBytes) return true;
-    over_budget = true;
-    errors->push_back("the document expands to more than " + std::to_string(kConfigMaxNodes) + " values or " +
-                      std::to_string(kConfigMaxExpandedBytes) +
-                      " bytes (YAML anchors and aliases repeating content?): refused");
-    return false;
-  }
-};
-
-int LineOf(const YAML::Node& n) { return n.Mark().line + 1; }
-
-// Flattens a YAML document into dotted keys. Sequences of scalars become comma lists;
-// sequences of maps become table rows (each a map of column -> scalar). A key given twice in
-// one map is an error naming both lines (YAML parsers keep one of them silently).
-void Flatten(const YAML::Node& node, const std::string& prefix, std::map<std::string, std::string>* out,
-             std::map<std::string, RawRows>* tables, FlattenState* st) {
-  std::vector<std::string>* errors = st->errors;
-  if (!st->Spend(0)) return;
-  if (node.IsMap()) {
-    if (st->depth >= kConfigMaxDepth) {
-      st->over_budget = true;  // one error, and no more work on this document
-      errors->push_back(prefix + ": maps nest deeper than " + std::to_string(kConfigMaxDepth) +
-                        " levels (a YAML alias inside the map it names?): refused");
-      return;
-    }
-    ++st->depth;
-    struct Leave {
-      int* d;
-      ~Leave() { --*d; }
-    } leave{&st->depth};
-    std::map<std::string, int> seen;
-    for (const auto& kv : node) {
-      std::string k = kv.first.as<std::string>();
-      const std::string path = prefix.empty() ? k : prefix + "." + k;
-      const int line = LineOf(kv.first);
-      auto [it, fresh] = seen.emplace(k, line);
-      if (!fresh) {
-        errors->push_back(path + ": given twice (lines " + std::to_string(it->second) + " and " +
-                          std::to_string(line) + ")");
-        continue;
-      }
-      st->lines.emplace(path, line);
-      Flatten(kv.second, path, out, tables, st);
-    }
-  } else if (node.IsSequence()) {
-    bool any_map = false;
-    for (const auto& item : node) any_map |= item.IsMap();
-    if (any_map) {
-      RawRows rows;
-      size_t i = 0;
-      for (const auto& item : node) {
-        const std::string where = prefix + "[" + std::to_string(i++) + "]";
-        std::map<std::string, std::string> row;
-        if (!st->Spend(0)) return;
-        if (!item.IsMap()) {
-          errors->push_back(where + ": every item of a list of maps must be a map of column: value");
-          rows.push_back(row);
-          continue;
-        }
-        for (const auto& kv : item) {
-          const std::string col = kv.first.as<std::string>();
-          if (!kv.second.IsScalar()) {
-            errors->push_back(where + "." + col + ": must be a plain value");
-            continue;
-          }
-          if (row.count(col) != 0) {
-            errors->push_back(where + "." + col + ": given twice (line " + std::to_string(LineOf(kv.first)) + ")");
-            continue;
-          }
-          std::string v = kv.second.as<std::string>();
-          if (!st->Spend(v.size())) return;
-          row[col] = std::move(v);
-        }
-        rows.push_back(std::move(row));
-      }
-      (*tables)[prefix] = std::move(rows);
-      return;
-    }
-    std::string joined;
-    for (const auto& item : node) {
-      if (!item.IsScalar()) {
-        errors->push_back(prefix + ": list items must be plain values");
-        return;
-      }
-      std::string v = item.as<std::string>();
-      if (!st->Spend(v.size())) return;
-      joined += (joined.empty() ? "" : ",") + v;
-    }
-    (*out)[prefix] = joined;
-  } else if (node.IsScalar()) {
-    std::string v = node.as<std::string>();
-    if (!st->Spend(v.size())) return;
-    (*out)[prefix] = std::move(v);
-  } else if (node.IsNull()) {
-    if (!prefix.empty()) errors->push_back(prefix + ": has no value");
-  }
 }
 
 // Validates the rows of table `key`; fills `rows` or appends errors naming row and column.
@@ -294,100 +158,6 @@ std::vector<std::string> SplitList(const std::string& s) {
     if (!t.empty()) out.push_back(t);
   }
   return out;
-}
-
-void ConfigSchema::Add(ConfigKey key) {
-  QR_CHECK(keys_.count(key.name) == 0, "config key %s added twice", key.name.c_str());
-  std::string name = key.name;
-  keys_.emplace(name, std::move(key));
-}
-
-namespace {
-ConfigKey MakeKey(const std::string& name, ConfigType type, std::string def, const std::string& help, double min = 0,
-                  double max = 0, std::vector<std::string> choices = {}) {
-  ConfigKey k;
-  k.name = name;
-  k.type = type;
-  k.default_value = std::move(def);
-  k.help = help;
-  k.min = min;
-  k.max = max;
-  k.choices = std::move(choices);
-  return k;
-}
-}  // namespace
-
-void ConfigSchema::AddInt(const std::string& name, int64_t def, int64_t min, int64_t max, const std::string& help) {
-  Add(MakeKey(name, ConfigType::kInt, std::to_string(def), help, static_cast<double>(min), static_cast<double>(max)));
-}
-void ConfigSchema::AddDouble(const std::string& name, double def, double min, double max, const std::string& help) {
-  Add(MakeKey(name, ConfigType::kDouble, FormatNumber(def), help, min, max));
-}
-void ConfigSchema::AddBool(const std::string& name, bool def, const std::string& help) {
-  Add(MakeKey(name, ConfigType::kBool, def ? "true" : "false", help));
-}
-void ConfigSchema::AddString(const std::string& name, const std::string& def, const std::string& help,
-                             std::vector<std::string> choices) {
-  Add(MakeKey(name, ConfigType::kString, def, help, 0, 0, std::move(choices)));
-}
-void ConfigSchema::AddList(const std::string& name, const std::string& def, const std::string& help) {
-  Add(MakeKey(name, ConfigType::kStringList, def, help));
-}
-
-ConfigKey IntColumn(const std::string& name, int64_t def, int64_t min, int64_t max, const std::string& help,
-                    bool required) {
-  ConfigKey k = MakeKey(name, ConfigType::kInt, std::to_string(def), help, static_cast<double>(min), static_cast<double>(max));
-  k.required = required;
-  return k;
-}
-ConfigKey StringColumn(const std::string& name, const std::string& def, const std::string& help, bool required,
-                       std::vector<std::string> choices) {
-  ConfigKey k = MakeKey(name, ConfigType::kString, def, help, 0, 0, std::move(choices));
-  k.required = required;
-  return k;
-}
-
-void ConfigSchema::AddTable(const std::string& name, const std::string& help, std::vector<ConfigKey> columns) {
-  for (const ConfigKey& c : columns) {
-    QR_CHECK(c.type != ConfigType::kTable && c.type != ConfigType::kStringList, "table %s: column %s must be a scalar",
-             name.c_str(), c.name.c_str());
-  }
-  ConfigKey key = MakeKey(name, ConfigType::kTable, "", help);
-  key.columns = std::move(columns);
-  Add(std::move(key));
-}
-
-const ConfigKey* ConfigSchema::Find(const std::string& name) const {
-  auto it = keys_.find(name);
-  return it == keys_.end() ? nullptr : &it->second;
-}
-
-std::string ConfigSchema::Describe() const {
-  std::ostringstream os;
-  for (const auto& [name, key] : keys_) {
-    os << "  --" << name << "=<" << TypeName(key.type) << ">";
-    if (!key.choices.empty()) {
-      os << " {";
-      for (size_t i = 0; i < key.choices.size(); ++i) os << (i ? "|" : "") << key.choices[i];
-      os << "}";
-    }
-    if (key.type == ConfigType::kTable) {
-      os << " (YAML only; default empty)\n      " << key.help << "\n";
-      for (const ConfigKey& c : key.columns) {
-        os << "      - " << c.name << " <" << TypeName(c.type) << ">";
-        if (!c.choices.empty()) {
-          os << " {";
-          for (size_t i = 0; i < c.choices.size(); ++i) os << (i ? "|" : "") << c.choices[i];
-          os << "}";
-        }
-        os << (c.required ? " (required)" : " (default " + (c.default_value.empty() ? std::string("''") : c.default_value) + ")")
-           << ": " << c.help << "\n";
-      }
-      continue;
-    }
-    os << " (default " << (key.default_value.empty() ? "''" : key.default_value) << ")\n      " << key.help << "\n";
-  }
-  return os.str();
 }
 
 Result<Config> Config::FromRaw(const ConfigSchema& schema, const std::map<std::string, std::string>& given,
@@ -495,31 +265,15 @@ Result<Config> Config::WithOverrides(const std::vector<std::string>& overrides) 
 Result<Config> Config::Parse(const ConfigSchema& schema, const std::string& yaml_text,
                              const std::vector<std::string>& overrides, const std::string& file) {
   const std::string file_label = file.empty() ? "" : file + ": ";
-  if (yaml_text.size() > kConfigMaxFileBytes) {
-    return Status::InvalidArgument(file_label + "the config is " + std::to_string(yaml_text.size()) +
-                                   " bytes, more than the limit of " + std::to_string(kConfigMaxFileBytes) + " bytes");
-  }
-  std::map<std::string, std::string> given;
-  std::map<std::string, RawRows> tables;
-  std::vector<std::string> errors;
-  FlattenState st;
-  st.errors = &errors;
-  try {
-    YAML::Node root = YAML::Load(yaml_text);
-    if (!root.IsNull() && !root.IsMap()) {
-      errors.push_back("the document must be a mapping of sections to keys");
-    } else {
-      Flatten(root, "", &given, &tables, &st);
-    }
-  } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument(file_label + "YAML syntax error: " + e.what());
-  }
-  for (auto& e : errors) e = file_label + e;
+  auto flat = FlattenYaml(yaml_text);
+  if (!flat.ok()) return Status::InvalidArgument(file_label + flat.status().message());
+  FlatYaml& f = flat.value();
+  for (auto& e : f.errors) e = file_label + e;
   Source source;
   source.file = file;
-  source.lines = std::move(st.lines);
+  source.lines = std::move(f.lines);
   source.overrides_label = "command line: ";
-  return FromRaw(schema, given, tables, overrides, std::move(errors), source);
+  return FromRaw(schema, f.values, f.tables, overrides, std::move(f.errors), source);
 }
 
 Result<Config> Config::LoadString(const ConfigSchema& schema, const std::string& yaml_text,
@@ -533,31 +287,6 @@ Result<Config> Config::Load(const ConfigSchema& schema, const std::string& yaml_
   auto text = ReadConfigFile(yaml_path);
   if (!text.ok()) return text.status();
   return Parse(schema, text.value(), overrides, yaml_path);
-}
-
-Result<std::string> ReadConfigFile(const std::string& path) {
-  // Checked before reading, so a directory, a device or a huge file is named, not read.
-  struct stat sb {};
-  if (::stat(path.c_str(), &sb) != 0) {
-    return Status::NotFound("cannot open config file '" + path + "': " + std::strerror(errno));
-  }
-  if (S_ISDIR(sb.st_mode)) return Status::InvalidArgument("config file '" + path + "' is a directory");
-  if (S_ISREG(sb.st_mode) && static_cast<uint64_t>(sb.st_size) > kConfigMaxFileBytes) {
-    return Status::InvalidArgument("config file '" + path + "' is " + std::to_string(sb.st_size) +
-                                   " bytes, more than the limit of " + std::to_string(kConfigMaxFileBytes) + " bytes");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound("cannot open config file '" + path + "': " + std::strerror(errno));
-  // Read at most one byte past the limit (a pipe or a device has no size to check up front).
-  std::string text(kConfigMaxFileBytes + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  if (in.bad()) return Status::InvalidArgument("cannot read config file '" + path + "'");
-  text.resize(static_cast<size_t>(in.gcount()));
-  if (text.size() > kConfigMaxFileBytes) {
-    return Status::InvalidArgument("config file '" + path + "' is more than the limit of " +
-                                   std::to_string(kConfigMaxFileBytes) + " bytes");
-  }
-  return text;
 }
 
 const std::string& Config::Raw(const std::string& name, ConfigType type) const {

@@ -44,7 +44,8 @@
 
 namespace qrstore::planner {
 
-// The op kinds of storage::OpKind plus the engine-internal kDepRead (the y half of a kDepWrite).
+// The op kinds of storage::OpKind (same values, checked below) plus the engine-internal kinds:
+// kDepRead (the y half of a kDepWrite) and a row's kDepSend / kDepRecv.
 enum class FragKind : uint8_t {
   kRead = 0,
   kUpdate = 1,
@@ -60,6 +61,16 @@ enum class FragKind : uint8_t {
   kDepSend = 7,
   kDepRecv = 8,
 };
+// A fragment of an op keeps the op's kind by value (the planner casts one to the other): each
+// shared value is checked here, at compile time, and the first engine-internal kind follows
+// the last op kind.
+static_assert(static_cast<uint8_t>(FragKind::kRead) == static_cast<uint8_t>(storage::OpKind::kRead));
+static_assert(static_cast<uint8_t>(FragKind::kUpdate) == static_cast<uint8_t>(storage::OpKind::kUpdate));
+static_assert(static_cast<uint8_t>(FragKind::kDepWrite) == static_cast<uint8_t>(storage::OpKind::kDepWrite));
+static_assert(static_cast<uint8_t>(FragKind::kAbortIf) == static_cast<uint8_t>(storage::OpKind::kAbortIf));
+static_assert(static_cast<uint8_t>(FragKind::kDebit) == static_cast<uint8_t>(storage::OpKind::kDebit));
+static_assert(static_cast<uint8_t>(FragKind::kCredit) == static_cast<uint8_t>(storage::OpKind::kCredit));
+static_assert(static_cast<uint8_t>(FragKind::kDepRead) == storage::kMaxOpKind + 1);
 constexpr uint8_t kMaxFragKind = 8;
 
 inline bool IsWriteFrag(FragKind k) {

@@ -50,9 +50,9 @@
 #include <mutex>
 #include <string>
 
-#include "replication/raft/stream_net.h"
+#include "common/net/stream_net.h"
 
-namespace qrstore::replication::raft {
+namespace qrstore::net {
 namespace {
 
 constexpr unsigned kMaxIovPerAio = 8;       // what nng 1.5.2's aio holds (9 gets NNG_EINVAL)
@@ -287,4 +287,4 @@ class NngStreamNet : public StreamNet {
 
 std::unique_ptr<StreamNet> MakeNngStreamNet() { return std::make_unique<NngStreamNet>(); }
 
-}  // namespace qrstore::replication::raft
+}  // namespace qrstore::net

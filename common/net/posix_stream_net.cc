@@ -11,9 +11,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include "replication/raft/stream_net.h"
+#include "common/net/stream_net.h"
 
-namespace qrstore::replication::raft {
+namespace qrstore::net {
 namespace {
 
 Status Resolve(const std::string& host_port, sockaddr_in* out) {
@@ -182,4 +182,4 @@ Status SplitHostPort(const std::string& host_port, std::string* host, int* port)
   return Status::Ok();
 }
 
-}  // namespace qrstore::replication::raft
+}  // namespace qrstore::net

@@ -1,12 +1,15 @@
-// StreamNet: the byte-stream layer under the Raft transport (stream_transport.h), so the same
-// framing, queueing and reconnection logic runs over either of two implementations:
+// StreamNet: the byte-stream layer every network user of qrstore shares: the Raft transport
+// (replication/raft/stream_transport.h), the client port and the client library
+// (cluster/client_service.h, cluster/client.h), the replica monitor's reports and a partitioned
+// row's transport. The same framing, queueing and reconnection logic runs over either of two
+// implementations:
 //   - "nng"   (the default): nng's stream API (nng_stream_dialer / nng_stream_listener /
 //              nng_stream send+recv with scatter/gather aios) over tcp:// on 127.0.0.1 or any
 //              host; see nng_stream_net.cc.
 //   - "posix": plain sockets (socket/connect/accept/read/sendmsg).
-// Only the Raft transport uses it; nothing here knows about Raft messages.
+// Nothing here knows about any message format: bytes only.
 //
-// Contract (both implementations, tested in tests/unit/raft_driver/stream_net_test.cc):
+// Contract (both implementations, tested in tests/unit/common/net/stream_net_test.cc):
 //  - A StreamConn is used by one thread at a time for ReadFull/WriteAll; Shutdown may be called
 //    from any other thread at any time, and makes a blocked or later ReadFull/WriteAll return
 //    false promptly. The destructor closes (after Shutdown, or on its own) and never blocks
@@ -28,7 +31,7 @@
 
 #include "common/status.h"
 
-namespace qrstore::replication::raft {
+namespace qrstore::net {
 
 class StreamConn {
  public:
@@ -103,4 +106,4 @@ std::unique_ptr<StreamNet> MakeNngStreamNet();
 // is not a number in 1..65535).
 Status SplitHostPort(const std::string& host_port, std::string* host, int* port);
 
-}  // namespace qrstore::replication::raft
+}  // namespace qrstore::net

@@ -30,10 +30,19 @@
 #include <vector>
 
 #include "common/thread.h"
-#include "replication/raft/stream_net.h"
+#include "common/net/stream_net.h"
 #include "replication/raft/transport.h"
 
 namespace qrstore::replication::raft {
+
+// The byte-stream layer (common/net) under this transport.
+using net::IovCursor;
+using net::MakeNngStreamNet;
+using net::MakePosixStreamNet;
+using net::SplitHostPort;
+using net::StreamConn;
+using net::StreamListener;
+using net::StreamNet;
 
 class StreamTransport : public Transport {
  public:

@@ -88,16 +88,16 @@ struct Seen {
 // A listener that accepts one connection and hands it to `serve` (on its own thread).
 class RawServer {
  public:
-  RawServer(std::function<void(replication::raft::StreamConn*)> serve) : net_(replication::raft::MakeNngStreamNet()) {
+  RawServer(std::function<void(net::StreamConn*)> serve) : net_(net::MakeNngStreamNet()) {
     port_ = FreePorts(1)[0];
     auto l = net_->Listen(Addr(port_));
     REQUIRE(l.ok());
     listener_ = std::move(l).value();
     thread_ = NamedThread("raw-server", [this, serve] {
-      std::unique_ptr<replication::raft::StreamConn> c;
+      std::unique_ptr<net::StreamConn> c;
       for (int i = 0; i < 100 && !c; ++i) c = listener_->Accept(100);
       if (!c) return;
-      replication::raft::StreamConn* raw = c.get();
+      net::StreamConn* raw = c.get();
       {
         std::lock_guard<std::mutex> lk(mu_);
         conn_ = std::move(c);
@@ -116,10 +116,10 @@ class RawServer {
   std::string address() const { return Addr(port_); }
 
  private:
-  std::unique_ptr<replication::raft::StreamNet> net_;
-  std::unique_ptr<replication::raft::StreamListener> listener_;
+  std::unique_ptr<net::StreamNet> net_;
+  std::unique_ptr<net::StreamListener> listener_;
   std::mutex mu_;
-  std::unique_ptr<replication::raft::StreamConn> conn_;  // guarded by mu_ (kept until the end)
+  std::unique_ptr<net::StreamConn> conn_;  // guarded by mu_ (kept until the end)
   int port_ = 0;
   NamedThread thread_;
 };
@@ -203,7 +203,7 @@ TEST_CASE("client: connecting fails with an error naming the address") {
 }
 
 TEST_CASE("client: a server that closes the connection is reported once, naming the address") {
-  RawServer raw([](replication::raft::StreamConn* c) { c->Shutdown(); });
+  RawServer raw([](net::StreamConn* c) { c->Shutdown(); });
   Seen seen;
   auto conn = cluster::ClientConnection::Connect(raw.address(), seen.Options("x"));
   REQUIRE(conn.ok());
@@ -225,7 +225,7 @@ TEST_CASE("client: a server that closes the connection is reported once, naming 
 
 TEST_CASE("client: frames the client cannot accept end the connection with kCorruption") {
   SECTION("a bad magic") {
-    RawServer raw([](replication::raft::StreamConn* c) {
+    RawServer raw([](net::StreamConn* c) {
       char junk[8] = {'X', 'Y', 1, 2, 0, 0, 0, 0};
       iovec iov{junk, sizeof junk};
       c->WriteAll(&iov, 1);
@@ -240,7 +240,7 @@ TEST_CASE("client: frames the client cannot accept end the connection with kCorr
     CHECK(seen.types.empty());
   }
   SECTION("a frame larger than max_frame_bytes is refused before it is read") {
-    RawServer raw([](replication::raft::StreamConn* c) {
+    RawServer raw([](net::StreamConn* c) {
       char h[proto::kHeaderBytes];
       proto::EncodeHeader(proto::MsgType::kTxnReply, 1u << 30, h);
       iovec iov{h, sizeof h};
@@ -276,7 +276,7 @@ TEST_CASE("client: frames the client cannot accept end the connection with kCorr
 }
 
 TEST_CASE("client: Shutdown from another thread unblocks a sender the server does not read") {
-  RawServer raw([](replication::raft::StreamConn*) { /* accepts, never reads */ });
+  RawServer raw([](net::StreamConn*) { /* accepts, never reads */ });
   Seen seen;
   auto conn = cluster::ClientConnection::Connect(raw.address(), seen.Options());
   REQUIRE(conn.ok());

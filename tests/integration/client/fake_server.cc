@@ -16,14 +16,14 @@ using proto::MsgType;
 using proto::ResultCode;
 
 struct FakeServer::Conn {
-  explicit Conn(uint32_t i, std::unique_ptr<replication::raft::StreamConn> s) : index(i), stream(std::move(s)) {}
+  explicit Conn(uint32_t i, std::unique_ptr<net::StreamConn> s) : index(i), stream(std::move(s)) {}
   struct Frame {
     uint8_t type = 0;
     std::string body;
     uint64_t txns = 0;
   };
   const uint32_t index;
-  std::unique_ptr<replication::raft::StreamConn> stream;
+  std::unique_ptr<net::StreamConn> stream;
   BoundedQueue<Frame> frames{4096};
   std::atomic<uint64_t> unanswered{0};  // txns read, not yet answered
   NamedThread reader, writer;
@@ -37,7 +37,7 @@ Status FakeServer::Start() {
   QR_RETURN_IF_ERROR(opt_.workload.Validate());
   ref_ = std::make_unique<workloads::ReferenceExecutor>(opt_.workload.Layout(), opt_.workload.RecordCount());
   QR_RETURN_IF_ERROR(workloads::LoadTable(opt_.workload, ref_->mutable_table()));
-  net_ = replication::raft::MakeNngStreamNet();
+  net_ = net::MakeNngStreamNet();
   auto l = net_->Listen(opt_.address);
   if (!l.ok()) return l.status();
   listener_ = std::move(l).value();
@@ -77,7 +77,7 @@ uint64_t FakeServer::digest() const {
 void FakeServer::AcceptLoop() {
   uint32_t next = 0;
   while (!stop_.load()) {
-    std::unique_ptr<replication::raft::StreamConn> s = listener_->Accept(100);
+    std::unique_ptr<net::StreamConn> s = listener_->Accept(100);
     if (!s) continue;
     connections_.fetch_add(1);
     if (opt_.faults.close_on_accept) {

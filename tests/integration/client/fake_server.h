@@ -27,7 +27,7 @@
 #include "cluster/protocol.h"
 #include "common/status.h"
 #include "common/thread.h"
-#include "replication/raft/stream_net.h"
+#include "common/net/stream_net.h"
 #include "workloads/reference_executor.h"
 #include "workloads/workload.h"
 
@@ -97,8 +97,8 @@ class FakeServer {
 
   const FakeServerOptions opt_;
   std::vector<std::pair<std::string, std::string>> loaded_;  // guarded by apply_mu_
-  std::unique_ptr<replication::raft::StreamNet> net_;
-  std::unique_ptr<replication::raft::StreamListener> listener_;
+  std::unique_ptr<net::StreamNet> net_;
+  std::unique_ptr<net::StreamListener> listener_;
   std::atomic<bool> stop_{false};
   NamedThread acceptor_;
   std::mutex conns_mu_;

@@ -18,11 +18,11 @@
 #                    fills, the client is told 'failed' with ENOSPC at once, and nothing
 #                    acknowledged is lost (the follower has every acknowledged txn, same digest)
 #
-# Usage: scripts/overload.sh [--seconds S] [--bin DIR] [CASE ...]
+# Usage: tests/integration/overload/overload.sh [--seconds S] [--bin DIR] [CASE ...]
 #   --seconds S  length of the producer runs (default 60); --bin DIR programs (default build/bin)
 #   no CASE: every case. Needs a build (cmake --build build). Ports are chosen free at run time.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../../.."
 root=$(pwd)
 seconds=60
 bin="$root/build/bin"
@@ -50,7 +50,7 @@ failures=0
 bad() { echo "   FAIL: $*"; failures=$((failures + 1)); }
 ok() { echo "   ok: $*"; }
 
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # free_ports
+source "$root/scripts/lib.sh"  # free_ports
 
 # measure OUT ERR CMD...: runs CMD, prints "rc seconds peak_rss_kb" (peak RSS of CMD itself).
 measure() {

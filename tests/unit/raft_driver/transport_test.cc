@@ -1,5 +1,5 @@
 // Raft transport: frame parsing rejects every truncation, corruption and oversized length;
-// the transport scenarios over both nets (nng, posix) are in stream_net_test.cc.
+// the transport scenarios over both nets (nng, posix) are in stream_transport_test.cc.
 #include <cstring>
 
 #include <catch2/catch.hpp>

@@ -1,10 +1,10 @@
-// The StreamNet contract (replication/raft/stream_net.h), checked against both implementations
+// The StreamNet contract (common/net/stream_net.h), checked against both implementations
 // (POSIX sockets and nng streams) by GENERATE over the two factories: connect/accept/exchange,
 // a 5 MB write with many iovecs through partial reads, end of stream, Shutdown from another
 // thread waking blocked reads, writes and accepts, bounded Connect, re-listening on a closed
 // port, and a churn of hundreds of connect/exchange/close cycles racing Shutdown (where nng
-// 1.5.2's close hang, nanomsg/nng#1543, would show as a ctest TIMEOUT). Then the Raft
-// StreamTransport scenarios over both nets.
+// 1.5.2's close hang, nanomsg/nng#1543, would show as a ctest TIMEOUT). The Raft
+// StreamTransport over both nets: tests/unit/raft_driver/stream_transport_test.cc.
 //
 // Threads: helper threads (std::async) only call StreamNet methods and return values; every
 // assertion runs on the test thread. The few short sleeps only make it likely that a helper is
@@ -28,46 +28,17 @@
 
 #include "common/bounded_queue.h"
 #include "common/rng.h"
-#include "replication/raft/stream_net.h"
-#include "replication/raft/stream_transport.h"
-#include "replication/raft/transport.h"
+#include "common/net/stream_net.h"
+#include "tests/unit/common/net/net_test_util.h"
 
 // Under ThreadSanitizer, reports from inside libnng (not instrumented; it ends object lifetimes
 // with atomic reference counts TSan cannot see) are suppressed by scripts/tsan.supp, which
 // scripts/test.sh passes in TSAN_OPTIONS; every race in our own code is still reported.
 
-namespace qrstore::replication::raft {
+namespace qrstore::net {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using std::chrono::milliseconds;
-using std::chrono::seconds;
-
-// Long enough for a loaded 2-core machine under ThreadSanitizer; a hang takes forever.
-constexpr auto kPrompt = seconds(10);
-
-struct NetKind {
-  const char* name;
-  std::unique_ptr<StreamNet> (*make)();
-};
-
-NetKind Kind(int i) { return i == 0 ? NetKind{"posix", &MakePosixStreamNet} : NetKind{"nng", &MakeNngStreamNet}; }
-
-// A port the kernel considers free right now (bound to 127.0.0.1:0 and released).
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  socklen_t len = sizeof a;
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
-std::string Addr(int port) { return "127.0.0.1:" + std::to_string(port); }
+using namespace testing;  // NOLINT: the shared helpers
 
 // A TCP socket bound to 127.0.0.1:<kernel's choice> for the scope of a test, so no other
 // process can take its port (other tests run in parallel on this machine). Not listening: a
@@ -96,13 +67,6 @@ class BoundSocket {
   int fd_ = -1;
   int port_ = 0;
 };
-
-std::string RandomBytes(uint64_t seed, size_t n) {
-  Rng rng(seed);
-  std::string s(n, '\0');
-  for (auto& c : s) c = static_cast<char>(rng.Next());
-  return s;
-}
 
 // Busy-waits for about n short steps (tens of microseconds at most here) so Shutdown lands at
 // varying points of another thread's operation. No yield: on a loaded machine every yield
@@ -151,7 +115,7 @@ Pair MakePair(StreamNet* net) {
   return p;
 }
 
-TEST_CASE("stream net: connect, accept and exchange in both directions", "[raft_driver][stream_net]") {
+TEST_CASE("stream net: connect, accept and exchange in both directions", "[net][stream_net]") {
   const NetKind kind = Kind(GENERATE(0, 1));
   INFO(kind.name);
   auto net = kind.make();
@@ -206,7 +170,7 @@ std::vector<int> NoDelayOfConnectionsOnPort(int port) {
   return values;
 }
 
-TEST_CASE("stream net: both ends of a connection have TCP_NODELAY set", "[raft_driver][stream_net]") {
+TEST_CASE("stream net: both ends of a connection have TCP_NODELAY set", "[net][stream_net]") {
   // Small Raft messages must not wait for a delayed ACK. nng 1.5.2's stream dialer and
   // listener default to Nagle ON (unlike its SP tcp transport), so the nng net must set it.
   const NetKind kind = Kind(GENERATE(0, 1));
@@ -222,7 +186,7 @@ TEST_CASE("stream net: both ends of a connection have TCP_NODELAY set", "[raft_d
   for (int v : values) REQUIRE(v != 0);
 }
 
-TEST_CASE("stream net: a 5 MB write of many iovecs arrives whole through partial reads", "[raft_driver][stream_net]") {
+TEST_CASE("stream net: a 5 MB write of many iovecs arrives whole through partial reads", "[net][stream_net]") {
   const NetKind kind = Kind(GENERATE(0, 1));
   INFO(kind.name);
   auto net = kind.make();
@@ -258,7 +222,7 @@ TEST_CASE("stream net: a 5 MB write of many iovecs arrives whole through partial
   }
 }
 
-TEST_CASE("stream net: ReadFull returns false at end of stream", "[raft_driver][stream_net]") {
+TEST_CASE("stream net: ReadFull returns false at end of stream", "[net][stream_net]") {
   const NetKind kind = Kind(GENERATE(0, 1));
   INFO(kind.name);
   auto net = kind.make();
@@ -285,7 +249,7 @@ TEST_CASE("stream net: ReadFull returns false at end of stream", "[raft_driver][
   }
 }
 
-TEST_CASE("stream net: Shutdown from another thread wakes a blocked ReadFull", "[raft_driver][stream_net]") {
+TEST_CASE("stream net: Shutdown from another thread wakes a blocked ReadFull", "[net][stream_net]") {
   const NetKind kind = Kind(GENERATE(0, 1));
   INFO(kind.name);
   auto net = kind.make();
@@ -304,7 +268,7 @@ TEST_CASE("stream net: Shutdown from another thread wakes a blocked ReadFull", "
   REQUIRE(!ReadString(p.client.get(), 1));
 }
 
-TEST_CASE("stream net: Shutdown from another thread wakes a blocked ReadSome", "[raft_driver][stream_net]") {
+TEST_CASE("stream net: Shutdown from another thread wakes a blocked ReadSome", "[net][stream_net]") {
   const NetKind kind = Kind(GENERATE(0, 1));
   INFO(kind.name);
   auto net = kind.make();
@@ -319,7 +283,7 @@ TEST_CASE("stream net: Shutdown from another thread wakes a blocked ReadSome", "
   REQUIRE(reader.get() == 0);
 }
 
-TEST_CASE("stream net: Shutdown racing a ReadFull being started never loses the wakeup", "[raft_driver][stream_net]") {
+TEST_CASE("stream net: Shutdown racing a ReadFull being started never loses the wakeup", "[net][stream_net]") {
   const NetKind kind = Kind(GENERATE(0, 1));
   INFO(kind.name);
   auto net = kind.make();
@@ -351,7 +315,7 @@ TEST_CASE("stream net: Shutdown racing a ReadFull being started never loses the 
   }
 }
 
-TEST_CASE("stream net: WriteAll to a peer that stopped reading unblocks on Shutdown", "[raft_driver][stream_net]") {
+TEST_CASE("stream net: WriteAll to a peer that stopped reading unblocks on Shutdown", "[net][stream_net]") {
   const NetKind kind = Kind(GENERATE(0, 1));
   INFO(kind.name);
   auto net = kind.make();
@@ -366,7 +330,7 @@ TEST_CASE("stream net: WriteAll to a peer that stopped reading unblocks on Shutd
   REQUIRE(!writer.get());
 }
 
-TEST_CASE("stream net: Accept waits at most its timeout and Shutdown wakes it", "[raft_driver][stream_net]") {
+TEST_CASE("stream net: Accept waits at most its timeout and Shutdown wakes it", "[net][stream_net]") {
   const NetKind kind = Kind(GENERATE(0, 1));
   INFO(kind.name);
   auto net = kind.make();
@@ -393,7 +357,7 @@ TEST_CASE("stream net: Accept waits at most its timeout and Shutdown wakes it", 
   listener->Shutdown();  // idempotent
 }
 
-TEST_CASE("stream net: Connect fails within its timeout, bad addresses are refused", "[raft_driver][stream_net]") {
+TEST_CASE("stream net: Connect fails within its timeout, bad addresses are refused", "[net][stream_net]") {
   const NetKind kind = Kind(GENERATE(0, 1));
   INFO(kind.name);
   auto net = kind.make();
@@ -443,7 +407,7 @@ TEST_CASE("stream net: Connect fails within its timeout, bad addresses are refus
   REQUIRE(second.status().message().find(Addr(port)) != std::string::npos);
 }
 
-TEST_CASE("stream net: a listener can be closed and the same port listened on again", "[raft_driver][stream_net]") {
+TEST_CASE("stream net: a listener can be closed and the same port listened on again", "[net][stream_net]") {
   const NetKind kind = Kind(GENERATE(0, 1));
   INFO(kind.name);
   auto net = kind.make();
@@ -469,7 +433,7 @@ TEST_CASE("stream net: a listener can be closed and the same port listened on ag
 // What each churn cycle does after its exchange.
 enum class Close { kClientFirst, kServerFirst, kShutdownBlockedReader, kShutdownBothMidTransfer, kShutdownOwnWriter };
 
-TEST_CASE("stream net: churn of connect/exchange/close cycles racing Shutdown", "[raft_driver][stream_net]") {
+TEST_CASE("stream net: churn of connect/exchange/close cycles racing Shutdown", "[net][stream_net]") {
   const NetKind kind = Kind(GENERATE(0, 1));
   INFO(kind.name);
   auto net = kind.make();
@@ -553,176 +517,5 @@ TEST_CASE("stream net: churn of connect/exchange/close cycles racing Shutdown", 
   WARN(kind.name << ": " << kCycles << " churn cycles in " << secs << " s");
 }
 
-// ---- The Raft StreamTransport over both nets ----
-
-Message SampleAppend(size_t payload_bytes, NodeId from = 0, NodeId to = 1) {
-  Message m;
-  m.type = MessageType::kAppendRequest;
-  m.group = 3;
-  m.from = from;
-  m.to = to;
-  m.term = 7;
-  m.log_index = 10;
-  m.log_term = 6;
-  m.commit = 9;
-  m.entries.push_back(Entry{7, 11, RandomBytes(payload_bytes, payload_bytes)});
-  m.entries.push_back(Entry{7, 12, std::string()});
-  return m;
-}
-
-struct TransportPair {
-  NetKind kind;
-  std::vector<std::string> addrs;
-  // Declared before the transports so they outlive them (receive threads push here).
-  BoundedQueue<Message> to_a{1024}, to_b{1024};
-  std::unique_ptr<StreamTransport> a, b;
-
-  explicit TransportPair(NetKind k, uint64_t send_queue_bytes = 256ull << 20) : kind(k) {
-    addrs = {Addr(FreePort()), Addr(FreePort())};
-    a = std::make_unique<StreamTransport>(Options(0, send_queue_bytes), kind.make());
-    b = std::make_unique<StreamTransport>(Options(1, send_queue_bytes), kind.make());
-  }
-  TransportOptions Options(NodeId self, uint64_t send_queue_bytes) const {
-    TransportOptions o;
-    o.self = self;
-    o.addresses = addrs;
-    o.max_frame_bytes = 16 << 20;
-    o.send_queue_bytes = send_queue_bytes;
-    o.identity = self == 0 ? "a" : "b";
-    return o;
-  }
-  void Start() {
-    REQUIRE(a->Start([this](Message&& m) { to_a.TryPush(m); }).ok());
-    REQUIRE(b->Start([this](Message&& m) { to_b.TryPush(m); }).ok());
-  }
-};
-
-TEST_CASE("stream transport over both nets: messages arrive intact, including a 5 MB append", "[raft_driver][stream_net]") {
-  const NetKind kind = Kind(GENERATE(0, 1));
-  INFO(kind.name);
-  TransportPair t(kind);
-  t.Start();
-  const Message small = SampleAppend(100);
-  const Message big = SampleAppend(5 << 20);
-  t.a->Send(small);
-  t.a->Send(big);
-  auto got1 = t.to_b.PopFor(kPrompt);
-  auto got2 = t.to_b.PopFor(kPrompt);
-  REQUIRE(got1.has_value());
-  REQUIRE(got2.has_value());
-  REQUIRE(*got1 == small);
-  REQUIRE(*got2 == big);
-  // Many entries: one iovec each in the frame, beyond any per-call iovec limit.
-  Message many = SampleAppend(0);
-  many.entries.clear();
-  for (Index i = 0; i < 300; ++i) many.entries.push_back(Entry{7, 11 + i, RandomBytes(i, i * 37 % 5000)});
-  t.a->Send(many);
-  auto got_many = t.to_b.PopFor(kPrompt);
-  REQUIRE(got_many.has_value());
-  REQUIRE(*got_many == many);
-  const Message back = SampleAppend(10, 1, 0);
-  t.b->Send(back);
-  auto got3 = t.to_a.PopFor(kPrompt);
-  REQUIRE(got3.has_value());
-  REQUIRE(*got3 == back);
-  REQUIRE(t.b->counters().received.load() == 3);
-}
-
-// Opens a raw TCP connection to host:port, writes bytes, and closes.
-void RawTcpSend(const std::string& host_port, const std::string& bytes) {
-  const int port = std::stoi(host_port.substr(host_port.rfind(':') + 1));
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  size_t off = 0;
-  while (off < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
-    if (n <= 0) break;  // the receiver may already have dropped us (oversized header)
-    off += static_cast<size_t>(n);
-  }
-  ::close(fd);
-}
-
-TEST_CASE("stream transport over both nets: garbage connections are rejected, the node keeps working",
-          "[raft_driver][stream_net]") {
-  const NetKind kind = Kind(GENERATE(0, 1));
-  INFO(kind.name);
-  TransportPair t(kind);
-  t.Start();
-  const std::string good = FrameBytes(SampleAppend(50));
-  std::string corrupt = good;  // the last entry byte: fails its entry checksum
-  corrupt[corrupt.size() - 1] ^= 0x40;
-  std::string oversized = good;  // the header claims a 1 GB head, far above the 16 MB limit
-  const uint32_t len = 1u << 30;
-  std::memcpy(oversized.data() + 8, &len, 4);
-  std::string bad_head = good;  // a head that fails its checksum
-  bad_head[kFrameHeaderBytes + 3] ^= 0x11;
-  Message misaddressed = SampleAppend(10);
-  misaddressed.to = 0;  // b is node 1
-  const std::vector<std::string> bad = {std::string(64, 'G'), good.substr(0, good.size() - 3), corrupt,
-                                        oversized, bad_head, FrameBytes(misaddressed)};
-  for (const std::string& bytes : bad) RawTcpSend(t.addrs[1], bytes);
-  RawTcpSend(t.addrs[1], "");            // connect and leave: not an error
-  RawTcpSend(t.addrs[1], good + good);  // two frames back to back on one stream
-  for (int i = 0; i < 2; ++i) {
-    auto got = t.to_b.PopFor(kPrompt);
-    REQUIRE(got.has_value());
-    REQUIRE(*got == SampleAppend(50));
-  }
-  // Rejections are counted by reader threads, which may finish after the good frames arrive.
-  const auto deadline = Clock::now() + kPrompt;
-  while (t.b->counters().rejected.load() < bad.size() && Clock::now() < deadline) {
-    std::this_thread::sleep_for(milliseconds(5));
-  }
-  REQUIRE(t.b->counters().rejected.load() == bad.size());
-  REQUIRE(t.b->counters().received.load() == 2);
-  t.a->Send(SampleAppend(7));
-  auto got = t.to_b.PopFor(kPrompt);
-  REQUIRE(got.has_value());
-  REQUIRE(*got == SampleAppend(7));
-}
-
-TEST_CASE("stream transport over both nets: a dead peer never blocks the sender", "[raft_driver][stream_net]") {
-  const NetKind kind = Kind(GENERATE(0, 1));
-  INFO(kind.name);
-  TransportPair t(kind, /*send_queue_bytes=*/8 << 20);
-  REQUIRE(t.a->Start([](Message&&) {}).ok());  // b never starts
-  const Message m = SampleAppend(64 << 10);
-  const auto start = Clock::now();
-  for (int i = 0; i < 5000; ++i) t.a->Send(m);
-  // Generous: the point is "does not block on the peer" (Send involves no timeout at all).
-  REQUIRE(Clock::now() - start < kPrompt);
-  REQUIRE(t.a->counters().send_dropped.load() > 0);
-  const auto stop_start = Clock::now();
-  t.a->Stop();  // its sender is connecting or backing off: Stop must not wait for either long
-  REQUIRE(Clock::now() - stop_start < kPrompt);
-}
-
-TEST_CASE("stream transport over both nets: a restarted peer is reconnected", "[raft_driver][stream_net]") {
-  const NetKind kind = Kind(GENERATE(0, 1));
-  INFO(kind.name);
-  TransportPair t(kind);
-  t.Start();
-  t.a->Send(SampleAppend(10));
-  REQUIRE(t.to_b.PopFor(kPrompt).has_value());
-  t.b->Stop();
-  auto b2 = std::make_unique<StreamTransport>(t.Options(1, 256ull << 20), kind.make());
-  BoundedQueue<Message> to_b2(1024);
-  REQUIRE(b2->Start([&](Message&& m) { to_b2.TryPush(m); }).ok());
-  // The old connection is dead; Raft-style resends until one gets through the new one.
-  std::optional<Message> got;
-  for (int i = 0; i < 100 && !got; ++i) {
-    t.a->Send(SampleAppend(11));
-    got = to_b2.PopFor(milliseconds(100));
-  }
-  REQUIRE(got.has_value());
-  REQUIRE(*got == SampleAppend(11));
-  b2->Stop();
-}
-
 }  // namespace
-}  // namespace qrstore::replication::raft
+}  // namespace qrstore::net
