@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "bench/driver.h"
-#include "bench/report.h"
+#include "common/report.h"
 #include "bench/verify.h"
 #include "cluster/engine.h"
 #include "common/cli.h"

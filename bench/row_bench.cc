@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/report.h"
+#include "common/report.h"
 #include "cluster/engine.h"
 #include "cluster/pipeline.h"
 #include "cluster/row_local_link.h"

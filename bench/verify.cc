@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <unordered_set>
 
-#include "bench/report.h"
+#include "common/report.h"
 #include "storage/table.h"
 #include "workloads/reference_executor.h"
 

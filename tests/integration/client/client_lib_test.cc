@@ -1,4 +1,4 @@
-// The client library (cluster/client.h) over real sockets on 127.0.0.1 (ports chosen free at run
+// The client library (client/client.h) over real sockets on 127.0.0.1 (ports chosen free at run
 // time) against the in-process FakeServer, or raw listeners where the server must misbehave at
 // the byte level. Callbacks only record and notify; assertions stay on the test thread.
 #include <catch2/catch.hpp>
@@ -8,7 +8,7 @@
 #include <mutex>
 #include <thread>
 
-#include "cluster/client.h"
+#include "client/client.h"
 #include "common/clock.h"
 #include "common/thread.h"
 #include "storage/table.h"
@@ -47,8 +47,8 @@ struct Seen {
   int closes = 0;
   Status close_status;
 
-  cluster::ClientConnectionOptions Options(std::string name = "t") {
-    cluster::ClientConnectionOptions o;
+  client::ClientConnectionOptions Options(std::string name = "t") {
+    client::ClientConnectionOptions o;
     o.name = std::move(name);
     o.connect_timeout_ms = 2000;
     o.on_frame = [this](uint8_t type, std::string_view body) {
@@ -135,7 +135,7 @@ TEST_CASE("client: pipelined requests are answered in request order with the ser
   REQUIRE(server.Start().ok());
 
   Seen seen;
-  auto conn = cluster::ClientConnection::Connect(so.address, seen.Options());
+  auto conn = client::ClientConnection::Connect(so.address, seen.Options());
   REQUIRE(conn.ok());
   auto gen = workloads::MakeGenerator(so.workload, 42);
   REQUIRE(gen.ok());
@@ -190,13 +190,13 @@ TEST_CASE("client: connecting fails with an error naming the address") {
   auto o = seen.Options();
   o.connect_timeout_ms = 300;
   const int64_t t0 = NowNanos();
-  auto c = cluster::ClientConnection::Connect(addr, o);
+  auto c = client::ClientConnection::Connect(addr, o);
   REQUIRE_FALSE(c.ok());
   CHECK(c.status().code() == StatusCode::kUnavailable);
   CHECK(c.status().message().find(addr) != std::string::npos);
   CHECK(NowNanos() - t0 < 5'000'000'000);
 
-  auto bad = cluster::ClientConnection::Connect("no-port-here", seen.Options());
+  auto bad = client::ClientConnection::Connect("no-port-here", seen.Options());
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().code() == StatusCode::kInvalidArgument);
   CHECK(bad.status().message().find("no-port-here") != std::string::npos);
@@ -205,7 +205,7 @@ TEST_CASE("client: connecting fails with an error naming the address") {
 TEST_CASE("client: a server that closes the connection is reported once, naming the address") {
   RawServer raw([](net::StreamConn* c) { c->Shutdown(); });
   Seen seen;
-  auto conn = cluster::ClientConnection::Connect(raw.address(), seen.Options("x"));
+  auto conn = client::ClientConnection::Connect(raw.address(), seen.Options("x"));
   REQUIRE(conn.ok());
   REQUIRE(seen.WaitFor([&] { return seen.closes == 1; }));
   {
@@ -231,7 +231,7 @@ TEST_CASE("client: frames the client cannot accept end the connection with kCorr
       c->WriteAll(&iov, 1);
     });
     Seen seen;
-    auto conn = cluster::ClientConnection::Connect(raw.address(), seen.Options());
+    auto conn = client::ClientConnection::Connect(raw.address(), seen.Options());
     REQUIRE(conn.ok());
     REQUIRE(seen.WaitFor([&] { return seen.closes == 1; }));
     std::lock_guard<std::mutex> lk(seen.mu);
@@ -249,7 +249,7 @@ TEST_CASE("client: frames the client cannot accept end the connection with kCorr
     Seen seen;
     auto o = seen.Options();
     o.max_frame_bytes = 1 << 20;
-    auto conn = cluster::ClientConnection::Connect(raw.address(), o);
+    auto conn = client::ClientConnection::Connect(raw.address(), o);
     REQUIRE(conn.ok());
     REQUIRE(seen.WaitFor([&] { return seen.closes == 1; }));
     std::lock_guard<std::mutex> lk(seen.mu);
@@ -265,7 +265,7 @@ TEST_CASE("client: frames the client cannot accept end the connection with kCorr
     Seen seen;
     auto o = seen.Options();
     o.on_frame = [](uint8_t, std::string_view) { return Status::Corruption("not what I asked for"); };
-    auto conn = cluster::ClientConnection::Connect(so.address, o);
+    auto conn = client::ClientConnection::Connect(so.address, o);
     REQUIRE(conn.ok());
     REQUIRE(conn.value()->Send(proto::MsgType::kStatusRequest, proto::EncodeStatusRequest({1})).ok());
     REQUIRE(seen.WaitFor([&] { return seen.closes == 1; }));
@@ -278,7 +278,7 @@ TEST_CASE("client: frames the client cannot accept end the connection with kCorr
 TEST_CASE("client: Shutdown from another thread unblocks a sender the server does not read") {
   RawServer raw([](net::StreamConn*) { /* accepts, never reads */ });
   Seen seen;
-  auto conn = cluster::ClientConnection::Connect(raw.address(), seen.Options());
+  auto conn = client::ClientConnection::Connect(raw.address(), seen.Options());
   REQUIRE(conn.ok());
   const std::string body(1 << 20, 'x');
   std::atomic<int> sent{0};
@@ -316,7 +316,7 @@ TEST_CASE("client: QueryStatus answers, refusals, closes and silence") {
   so.followers = {{"n1", testing::FollowerState::kAgrees}};
   FakeServer leader(so);
   REQUIRE(leader.Start().ok());
-  auto s = cluster::QueryStatus(so.address, 2000);
+  auto s = client::QueryStatus(so.address, 2000);
   REQUIRE(s.ok());
   CHECK(s->node == "n0");
   CHECK(s->role == "leader");
@@ -330,7 +330,7 @@ TEST_CASE("client: QueryStatus answers, refusals, closes and silence") {
   FakeServer closer(closing);
   REQUIRE(closer.Start().ok());
   int64_t t0 = NowNanos();
-  auto c = cluster::QueryStatus(closing.address, 5000);
+  auto c = client::QueryStatus(closing.address, 5000);
   REQUIRE_FALSE(c.ok());
   CHECK(c.status().code() == StatusCode::kUnavailable);
   CHECK(c.status().message().find(closing.address) != std::string::npos);
@@ -342,7 +342,7 @@ TEST_CASE("client: QueryStatus answers, refusals, closes and silence") {
   FakeServer silent(quiet);
   REQUIRE(silent.Start().ok());
   t0 = NowNanos();
-  auto q = cluster::QueryStatus(quiet.address, 300);
+  auto q = client::QueryStatus(quiet.address, 300);
   REQUIRE_FALSE(q.ok());
   CHECK(q.status().code() == StatusCode::kTimeout);
   CHECK(q.status().message().find(quiet.address) != std::string::npos);
@@ -352,7 +352,7 @@ TEST_CASE("client: QueryStatus answers, refusals, closes and silence") {
   // The timeout leaves the answering server room on a loaded machine (under ThreadSanitizer in
   // CI it once missed 500 ms).
   t0 = NowNanos();
-  auto all = cluster::QueryStatuses({so.address, Addr(ports[3]), quiet.address}, 2000);
+  auto all = client::QueryStatuses({so.address, Addr(ports[3]), quiet.address}, 2000);
   const int64_t took = NowNanos() - t0;
   REQUIRE(all.size() == 3);
   CHECK(all[0].ok());

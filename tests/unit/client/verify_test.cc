@@ -5,13 +5,13 @@
 
 #include <algorithm>
 
-#include "bench/client_verify.h"
+#include "client/verify.h"
 #include "cluster/protocol.h"
 #include "storage/table.h"
 #include "workloads/reference_executor.h"
 
 using namespace qrstore;
-using namespace qrstore::bench;
+using namespace qrstore::client;
 using cluster::proto::ResultCode;
 
 namespace {

@@ -3,9 +3,9 @@
 #include <cmath>
 #include <limits>
 
-#include "bench/report.h"
+#include "common/report.h"
 
-using namespace qrstore::bench;
+using namespace qrstore;
 
 TEST_CASE("report: hex and numbers") {
   CHECK(Hex(0) == "0000000000000000");

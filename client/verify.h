@@ -36,7 +36,7 @@
 #include "common/status.h"
 #include "workloads/workload.h"
 
-namespace qrstore::bench {
+namespace qrstore::client {
 
 // Connection c's workload seed: connection 0 runs exactly the run's seed (so a one-connection
 // run submits qrstore-bench --seed S's sequence); the others a mix of (seed, c).
@@ -69,4 +69,4 @@ struct ClientVerifyReport {
 Status VerifyClientRun(const workloads::WorkloadOptions& options, uint64_t seed, const std::vector<uint64_t>& sent,
                        std::vector<ClientTxnRecord>* records, ClientVerifyReport* report, uint32_t row_size = 1);
 
-}  // namespace qrstore::bench
+}  // namespace qrstore::client

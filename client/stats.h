@@ -10,7 +10,7 @@
 #include "cluster/protocol.h"
 #include "common/status.h"
 
-namespace qrstore::bench {
+namespace qrstore::client {
 
 // One node's figures between two status snapshots of it (window start `a`, window end `b`).
 struct NodeWindow {
@@ -39,4 +39,4 @@ bool FollowersCaughtUp(const cluster::proto::NodeStatus& leader, const std::vect
 // The followers the leader lists as stranded, in its order.
 std::vector<const cluster::proto::FollowerView*> StrandedFollowers(const cluster::proto::NodeStatus& leader);
 
-}  // namespace qrstore::bench
+}  // namespace qrstore::client

@@ -4,14 +4,14 @@
 // Load: C connections to the partition's leader (or --node, redirected once if it is not the
 // leader; in a partitioned row, connection c to the leader of partition c mod P with txns
 // whose first key is there), each keeping at most K txns in flight, in requests of up to client.txns_per_request
-// txns. Connection c draws from its own deterministic generator (bench/client_verify.h
+// txns. Connection c draws from its own deterministic generator (client/verify.h
 // ConnectionSeed: connection 0 runs exactly MakeGenerator(options, seed), qrstore-bench's
 // sequence), so a one-connection run is reproducible and ends in the same state as
 // `qrstore-bench --seed S` on the same workload.
 //
 // Threads: main (flags, connecting, the run's timeline: warm-up, window, progress lines, stall
 // checks, drain, settle, verify, report); per connection a sender and a reader (the closed loop,
-// bench/client_load.h). Every wait has a stop path: the run ends on completion, the window's end,
+// client/load.h). Every wait has a stop path: the run ends on completion, the window's end,
 // a broken connection, the first failed txn or error reply (every sender stops), or no reply for
 // client.stall_timeout_ms while txns are in flight; shutting a connection down unblocks its
 // sender and reader. Memory: per connection at most K/n+1 pending requests, one reply buffer, a
@@ -34,11 +34,11 @@
 #include <thread>
 #include <vector>
 
-#include "bench/client_load.h"
-#include "bench/client_stats.h"
-#include "bench/client_verify.h"
-#include "bench/report.h"
-#include "cluster/client.h"
+#include "client/load.h"
+#include "client/stats.h"
+#include "client/verify.h"
+#include "common/report.h"
+#include "client/client.h"
 #include "cluster/cluster_config.h"
 #include "cluster/protocol.h"
 #include "cluster/topology.h"
@@ -51,7 +51,7 @@
 #include "workloads/workload.h"
 #include "workloads/ycsb_properties.h"
 
-namespace qrstore::bench {
+namespace qrstore::client {
 namespace {
 
 namespace proto = cluster::proto;
@@ -81,7 +81,7 @@ std::map<std::string, proto::NodeStatus> AllStatus(const cluster::Topology& topo
                                                   std::vector<std::string>* errors = nullptr) {
   std::vector<std::string> addresses;
   for (const cluster::NodeInfo& n : topo.nodes()) addresses.push_back(n.client_address());
-  auto results = cluster::QueryStatuses(addresses, timeout_ms);
+  auto results = QueryStatuses(addresses, timeout_ms);
   std::map<std::string, proto::NodeStatus> out;
   for (size_t i = 0; i < results.size(); ++i) {
     const cluster::NodeInfo& n = topo.nodes()[i];
@@ -150,7 +150,7 @@ Status FollowTheServers(const cluster::Topology& topo, int timeout_ms, const std
                         Config* config) {
   auto log = Logger("client");
   const cluster::NodeInfo& leader = topo.Leader(0);
-  auto st = cluster::QueryStatus(leader.client_address(), timeout_ms);
+  auto st = QueryStatus(leader.client_address(), timeout_ms);
   if (!st.ok()) {
     log->warn("could not ask {} what it loaded ({}): generating for the config file's table", leader.name,
               st.status().message());
@@ -543,7 +543,7 @@ int Main(int argc, char** argv) {
     agreement = Status::Ok();
     bool caught_up = true;
     for (size_t i = 0; i < leaders.size(); ++i) {
-      auto s = cluster::QueryStatus(leaders[i], connect_ms);
+      auto s = QueryStatus(leaders[i], connect_ms);
       if (!s.ok()) {
         if (agreement.ok()) agreement = s.status();
         caught_up = false;
@@ -592,7 +592,7 @@ int Main(int argc, char** argv) {
       // may report a batch's outcomes a moment before its batch hook records the digest.
       for (uint32_t p = 0; p < row_size && v.ok(); ++p) {
         const cluster::NodeInfo& n = topo->Leader(p);
-        auto st = cluster::QueryStatus(n.client_address(), connect_ms);
+        auto st = QueryStatus(n.client_address(), connect_ms);
         if (!st.ok()) {
           v = Status::Unavailable(n.name + "'s final digest is unknown: " + st.status().message());
         } else if (st.value().last_digest != vr.partition_digests[p]) {
@@ -776,6 +776,6 @@ int Main(int argc, char** argv) {
 }
 
 }  // namespace
-}  // namespace qrstore::bench
+}  // namespace qrstore::client
 
-int main(int argc, char** argv) { return qrstore::bench::Main(argc, argv); }
+int main(int argc, char** argv) { return qrstore::client::Main(argc, argv); }

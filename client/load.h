@@ -1,10 +1,10 @@
 // The closed loop of qrstore-client: one LoadConnection per connection keeps at most K txns in
 // flight, in requests of at most n txns, drawn from its own deterministic generator
-// (bench/client_verify.h ConnectionSeed), and accounts every answer into its own counters,
+// (client/verify.h ConnectionSeed), and accounts every answer into its own counters,
 // latency histogram and (--verify) records.
 //
 // Threads: a LoadConnection's sender runs on "cli-send-<c>", its answers arrive on the
-// connection's reader "cli-recv-<c>" (cluster/client.h); the program's main thread owns the
+// connection's reader "cli-recv-<c>" (client/client.h); the program's main thread owns the
 // timeline (Start, StopSending, Shutdown, Finish) and reads counters. Connections share no lock:
 // each has its own mutex (pending requests, window room) and its counters are relaxed atomics
 // written by its reader only; histogram and records are the reader's, read after Finish. The
@@ -29,15 +29,15 @@
 #include <string_view>
 #include <vector>
 
-#include "bench/client_verify.h"
-#include "cluster/client.h"
+#include "client/verify.h"
+#include "client/client.h"
 #include "cluster/protocol.h"
 #include "common/status.h"
 #include "common/thread.h"
 #include "workloads/latency_histogram.h"
 #include "workloads/workload.h"
 
-namespace qrstore::bench {
+namespace qrstore::client {
 
 // The first few problems for the summary, and how many errors (error replies, broken or stalled
 // connections) there were; rejected and failed txns are noted but counted by result.
@@ -176,7 +176,7 @@ class LoadConnection {
   ErrorLog* const errors_;
   RunSignal* const signal_;
   std::string address_;  // set before the connection's reader starts
-  std::unique_ptr<cluster::ClientConnection> conn_;
+  std::unique_ptr<ClientConnection> conn_;
 
   std::mutex mu_;
   std::condition_variable cv_;  // the sender waits for room; Probe for its answer
@@ -201,4 +201,4 @@ class LoadConnection {
   NamedThread sender_;
 };
 
-}  // namespace qrstore::bench
+}  // namespace qrstore::client

@@ -1,4 +1,4 @@
-#include "bench/client_verify.h"
+#include "client/verify.h"
 
 #include <algorithm>
 #include <cstring>
@@ -12,7 +12,7 @@
 #include "storage/table.h"
 #include "workloads/reference_executor.h"
 
-namespace qrstore::bench {
+namespace qrstore::client {
 
 namespace {
 
@@ -240,4 +240,4 @@ Status VerifyClientRun(const workloads::WorkloadOptions& options, uint64_t seed,
   return Status::Ok();
 }
 
-}  // namespace qrstore::bench
+}  // namespace qrstore::client

@@ -1,8 +1,8 @@
-#include "bench/client_stats.h"
+#include "client/stats.h"
 
 #include <algorithm>
 
-namespace qrstore::bench {
+namespace qrstore::client {
 
 namespace proto = cluster::proto;
 
@@ -77,4 +77,4 @@ std::vector<const proto::FollowerView*> StrandedFollowers(const proto::NodeStatu
   return out;
 }
 
-}  // namespace qrstore::bench
+}  // namespace qrstore::client

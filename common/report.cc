@@ -1,10 +1,10 @@
-#include "bench/report.h"
+#include "common/report.h"
 
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
 
-namespace qrstore::bench {
+namespace qrstore {
 
 std::string Hex(uint64_t v) {
   char buf[24];
@@ -51,4 +51,4 @@ void JsonObject::Raw(const std::string& key, const std::string& json) {
   body_ += json;
 }
 
-}  // namespace qrstore::bench
+}  // namespace qrstore

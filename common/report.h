@@ -1,4 +1,4 @@
-// Output helpers shared by the benchmark programs (qrstore-bench, qrstore-client) and the
+// Output helpers shared by the programs (qrstore-bench, qrstore-row-bench, qrstore-client) and the
 // verifiers: number and hex formatting, and a flat JSON object built field by field (their
 // --json last line). Pure functions and a value type; any thread.
 //
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace qrstore::bench {
+namespace qrstore {
 
 // 16 lower-case hex digits.
 std::string Hex(uint64_t v);
@@ -40,4 +40,4 @@ class JsonObject {
   std::string body_;
 };
 
-}  // namespace qrstore::bench
+}  // namespace qrstore

@@ -1,9 +1,9 @@
 #include <catch2/catch.hpp>
 
-#include "bench/client_stats.h"
+#include "client/stats.h"
 
 using namespace qrstore;
-using namespace qrstore::bench;
+using namespace qrstore::client;
 namespace proto = cluster::proto;
 
 namespace {

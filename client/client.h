@@ -1,5 +1,5 @@
 // The client library: connections to qrstore servers (cluster/protocol.h framing over nng streams
-// on TCP, common/net/stream_net.h) for qrstore-client and tests.
+// on TCP, common/net/stream_net.h) for qrstore-client (client/qrstore_client.cc) and tests.
 //
 // ClientConnection: one connection to one node.
 //   Owner: whoever called Connect (qrstore-client: one per load connection). Threads: Send may be
@@ -36,7 +36,9 @@
 #include "common/thread.h"
 #include "common/net/stream_net.h"
 
-namespace qrstore::cluster {
+namespace qrstore::client {
+
+namespace proto = cluster::proto;
 
 struct ClientConnectionOptions {
   // Called on the reader thread for every frame (raw type as sent; the body is valid during the
@@ -101,4 +103,4 @@ Result<proto::NodeStatus> QueryStatus(const std::string& address, int timeout_ms
 // QueryStatus of every address at once; results in the order of `addresses`.
 std::vector<Result<proto::NodeStatus>> QueryStatuses(const std::vector<std::string>& addresses, int timeout_ms);
 
-}  // namespace qrstore::cluster
+}  // namespace qrstore::client

@@ -1,4 +1,4 @@
-#include "cluster/client.h"
+#include "client/client.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -6,7 +6,7 @@
 
 #include "common/clock.h"
 
-namespace qrstore::cluster {
+namespace qrstore::client {
 
 Result<std::unique_ptr<ClientConnection>> ClientConnection::Connect(const std::string& address,
                                                                    ClientConnectionOptions options) {
@@ -198,4 +198,4 @@ std::vector<Result<proto::NodeStatus>> QueryStatuses(const std::vector<std::stri
   return out;
 }
 
-}  // namespace qrstore::cluster
+}  // namespace qrstore::client

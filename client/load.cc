@@ -1,4 +1,4 @@
-#include "bench/client_load.h"
+#include "client/load.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,7 +6,7 @@
 #include "common/clock.h"
 #include "common/logging.h"
 
-namespace qrstore::bench {
+namespace qrstore::client {
 
 namespace proto = cluster::proto;
 using proto::ResultCode;
@@ -43,13 +43,13 @@ uint64_t RunSignal::WaitFor(uint64_t seen, int64_t timeout_ns) {
 
 Status LoadConnection::Connect(const std::string& address) {
   address_ = address;  // before the reader thread starts: it names the connection with it
-  cluster::ClientConnectionOptions o;
+  ClientConnectionOptions o;
   o.name = std::to_string(cfg_.index);
   o.connect_timeout_ms = cfg_.connect_timeout_ms;
   o.max_frame_bytes = cfg_.max_frame_bytes;
   o.on_frame = [this](uint8_t type, std::string_view body) { return OnFrame(type, body); };
   o.on_close = [this](const Status& why) { OnClose(why); };
-  auto c = cluster::ClientConnection::Connect(address, std::move(o));
+  auto c = ClientConnection::Connect(address, std::move(o));
   if (!c.ok()) return c.status();
   conn_ = std::move(c).value();
   return Status::Ok();
@@ -341,4 +341,4 @@ void LoadConnection::OnClose(const Status& why) {
   signal_->Notify();
 }
 
-}  // namespace qrstore::bench
+}  // namespace qrstore::client
