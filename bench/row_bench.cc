@@ -24,7 +24,7 @@
 #include "common/report.h"
 #include "cluster/engine.h"
 #include "cluster/pipeline.h"
-#include "cluster/row_local_link.h"
+#include "cluster/row/row_local_link.h"
 #include "cluster/row_commit.h"
 #include "common/cli.h"
 #include "common/clock.h"

@@ -21,7 +21,7 @@
 #include "cluster/local_planner.h"
 #include "cluster/pipeline.h"
 #include "cluster/replica_monitor.h"
-#include "cluster/row_node.h"
+#include "cluster/row/row_server.h"
 #include "cluster/topology.h"
 #include "common/clock.h"
 #include "common/logging.h"
@@ -93,7 +93,7 @@ class ServerImpl {
   // Follower: why the backend can no longer bring this node up to date ("" if it can).
   std::string SelfStranded() const;
   // The node's pipeline state, whichever front-end runs it.
-  PipelineStats PipeStats() const { return row_ ? row_->Stats() : pipeline_->Stats(); }
+  PipelineStats PipeStats() const { return row_ ? row_->node()->Stats() : pipeline_->Stats(); }
   Status PipeHealth() const { return row_ ? row_->health() : (pipeline_ ? pipeline_->health() : Status::Ok()); }
 
   std::unique_ptr<Config> config_;
@@ -115,8 +115,8 @@ class ServerImpl {
   std::unique_ptr<ClientService> service_;
   std::unique_ptr<DigestMonitor> monitor_;
   std::unique_ptr<DigestReporter> reporter_;
-  // A node of a partitioned row (P > 1, rf = 0 so far): pipeline, planner and row transport.
-  std::unique_ptr<RowNode> row_;
+  // A node of a partitioned row (P > 1): its row half (cluster/row/row_server.h).
+  std::unique_ptr<RowServer> row_;
   storage::KeyMapper partition_map_;
   bool row_ending_ = false;       // guarded by mu_: a peer's input ended; this home stops too
   bool row_ending_handled_ = false;  // guarded by mu_
@@ -244,7 +244,7 @@ Status ServerImpl::Start() {
   ClientServiceHandler h;
   h.status = [this] { return NodeStatusNow(); };
   if (leader_) {
-    h.submit = [this](std::vector<storage::Txn>& t) { return row_ ? row_->SubmitMany(t) : planner_->SubmitMany(t); };
+    h.submit = [this](std::vector<storage::Txn>& t) { return row_ ? row_->node()->SubmitMany(t) : planner_->SubmitMany(t); };
     h.report = [this](const proto::FollowerReport& r) { return monitor_->OnReport(r); };
     h.report_connection = [this](const std::string& n, bool up) { monitor_->SetConnected(n, up); };
   } else {
@@ -372,75 +372,45 @@ void ServerImpl::NoteFailure(Status st) {
 }
 
 Status ServerImpl::StartRow() {
-  const Config& c = *config_;
   const bool replicated = topo_->replication_factor() > 0;
-  RowNodeOptions ro;
-  ro.partition = me_.partition;
-  // This node's row: node (q, me_.row) for every partition q.
-  for (uint32_t q = 0; q < topo_->partitions(); ++q) ro.peer_addresses.push_back(topo_->At(q, me_.row).row_address());
-  ro.partitions = partition_map_;
-  ro.pipeline = engine_.pipeline;
-  ro.pipeline.first_batch = 0;
-  ro.pipeline.track_digest = true;
-  ro.pipeline.executors_wait_for_replication = mode_ == "sync";
-  ro.planner = engine_.planner;
-  ro.record_bytes = workload_.Layout().size();
-  ro.connect_timeout_ms = c.GetInt("server.start_timeout_ms");
-  ro.peer_timeout_ms = c.GetInt("row.peer_timeout_ms");
-  ro.follower = !leader_;
-  BatchHook on_batch;
   if (leader_) {
     MakeMonitor();  // with rf = 0 a monitor of no followers, as on one partition
-    on_batch = [this](const BatchInfo& b) { monitor_->RecordOwn(b.batch, b.digest); };
-  }
-  if (leader_ && replicated) {
-    // Every sub-slice this partition runs, its own and its peers', goes to its group, one stream
-    // per (home, planner): a follower row replays partition p without any leader.
-    ro.replicate = [this](uint64_t b, uint32_t s, std::string bytes) {
-      replicated_bytes_.fetch_add(bytes.size(), std::memory_order_relaxed);
-      replicator_->ReplicateData(replication::ReplicateMeta{kGroup, s, b}, std::move(bytes),
-                                 [this, b, s](const replication::ReplicateMeta&, Status st) { OnReplicated(b, s, st); });
-    };
-  } else if (!leader_) {
+  } else {
     MakeReporter();
-    on_batch = [this](const BatchInfo& b) { reporter_->RecordApplied(b.batch, b.digest); };
   }
-  row_ = std::make_unique<RowNode>(
-      ro, table_.get(), [this](const std::vector<commit::TxnOutcome>& o) { service_->OnOutcomes(o); }, on_batch,
-      [this](const Status& st) { NoteFailure(st); },
-      [this](uint32_t) {
-        {
-          std::lock_guard<std::mutex> lk(mu_);
-          row_ending_ = true;
-        }
-        cv_.notify_all();
-      });
+  RowServerContext rc;
+  rc.config = config_.get();
+  rc.topo = topo_.get();
+  rc.me = &me_;
+  rc.leader = leader_;
+  rc.mode = mode_;
+  rc.engine = &engine_;
+  rc.partition_map = partition_map_;
+  rc.record_bytes = workload_.Layout().size();
+  rc.streams = Streams();
+  rc.group = kGroup;
+  rc.table = table_.get();
+  rc.service = service_.get();
+  rc.replicator = replicator_.get();
+  rc.monitor = monitor_.get();
+  rc.reporter = reporter_.get();
+  rc.replicated_bytes = &replicated_bytes_;
+  rc.on_failure = [this](Status st) { NoteFailure(std::move(st)); };
+  rc.on_row_ending = [this] {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      row_ending_ = true;
+    }
+    cv_.notify_all();
+  };
+  rc.on_replicated = [this](uint64_t b, uint32_t s, Status st) { OnReplicated(b, s, st); };
+  row_ = std::make_unique<RowServer>(std::move(rc));
   if (Status st = service_->Start(); !st.ok()) {
     return Status::Unavailable("cluster.nodes[" + std::to_string(me_.index) + "].client_port: " + st.message());
   }
   if (replicated) QR_RETURN_IF_ERROR(StartReplication());
-  if (Status st = row_->Start(); !st.ok()) {
-    const std::string port = me_.row_port != 0 ? "row_port" : "peer_port";
-    return Status(st.code() == StatusCode::kUnavailable
-                      ? Status::Unavailable("cluster.nodes[" + std::to_string(me_.index) + "]." + port + " (row transport, " +
-                                            me_.row_address() + "): " + st.message())
-                      : st);
-  }
-  if (!leader_) {
-    FollowerFeedOptions fo;
-    fo.group = kGroup;
-    fo.planners = Streams();
-    fo.ranges = engine_.pipeline.ranges;
-    fo.window = engine_.pipeline.batches_in_flight + 2;
-    fo.row = true;
-    fo.place = planner::RowPlace{partition_map_, me_.partition};
-    feed_ = std::make_unique<FollowerFeed>(fo, row_->pipeline(), replicator_.get(), [this](uint64_t end) {
-      reporter_->MarkEnded();
-      row_->SetEnd(end);
-    });
-    QR_RETURN_IF_ERROR(feed_->Start());
-    QR_RETURN_IF_ERROR(reporter_->Start());
-  }
+  QR_RETURN_IF_ERROR(row_->Start());
+  if (!leader_) QR_RETURN_IF_ERROR(reporter_->Start());
   watch_ = NamedThread("watch", [this] { WatchLoop(); });
   Logger("server")->info("{} serving: partition {} row {} of a {} x {} grid, clients on {}, row peers on {}, backend {} ({}), "
                          "{} planner(s), {} executor(s)",
@@ -491,7 +461,7 @@ void ServerImpl::OnReplicated(uint64_t b, uint32_t p, const Status& st) {
   // A library thread: hand over only.
   if (st.ok()) {
     if (row_) {
-      row_->MarkReplicated(b, p);
+      row_->node()->MarkReplicated(b, p);
     } else {
       pipeline_->MarkReplicated(b, p);
     }
@@ -516,7 +486,7 @@ void ServerImpl::WatchLoop() {
       Logger("server")->warn("{} a row peer is stopping: stops admitting; the row ends once the batches in flight "
                              "are done", Identity());
       service_->StopAdmitting(Status::Unavailable("the row is stopping (a peer's input ended)"));
-      row_->CloseInput();
+      row_->node()->CloseInput();
       lk.lock();
       continue;
     }
@@ -527,7 +497,7 @@ void ServerImpl::WatchLoop() {
     Logger("server")->error("{} {}: stops admitting; every unacknowledged txn is answered 'failed'", Identity(),
                             st.message());
     if (row_) {
-      row_->Fail(st);
+      row_->node()->Fail(st);
     } else {
       pipeline_->Fail(st);  // no outcome is delivered after this returns
     }
@@ -577,7 +547,7 @@ proto::NodeStatus ServerImpl::NodeStatusNow() const {
   if (row_) {
     // This home's clients' txns (the pipeline counts every sub-slice txn it ran, so a
     // multi-partition txn on each partition it touched).
-    const RowNodeStats rs = row_->row_stats();
+    const RowNodeStats rs = row_->node()->row_stats();
     s.committed_txns = rs.home_committed;
     s.aborted_txns = rs.home_aborted;
   }
@@ -724,12 +694,12 @@ Status ServerImpl::Shutdown() {
   if (row_) {
     if (leader_) {
       service_->StopAdmitting(Status::Unavailable("node stopping (SIGTERM)"));
-      row_->CloseInput();
+      row_->node()->CloseInput();
     }
     // A follower's end comes with its stream's end markers (from its leader's stop).
-    result = row_->WaitFinished(drain_timeout_ms_);
+    result = row_->node()->WaitFinished(drain_timeout_ms_);
     uint64_t end = 0;
-    if (result.ok() && row_->row_end_known(&end)) {
+    if (result.ok() && row_->node()->row_end_known(&end)) {
       log->info("{} the row ended at batch {}; every row peer finished", Identity(), end);
       if (leader_ && topo_->replication_factor() > 0) {
         result = EndReplication(end);

@@ -1,4 +1,4 @@
-// Fuzz target: the row messages (cluster/row_messages.h), what a node of a partitioned row reads
+// Fuzz target: the row messages (cluster/row/row_messages.h), what a node of a partitioned row reads
 // from its peers. The first byte, modulo 6, picks the decoder (0 sub-slice, 1 dependency values,
 // 2 votes, 3 the one PeekRowMessage names, 4 report, 5 control); the rest is the message.
 // Contract: no crash and no allocation beyond what the input can hold; a decoded message
@@ -10,7 +10,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include "cluster/row_messages.h"
+#include "cluster/row/row_messages.h"
 #include "common/check.h"
 
 using namespace qrstore;

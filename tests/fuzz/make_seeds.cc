@@ -16,7 +16,7 @@
 
 #include "cluster/cluster_config.h"
 #include "cluster/protocol.h"
-#include "cluster/row_messages.h"
+#include "cluster/row/row_messages.h"
 #include "common/config.h"
 #include "common/rng.h"
 #include "planner/eq.h"

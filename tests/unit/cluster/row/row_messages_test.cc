@@ -1,10 +1,10 @@
-// The row messages' codec (cluster/row_messages.h): round trips, and every malformed input
+// The row messages' codec (cluster/row/row_messages.h): round trips, and every malformed input
 // refused with a message naming it.
 #include <catch2/catch.hpp>
 
 #include <string>
 
-#include "cluster/row_messages.h"
+#include "cluster/row/row_messages.h"
 #include "planner/row_planner.h"
 #include "storage/key_map.h"
 

@@ -2,7 +2,7 @@
 // step 2). Each node listens on its peer port (cluster.nodes[i].peer_port) and dials every other
 // node of its row: one outbound connection per peer for what it sends, one inbound per peer for
 // what it receives, over common/net/stream_net.h (nng's stream API by default). Frames are
-// a 4-byte little-endian length and the message (cluster/row_messages.h); this layer does not
+// a 4-byte little-endian length and the message (cluster/row/row_messages.h); this layer does not
 // look inside them. A connection opens with a hello ("QRH1", the dialer's partition), so the
 // receiver knows who sent every frame.
 //

@@ -1,4 +1,4 @@
-#include "cluster/row_transport.h"
+#include "cluster/row/row_transport.h"
 
 #include <sys/uio.h>
 

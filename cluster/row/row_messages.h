@@ -1,7 +1,7 @@
 // Row messages: what the nodes of a partitioned row send one another (docs/partitioned-rows.md):
 // a home's sub-slice for the receiving partition, the dependency values of its kDepSend
 // fragments, abort votes, a partition's report of a home's sub-slice (the ACK with fates and
-// read values) and the row's control messages (input ended, finished). cluster/row_transport.h
+// read values) and the row's control messages (input ended, finished). cluster/row/row_transport.h
 // carries them over nng.
 //
 // Frame: "QR" magic, version byte (1), kind byte, then the body; integers are varints (minimal:

@@ -1,4 +1,4 @@
-#include "cluster/row_node.h"
+#include "cluster/row/row_node.h"
 
 #include <algorithm>
 #include <utility>

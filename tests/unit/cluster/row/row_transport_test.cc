@@ -1,4 +1,4 @@
-// The row transport (cluster/row_transport.h) between real loopback connections: frames of any
+// The row transport (cluster/row/row_transport.h) between real loopback connections: frames of any
 // size arrive in order with their sender named, a peer that closes early fails the others
 // naming it, a closed connection after ExpectClose is quiet, and an oversized frame is refused.
 #include <catch2/catch.hpp>
@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "cluster/row_transport.h"
+#include "cluster/row/row_transport.h"
 #include "common/clock.h"
 
 using namespace qrstore;

@@ -1,6 +1,6 @@
 // RowNode: one leader of a partitioned row as the server runs it (docs/partitioned-rows.md,
 // step 2): partition `partition` of a row of `partitions` nodes, each its own process, talking
-// over cluster/row_transport.h.
+// over cluster/row/row_transport.h.
 //
 //   clients -> LocalPlanner (row home: RowPlanner splits each home slice into sub-slices)
 //     - its own sub-slice -> the inbox; every other one -> that partition's node (empty ones too)
@@ -50,8 +50,8 @@
 #include "cluster/local_planner.h"
 #include "cluster/pipeline.h"
 #include "cluster/row_commit.h"
-#include "cluster/row_messages.h"
-#include "cluster/row_transport.h"
+#include "cluster/row/row_messages.h"
+#include "cluster/row/row_transport.h"
 #include "common/status.h"
 #include "common/thread.h"
 #include "executor/range_executor.h"

@@ -17,7 +17,7 @@
 
 #include "cluster/pipeline.h"
 #include "cluster/row_commit.h"
-#include "cluster/row_local_link.h"
+#include "cluster/row/row_local_link.h"
 #include "common/clock.h"
 #include "executor/range_executor.h"
 #include "planner/row_planner.h"

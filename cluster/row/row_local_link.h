@@ -1,6 +1,6 @@
 // A partitioned row inside one process (qrstore-row-bench, the row pipeline tests): each node's
 // LocalRowLink hands its dependency values and abort votes straight to the receiving node's
-// Pipeline, as the row transport (cluster/row_node.h) does between processes. No network, no
+// Pipeline, as the row transport (cluster/row/row_node.h) does between processes. No network, no
 // copy: the engine's side of a row alone.
 #pragma once
 

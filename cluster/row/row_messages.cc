@@ -1,4 +1,4 @@
-#include "cluster/row_messages.h"
+#include "cluster/row/row_messages.h"
 
 #include "common/codec.h"
 

@@ -1,0 +1,93 @@
+// RowServer: the partitioned-row half of a qrstore-server node (a config whose cluster.nodes
+// list P > 1 partitions; docs/partitioned-rows.md). The node builds it the way it builds a
+// Pipeline for one partition: RowServer builds the node's RowNode from the node's config, sends
+// its outcomes to the client port and its per-batch digests to the digest monitor (a leader) or
+// the reporter (a follower), replicates every sub-slice a leader runs to its partition's group
+// (one stream per (home, planner)), and on a follower feeds the row from that group's streams
+// (FollowerFeed in row mode).
+//
+//   node (cluster/server.cc)                 RowServer
+//   Create(ctx) ------------------------------> RowNode (not started), its sinks and hooks
+//   client port open, replication started
+//   Start() ----------------------------------> row transport up (peers), follower: feed
+//   SIGTERM: node()->CloseInput, WaitFinished (the row ends together)
+//   Stop() -----------------------------------> feed, then the RowNode
+//
+// Owner: the node (ServerImpl), which also owns everything RowServerContext points at and keeps
+// it alive for the RowServer's life. Threads: Create, Start and Stop on the node's controlling
+// thread; the sinks and hooks it installs run on the RowNode's, the feed's and the backend's
+// threads and only hand over (to the client service, the monitor or reporter, the node's
+// callbacks).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "cluster/engine.h"
+#include "cluster/follower_feed.h"
+#include "cluster/row/row_node.h"
+#include "cluster/topology.h"
+#include "common/config.h"
+#include "common/status.h"
+#include "replication/replication.h"
+#include "storage/key_map.h"
+#include "storage/table.h"
+
+namespace qrstore::cluster {
+
+class ClientService;
+class DigestMonitor;
+class DigestReporter;
+
+// What the node lends its RowServer (not owned; all outlive it).
+struct RowServerContext {
+  const Config* config = nullptr;
+  const Topology* topo = nullptr;
+  const NodeInfo* me = nullptr;
+  bool leader = false;
+  std::string mode;                    // replication.mode
+  const EngineConfig* engine = nullptr;
+  storage::KeyMapper partition_map;
+  uint64_t record_bytes = 0;
+  uint32_t streams = 1;                // replication streams of the group: (home, planner) pairs
+  uint32_t group = 0;                  // the replication group (this partition's)
+  storage::Table* table = nullptr;
+  ClientService* service = nullptr;    // outcomes go to its clients
+  replication::Replicator* replicator = nullptr;  // with rf > 0
+  DigestMonitor* monitor = nullptr;    // leader: records its own digests
+  DigestReporter* reporter = nullptr;  // follower: reports its digests to its leader
+  std::atomic<uint64_t>* replicated_bytes = nullptr;  // leader: bytes handed to ReplicateData
+  std::function<void(Status)> on_failure;            // the row failed (any thread)
+  std::function<void()> on_row_ending;               // a peer's input ended (any thread)
+  std::function<void(uint64_t batch, uint32_t stream, Status st)> on_replicated;  // leader, rf > 0
+};
+
+class RowServer {
+ public:
+  explicit RowServer(RowServerContext ctx);
+  ~RowServer();
+  RowServer(const RowServer&) = delete;
+  RowServer& operator=(const RowServer&) = delete;
+
+  // The row transport (connects to the row's peers), and on a follower the feed from the
+  // group's streams. Call once the client port is open and replication has started. Errors
+  // name the config key at fault (row_port / peer_port).
+  Status Start();
+  // The feed (a follower's), then the RowNode. Idempotent.
+  void Stop();
+
+  RowNode* node() { return node_.get(); }
+  const RowNode* node() const { return node_.get(); }
+  // OK, or the first failure of the feed or the RowNode.
+  Status health() const;
+
+ private:
+  const RowServerContext ctx_;
+  std::unique_ptr<RowNode> node_;
+  std::unique_ptr<FollowerFeed> feed_;  // follower only
+};
+
+}  // namespace qrstore::cluster
