@@ -158,7 +158,10 @@ Status FollowTheServers(const cluster::Topology& topo, int timeout_ms, const std
   }
   const std::vector<std::pair<std::string, std::string>> mine = cluster::TableKeys(*config);
   std::vector<std::string> adopt;
-  for (const auto& [key, theirs] : st.value().loaded) {
+  for (const auto& loaded : st.value().loaded) {
+    // (no structured binding: clang 14 cannot capture one in the lambda below)
+    const std::string& key = loaded.first;
+    const std::string& theirs = loaded.second;
     auto it = std::find_if(mine.begin(), mine.end(), [&](const auto& kv) { return kv.first == key; });
     if (it == mine.end() || it->second == theirs) continue;
     if (auto c = chosen.find(key); c != chosen.end()) {
