@@ -25,7 +25,7 @@
 #include "cluster/engine.h"
 #include "cluster/pipeline.h"
 #include "cluster/row/row_local_link.h"
-#include "cluster/row_commit.h"
+#include "commit/row_commit.h"
 #include "common/cli.h"
 #include "common/clock.h"
 #include "common/config.h"
@@ -173,11 +173,11 @@ int Main(int argc, char** argv) {
   std::atomic<uint64_t> committed_at_home{0}, aborted_at_home{0}, values_at_home{0};
   // Each home's commit: its slices' outcomes once every partition reported them (the values of
   // reads gathered from the partitions that ran them). A txn is counted there.
-  std::vector<std::unique_ptr<cluster::RowCommit>> commits;
+  std::vector<std::unique_ptr<commit::RowCommit>> commits;
   for (uint32_t h = 0; h < nparts; ++h) {
-    commits.push_back(std::make_unique<cluster::RowCommit>(
+    commits.push_back(std::make_unique<commit::RowCommit>(
         parts, options.Layout().size(),
-        [&](uint64_t, uint32_t, const cluster::RowHomeSlice& v) {
+        [&](uint64_t, uint32_t, const commit::RowHomeSlice& v) {
           uint64_t committed = 0;
           uint64_t values = 0;
           for (const auto& o : v.txns) {
@@ -213,7 +213,7 @@ int Main(int argc, char** argv) {
     // Each sub-slice's outcomes go to its home as this partition's report (BatchDone's part).
     auto sink = [&commits, p, planners](const std::vector<commit::TxnOutcome>& v) {
       if (v.empty()) return;
-      cluster::RowSliceReport report;
+      commit::RowSliceReport report;
       report.txns.reserve(v.size());
       size_t bytes = 0;
       for (const auto& o : v) bytes += o.values.size();

@@ -1,6 +1,9 @@
-// Pipeline: the execution half of a node (paper sections 3.4 and 3.5): batch slots, executor
-// threads (one per key range), the abort resolver and commit threads, around one
-// storage::Table. Its input is planned slices, fed in (batch, planner) order by a front-end:
+// Pipeline: the execution half of a node (paper sections 3.4 and 3.5), around one
+// storage::Table. It wires three parts together and is the front-end's way into them: the
+// batch slots (executor/batch_ring.h: the hand-off state and its lock), the executor stage
+// (executor/executor_stage.h: executor threads, one per key range, and the abort resolvers)
+// and the commit stage (commit/commit_stage.h: commit threads). Its input is planned slices,
+// fed in (batch, planner) order by a front-end:
 //   - LocalPlanner (cluster/local_planner.h) on a single node or a leader: planner threads take
 //     transactions from the client queue and plan them into slices;
 //   - FollowerFeed (cluster/follower_feed.h) on a follower: the leader's slices arrive through
@@ -23,12 +26,12 @@
 // (per-range deltas of the records each executor changed, plus the resolver's; no table scan),
 // so a follower that replays the same slices reports the same digest per batch as its leader.
 //
-// Threads and ownership: the Pipeline owns its threads and batch slots; the Table, the sink and
-// the hook are the caller's and must outlive it. One front-end thread per planner p calls
-// BeginSlice/PublishSlice for its slices in batch order; MarkReplicated, Fail and the getters
-// may be called from any thread; Start/Stop/WaitIdle from one controlling thread. Memory is
-// bounded by batches_in_flight batch slots (1 = node-level synchronization: batch b+1 starts
-// only after b committed).
+// Threads and ownership: the Pipeline owns the batch slots and both stages (each stage its
+// threads: executor-<r>, commit-<c>); the Table, the sink and the hook are the caller's and
+// must outlive it. One front-end thread per planner p calls BeginSlice/PublishSlice for its
+// slices in batch order; MarkReplicated, Fail and the getters may be called from any thread;
+// Start/Stop/WaitIdle from one controlling thread. Memory is bounded by batches_in_flight
+// batch slots (1 = node-level synchronization: batch b+1 starts only after b committed).
 #pragma once
 
 #include <cstdint>
@@ -36,6 +39,7 @@
 #include <memory>
 #include <string>
 
+#include "commit/commit_stage.h"
 #include "commit/outcome.h"
 #include "common/status.h"
 #include "planner/eq.h"
@@ -70,27 +74,13 @@ struct PipelineOptions {
   uint32_t row_partition = 0;
 };
 
-// Per-batch phase durations (ns), the paper's latency model terms.
-struct BatchPhases {
-  int64_t plan_ns = 0;       // T_pl: planning (or decoding) time summed over the batch's slices
-  int64_t deliver_ns = 0;    // T_deliv: first slice published -> first executor started on it
-  int64_t exec_ns = 0;       // T_ex: first executor start -> batch executed and resolved
-  int64_t repl_ns = 0;       // T_repl: first slice published -> last slice replicated
-  int64_t repl_wait_ns = 0;  // executed -> replicated (0 when replication finished first)
-  int64_t commit_ns = 0;     // T_c: executed and replicated -> last outcome delivered
-};
-
-struct BatchInfo {
-  uint64_t batch = 0;
-  uint64_t digest = 0;  // state digest after the batch (track_digest; else 0)
-  uint64_t committed = 0;
-  uint64_t aborted = 0;
-  BatchPhases phases;
-};
-// Called once per committed batch, in batch order, after the batch's last sink call, on a
-// commit thread, outside the pipeline's lock. Must return quickly; of the pipeline it may call
-// only Fail (as the sink may).
-using BatchHook = std::function<void(const BatchInfo&)>;
+// The per-batch results of the commit stage (commit/commit_stage.h), under the names the
+// pipeline's users know. The hook is called once per committed batch, in batch order, after the
+// batch's last sink call, on a commit thread, outside the pipeline's lock. It must return
+// quickly; of the pipeline it may call only Fail (as the sink may).
+using BatchPhases = commit::BatchPhases;
+using BatchInfo = commit::BatchInfo;
+using BatchHook = commit::BatchHook;
 
 struct PipelineStats {
   uint64_t committed_batches = 0;  // batches [first_batch, first_batch + this) committed

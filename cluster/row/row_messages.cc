@@ -88,7 +88,7 @@ std::string EncodeRowMessage(const RowReport& m) {
   w.PutVarint(m.report.txns.size());
   uint64_t prev = 0;
   for (size_t i = 0; i < m.report.txns.size(); ++i) {
-    const RowTxnReport& t = m.report.txns[i];
+    const commit::RowTxnReport& t = m.report.txns[i];
     // The first index as is, then the gap minus one (indices strictly increase).
     w.PutVarint(i == 0 ? t.home_index : t.home_index - prev - 1);
     prev = t.home_index;
@@ -178,7 +178,7 @@ Status DecodeRowMessage(std::string_view bytes, RowReport* out) {
   out->report.txns.resize(n);
   uint64_t index = 0, values = 0;
   for (size_t i = 0; i < n; ++i) {
-    RowTxnReport& t = out->report.txns[i];
+    commit::RowTxnReport& t = out->report.txns[i];
     uint64_t gap = 0;
     uint8_t status = 0;
     if (!r.GetVarint(&gap) || !r.GetU8(&status) || !GetU32(&r, &t.values_size)) {

@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cluster/row_commit.h"
+#include "commit/row_commit.h"
 #include "common/status.h"
 #include "executor/range_executor.h"
 #include "planner/eq.h"
@@ -59,7 +59,7 @@ struct RowReport {
   uint64_t batch = 0;
   uint32_t slice = 0;
   uint32_t from = 0;
-  RowSliceReport report;
+  commit::RowSliceReport report;
 };
 // A node's news for the row: its input ended (it plans no batch at or past `batch` of its own
 // accord: the row ends at the largest such batch), or it finished (every home slice it planned

@@ -46,8 +46,9 @@ RowNode::RowNode(RowNodeOptions options, storage::Table* table, commit::CommitSi
     lpo.row_partition = opt_.partition;
     lpo.encode_for_replicas = false;
     planner_ = std::make_unique<LocalPlanner>(lpo, nullptr);
-    commit_ = std::make_unique<RowCommit>(opt_.partitions, opt_.record_bytes,
-                                          [this](uint64_t b, uint32_t s, RowHomeSlice&& v) { OnHomeSlice(b, s, std::move(v)); });
+    commit_ = std::make_unique<commit::RowCommit>(
+        opt_.partitions, opt_.record_bytes,
+        [this](uint64_t b, uint32_t s, commit::RowHomeSlice&& v) { OnHomeSlice(b, s, std::move(v)); });
   }
   RowTransportOptions to;
   to.me = opt_.partition;
@@ -214,7 +215,7 @@ void RowNode::SendVotes(uint32_t partition, uint64_t batch, uint32_t round, cons
 
 void RowNode::OnSubSliceOutcomes(const std::vector<commit::TxnOutcome>& v) {
   if (v.empty()) return;
-  RowSliceReport r;
+  commit::RowSliceReport r;
   r.txns.reserve(v.size());
   size_t bytes = 0;
   for (const auto& o : v) bytes += o.values.size();
@@ -223,7 +224,7 @@ void RowNode::OnSubSliceOutcomes(const std::vector<commit::TxnOutcome>& v) {
   Report(v.front().pos.planner, v.front().pos.batch, std::move(r));
 }
 
-void RowNode::Report(uint32_t slice, uint64_t b, RowSliceReport report) {
+void RowNode::Report(uint32_t slice, uint64_t b, commit::RowSliceReport report) {
   const uint32_t home = slice / per_home_;
   if (home == opt_.partition) {
     commit_->Report(opt_.partition, b, slice, std::move(report));
@@ -247,7 +248,7 @@ void RowNode::OnBatch(const BatchInfo& info) {
   cv_.notify_all();
   // Sub-slices that listed no txn got no sink call: their (empty) reports go now.
   for (uint32_t s = 0; s < empties.size(); ++s) {
-    if (empties[s] != 0) Report(s, info.batch, RowSliceReport{});
+    if (empties[s] != 0) Report(s, info.batch, commit::RowSliceReport{});
   }
   if (on_batch_) on_batch_(info);
   MaybeFinish();
@@ -273,23 +274,23 @@ void RowNode::MaybeFinish() {
   cv_.notify_all();
 }
 
-void RowNode::OnHomeSlice(uint64_t b, uint32_t slice, RowHomeSlice&& v) {
+void RowNode::OnHomeSlice(uint64_t b, uint32_t slice, commit::RowHomeSlice&& v) {
   DeliverHomeSlice(b, slice, std::move(v));
   MaybeFinish();
 }
 
-void RowNode::DeliverHomeSlice(uint64_t b, uint32_t slice, RowHomeSlice&& v) {
+void RowNode::DeliverHomeSlice(uint64_t b, uint32_t slice, commit::RowHomeSlice&& v) {
   const uint32_t t = slice - opt_.partition * per_home_;
   std::lock_guard<std::mutex> lk(home_mu_);
   if (b != next_home_batch_ || t != next_home_planner_) {
     early_.emplace(std::make_pair(b, t), std::move(v));  // completed before an earlier one: held (bounded by RowCommit's pending)
     return;
   }
-  auto deliver = [&](uint64_t batch, uint32_t planner, const RowHomeSlice& h) {
+  auto deliver = [&](uint64_t batch, uint32_t planner, const commit::RowHomeSlice& h) {
     outcomes_.clear();
     outcomes_.reserve(h.txns.size());
     for (uint32_t i = 0; i < h.txns.size(); ++i) {
-      const RowHomeOutcome& o = h.txns[i];
+      const commit::RowHomeOutcome& o = h.txns[i];
       commit::TxnOutcome x;
       x.txn_id = o.txn_id;
       x.client = o.client;

@@ -49,9 +49,9 @@
 
 #include "cluster/local_planner.h"
 #include "cluster/pipeline.h"
-#include "cluster/row_commit.h"
 #include "cluster/row/row_messages.h"
 #include "cluster/row/row_transport.h"
+#include "commit/row_commit.h"
 #include "common/status.h"
 #include "common/thread.h"
 #include "executor/range_executor.h"
@@ -155,9 +155,9 @@ class RowNode final : public executor::RowSender, public RowHome {
   void WatchLoop();  // "row-watch": heartbeats out, silent peers in
   void OnSubSliceOutcomes(const std::vector<commit::TxnOutcome>& v);
   void OnBatch(const BatchInfo& info);
-  void Report(uint32_t home_slice, uint64_t b, RowSliceReport report);
-  void OnHomeSlice(uint64_t b, uint32_t slice, RowHomeSlice&& v);
-  void DeliverHomeSlice(uint64_t b, uint32_t slice, RowHomeSlice&& v);
+  void Report(uint32_t home_slice, uint64_t b, commit::RowSliceReport report);
+  void OnHomeSlice(uint64_t b, uint32_t slice, commit::RowHomeSlice&& v);
+  void DeliverHomeSlice(uint64_t b, uint32_t slice, commit::RowHomeSlice&& v);
   void FlushLocked(uint32_t to, Outbox& o);
   void Broadcast(const std::string& frame);
   // Records `who`'s input end; true when that made the row's end known. mu_ held.
@@ -178,7 +178,7 @@ class RowNode final : public executor::RowSender, public RowHome {
 
   std::unique_ptr<Pipeline> pipeline_;
   std::unique_ptr<LocalPlanner> planner_;
-  std::unique_ptr<RowCommit> commit_;
+  std::unique_ptr<commit::RowCommit> commit_;
   std::unique_ptr<RowTransport> transport_;
   std::vector<std::unique_ptr<Outbox>> outbox_;  // [partition]
 
@@ -203,7 +203,7 @@ class RowNode final : public executor::RowSender, public RowHome {
   mutable std::mutex home_mu_;
   uint64_t next_home_batch_ = 0;                                   // guarded by home_mu_
   uint32_t next_home_planner_ = 0;                                 // guarded by home_mu_
-  std::map<std::pair<uint64_t, uint32_t>, RowHomeSlice> early_;    // guarded by home_mu_
+  std::map<std::pair<uint64_t, uint32_t>, commit::RowHomeSlice> early_;  // guarded by home_mu_
   std::vector<commit::TxnOutcome> outcomes_;                       // guarded by home_mu_ (scratch)
   uint64_t home_committed_ = 0, home_aborted_ = 0, home_slices_ = 0;  // guarded by home_mu_
 

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "cluster/pipeline.h"
-#include "cluster/row_commit.h"
 #include "cluster/row/row_local_link.h"
+#include "commit/row_commit.h"
 #include "common/clock.h"
 #include "executor/range_executor.h"
 #include "planner/row_planner.h"
@@ -344,10 +344,10 @@ TEST_CASE("row pipelines: aborts across partitions follow the cascade rule on ev
     std::map<std::tuple<uint64_t, uint32_t, uint32_t>, std::set<commit::TxnStatus>> seen;
     std::map<std::tuple<uint64_t, uint32_t, uint32_t>, std::pair<commit::TxnStatus, std::string>> at_home;
     size_t duplicates = 0;  // guarded by mu (Catch2's REQUIRE is for the test's thread only)
-    std::vector<std::unique_ptr<cluster::RowCommit>> commits;
+    std::vector<std::unique_ptr<commit::RowCommit>> commits;
     for (uint32_t h = 0; h < nparts; ++h) {
-      commits.push_back(std::make_unique<cluster::RowCommit>(
-          parts, kLayout.size(), [&](uint64_t b, uint32_t s, const cluster::RowHomeSlice& v) {
+      commits.push_back(std::make_unique<commit::RowCommit>(
+          parts, kLayout.size(), [&](uint64_t b, uint32_t s, const commit::RowHomeSlice& v) {
             std::lock_guard<std::mutex> lk(mu);
             for (uint32_t i = 0; i < v.txns.size(); ++i) {
               const auto value = std::make_pair(v.txns[i].status, std::string(v.ValuesOf(v.txns[i])));
@@ -361,7 +361,7 @@ TEST_CASE("row pipelines: aborts across partitions follow the cascade rule on ev
       testing::LoadTable(tables.back().get(), kKeys, 1000);
       auto sink = [&, p](const std::vector<commit::TxnOutcome>& v) {
         if (v.empty()) return;  // the empty sub-slices report below, through the hook
-        cluster::RowSliceReport report;
+        commit::RowSliceReport report;
         {
           std::lock_guard<std::mutex> lk(mu);
           for (const auto& o : v) {

@@ -1,10 +1,10 @@
-#include "cluster/row_commit.h"
+#include "commit/row_commit.h"
 
 #include <algorithm>
 
 #include "common/logging.h"
 
-namespace qrstore::cluster {
+namespace qrstore::commit {
 
 RowCommit::RowCommit(storage::KeyMapper partitions, uint32_t record_bytes, RowHomeSink sink, size_t max_pending)
     : partitions_(partitions), record_bytes_(record_bytes), sink_(std::move(sink)), max_pending_(max_pending) {}
@@ -127,8 +127,8 @@ bool RowCommit::Assemble(Pending& p, RowHomeSlice* out, std::string* error) cons
         const int s = static_cast<int>(r.txns[entry[q]].status);
         if (status >= 0 && status != s) {
           *error = "partitions disagree on the fate of txn " + std::to_string(i) + " (" +
-                   commit::TxnStatusName(static_cast<commit::TxnStatus>(status)) + " / " +
-                   commit::TxnStatusName(r.txns[entry[q]].status) + " from partition " + std::to_string(q) + ")";
+                   TxnStatusName(static_cast<TxnStatus>(status)) + " / " +
+                   TxnStatusName(r.txns[entry[q]].status) + " from partition " + std::to_string(q) + ")";
           return false;
         }
         status = s;
@@ -141,11 +141,11 @@ bool RowCommit::Assemble(Pending& p, RowHomeSlice* out, std::string* error) cons
     RowHomeOutcome& o = out->txns[i];
     o.txn_id = t.id;
     o.client = t.client;
-    o.status = static_cast<commit::TxnStatus>(status);
+    o.status = static_cast<TxnStatus>(status);
     o.buffer = 0;
     o.values_begin = 0;
     o.values_size = 0;
-    if (o.status != commit::TxnStatus::kCommitted) continue;
+    if (o.status != TxnStatus::kCommitted) continue;
     // Each partition reports exactly the values of the txn's reads on its keys, in op order.
     std::fill(reads.begin(), reads.end(), 0);
     for (const storage::Op& op : t.ops) {
@@ -200,4 +200,4 @@ uint64_t RowCommit::completed_slices() const {
   return completed_;
 }
 
-}  // namespace qrstore::cluster
+}  // namespace qrstore::commit

@@ -1,17 +1,17 @@
-// RowCommit (cluster/row_commit.h): a home slice completes once every partition reported, with
+// RowCommit (commit/row_commit.h): a home slice completes once every partition reported, with
 // the reads merged into op order; disagreements are errors naming the txn.
 #include <catch2/catch.hpp>
 
 #include <string>
 #include <vector>
 
-#include "cluster/row_commit.h"
+#include "commit/row_commit.h"
 
 using namespace qrstore;
-using cluster::RowCommit;
-using cluster::RowHomeOutcome;
-using cluster::RowHomeSlice;
-using cluster::RowSliceReport;
+using commit::RowCommit;
+using commit::RowHomeOutcome;
+using commit::RowHomeSlice;
+using commit::RowSliceReport;
 using commit::TxnStatus;
 using storage::KeyMapper;
 

@@ -30,14 +30,14 @@
 #include "storage/key_map.h"
 #include "storage/txn.h"
 
-namespace qrstore::cluster {
+namespace qrstore::commit {
 
 // A partition's report of one home slice: the txns of it that partition lists, in home order
 // (strictly increasing home_index), each with its status and its kRead records on that
 // partition (in op order) as a range of `values`.
 struct RowTxnReport {
   uint32_t home_index = 0;
-  commit::TxnStatus status = commit::TxnStatus::kCommitted;
+  TxnStatus status = TxnStatus::kCommitted;
   uint32_t values_begin = 0;  // bytes into RowSliceReport::values
   uint32_t values_size = 0;
 };
@@ -45,7 +45,7 @@ struct RowSliceReport {
   std::vector<RowTxnReport> txns;
   std::string values;
   // Appends a txn's entry, copying its values.
-  void Add(uint32_t home_index, commit::TxnStatus status, std::string_view v) {
+  void Add(uint32_t home_index, TxnStatus status, std::string_view v) {
     txns.push_back(RowTxnReport{home_index, status, static_cast<uint32_t>(values.size()), static_cast<uint32_t>(v.size())});
     values.append(v);
   }
@@ -59,7 +59,7 @@ struct RowSliceReport {
 struct RowHomeOutcome {
   uint64_t txn_id = 0;
   uint32_t client = 0;
-  commit::TxnStatus status = commit::TxnStatus::kCommitted;
+  TxnStatus status = TxnStatus::kCommitted;
   uint32_t buffer = 0;
   uint32_t values_begin = 0;
   uint32_t values_size = 0;
@@ -115,4 +115,4 @@ class RowCommit {
   std::mutex deliver_mu_;  // sink calls one at a time
 };
 
-}  // namespace qrstore::cluster
+}  // namespace qrstore::commit

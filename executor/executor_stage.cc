@@ -1,0 +1,261 @@
+#include "executor/executor_stage.h"
+
+#include <algorithm>
+#include <string>
+
+#include "common/clock.h"
+
+namespace qrstore::executor {
+
+ExecutorStage::ExecutorStage(ExecutorStageOptions options, BatchRing* ring, storage::Table* table)
+    : opt_(options), ring_(ring), table_(table), record_bytes_(table->layout().size()) {
+  for (uint32_t r = 0; r < ring_->executors; ++r) {
+    executors_.push_back(std::make_unique<RangeExecutor>(table_, r, opt_.track_digest));
+    executors_.back()->set_row_sender(opt_.row_sender);
+    // A row node's resolver reads each key's accesses only (cascade): logged slices may park.
+    executors_.back()->set_park_when_logging(opt_.row_sender != nullptr);
+  }
+  executed_ = ring_->first_batch;
+}
+
+void ExecutorStage::Start() {
+  for (uint32_t r = 0; r < ring_->executors; ++r) {
+    threads_.emplace_back("executor-" + std::to_string(r), [this, r] { Loop(r); });
+  }
+}
+
+void ExecutorStage::Join() {
+  for (auto it = threads_.rbegin(); it != threads_.rend(); ++it) it->Join();
+  threads_.clear();
+}
+
+void ExecutorStage::PrepareSlice(SliceState& ss) const {
+  ss.deps.Reset(ss.plan.dep_slots);
+  if (opt_.row_sender != nullptr) {
+    // Which slots the row fills (a kDepRecv's), for DeliverDepValue's checks.
+    ss.recv.assign(ss.plan.dep_slots, SliceState::kLocalSlot);
+    for (const auto& eq : ss.plan.eqs) {
+      for (const planner::Fragment& f : eq) {
+        if (f.kind == planner::FragKind::kDepRecv) ss.recv[f.slot] = SliceState::kRowWaiting;
+      }
+    }
+  }
+  if (opt_.capture_reads) ss.read_values.resize(uint64_t{ss.plan.read_slots} * record_bytes_);
+}
+
+Status ExecutorStage::TakeEarlyValuesLocked(SliceState& ss, uint64_t b, uint32_t p) {
+  Status error;
+  auto it = pending_.find({b, p});
+  if (it != pending_.end()) {
+    for (const auto& [dep_slot, value] : it->second) {
+      Status st = FillLocked(ss, b, p, dep_slot, value);
+      if (!st.ok()) {
+        error = std::move(st);
+        break;
+      }
+    }
+    pending_values_ -= it->second.size();
+    pending_.erase(it);
+  }
+  return error;
+}
+
+Status ExecutorStage::DeliverVotes(uint64_t b, uint32_t from, uint32_t round, std::vector<RowTxn> ids) {
+  QR_CHECK(opt_.row_sender != nullptr, "DeliverVotes on a node outside a partitioned row");
+  Status error;
+  {
+    std::lock_guard<std::mutex> lk(ring_->mu);
+    if (ring_->Halted()) return Status::Ok();
+    const std::string what = "abort votes of batch " + std::to_string(b) + " round " + std::to_string(round) +
+                             " from partition " + std::to_string(from) + ": ";
+    auto& got = votes_[{b, round}];
+    const uint64_t committed = ring_->committed;
+    const uint64_t window = 2 * ring_->size();
+    if (from >= opt_.row_partitions || from == opt_.row_partition) {
+      error = Status::Corruption(what + "not a peer of partition " + std::to_string(opt_.row_partition) +
+                                 " in a row of " + std::to_string(opt_.row_partitions));
+    } else if (b < committed || b >= committed + window) {
+      error = Status::Corruption(what + "batch out of the window [" + std::to_string(committed) + ", " +
+                                 std::to_string(committed + window) + ")");
+    } else if (std::any_of(got.begin(), got.end(), [&](const auto& g) { return g.first == from; })) {
+      error = Status::Corruption(what + "given twice");
+    } else {
+      got.emplace_back(from, std::move(ids));
+    }
+  }
+  if (!error.ok()) return error;
+  ring_->votes_cv.notify_all();
+  return Status::Ok();
+}
+
+Status ExecutorStage::DeliverDepValue(uint64_t b, uint32_t p, uint32_t dep_slot, int64_t value) {
+  QR_CHECK(opt_.row_sender != nullptr, "DeliverDepValue on a node outside a partitioned row");
+  std::lock_guard<std::mutex> lk(ring_->mu);
+  if (ring_->Halted()) return Status::Ok();
+  const std::string what = "dependency value for slice (" + std::to_string(b) + ", " + std::to_string(p) + ") slot " +
+                           std::to_string(dep_slot) + ": ";
+  BatchSlot& slot = ring_->Slot(b);
+  const uint64_t committed = ring_->committed;
+  const uint64_t window = 2 * ring_->size();
+  if (p >= ring_->planners) {
+    return Status::Corruption(what + "no such slice (" + std::to_string(ring_->planners) + " per batch)");
+  } else if (b < committed) {
+    return Status::Corruption(what + "the batch committed already");
+  } else if (b >= committed + window) {
+    // A sender runs at most batches_in_flight batches ahead of the slowest node of its row
+    // (its feed admits no more), so this is a broken peer, not a fast one.
+    return Status::Corruption(what + "more than " + std::to_string(window) +
+                              " batches ahead of the last committed one (" + std::to_string(committed) + ")");
+  } else if (slot.batch == b && slot.slices[p]->published) {
+    return FillLocked(*slot.slices[p], b, p, dep_slot, value);
+  } else if (pending_values_ >= kMaxPendingValues) {
+    return Status::Corruption(what + "more than " + std::to_string(kMaxPendingValues) +
+                              " values wait for their sub-slices");
+  }
+  pending_[{b, p}].emplace_back(dep_slot, value);
+  ++pending_values_;
+  return Status::Ok();
+}
+
+Status ExecutorStage::FillLocked(SliceState& ss, uint64_t b, uint32_t p, uint32_t dep_slot, int64_t value) {
+  if (dep_slot >= ss.recv.size() || ss.recv[dep_slot] != SliceState::kRowWaiting) {
+    const std::string why = dep_slot >= ss.recv.size() ? "past its " + std::to_string(ss.recv.size()) + " slots"
+                            : ss.recv[dep_slot] == SliceState::kRowFilled ? "filled twice"
+                                                                          : "not a slot the row fills";
+    return Status::Corruption("dependency value for slice (" + std::to_string(b) + ", " + std::to_string(p) +
+                              ") slot " + std::to_string(dep_slot) + ": " + why);
+  }
+  ss.recv[dep_slot] = SliceState::kRowFilled;
+  ss.deps.Publish(dep_slot, value);
+  return Status::Ok();
+}
+
+void ExecutorStage::ReleaseRowWaitsLocked() {
+  if (opt_.row_sender == nullptr) return;
+  for (auto& slot : ring_->slots()) {
+    for (auto& ss : slot->slices) {
+      if (!ss->published) continue;
+      for (uint32_t i = 0; i < ss->recv.size(); ++i) {
+        if (ss->recv[i] == SliceState::kRowWaiting) {
+          ss->recv[i] = SliceState::kRowFilled;
+          ss->deps.Publish(i, 0);
+        }
+      }
+    }
+  }
+}
+
+void ExecutorStage::Loop(uint32_t me) {
+  BatchRing& ring = *ring_;
+  RangeExecutor& ex = *executors_[me];
+  for (uint64_t b = ring.first_batch;; ++b) {
+    BatchSlot& slot = ring.Slot(b);
+    ex.log().Clear();
+    // Logging starts at the first slice with abortable ops: only from there on can a
+    // transaction abort or be affected by an abort (effects only flow forward).
+    bool log = false;
+    for (uint32_t p = 0; p < ring.planners; ++p) {
+      SliceState& ss = *slot.slices[p];
+      {
+        std::unique_lock<std::mutex> lk(ring.mu);
+        ring.published_cv.wait(lk, [&] { return ring.Halted() || ring.PastEnd(b) || Runnable(slot, ss, b); });
+        // A published slice is run even when stopping: another executor may already be
+        // waiting for one of its dependency values, and that wait has no timeout. For the
+        // same reason what is parked runs before leaving.
+        if (!Runnable(slot, ss, b)) {
+          lk.unlock();
+          ex.Drain();
+          return;
+        }
+        if (slot.exec_start_ns == 0) slot.exec_start_ns = NowNanos();
+      }
+      log = log || ss.plan.may_abort;
+      // Fragments parked behind a dependency value may wait while the next slices run
+      // (all of them are published, so alive, until the batch commits): a row node goes on
+      // with its next sub-slice while a peer's values are outstanding.
+      ex.RunEq(ss.plan, &ss.deps, log, opt_.capture_reads ? ss.read_values.data() : nullptr, /*drain=*/false);
+    }
+    ex.Drain();
+    std::unique_lock<std::mutex> lk(ring.mu);
+    slot.digest_deltas[me] = ex.TakeDigestDelta();
+    if (++slot.exec_done == ring.executors) {
+      // Last one out resolves the batch. The others that logged are waiting below, so the
+      // logs and the records of every range are this thread's until `executed`.
+      slot.fates.any_abort = false;
+      if (log && opt_.row_sender != nullptr) {
+        lk.unlock();
+        uint64_t delta = 0;
+        if (!RowResolve(b, slot, opt_.track_digest ? &delta : nullptr)) return;  // halted meanwhile
+        lk.lock();
+        slot.resolver_delta = delta;
+      } else if (log) {
+        lk.unlock();
+        std::vector<const planner::PlannedSlice*> slices;
+        std::vector<char*> reads;
+        for (auto& s : slot.slices) {
+          slices.push_back(&s->plan);
+          reads.push_back(opt_.capture_reads ? s->read_values.data() : nullptr);
+        }
+        std::vector<ExecLog*> logs;
+        for (auto& e : executors_) logs.push_back(&e->log());
+        uint64_t delta = 0;
+        resolver_.Resolve(slices, logs, table_, &slot.fates, reads, opt_.track_digest ? &delta : nullptr);
+        lk.lock();
+        slot.resolver_delta = delta;
+        reexecuted_ += slot.fates.reexecuted;
+      }
+      slot.executed = true;
+      slot.executed_ns = NowNanos();
+      // Batches finish execution in order: a logging batch holds every executor until it is
+      // resolved, and otherwise the last executor marks it within the same critical section.
+      QR_CHECK_EQ(executed_, b);
+      executed_ = b + 1;
+      lk.unlock();
+      ring.executed_cv.notify_all();
+    } else if (log) {
+      // Batch b+1 must not run before b's aborts are undone.
+      // The monotonic counter, not slot.executed: once b is committed its slot may already be
+      // reclaimed (and its flags reset) before this thread wakes up.
+      ring.executed_cv.wait(lk, [&] { return ring.Halted() || executed_ > b; });
+      if (executed_ <= b) return;
+    }
+  }
+}
+
+bool ExecutorStage::RowResolve(uint64_t b, BatchSlot& slot, uint64_t* digest_delta) {
+  std::vector<const planner::PlannedSlice*> slices;
+  for (auto& s : slot.slices) slices.push_back(&s->plan);
+  std::vector<ExecLog*> logs;
+  for (auto& e : executors_) logs.push_back(&e->log());
+  row_resolver_.Begin(slices, logs, table_);
+  std::vector<RowTxn> mine = row_resolver_.FiredHere();
+  std::vector<RowTxn> fired = mine;  // round 0 is every node's fired votes
+  row_resolver_.Add(mine);
+  for (uint32_t round = 0;; ++round) {
+    QR_CHECK_LE(round, ring_->planners * uint64_t{planner::kMaxSliceTxns});  // each round adds a txn
+    for (uint32_t q = 0; q < opt_.row_partitions; ++q) {
+      if (q != opt_.row_partition) opt_.row_sender->SendVotes(q, b, round, mine);
+    }
+    std::vector<std::pair<uint32_t, std::vector<RowTxn>>> peers;
+    {
+      std::unique_lock<std::mutex> lk(ring_->mu);
+      auto key = std::make_pair(b, round);
+      ring_->votes_cv.wait(lk, [&] { return ring_->Halted() || votes_[key].size() + 1 == opt_.row_partitions; });
+      if (ring_->Halted()) return false;
+      peers = std::move(votes_[key]);
+      votes_.erase(key);
+    }
+    bool any = !mine.empty();
+    for (auto& [from, ids] : peers) {
+      any = any || !ids.empty();
+      row_resolver_.Add(ids);
+      if (round == 0) fired.insert(fired.end(), ids.begin(), ids.end());
+    }
+    if (!any) break;  // nobody added a txn this round: every node stops here, same set
+    mine = row_resolver_.Cascade();
+  }
+  row_resolver_.Undo(fired, &slot.fates, digest_delta);
+  return true;
+}
+
+}  // namespace qrstore::executor

@@ -1,0 +1,125 @@
+// ExecutorStage: the executor threads of a node (paper section 3.4), executor-<r> for each key
+// range r. For batch after batch, each thread takes the slices of the batch from the BatchRing
+// (executor/batch_ring.h) in planner order, each as soon as it is runnable (published, and in
+// sync mode replicated), and runs its range's EQ of it (executor/range_executor.h); dependency
+// values flow between ranges through the slice's DepBoard. The last thread done with a batch
+// resolves its logic-induced aborts, by re-execution (executor/abort_resolver.h) or, on a node
+// of a partitioned row, by cascade, voting with its peers (executor/row_resolver.h, RowResolve),
+// then marks the batch executed for the commit stage. Batch b + 1 runs only after a batch b
+// that logged is resolved (its aborts must be undone first), so batches finish in order.
+//
+// Owns: one RangeExecutor per range (its log, digest delta and parked fragments: its thread's),
+// the resolvers (used by the resolving executor only; batches resolve in turn), the row's abort
+// votes and early dependency values, and the executor threads. Not owned: the ring and the
+// table (the Pipeline's), the RowSender (the row node's); they outlive the stage.
+//
+// Threads: Start and Join from the controlling thread (the Pipeline's, under its control lock);
+// PrepareSlice from the front-end thread that fills the slice; DeliverDepValue and DeliverVotes
+// from any thread; the *Locked functions with ring->mu held. The executor threads run Loop.
+//
+// Locking: the ring's mu guards every shared field here too (marked); the hand-offs are those
+// of batch_ring.h: a slice is read once `published` (under mu), a batch's fates, digest deltas
+// and records are handed to the commit stage by `executed` (under mu).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "common/thread.h"
+#include "executor/abort_resolver.h"
+#include "executor/batch_ring.h"
+#include "executor/range_executor.h"
+#include "executor/row_resolver.h"
+#include "storage/table.h"
+
+namespace qrstore::executor {
+
+struct ExecutorStageOptions {
+  bool wait_for_replication = false;  // replication.mode=sync: run a slice once replicated
+  bool capture_reads = false;         // leave each kRead's record in the slice's read values
+  bool track_digest = false;          // keep each range's (and the resolver's) digest delta
+  // A node of a partitioned row: kDepSend values go to this sender, kDepRecv values come in
+  // through DeliverDepValue, and a batch that may abort is resolved by cascade with the
+  // `row_partitions` nodes of the row (this one is `row_partition`). Not owned.
+  RowSender* row_sender = nullptr;
+  uint32_t row_partitions = 1;
+  uint32_t row_partition = 0;
+};
+
+class ExecutorStage {
+ public:
+  ExecutorStage(ExecutorStageOptions options, BatchRing* ring, storage::Table* table);
+  ~ExecutorStage() { Join(); }
+  ExecutorStage(const ExecutorStage&) = delete;
+  ExecutorStage& operator=(const ExecutorStage&) = delete;
+
+  // Starts executor-0 .. executor-<E-1>. Once.
+  void Start();
+  // Joins the threads, last started first. They leave once the ring is halted or past its end
+  // (after finishing every slice already published: another range may wait for one of its
+  // values), so the caller halts the ring first.
+  void Join();
+
+  // Front-end thread, slice ss filled and checked, before it is published: makes its board
+  // (dependency slots), a row node's table of which slots the row fills, and its read buffer.
+  void PrepareSlice(SliceState& ss) const;
+  // ring->mu held, while publishing row sub-slice ss = (b, p): fills the values that came for
+  // it before it was published. An error (a bad slot) means the pipeline must fail.
+  Status TakeEarlyValuesLocked(SliceState& ss, uint64_t b, uint32_t p);
+  // Row nodes, any thread: the value of dependency slot `slot` of sub-slice (b, p), from the
+  // partition that ran its kDepSend. Kept until the sub-slice is published if it comes first.
+  // An error (no such slot, filled twice, a batch committed or too far ahead, too many early
+  // values) means the pipeline must fail; after a halt it is dropped (OK).
+  Status DeliverDepValue(uint64_t b, uint32_t p, uint32_t slot, int64_t value);
+  // Row nodes, any thread: partition `from`'s aborted txns of batch b for voting round `round`.
+  // An error (twice, from itself or out of range, batch outside the window) means the pipeline
+  // must fail; after a halt they are dropped (OK).
+  Status DeliverVotes(uint64_t b, uint32_t from, uint32_t round, std::vector<RowTxn> ids);
+  // ring->mu held, the ring halted: an executor may wait for a row value that will not come
+  // now (its sender stopped); fills every such slot with 0 so it finishes the sub-slice it holds
+  // and leaves (nothing is delivered after a halt, so the value does not matter).
+  void ReleaseRowWaitsLocked();
+
+  uint64_t reexecuted_locked() const { return reexecuted_; }  // ring->mu held
+
+ private:
+  // Executor thread `me` (range me), from the ring's first batch until halt or end.
+  void Loop(uint32_t me);
+  // May executors take slice ss of batch b now? (ring->mu held)
+  bool Runnable(const BatchSlot& slot, const SliceState& ss, uint64_t b) const {
+    return slot.batch == b && ss.published && (!opt_.wait_for_replication || ss.replicated);
+  }
+  // Batch b of a row node may abort somewhere in the row: vote with the peers in rounds until
+  // no node adds an aborted txn, then undo. Run by the batch's last executor, the others
+  // waiting. False if the ring halted meanwhile.
+  bool RowResolve(uint64_t b, BatchSlot& slot, uint64_t* digest_delta);
+  // Fills row slot `dep_slot` of sub-slice ss = (b, p). ring->mu held.
+  Status FillLocked(SliceState& ss, uint64_t b, uint32_t p, uint32_t dep_slot, int64_t value);
+
+  static constexpr size_t kMaxPendingValues = size_t{1} << 24;
+
+  const ExecutorStageOptions opt_;
+  BatchRing* const ring_;
+  storage::Table* const table_;
+  const uint32_t record_bytes_;
+
+  std::vector<std::unique_ptr<RangeExecutor>> executors_;  // [range], one per executor thread
+  AbortResolver resolver_;     // the resolving executor's (batches resolve in turn)
+  RowResolver row_resolver_;   // likewise, on a row node
+  uint64_t executed_;          // guarded by ring->mu: batches [first, this) executed and resolved
+  uint64_t reexecuted_ = 0;    // guarded by ring->mu: txns the resolver re-executed, in total
+  // Row nodes: abort votes by (batch, round): (from partition, txns) per peer so far.
+  std::map<std::pair<uint64_t, uint32_t>, std::vector<std::pair<uint32_t, std::vector<RowTxn>>>>
+      votes_;  // guarded by ring->mu
+  // Row nodes: dependency values that came before their sub-slice, by (batch, slice).
+  std::map<std::pair<uint64_t, uint32_t>, std::vector<std::pair<uint32_t, int64_t>>> pending_;  // guarded by ring->mu
+  size_t pending_values_ = 0;                                                                     // guarded by ring->mu
+
+  std::vector<NamedThread> threads_;  // start order; Start and Join only (the controlling thread)
+};
+
+}  // namespace qrstore::executor
