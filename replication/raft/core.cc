@@ -20,6 +20,8 @@ const char* MessageTypeName(MessageType type) {
     case MessageType::kVoteResponse: return "VoteResponse";
     case MessageType::kAppendRequest: return "AppendRequest";
     case MessageType::kAppendResponse: return "AppendResponse";
+    case MessageType::kPreVoteRequest: return "PreVoteRequest";
+    case MessageType::kPreVoteResponse: return "PreVoteResponse";
   }
   return "Unknown";
 }
@@ -180,6 +182,7 @@ void Core::BecomeFollower(Term term, NodeId leader) {
     voted_for_ = kNoNode;
   }
   role_ = Role::kFollower;
+  pre_campaign_ = false;
   if (leader != leader_) stranded_log_start_ = 0;  // only the leader that said so knows
   leader_ = leader;
   progress_.clear();
@@ -190,6 +193,7 @@ void Core::BecomeFollower(Term term, NodeId leader) {
 }
 
 void Core::BecomeCandidate() {
+  pre_campaign_ = false;
   term_ += 1;
   voted_for_ = options_.id;
   role_ = Role::kCandidate;
@@ -228,6 +232,32 @@ void Core::BecomeLeader() {
   BroadcastAppends(/*heartbeat=*/false);
 }
 
+void Core::PreCampaign() {
+  pre_campaign_ = true;
+  leader_ = kNoNode;  // it timed out on its leader
+  votes_granted_.assign(1, options_.id);
+  votes_rejected_.clear();
+  ResetElectionTimer();
+  if (votes_granted_.size() >= Quorum()) {
+    Campaign();
+    return;
+  }
+  for (NodeId m : options_.members) {
+    if (m == options_.id) continue;
+    Message req = NewMessage(MessageType::kPreVoteRequest, m);
+    req.term = term_ + 1;
+    req.log_index = last_index();
+    req.log_term = last_term();
+    Send(std::move(req));
+  }
+}
+
+bool Core::InLease() const {
+  if (!options_.check_quorum) return false;
+  if (role_ == Role::kLeader) return true;  // it steps down by check_quorum instead
+  return leader_ != kNoNode && election_elapsed_ < options_.election_ticks;
+}
+
 void Core::Campaign() {
   BecomeCandidate();
   if (votes_granted_.size() >= Quorum()) {
@@ -255,7 +285,15 @@ void Core::Tick() {
     }
   }
   if (role_ != Role::kLeader) {
-    if (++election_elapsed_ >= randomized_election_ticks_) Campaign();
+    if (++election_elapsed_ >= randomized_election_ticks_) {
+      // A candidate whose election went nowhere campaigns again in a new term (it already won
+      // the pre-vote); a follower asks for pre-votes first.
+      if (options_.pre_vote && role_ == Role::kFollower) {
+        PreCampaign();
+      } else {
+        Campaign();
+      }
+    }
     return;
   }
 
@@ -322,6 +360,26 @@ void Core::Step(const Message& m) {
     stats_.messages_ignored++;
     return;
   }
+  // Pre-votes never change a term here: a request carries the term its sender would campaign
+  // in, a granted response echoes it.
+  if (m.type == MessageType::kPreVoteRequest) {
+    StepPreVoteRequest(m);
+    return;
+  }
+  if (m.type == MessageType::kPreVoteResponse) {
+    if (m.reject && m.term > term_) {
+      BecomeFollower(m.term, kNoNode);  // a newer term exists
+      return;
+    }
+    StepPreVoteResponse(m);
+    return;
+  }
+  if (m.type == MessageType::kVoteRequest && m.term > term_ && InLease()) {
+    // The leader's lease: this member heard from its leader within the election timeout, so a
+    // candidate of a higher term is one that lost touch, not a sign the leader is gone.
+    stats_.messages_ignored++;
+    return;
+  }
   if (m.term > term_) {
     // Only a leader sends AppendRequests, so its sender is this term's leader.
     BecomeFollower(m.term, m.type == MessageType::kAppendRequest ? m.from : kNoNode);
@@ -348,6 +406,8 @@ void Core::Step(const Message& m) {
     case MessageType::kVoteResponse: StepVoteResponse(m); break;
     case MessageType::kAppendRequest: StepAppendRequest(m); break;
     case MessageType::kAppendResponse: StepAppendResponse(m); break;
+    case MessageType::kPreVoteRequest:
+    case MessageType::kPreVoteResponse: break;  // handled above
   }
 }
 
@@ -368,6 +428,38 @@ void Core::StepVoteRequest(const Message& m) {
     r.reject = true;
   }
   Send(std::move(r));
+}
+
+void Core::StepPreVoteRequest(const Message& m) {
+  // Would this member vote for the sender in term m.term? Not while it hears from its leader
+  // (the lease), not for an older term, and only for a log at least as up to date as its own.
+  const bool can_vote = m.term > term_ || (m.term == term_ && (voted_for_ == m.from ||
+                                                               (voted_for_ == kNoNode && leader_ == kNoNode)));
+  const bool log_ok =
+      m.log_term > last_term() || (m.log_term == last_term() && m.log_index >= last_index());
+  const bool settled = ticks_ >= options_.no_vote_ticks;
+  Message r = NewMessage(MessageType::kPreVoteResponse, m.from);
+  if (!InLease() && can_vote && log_ok && settled) {
+    r.term = m.term;  // nothing is recorded: a pre-vote promises nothing
+    r.reject = false;
+  } else {
+    r.reject = true;  // with this member's own term
+  }
+  Send(std::move(r));
+}
+
+void Core::StepPreVoteResponse(const Message& m) {
+  if (role_ != Role::kFollower || !pre_campaign_ || m.term != term_ + 1) return;  // stale
+  auto seen = [&](const std::vector<NodeId>& v) {
+    return std::find(v.begin(), v.end(), m.from) != v.end();
+  };
+  if (seen(votes_granted_) || seen(votes_rejected_)) return;  // duplicate delivery
+  (m.reject ? votes_rejected_ : votes_granted_).push_back(m.from);
+  if (votes_granted_.size() >= Quorum()) {
+    Campaign();
+  } else if (votes_rejected_.size() >= Quorum()) {
+    pre_campaign_ = false;  // stays a follower of its term; asks again at its next timeout
+  }
 }
 
 void Core::StepVoteResponse(const Message& m) {
@@ -391,6 +483,7 @@ void Core::StepAppendRequest(const Message& m) {
     return;
   }
   if (role_ == Role::kCandidate) BecomeFollower(term_, m.from);
+  pre_campaign_ = false;  // its leader is alive after all
   leader_ = m.from;
   ResetElectionTimer();
   // The leader says whether it can still catch this member up (hint: where its log starts

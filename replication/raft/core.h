@@ -63,7 +63,12 @@
 // follower's election timer and carries the commit). Nothing is ever "lost" for good: an
 // outstanding append that sees no progress for max(2*heartbeat_ticks, election_ticks/2) ticks
 // is resent (replicate mode falls back to probing from the match). With check_quorum, a
-// leader that heard from less than a majority during an election timeout steps down.
+// leader that heard from less than a majority during an election timeout steps down, and a
+// member that heard from its leader within the last election timeout ignores requests for votes
+// in a higher term (the leader's lease). With pre_vote, a member whose election timer fires
+// first asks for pre-votes (kPreVoteRequest for term + 1, its own term unchanged) and campaigns
+// only with a majority's yes: a member that was cut off or paused cannot raise the group's term
+// and depose a working leader when it comes back (Ongaro's thesis, 9.6).
 // Proposals are batched: appends for them are built at the next TakeReady().
 //
 // There are no snapshots: a member whose next needed entry was compacted away on the leader
@@ -142,12 +147,23 @@ struct Entry {
   bool operator==(const Entry&) const = default;
 };
 
-enum class MessageType : uint8_t { kVoteRequest, kVoteResponse, kAppendRequest, kAppendResponse };
+enum class MessageType : uint8_t {
+  kVoteRequest,
+  kVoteResponse,
+  kAppendRequest,
+  kAppendResponse,
+  kPreVoteRequest,   // CoreOptions::pre_vote: "would you vote for me in term `term`?"
+  kPreVoteResponse,
+};
 const char* MessageTypeName(MessageType type);
 
 // A Raft RPC. Field use by type:
 //   kVoteRequest:    term, log_index/log_term = the candidate's last entry.
 //   kVoteResponse:   term, reject (true = vote not granted).
+//   kPreVoteRequest: term = the term the sender would campaign in (its own term + 1: the
+//                    sender's term does not change), log_index/log_term = its last entry.
+//   kPreVoteResponse: reject; term = the request's term when granted, else the responder's
+//                    own (a higher one tells the pre-candidate a newer term exists).
 //   kAppendRequest:  term, log_index/log_term = the entry just before `entries` (prev),
 //                    entries (consecutive indexes from log_index+1), commit = leader commit,
 //                    hint = 0, or (an empty append to a member whose next entry was compacted
@@ -214,8 +230,16 @@ struct CoreOptions {
   // restarting preferred member does not depose a working leader.
   NodeId preferred_leader = kNoNode;
   // A leader that has not heard from a majority within an election timeout steps down, so a
-  // leader cut off in a minority stops accepting proposals that cannot commit.
+  // leader cut off in a minority stops accepting proposals that cannot commit. With it, a member
+  // that heard from its leader within the last election timeout also ignores requests for votes
+  // in a higher term (the leader's lease): a member that was cut off cannot depose a leader the
+  // majority still hears.
   bool check_quorum = true;
+  // PreVote (Ongaro's thesis, section 9.6): an election timeout first asks the members whether
+  // they would vote (kPreVoteRequest, for term + 1, without raising its own term); only with a
+  // majority's yes does it campaign for real. A member that was cut off, paused or restarted
+  // therefore cannot raise the group's term and depose a working leader when it comes back.
+  bool pre_vote = false;
   // Refuse to grant votes during the first N ticks after construction. For a member whose
   // storage does not keep votes (an in-memory log): after a restart it does not know whom it
   // voted for in the current term, and waiting one election timeout (election_ticks) lets
@@ -313,6 +337,8 @@ class Core {
   uint64_t quorum_lag_bytes() const;
   // Leader only (empty elsewhere): every follower's position, in member order.
   std::vector<MemberProgress> member_progress() const;
+  // Follower: asking for pre-votes (pre_vote), its term unchanged.
+  bool pre_campaigning() const { return pre_campaign_; }
   // Follower: non-zero when the current leader said it can no longer catch this member up
   // (the entries it needs were compacted away; there are no snapshots): the index the
   // leader's log starts at. Reset by the next append that says otherwise, or a new leader.
@@ -342,11 +368,18 @@ class Core {
   void BecomeCandidate();
   void BecomeLeader();
   void Campaign();
+  // pre_vote: asks for pre-votes for term + 1; campaigns for real once a majority says yes.
+  void PreCampaign();
+  // check_quorum: this member heard from its leader within the last election timeout (a leader:
+  // always), so it ignores requests for votes in a higher term.
+  bool InLease() const;
   void ResetElectionTimer();
   size_t Quorum() const { return options_.members.size() / 2 + 1; }
 
   void StepVoteRequest(const Message& m);
   void StepVoteResponse(const Message& m);
+  void StepPreVoteRequest(const Message& m);
+  void StepPreVoteResponse(const Message& m);
   void StepAppendRequest(const Message& m);
   void StepAppendResponse(const Message& m);
 
@@ -414,8 +447,9 @@ class Core {
   int quorum_check_elapsed_ = 0;
   bool first_tick_done_ = false;
   int64_t ticks_ = 0;  // ticks since construction (for no_vote_ticks)
-  std::vector<NodeId> votes_granted_;
+  std::vector<NodeId> votes_granted_;   // candidate: votes; pre-candidate: pre-votes
   std::vector<NodeId> votes_rejected_;
+  bool pre_campaign_ = false;           // a follower asking for pre-votes
   std::vector<Progress> progress_;  // leader: one per member except self, in member order
   size_t uncommitted_bytes_ = 0;    // leader: data bytes in (commit_, last_index()]
   bool append_pending_ = false;     // leader: entries proposed since the last broadcast

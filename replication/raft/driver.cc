@@ -46,6 +46,7 @@ Status Driver::Start() {
     co.max_apply_bytes = options_.max_apply_bytes;
     co.preferred_leader = options_.preferred_leader;
     co.check_quorum = options_.check_quorum;
+    co.pre_vote = options_.pre_vote;
     co.applied = 0;  // the application is in memory: re-deliver every committed entry we hold
     if (!restored.entries.empty() || restored.hard.term > 0) {
       Logger("raft")->info("[{} g{}] restored term {} vote {} commit {} log [{}, {}]", options_.identity, g,

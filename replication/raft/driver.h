@@ -60,6 +60,7 @@ struct DriverOptions {
   NodeId preferred_leader = kNoNode;
   uint64_t seed = 1;  // core seeds are derived from (seed, node, group)
   bool check_quorum = true;
+  bool pre_vote = true;  // CoreOptions::pre_vote
   size_t max_append_bytes = 4 << 20;
   size_t max_inflight_appends = 64;
   size_t max_uncommitted_bytes = 64 << 20;

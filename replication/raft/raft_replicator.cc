@@ -24,6 +24,9 @@ void AddConfigKeys(ConfigSchema* schema) {
   schema->AddInt("replication.raft.election_ticks", 30, 2, 100000,
                  "election timeout in ticks (randomized in [n, 2n))");
   schema->AddInt("replication.raft.heartbeat_ticks", 1, 1, 100000, "leader heartbeat interval in ticks");
+  schema->AddBool("replication.raft.pre_vote", true,
+                  "a member whose election timer fires first asks the others whether they would vote for it "
+                  "(PreVote), so one that was cut off, paused or restarted cannot depose a working leader");
   schema->AddString("replication.raft.log", "memory", "Raft log storage", {"memory", "disk"});
   schema->AddString("replication.raft.dir", "", "directory of the disk log (required when log=disk)");
   schema->AddString("replication.raft.fsync", "batch",
@@ -93,6 +96,7 @@ Result<RaftReplicatorOptions> RaftOptionsFromConfig(const Config& config) {
   }
   d.preferred_leader = preferred < 0 ? kNoNode : static_cast<NodeId>(preferred);
   d.seed = static_cast<uint64_t>(config.GetInt("replication.raft.seed"));
+  d.pre_vote = config.GetBool("replication.raft.pre_vote");
   d.max_append_bytes = static_cast<size_t>(config.GetInt("replication.raft.max_append_bytes"));
   d.max_inflight_appends = static_cast<size_t>(config.GetInt("replication.raft.max_inflight_appends"));
   o.max_payload_bytes = static_cast<uint64_t>(config.GetInt("replication.max_payload_bytes"));

@@ -98,8 +98,14 @@ void WriteRaftMessages(const std::filesystem::path& dir) {
   response.log_index = 43;
   response.reject = true;
   response.hint = 30;
+  raft::Message prevote = vote;
+  prevote.type = raft::MessageType::kPreVoteRequest;
+  prevote.term = 8;  // the term its sender would campaign in
+  raft::Message prevote_granted = granted;
+  prevote_granted.type = raft::MessageType::kPreVoteResponse;
+  prevote_granted.term = 8;
   int n = 0;
-  for (const raft::Message* m : {&vote, &granted, &append, &response}) {
+  for (const raft::Message* m : {&vote, &granted, &append, &response, &prevote, &prevote_granted}) {
     Write(dir, "message-" + std::to_string(n++), std::string(1, '\0') + raft::EncodeMessage(*m));
   }
   Write(dir, "append-true-checksums", std::string(1, '\1') + raft::EncodeMessage(append));

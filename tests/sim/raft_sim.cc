@@ -145,6 +145,7 @@ class Simulation {
     c.max_uncommitted_bytes = 16 << 10;
     c.max_apply_bytes = 512;
     c.preferred_leader = preferred_;
+    c.pre_vote = o_.pre_vote;
     c.applied = nodes_[id].disk.compacted;
     return c;
   }

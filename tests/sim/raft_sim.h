@@ -46,6 +46,7 @@ struct SimOptions {
   uint64_t seed = 0;
   int steps = 3000;          // ticks of the chaos phase
   bool compaction = false;   // compact every member's log as the run goes
+  bool pre_vote = false;     // CoreOptions::pre_vote on every member
   InjectedBug bug = InjectedBug::kNone;
   int converge_ticks = 1000; // liveness bound: ticks without catch-up progress after healing
                              // (and 20x that in all)

@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
   cl.AddValue("random", "K", "also run K seeds drawn at random (printed for reproduction)");
   cl.AddValue("steps", "T", "ticks of the chaos phase per seed (default 3000)");
   cl.AddSwitch("compaction", "compact every member's log during the run");
+  cl.AddSwitch("pre-vote", "every member asks for pre-votes before it campaigns (CoreOptions::pre_vote)");
   cl.AddValue("inject", "BUG", "break the simulated driver: none | lose-acked-writes | forget-votes");
   cl.AddSwitch("expect-violation", "succeed only if some seed reports a violation (checker self-test)");
   cl.AddSwitch("check-determinism", "run every seed twice and compare the event-trace digests");
@@ -86,6 +87,7 @@ int main(int argc, char** argv) {
   if (steps.value() < 0 || steps.value() > 10000000) return Fail("--steps must be in 0..10000000");
   base.steps = static_cast<int>(steps.value());
   base.compaction = cl.Has("compaction");
+  base.pre_vote = cl.Has("pre-vote");
   base.trace = cl.Has("trace");
   Result<InjectedBug> bug = ParseInjectedBug(cl.Get("inject", "none"));
   if (!bug.ok()) return Fail("--inject: " + bug.status().message());
@@ -133,6 +135,7 @@ int main(int argc, char** argv) {
     std::string cmd = "QRSTORE_SIM_SEED=" + std::to_string(seed) + " " + argv[0] +
                       " --nodes " + std::to_string(base.nodes) + " --steps " + std::to_string(base.steps);
     if (base.compaction) cmd += " --compaction";
+    if (base.pre_vote) cmd += " --pre-vote";
     if (base.bug != InjectedBug::kNone) cmd += std::string(" --inject ") + InjectedBugName(base.bug);
     return cmd + " --trace";
   };

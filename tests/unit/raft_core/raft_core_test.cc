@@ -665,6 +665,96 @@ TEST_CASE("raft flow control: a stranded member is out of the quorum's lag, and 
   CHECK(c.core(l).role() == Role::kLeader);
 }
 
+TEST_CASE("raft pre-vote: a member cut off and back neither raises the term nor deposes the leader") {
+  // Without pre-vote (the control) the cut-off member's term climbs with every timeout, and
+  // when it comes back its higher term makes the leader step down: one member away decides
+  // that the group elects again. With pre-vote its asks go unanswered while away, its term
+  // stays put, and coming back changes nothing.
+  for (const bool pre_vote : {false, true}) {
+    INFO("pre_vote " << pre_vote);
+    TestCluster c(3, 0, /*seed=*/7, pre_vote);
+    const NodeId l = c.ElectLeader();
+    c.Deliver();
+    const Term term = c.core(l).term();
+    c.Isolate(2);
+    for (int i = 0; i < 200; ++i) {  // many election timeouts (10-19 ticks each)
+      c.TickAll();
+      c.Deliver();
+    }
+    CHECK(c.core(l).role() == Role::kLeader);  // the majority (l, 1) still works
+    if (pre_vote) {
+      CHECK(c.core(2).term() == term);
+      CHECK(c.core(2).pre_campaigning());
+      CHECK(c.core(2).stats().elections_started == 0);
+    } else {
+      CHECK(c.core(2).term() > term + 5);
+    }
+    c.Heal();
+    for (int i = 0; i < 100; ++i) {
+      c.TickAll();
+      c.Deliver();
+    }
+    if (pre_vote) {
+      CHECK(c.core(l).role() == Role::kLeader);
+      CHECK(c.core(l).term() == term);
+      CHECK(c.core(2).leader() == l);
+      CHECK_FALSE(c.core(2).pre_campaigning());
+    } else {
+      CHECK(c.Leader() != kNoNode);
+      CHECK(c.core(c.Leader()).term() > term);  // the group had to elect again
+    }
+  }
+}
+
+TEST_CASE("raft pre-vote: a dead leader is replaced, by a member whose log is up to date") {
+  TestCluster c(3, 0, /*seed=*/3, /*pre_vote=*/true);
+  const NodeId l = c.ElectLeader();
+  for (int i = 0; i < 5; ++i) c.Propose(l, "x" + std::to_string(i));
+  c.Deliver();
+  const Term term = c.core(l).term();
+  c.Crash(l);
+  REQUIRE(c.RunUntil([&] { return c.Leader() != kNoNode; }, 200));
+  const NodeId n = c.Leader();
+  CHECK(n != l);
+  CHECK(c.core(n).term() == term + 1);  // one pre-vote round, one real election
+  CHECK(c.core(n).commit_index() >= 6);
+  // A member behind the others' logs gets no pre-vote: crash the new leader's peer after the
+  // new leader appended more, and only the up-to-date one can win.
+  c.Propose(n, "y");
+  c.Deliver();
+  c.Restart(l);
+  REQUIRE(c.RunUntil([&] { return c.core(l).leader() == n; }, 200));
+  CHECK(c.core(n).role() == Role::kLeader);
+}
+
+TEST_CASE("raft lease: a member that hears its leader ignores a vote request of a higher term") {
+  TestCluster c(3, 0);
+  const NodeId l = c.ElectLeader();
+  c.Deliver();
+  const NodeId f = l == 1 ? 2 : 1;
+  const Term term = c.core(f).term();
+  // A request for votes in a higher term, from the third member, right after a heartbeat.
+  const NodeId other = 3 - l - f;
+  Message req;
+  req.type = MessageType::kVoteRequest;
+  req.group = 7;
+  req.from = other;
+  req.to = f;
+  req.term = term + 5;
+  req.log_index = c.core(f).last_index();
+  req.log_term = c.core(f).last_term();
+  c.core(f).Step(req);
+  CHECK(c.core(f).term() == term);  // not adopted
+  CHECK(c.core(f).leader() == l);
+  CHECK(c.core(f).voted_for() != other);
+  // Once its leader is silent for an election timeout, the same request is heard.
+  c.Isolate(l);
+  for (int i = 0; i < 10; ++i) c.core(f).Tick();
+  c.core(f).Step(req);
+  CHECK(c.core(f).term() == term + 5);
+  CHECK(c.core(f).voted_for() == other);
+}
+
 TEST_CASE("raft determinism: the same seed and inputs give the same outputs") {
   auto run = [](uint64_t seed) {
     TestCluster c(5, kNoNode, seed);

@@ -46,8 +46,8 @@ class TestCluster {
     bool up = true;
   };
 
-  explicit TestCluster(int n, NodeId preferred = kNoNode, uint64_t seed = 1)
-      : preferred_(preferred), seed_(seed) {
+  explicit TestCluster(int n, NodeId preferred = kNoNode, uint64_t seed = 1, bool pre_vote = false)
+      : preferred_(preferred), seed_(seed), pre_vote_(pre_vote) {
     for (int i = 0; i < n; ++i) members_.push_back(static_cast<NodeId>(i));
     for (NodeId id : members_) {
       nodes_[id].core = std::make_unique<Core>(Options(id), PersistentState{});
@@ -63,6 +63,7 @@ class TestCluster {
     o.heartbeat_ticks = 1;
     o.seed = seed_;
     o.preferred_leader = preferred_;
+    o.pre_vote = pre_vote_;
     return o;
   }
 
@@ -171,6 +172,7 @@ class TestCluster {
   std::vector<NodeId> members_;
   NodeId preferred_;
   uint64_t seed_;
+  bool pre_vote_;
   std::map<NodeId, Node> nodes_;
   std::set<NodeId> isolated_;
   std::deque<Message> queue_;
