@@ -97,6 +97,8 @@ class CompressingReplicator final : public Replicator {
   bool IsLeader(uint32_t group) const override;
   std::string Name() const override;
   GroupHealth Health(uint32_t group) const override { return inner_->Health(group); }
+  LeaderView Leader(uint32_t group) const override { return inner_->Leader(group); }
+  void CancelReceives(uint32_t group) override { inner_->CancelReceives(group); }
 
   Replicator* inner() { return inner_.get(); }
   // Payloads rejected as corrupt so far (any thread).

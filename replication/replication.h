@@ -62,6 +62,15 @@ struct GroupHealth {
   std::vector<StrandedMember> stranded;
 };
 
+// Who leads a group, as far as this member knows (status replies, "not leader" hints).
+struct LeaderView {
+  bool known = false;            // false: no leader known yet (an election is running, or none)
+  bool self = false;             // this member leads (and may ReplicateData: IsLeader)
+  uint32_t member = UINT32_MAX;  // raft: the leader's member id (replication.raft.node_id)
+  std::string id;                // zookeeper: the leader's member id (replication.zookeeper.follower_id)
+  uint64_t term = 0;             // raft term / zookeeper epoch: grows with every new leader
+};
+
 class Replicator {
  public:
   virtual ~Replicator() = default;
@@ -79,6 +88,12 @@ class Replicator {
   // Stranded members of `group` as far as this member knows (a wrapper passes its backend's
   // on; a backend that never strands anyone returns an empty GroupHealth).
   virtual GroupHealth Health(uint32_t group) const = 0;
+  // Who leads `group` now, as far as this member knows (any thread; cheap).
+  virtual LeaderView Leader(uint32_t group) const = 0;
+  // Fails every ReceiveData of `group` still waiting with kAborted, at once: a member that
+  // starts leading cancels the receives it posted for batches it will now plan itself (they
+  // must not be satisfied by its own proposals). Later ReceiveData calls are served as usual.
+  virtual void CancelReceives(uint32_t group) = 0;
 };
 
 }  // namespace qrstore::replication

@@ -82,11 +82,12 @@ void NoneHub::Receive(uint64_t owner, const ReplicateMeta& meta, ReceiveCallback
   cb(meta, Status::Ok(), payload);
 }
 
-void NoneHub::CancelOwner(uint64_t owner) {
+void NoneHub::CancelOwner(uint64_t owner, int64_t group) {
   std::vector<std::pair<ReplicateMeta, ReceiveCallback>> cancelled;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [key, s] : streams_) {
+      if (group >= 0 && key.first != static_cast<uint64_t>(group)) continue;
       for (auto it = s.waiters.begin(); it != s.waiters.end();) {
         if (it->second.owner == owner) {
           cancelled.emplace_back(ReplicateMeta{key.first, key.second, it->first}, std::move(it->second.cb));
@@ -97,7 +98,8 @@ void NoneHub::CancelOwner(uint64_t owner) {
       }
     }
   }
-  for (auto& [meta, cb] : cancelled) cb(meta, Status::Aborted("replicator stopped"), {});
+  const char* why = group >= 0 ? "receive cancelled (CancelReceives)" : "replicator stopped";
+  for (auto& [meta, cb] : cancelled) cb(meta, Status::Aborted(why), {});
 }
 
 uint64_t NoneHub::NextBatchId(uint32_t group, uint32_t planner) const {
@@ -176,6 +178,12 @@ Result<uint64_t> NoneReplicator::NextBatchId(uint32_t group, uint32_t planner) c
 }
 
 bool NoneReplicator::IsLeader(uint32_t group) const { return options_.leader && group < options_.groups; }
+
+LeaderView NoneReplicator::Leader(uint32_t group) const {
+  LeaderView v;
+  v.known = v.self = IsLeader(group);
+  return v;
+}
 
 void AddConfigKeys(ConfigSchema* schema) {
   schema->AddString("replication.none.hub", "default",

@@ -56,8 +56,9 @@ class NoneHub {
   // when appended, or kResourceExhausted if it was evicted. `owner` tags the waiter so
   // CancelOwner can abort it.
   void Receive(uint64_t owner, const ReplicateMeta& meta, ReceiveCallback cb);
-  // Fails every parked receive of `owner` with kAborted (from Stop).
-  void CancelOwner(uint64_t owner);
+  // Fails every parked receive of `owner` with kAborted (from Stop; with `group` >= 0, from
+  // CancelReceives: that group's only).
+  void CancelOwner(uint64_t owner, int64_t group = -1);
   uint64_t NextBatchId(uint32_t group, uint32_t planner) const;
   uint64_t NewOwnerId();
 
@@ -102,6 +103,9 @@ class NoneReplicator final : public Replicator {
   std::string Name() const override { return "none"; }
   // Nothing is ever stranded: a follower reads what the hub retains, or fails saying so.
   GroupHealth Health(uint32_t) const override { return {}; }
+  // Roles come from replication.role: a leader knows it leads; a follower knows no leader.
+  LeaderView Leader(uint32_t group) const override;
+  void CancelReceives(uint32_t group) override { hub_->CancelOwner(owner_id_, group); }
 
  private:
   Status CheckStream(const ReplicateMeta& meta) const;

@@ -343,6 +343,34 @@ void RaftReplicator::ReceiveData(const ReplicateMeta& meta, ReceiveCallback cb) 
   });
 }
 
+void RaftReplicator::CancelReceives(uint32_t group) {
+  if (group >= groups_.size() || !driver_) return;
+  driver_->Submit(Driver::Lane::kControl, [this, group](Status st) -> bool {
+    if (!st.ok()) return true;  // stopping: Stop fails every waiting receive itself
+    for (auto& [planner, s] : groups_[group].streams) {
+      std::map<uint64_t, ReceiveCallback> waiting;
+      waiting.swap(s.waiting);
+      for (auto& [batch, cb] : waiting) {
+        cb(ReplicateMeta{group, planner, batch}, Status::Aborted("receive cancelled: this member leads now"),
+           SharedBytes());
+      }
+    }
+    return true;
+  });
+}
+
+LeaderView RaftReplicator::Leader(uint32_t group) const {
+  LeaderView v;
+  if (group >= views_.size()) return v;
+  std::lock_guard<std::mutex> lock(view_mu_);
+  const RaftGroupStatus& st = views_[group].status;
+  v.known = st.leader != kNoNode;
+  v.member = st.leader;
+  v.term = st.term;
+  v.self = st.leader_ready;
+  return v;
+}
+
 void RaftReplicator::ReceiveOnRaft(const ReplicateMeta& meta, ReceiveCallback& cb) {
   Group& g = groups_[meta.group];
   Stream& s = g.streams[meta.planner];

@@ -125,6 +125,11 @@ class RaftReplicator : public Replicator, private DriverListener {
   bool IsLeader(uint32_t group) const override;
   std::string Name() const override { return "raft"; }
   GroupHealth Health(uint32_t group) const override;
+  // The group's leader as this member last heard (raft: its member id and term); self once
+  // it leads and may propose (IsLeader).
+  LeaderView Leader(uint32_t group) const override;
+  // On the raft thread: every waiting receive of the group fails with kAborted.
+  void CancelReceives(uint32_t group) override;
 
   RaftGroupStatus GroupStatus(uint32_t group) const;
   // OK, or the storage failure that stopped the driver.

@@ -141,6 +141,17 @@ class ZkReplicator final : public Replicator {
   // Leader: the followers of `group` the last cleanup round found stranded; follower: whether it
   // learned that a batch it needs was deleted. A snapshot the worker publishes (any thread).
   GroupHealth Health(uint32_t group) const override;
+  // Roles come from replication.role (no election yet): a leader knows it leads (its id is
+  // follower_id); a follower knows no leader.
+  LeaderView Leader(uint32_t group) const override {
+    LeaderView v;
+    v.known = v.self = IsLeader(group);
+    if (v.self) v.id = opts_.follower_id;
+    return v;
+  }
+  // A member never starts leading (roles are fixed by replication.role), so there is never a
+  // receive to cancel for that reason; cancelling on demand comes with leader election.
+  void CancelReceives(uint32_t) override {}
 
  private:
   // Whether a request of `cost` bytes may go out now: both the count and the byte budget

@@ -147,12 +147,39 @@ TEST_CASE("raft replicator: elect then replicate then fail over and continue", "
   REQUIRE(notleader.WaitCount(1, kTimeoutMs));
   REQUIRE(notleader.statuses()[kSmall + 1].code() == StatusCode::kUnavailable);
 
+  // Who leads, as each member knows it.
+  REQUIRE(r[0]->Leader(0).self);
+  WaitFor([&] { return r[1]->Leader(0).known && r[2]->Leader(0).known; }, kTimeoutMs);
+  const replication::LeaderView before = r[1]->Leader(0);
+  REQUIRE((before.known && !before.self && before.member == 0 && before.term > 0));
+
+  // The followers post receives ahead of the stream, as a follower's feed does.
+  Collector ahead1, ahead2;
+  for (uint64_t b = kSmall + 1; b <= kSmall + 3; ++b) {
+    r[1]->ReceiveData({0, 0, b}, ahead1.ReceiveCb());
+    r[2]->ReceiveData({0, 0, b}, ahead2.ReceiveCb());
+  }
+
   // Fail over: stop the leader; a survivor is elected and continues every stream.
   r[0]->Stop();
   r[0].reset();
   const int nl = WaitForLeader(r, 0);
   REQUIRE(nl >= 1);
   const int follower = nl == 1 ? 2 : 1;
+  // The new leader cancels the receives it posted for batches it now replicates itself: they
+  // fail at once (kAborted), and its own proposals below never satisfy them.
+  Collector& own_ahead = nl == 1 ? ahead1 : ahead2;
+  Collector& other_ahead = nl == 1 ? ahead2 : ahead1;
+  r[nl]->CancelReceives(0);
+  REQUIRE(own_ahead.WaitCount(3, kTimeoutMs));
+  for (const auto& [b, st] : own_ahead.statuses()) {
+    INFO("batch " << b << ": " << st.ToString());
+    REQUIRE(st.code() == StatusCode::kAborted);
+  }
+  REQUIRE(r[nl]->Leader(0).self);
+  WaitFor([&] { return r[follower]->Leader(0).member == static_cast<uint32_t>(nl); }, kTimeoutMs);
+  REQUIRE(r[follower]->Leader(0).member == static_cast<uint32_t>(nl));
+  REQUIRE(r[follower]->Leader(0).term > before.term);
   REQUIRE(r[nl]->NextBatchId(0, 0).value() == kSmall + 1);
   REQUIRE(r[nl]->NextBatchId(0, 1).value() == 5);
   REQUIRE(WaitForLeader(r, 1) >= 1);
@@ -161,9 +188,18 @@ TEST_CASE("raft replicator: elect then replicate then fail over and continue", "
 
   ReplicateRange(*r[nl], 0, 0, kSmall + 1, kSmall + 21);
   ReplicateRange(*r[nl1], 1, 1, 10, 20);
-  ExpectReceive(*r[follower], 0, 0, kSmall + 1, kSmall + 21);
+  ExpectReceive(*r[follower], 0, 0, kSmall + 4, kSmall + 21);  // [kSmall + 1, + 3]: asked for before
   ExpectReceive(*r[nl1 == 1 ? 2 : 1], 1, 1, 10, 20);
   REQUIRE(r[follower]->GroupStatus(0).duplicates_dropped == 0);
+  // The other follower's receives posted before the failover were served by the new leader's
+  // batches, exactly; the new leader's cancelled ones stayed cancelled.
+  REQUIRE(other_ahead.WaitCount(3, kTimeoutMs));
+  for (uint64_t b = kSmall + 1; b <= kSmall + 3; ++b) {
+    REQUIRE(other_ahead.statuses()[b].ok());
+    REQUIRE(other_ahead.bytes()[b] == Payload(0, b, PayloadSize(b)));
+  }
+  REQUIRE(own_ahead.statuses().size() == 3);
+  for (const auto& [b, st] : own_ahead.statuses()) REQUIRE(st.code() == StatusCode::kAborted);
 
   for (auto& m : r) {
     if (m) m->Stop();

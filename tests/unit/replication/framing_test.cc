@@ -211,6 +211,8 @@ class TamperBackend final : public Replicator {
   bool IsLeader(uint32_t) const override { return true; }
   std::string Name() const override { return "tamper"; }
   GroupHealth Health(uint32_t) const override { return {}; }
+  LeaderView Leader(uint32_t) const override { return {}; }
+  void CancelReceives(uint32_t) override {}
   std::map<uint64_t, std::string> frames;
 };
 

@@ -49,6 +49,8 @@ class ScriptedBackend final : public Replicator {
   bool IsLeader(uint32_t) const override { return false; }
   std::string Name() const override { return "scripted"; }
   GroupHealth Health(uint32_t) const override { return {}; }
+  LeaderView Leader(uint32_t) const override { return {}; }
+  void CancelReceives(uint32_t) override {}
 
   // Waits for n outstanding requests and takes them.
   std::deque<Request> Take(size_t n) {
