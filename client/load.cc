@@ -59,7 +59,7 @@ Result<std::string> LoadConnection::Probe(int timeout_ms) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     probing_ = true;
-    pending_.push_back(Req{0, NowNanos(), 0, 0});
+    pending_.push_back(Req{0, NowNanos(), 0, 0, {}});
   }
   proto::TxnRequestWriter w;
   w.Begin(0);
@@ -162,15 +162,22 @@ void LoadConnection::SendLoop() {
       first = sent_.load(std::memory_order_relaxed);
     }
     w.Begin(next_id);
+    std::vector<uint16_t> writes(n);
     for (uint32_t i = 0; i < n; ++i) {
       gen_->NextInto(&txn);
+      uint16_t wo = 0;
+      for (const storage::Op& op : txn.ops) {
+        wo += op.kind == storage::OpKind::kUpdate || op.kind == storage::OpKind::kDepWrite ||
+              op.kind == storage::OpKind::kDebit || op.kind == storage::OpKind::kCredit;
+      }
+      writes[i] = wo;
       w.Add(txn);
     }
     const std::string_view body = w.FinishView();
     {
       // Registered before it is sent, so the reader (which takes mu_) always finds it.
       std::lock_guard<std::mutex> lk(mu_);
-      pending_.push_back(Req{next_id, NowNanos(), first, n});
+      pending_.push_back(Req{next_id, NowNanos(), first, n, std::move(writes)});
     }
     sent_.store(first + n, std::memory_order_relaxed);
     ++next_id;
@@ -195,6 +202,7 @@ Status LoadConnection::OnFrame(uint8_t type, std::string_view body) {
         return Violation(what + " (matches no request in flight)");
       }
       errors_->Note(Who() + ": " + what);
+      InDoubt(*req);
       counts_.failed.fetch_add(req->count, std::memory_order_relaxed);
       counts_.results.fetch_add(req->count, std::memory_order_relaxed);
       if (req->count == 0) EndProbe("", Status::Unavailable(address_ + ": " + what));
@@ -213,9 +221,10 @@ Status LoadConnection::OnFrame(uint8_t type, std::string_view body) {
         Released();
         return Status::Ok();
       }
-      // Mid-run: the node no longer takes transactions (failover is not followed): the request's
+      // Mid-run: the node no longer takes transactions (clients do not follow a failover yet): the request's
       // txns failed, and so would every later one here.
       if (req) {
+        InDoubt(*req);
         counts_.failed.fetch_add(req->count, std::memory_order_relaxed);
         counts_.results.fetch_add(req->count, std::memory_order_relaxed);
       }
@@ -243,12 +252,13 @@ Status LoadConnection::OnReply(std::string_view body, int64_t now) {
   if (req->count == 0) EndProbe("", Status::Ok());
   const bool in_window = window_->In(now);
   const int64_t latency = now - req->send_ns;
-  uint64_t committed = 0, aborted = 0, rejected = 0, failed = 0, acked = 0;
+  uint64_t committed = 0, aborted = 0, rejected = 0, failed = 0, acked = 0, writes = 0, doubt_writes = 0;
   for (size_t i = 0; i < reply_.results.size(); ++i) {
     const proto::TxnResult& r = reply_.results[i];
     switch (r.code) {
       case ResultCode::kCommitted:
         ++committed;
+        writes += i < req->writes.size() ? req->writes[i] : 0;
         if (in_window) latency_ns_.Record(latency);
         acked = std::max(acked, r.batch + 1);
         break;
@@ -262,6 +272,7 @@ Status LoadConnection::OnReply(std::string_view body, int64_t now) {
         break;
       case ResultCode::kFailed:
         if (failed++ == 0) errors_->Note(Who() + ": failed: " + std::string(r.detail), false);
+        doubt_writes += i < req->writes.size() ? req->writes[i] : 0;
         break;
     }
     if (cfg_.keep_records) {
@@ -276,6 +287,9 @@ Status LoadConnection::OnReply(std::string_view body, int64_t now) {
   counts_.rejected.fetch_add(rejected, kRelaxed);
   counts_.failed.fetch_add(failed, kRelaxed);
   counts_.results.fetch_add(reply_.results.size(), kRelaxed);
+  counts_.write_ops_committed.fetch_add(writes, kRelaxed);
+  counts_.in_doubt.fetch_add(failed, kRelaxed);
+  counts_.write_ops_in_doubt.fetch_add(doubt_writes, kRelaxed);
   if (acked > counts_.acked_batches.load(kRelaxed)) counts_.acked_batches.store(acked, kRelaxed);
   if (in_window) {
     counts_.w_committed.fetch_add(committed, kRelaxed);
@@ -320,11 +334,22 @@ void LoadConnection::FailRun() {
   cv_.notify_all();    // this one's at once
 }
 
+void LoadConnection::InDoubt(const Req& r) {
+  uint64_t w = 0;
+  for (uint16_t x : r.writes) w += x;
+  counts_.in_doubt.fetch_add(r.count, std::memory_order_relaxed);
+  counts_.write_ops_in_doubt.fetch_add(w, std::memory_order_relaxed);
+}
+
 void LoadConnection::OnClose(const Status& why) {
   bool broken = false;
   {
     std::lock_guard<std::mutex> lk(mu_);
     closed_ = true;
+    if (!unanswered_counted_) {
+      unanswered_counted_ = true;
+      for (const Req& r : pending_) InDoubt(r);  // sent, never answered: executed or not
+    }
     // A close after the main thread stopped us with nothing in flight loses nothing.
     const bool clean_stop = stop_ && pending_.empty();
     broken = !why.ok() && (!pending_.empty() || !sender_done_) && !clean_stop;

@@ -91,6 +91,10 @@ struct Counts {
   std::atomic<uint64_t> results{0}, committed{0}, aborted{0}, rejected{0}, failed{0};
   std::atomic<uint64_t> w_committed{0}, w_aborted{0};
   std::atomic<uint64_t> acked_batches{0};  // 1 + the highest batch a committed/aborted answer came from
+  // Write ops (kUpdate, kDepWrite, kDebit, kCredit: what qrstore-bench counts) of committed txns;
+  // txns whose outcome this client does not know (answered `failed` or an error, or in flight
+  // when their connection closed) and their write ops: each may or may not have been executed.
+  std::atomic<uint64_t> write_ops_committed{0}, in_doubt{0}, write_ops_in_doubt{0};
 };
 
 struct ConnectionConfig {
@@ -148,7 +152,10 @@ class LoadConnection {
     int64_t send_ns = 0;
     uint64_t first_seq = 0;
     uint32_t count = 0;
+    std::vector<uint16_t> writes;  // per txn: its write ops
   };
+  // Txns of `r` (mu_ held or the reader thread) are in doubt.
+  void InDoubt(const Req& r);
 
   // A paced sender that fell behind sends at most this much of its schedule at once.
   static constexpr int64_t kMaxCatchUpNs = 100'000'000;
@@ -188,6 +195,7 @@ class LoadConnection {
   bool closed_ = false;         // guarded by mu_
   bool broken_ = false;         // guarded by mu_
   bool probing_ = false;        // guarded by mu_
+  bool unanswered_counted_ = false;  // guarded by mu_: OnClose put pending_ in doubt
   std::string probe_redirect_;  // guarded by mu_
   Status probe_error_;          // guarded by mu_
 

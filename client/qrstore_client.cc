@@ -94,6 +94,29 @@ std::map<std::string, proto::NodeStatus> AllStatus(const cluster::Topology& topo
   return out;
 }
 
+// The node of partition `partition` that leads it now: the one that says it leads and serves,
+// else the one the answering members name, else the config's row 0 (a fresh cluster's leader).
+const cluster::NodeInfo& LiveLeader(const cluster::Topology& topo, uint32_t partition, int timeout_ms) {
+  const auto group = topo.Group(partition);
+  std::vector<std::string> addresses;
+  for (const cluster::NodeInfo* n : group) addresses.push_back(n->client_address());
+  auto results = QueryStatuses(addresses, timeout_ms);
+  std::map<std::string, int> named;  // leader named by the members that answer -> votes
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].ok()) continue;
+    const proto::NodeStatus& s = results[i].value();
+    if (s.role == "leader" && s.state == "serving") return *group[i];
+    if (!s.leader.empty()) ++named[s.leader];
+  }
+  const cluster::NodeInfo* best = nullptr;
+  int votes = 0;
+  for (const auto& [name, v] : named) {  // ordered: ties go to the first name
+    auto n = topo.Find(name);
+    if (v > votes && n.ok()) best = n.value(), votes = v;
+  }
+  return best != nullptr ? *best : topo.Leader(partition);
+}
+
 int StatusMain(const cluster::Topology& topo, int timeout_ms) {
   std::vector<std::string> errors;
   auto all = AllStatus(topo, timeout_ms, &errors);
@@ -101,8 +124,10 @@ int StatusMain(const cluster::Topology& topo, int timeout_ms) {
   for (const auto& [name, s] : all) {
     for (const auto& f : s.followers) views[f.node] = f;
   }
-  std::printf("%-12s %-8s %-11s %10s %12s %8s %-10s %s\n", "node", "role", "state", "batches", "committed", "lag",
-              "digest", "error");
+  // leader: whom the node believes leads its group, with the backend's term (raft) or epoch
+  // (zookeeper): "n1@2".
+  std::printf("%-12s %-9s %-11s %10s %12s %8s %-10s %-10s %s\n", "node", "role", "state", "batches", "committed", "lag",
+              "digest", "leader", "error");
   for (const cluster::NodeInfo& n : topo.nodes()) {
     auto it = all.find(n.name);
     if (it == all.end()) {
@@ -115,8 +140,8 @@ int StatusMain(const cluster::Topology& topo, int timeout_ms) {
           error += "; stranded (as its leader sees it): " + v->second.note;
         }
       }
-      std::printf("%-12s %-8s %-11s %10s %12s %8s %-10s %s\n", n.name.c_str(), n.row == 0 ? "leader" : "follower",
-                  "down", "-", "-", lag.c_str(), digest.c_str(), error.c_str());
+      std::printf("%-12s %-9s %-11s %10s %12s %8s %-10s %-10s %s\n", n.name.c_str(), "-", "down", "-", "-", lag.c_str(),
+                  digest.c_str(), "-", error.c_str());
       continue;
     }
     const proto::NodeStatus& s = it->second;
@@ -131,8 +156,9 @@ int StatusMain(const cluster::Topology& topo, int timeout_ms) {
     } else if (s.role == "leader") {
       digest = s.digest_mismatches > 0 ? "MISMATCH" : "reference";
     }
-    std::printf("%-12s %-8s %-11s %10" PRIu64 " %12" PRIu64 " %8s %-10s %s\n", n.name.c_str(), s.role.c_str(),
-                s.state.c_str(), s.committed_batches, s.committed_txns, lag.c_str(), digest.c_str(),
+    const std::string leader = s.leader.empty() ? "-" : s.leader + "@" + std::to_string(s.term);
+    std::printf("%-12s %-9s %-11s %10" PRIu64 " %12" PRIu64 " %8s %-10s %-10s %s\n", n.name.c_str(), s.role.c_str(),
+                s.state.c_str(), s.committed_batches, s.committed_txns, lag.c_str(), digest.c_str(), leader.c_str(),
                 error.empty() ? "-" : error.c_str());
   }
   std::fflush(stdout);
@@ -149,7 +175,7 @@ int StatusMain(const cluster::Topology& topo, int timeout_ms) {
 Status FollowTheServers(const cluster::Topology& topo, int timeout_ms, const std::map<std::string, std::string>& chosen,
                         Config* config) {
   auto log = Logger("client");
-  const cluster::NodeInfo& leader = topo.Leader(0);
+  const cluster::NodeInfo& leader = LiveLeader(topo, 0, timeout_ms);
   auto st = QueryStatus(leader.client_address(), timeout_ms);
   if (!st.ok()) {
     log->warn("could not ask {} what it loaded ({}): generating for the config file's table", leader.name,
@@ -338,7 +364,9 @@ int Main(int argc, char** argv) {
                                    "): lower client.txns_per_request");
   }
   const int64_t stall_ns = config.GetInt("client.stall_timeout_ms") * 1'000'000;
-  std::string target = topo->Leader(0).client_address();
+  // One partition: whoever leads it now (the backend elects; row 0 only leads a fresh cluster).
+  std::string target = (topo->partitions() > 1 ? topo->Leader(0) : LiveLeader(topo.value(), 0, connect_ms))
+                           .client_address();
   // A partitioned row: connection c drives the leader of partition c mod P, with txns whose
   // first key is on that partition (the key routes the txn to its home).
   const uint32_t row_size = topo->partitions();
@@ -529,6 +557,27 @@ int Main(int argc, char** argv) {
   // Replicas: poll the leader until every follower has its last committed batch with its digest
   // (in a partitioned row, every partition's leader for its own followers; the summary shows
   // partition 0's leader with every follower of the row).
+  // A follower that is down (it answers no status and its leader has no report connection
+  // from it) is not waited for: it is reported apart (a dead member is the group's business
+  // now, and a restart brings it back).
+  std::vector<std::string> down_followers;
+  {
+    std::map<std::string, proto::NodeStatus> answered = AllStatus(topo.value(), connect_ms);
+    std::vector<std::string> live;
+    auto ls = answered.find(leader_name);
+    for (const std::string& f : follower_names) {
+      bool connected = false;
+      if (ls != answered.end()) {
+        for (const proto::FollowerView& v : ls->second.followers) connected |= v.node == f && v.connected;
+      }
+      if (answered.count(f) == 0 && !connected) {
+        down_followers.push_back(f);
+      } else {
+        live.push_back(f);
+      }
+    }
+    follower_names = std::move(live);
+  }
   std::vector<std::string> leaders = {target};
   std::vector<std::vector<std::string>> follower_sets = {follower_names};
   for (uint32_t p = 1; p < row_size; ++p) {
@@ -630,6 +679,8 @@ int Main(int argc, char** argv) {
   const uint64_t rejected = sum(&Counts::rejected), failed = sum(&Counts::failed);
   const uint64_t w_committed = has_txns ? committed_total : sum(&Counts::w_committed);
   const uint64_t w_aborted = has_txns ? aborted_total : sum(&Counts::w_aborted);
+  const uint64_t write_ops_committed = sum(&Counts::write_ops_committed), in_doubt = sum(&Counts::in_doubt);
+  const uint64_t write_ops_in_doubt = sum(&Counts::write_ops_in_doubt);
   uint64_t submitted = 0;
   for (auto& l : lc) submitted += l->sent();
   const double window_s = static_cast<double>(window.end_ns.load() - window.start_ns.load()) / 1e9;
@@ -649,6 +700,9 @@ int Main(int argc, char** argv) {
   std::printf("  committed      %" PRIu64 "  aborted %" PRIu64 "  rejected %" PRIu64 "  failed %" PRIu64
               "  errors %" PRIu64 "  (whole run: %" PRIu64 " submitted, %" PRIu64 " committed)\n",
               w_committed, w_aborted, rejected, failed, errors.count(), submitted, committed_total);
+  std::printf("  fates          write ops committed %" PRIu64 " (whole run); in doubt %" PRIu64 " txns (%" PRIu64
+              " write ops): answered failed or lost in flight, executed or not\n",
+              write_ops_committed, in_doubt, write_ops_in_doubt);
   std::printf("  latency ms     p50 %.3f  p95 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  (request sent -> answer, committed)\n",
               p50, p95, p99, p999, Ms(latency.max()));
   std::printf("  client cpu     %.2f s (%.3f us/txn)\n", client_cpu_s, per_txn_us(client_cpu_s));
@@ -683,6 +737,11 @@ int Main(int argc, char** argv) {
                 per_txn_us(w->cpu_s));
   }
   for (const auto& f : leader_status.followers) {
+    if (std::find(down_followers.begin(), down_followers.end(), f.node) != down_followers.end()) {
+      std::printf("  follower %-6s DOWN (no status, no report connection; lag %" PRIu64 " batches): not waited for\n",
+                  f.node.c_str(), f.lag_batches);
+      continue;
+    }
     if (f.stranded) {
       std::printf("  follower %-6s STRANDED (lag %" PRIu64 " batches, %" PRIu64 " mismatches): %s\n", f.node.c_str(),
                   f.lag_batches, f.mismatches, f.note.c_str());
@@ -696,6 +755,9 @@ int Main(int argc, char** argv) {
   std::string stranded_text;
   for (const proto::FollowerView* f : stranded) stranded_text += (stranded_text.empty() ? "" : ", ") + f->node;
   if (!stranded_text.empty()) stranded_text = " (stranded, not counted: " + stranded_text + ")";
+  std::string down_text;
+  for (const std::string& d : down_followers) down_text += (down_text.empty() ? "" : ", ") + d;
+  if (!down_text.empty()) stranded_text += " (down, not counted: " + down_text + ")";
   std::printf("  replicas agree %s%s%s\n", replicas_agree ? "yes" : "NO: ",
               replicas_agree ? (follower_names.empty() ? " (no followers)" : "") : agreement.message().c_str(),
               stranded_text.c_str());
@@ -727,6 +789,12 @@ int Main(int argc, char** argv) {
     j.Int("failed", failed);
     j.Int("errors", errors.count());
     j.Int("committed_total", committed_total);
+    // Whole run: what an exactly-once check needs (the table's update counters sum to at least
+    // update_ops_committed and at most that plus update_ops_in_doubt).
+    j.Int("update_ops_committed", write_ops_committed);
+    j.Int("in_doubt", in_doubt);
+    j.Int("update_ops_in_doubt", write_ops_in_doubt);
+    j.Str("leader", leader_name);
     j.Int("aborted_total", aborted_total);
     j.Dbl("elapsed_s", window_s);
     j.Dbl("throughput_tps", tps);
@@ -749,6 +817,7 @@ int Main(int argc, char** argv) {
     j.Int("progress_interval_ms", static_cast<uint64_t>(config.GetInt("client.progress_interval_ms")));
     j.Raw("committed_per_interval", "[" + timeline_json + "]");
     j.Raw("stranded_followers", JsonStringArray(stranded_names));
+    j.Raw("down_followers", JsonStringArray(down_followers));
     j.Raw("stranded_detail", stranded_json.Done());
     j.Int("digest_mismatches", leader_status.digest_mismatches);
     j.Int("follower_lag_batches", max_lag);

@@ -243,8 +243,8 @@ void ClientService::HandleFrame(Conn* c, uint8_t type, std::string_view body) {
 void ClientService::HandleTxnRequest(Conn* c, std::string_view body) {
   uint64_t id = 0;
   if (body.size() >= 8) std::memcpy(&id, body.data(), 8);  // the request id leads the body
-  if (!handler_.submit) {
-    proto::NotLeaderReply nl = handler_.not_leader;
+  proto::NotLeaderReply nl;
+  if (!handler_.submit || (handler_.not_leader && handler_.not_leader(&nl))) {
     nl.request_id = id;
     Send(c, proto::Frame(proto::MsgType::kNotLeader, proto::EncodeNotLeader(nl)));
     return;

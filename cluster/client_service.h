@@ -59,15 +59,19 @@ struct ClientServiceOptions {
 };
 
 struct ClientServiceHandler {
-  // Leader: hands txns to the engine in order (moved out), blocking while its queue is full;
-  // returns how many it took (fewer once the engine takes no more). Empty on a follower (txn
-  // requests get kNotLeader).
+  // Hands txns to the engine in order (moved out), blocking while its queue is full; returns
+  // how many it took (fewer once the engine takes no more). Called only while `not_leader`
+  // says this node leads; empty: txn requests always get kNotLeader.
   std::function<size_t(std::vector<storage::Txn>& txns)> submit;
+  // Asked for every txn request: true when this node does not take transactions now (a
+  // follower, or a node whose role is changing), with *reply naming the leader it believes in
+  // ("" when it knows none). Empty: always leads (when `submit` is set). Any reader thread.
+  std::function<bool(proto::NotLeaderReply* reply)> not_leader;
   std::function<proto::NodeStatus()> status;
-  // Leader: a follower's digest report; an error is logged (e.g. an unknown follower).
+  // Leader: a follower's digest report; an error is answered (e.g. an unknown follower, or
+  // this node does not lead).
   std::function<Status(const proto::FollowerReport&)> report;
   std::function<void(const std::string& node, bool connected)> report_connection;
-  proto::NotLeaderReply not_leader;  // a follower's answer to txn requests
 };
 
 struct ClientServiceCounters {

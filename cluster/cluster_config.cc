@@ -40,9 +40,6 @@ void AddClusterConfigKeys(ConfigSchema* s) {
                "test hook: this follower reports wrong digests from server.test_wrong_digest_batch on, so tests can "
                "show the leader catching a divergence; empty: off");
   s->AddInt("server.test_wrong_digest_batch", 0, 0, INT64_MAX, "see server.test_wrong_digest_node");
-  s->AddInt("server.follower_election_factor", 10, 1, 1000,
-            "raft: followers wait this many times replication.raft.election_ticks before campaigning (row 0 "
-            "leads; there is no failover yet, so a follower that took over would stop the cluster)");
 
   s->AddInt("client.connections", 4, 1, 1024, "client connections to the leader (--connections)");
   s->AddInt("client.outstanding", 5000, 1, 10'000'000, "txns in flight per connection, closed loop (--outstanding)");

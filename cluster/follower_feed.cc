@@ -1,5 +1,7 @@
 #include "cluster/follower_feed.h"
 
+#include <chrono>
+
 #include "common/clock.h"
 #include "common/codec.h"
 #include "common/logging.h"
@@ -34,6 +36,7 @@ FollowerFeed::FollowerFeed(FollowerFeedOptions options, Pipeline* pipeline, repl
     streams_.push_back(std::make_unique<Stream>());
     streams_.back()->applied = opt_.first_batch;
   }
+  limit_.assign(opt_.planners, UINT64_MAX);
 }
 
 FollowerFeed::~FollowerFeed() { Stop(); }
@@ -73,6 +76,41 @@ uint64_t FollowerFeed::received_batches() const {
   return least;
 }
 
+Status FollowerFeed::DrainTo(const std::vector<uint64_t>& next, int64_t timeout_ms) {
+  QR_CHECK_EQ(next.size(), streams_.size());
+  std::unique_lock<std::mutex> lk(mu_);
+  for (uint32_t p = 0; p < opt_.planners; ++p) {
+    if (streams_[p]->applied > next[p]) {
+      return Status::Corruption("stream " + std::to_string(p) + " applied batches up to " +
+                                std::to_string(streams_[p]->applied) + ", past the end of the replicated log (" +
+                                std::to_string(next[p]) + ")");
+    }
+    limit_[p] = next[p];
+  }
+  cv_.notify_all();
+  auto done = [&] {
+    for (uint32_t p = 0; p < opt_.planners; ++p) {
+      if (streams_[p]->applied < limit_[p]) return false;
+    }
+    return true;
+  };
+  cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] { return stop_ || !health_.ok() || ended_ || done(); });
+  if (!health_.ok()) return health_;
+  if (ended_) return Status::Unavailable("the leader's end marker (batch " + std::to_string(end_) + ") arrived: "
+                                                "the group was stopping");
+  if (done()) return Status::Ok();
+  if (stop_) return Status::Aborted("the feed stopped");
+  std::string shortfall;
+  for (uint32_t p = 0; p < opt_.planners; ++p) {
+    if (streams_[p]->applied < limit_[p]) {
+      shortfall += (shortfall.empty() ? "" : ", ") + std::string("stream ") + std::to_string(p) + " at batch " +
+                   std::to_string(streams_[p]->applied) + " of " + std::to_string(limit_[p]);
+    }
+  }
+  return Status::Timeout("the replicated batches did not all arrive within " + std::to_string(timeout_ms) + " ms (" +
+                         shortfall + ")");
+}
+
 void FollowerFeed::Request(uint32_t p, uint64_t batch) {
   replication::ReplicateMeta meta;
   meta.group = opt_.group;
@@ -105,8 +143,8 @@ void FollowerFeed::Loop(uint32_t p) {
     std::pair<Status, SharedBytes> got;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [&] { return stop_ || !health_.ok() || s.inbox.count(b) != 0; });
-      if (stop_ || !health_.ok()) return;
+      cv_.wait(lk, [&] { return stop_ || !health_.ok() || b >= limit_[p] || s.inbox.count(b) != 0; });
+      if (stop_ || !health_.ok() || b >= limit_[p]) return;
       auto it = s.inbox.find(b);
       got = std::move(it->second);
       s.inbox.erase(it);
@@ -147,10 +185,13 @@ void FollowerFeed::Loop(uint32_t p) {
       return;
     }
     pipeline_->PublishSlice(b, p, NowNanos() - t0, /*replicated=*/true);
+    bool draining = false;
     {
       std::lock_guard<std::mutex> lk(mu_);
       s.applied = b + 1;
+      draining = limit_[p] != UINT64_MAX;
     }
+    if (draining) cv_.notify_all();  // DrainTo waits for this
     Request(p, b + opt_.window);
   }
 }

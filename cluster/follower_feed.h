@@ -72,6 +72,13 @@ class FollowerFeed {
   bool ended(uint64_t* end) const;
   // Batches received (fully, every stream) so far: the least per-stream count.
   uint64_t received_batches() const;
+  // Promotion (this node starts leading): stream p applies batches below next[p] and no more,
+  // then its thread ends. Blocks until every stream got there (OK), or the feed failed (its
+  // error), stopped (kAborted), the leader's end marker came first (kUnavailable: the
+  // group was stopping), or timeout_ms passed (kTimeout, naming the streams short of it).
+  // Then Stop() joins the threads; receives posted beyond next[p] are the caller's to cancel
+  // (Replicator::CancelReceives).
+  Status DrainTo(const std::vector<uint64_t>& next, int64_t timeout_ms);
 
  private:
   struct Stream {
@@ -93,6 +100,7 @@ class FollowerFeed {
   Status health_;              // guarded by mu_
   bool ended_ = false;         // guarded by mu_
   uint64_t end_ = 0;           // guarded by mu_
+  std::vector<uint64_t> limit_;  // guarded by mu_: per stream, apply below it only (DrainTo)
   std::vector<std::unique_ptr<Stream>> streams_;
 };
 

@@ -199,6 +199,10 @@ class PipelineImpl {
     std::lock_guard<std::mutex> lk(ring_.mu);
     return ring_.health;
   }
+  void DeliverOutcomesFrom(uint64_t b) {
+    QR_CHECK(opt_.deliver_outcomes, "DeliverOutcomesFrom without deliver_outcomes");
+    commit_.DeliverOutcomesFrom(b);
+  }
   uint64_t committed_batches() const {
     std::lock_guard<std::mutex> lk(ring_.mu);
     return ring_.committed;
@@ -266,6 +270,7 @@ void Pipeline::DeliverDepValue(uint64_t b, uint32_t p, uint32_t slot, int64_t va
 void Pipeline::DeliverVotes(uint64_t b, uint32_t from, uint32_t round, std::vector<executor::RowTxn> ids) {
   impl_->DeliverVotes(b, from, round, std::move(ids));
 }
+void Pipeline::DeliverOutcomesFrom(uint64_t b) { impl_->DeliverOutcomesFrom(b); }
 void Pipeline::EndInput(uint64_t end) { impl_->EndInput(end); }
 void Pipeline::Fail(Status status) { impl_->Fail(std::move(status)); }
 Status Pipeline::WaitIdle(int64_t timeout_ms) { return impl_->WaitIdle(timeout_ms); }

@@ -123,6 +123,10 @@ class Pipeline {
   // Row nodes: partition `from`'s aborted txns of batch b for voting round `round` (any thread).
   // Twice for one (b, from, round), from itself or out of range: fails the pipeline.
   void DeliverVotes(uint64_t b, uint32_t from, uint32_t round, std::vector<executor::RowTxn> ids);
+  // Outcomes of batches b and later go to the sink, none before (a follower that starts
+  // leading at b; deliver_outcomes must have been set). Before batch b's first slice is
+  // published. Any thread.
+  void DeliverOutcomesFrom(uint64_t b);
   // Batches [first_batch, end) are all there will be.
   void EndInput(uint64_t end);
   // Stops with an error: nothing more is executed than what executors already hold, no outcome

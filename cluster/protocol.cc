@@ -403,6 +403,10 @@ std::string EncodeStatusReply(const NodeStatus& s) {
     PutString(w, key);
     PutString(w, value);
   }
+  {
+    PutString(w, s.leader);
+    w.PutVarint(s.term);
+  }
   return w.Release();
 }
 
@@ -436,6 +440,7 @@ Status DecodeStatusReply(std::string_view body, NodeStatus* out) {
   for (auto& [key, value] : out->loaded) {
     if (!GetString(r, &key) || !GetString(r, &value)) return Bad("status reply", "truncated or non-canonical loaded key");
   }
+  if (!GetString(r, &out->leader) || !GetVarint(r, &out->term)) return Bad("status reply", "truncated leader");
   if (!r.done()) return Bad("status reply", "trailing bytes");
   return Status::Ok();
 }

@@ -204,7 +204,7 @@ struct PhaseMeans {
 struct NodeStatus {
   uint64_t request_id = 0;
   std::string node;
-  std::string role;        // "leader" | "follower"
+  std::string role;        // "leader" | "follower" | "promoting" | "deposed"
   std::string state;       // "serving" | "stopping" | "failed" | "catching-up" ...
   std::string error;       // why, when failed ("" otherwise)
   std::string backend;     // replication.backend
@@ -224,6 +224,10 @@ struct NodeStatus {
   // What this server loaded (cluster_config.h TableKeys: key, effective value); empty from a
   // server that does not say.
   std::vector<std::pair<std::string, std::string>> loaded;
+  // The node this one believes leads its group (itself when it leads; "" when it knows none)
+  // and the backend's term (raft) or epoch (zookeeper) of that leadership (0: none).
+  std::string leader;
+  uint64_t term = 0;
 };
 std::string EncodeStatusReply(const NodeStatus& s);
 Status DecodeStatusReply(std::string_view body, NodeStatus* out);

@@ -129,7 +129,8 @@ uint64_t DigestMonitor::unchecked() const {
 
 // ---------------------------------------------------------------------------------------------
 
-DigestReporter::DigestReporter(Options options) : opt_(std::move(options)), net_(net::MakeNngStreamNet()) {}
+DigestReporter::DigestReporter(Options options)
+    : opt_(std::move(options)), net_(net::MakeNngStreamNet()), leader_address_(opt_.leader_address) {}
 
 DigestReporter::~DigestReporter() { Stop(0); }
 
@@ -143,6 +144,17 @@ void DigestReporter::RecordApplied(uint64_t batch, uint64_t digest) {
       ++dropped_;
     }
   }
+}
+
+void DigestReporter::SetLeader(const std::string& address) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (address == leader_address_) return;
+    leader_address_ = address;
+    leader_changed_ = true;
+    if (conn_ != nullptr) conn_->Shutdown();  // a write blocked on the old leader ends now
+  }
+  cv_.notify_all();
 }
 
 void DigestReporter::MarkEnded() {
@@ -181,7 +193,7 @@ uint64_t DigestReporter::dropped() const {
   return dropped_;
 }
 
-bool DigestReporter::SendPending(net::StreamConn* conn) {
+bool DigestReporter::SendPending(net::StreamConn* conn, bool always) {
   proto::FollowerReport report;
   report.node = opt_.node;
   {
@@ -190,7 +202,7 @@ bool DigestReporter::SendPending(net::StreamConn* conn) {
     report.ended = ended_;
     report.digests.assign(pending_.begin(), pending_.end());
   }
-  if (report.digests.empty() && report.ended == ended_sent_) return true;
+  if (!always && report.digests.empty() && report.ended == ended_sent_) return true;
   const std::string frame = proto::Frame(proto::MsgType::kFollowerReport, proto::EncodeFollowerReport(report));
   iovec iov{const_cast<char*>(frame.data()), frame.size()};
   if (!conn->WriteAll(&iov, 1)) return false;
@@ -206,6 +218,7 @@ bool DigestReporter::SendPending(net::StreamConn* conn) {
 
 void DigestReporter::Loop() {
   std::unique_ptr<net::StreamConn> conn;
+  bool sent_on_conn = false;
   int64_t backoff_ms = 50;
   for (;;) {
     bool stopping = false;
@@ -215,8 +228,23 @@ void DigestReporter::Loop() {
       stopping = stop_;
       if (stopping && NowNanos() >= flush_deadline_ns_) break;
     }
+    std::string address;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (leader_changed_) {
+        leader_changed_ = false;
+        conn_ = nullptr;
+        conn.reset();
+        sent_on_conn = false;
+      }
+      address = leader_address_;
+    }
+    if (!conn && address.empty()) {
+      if (stopping) break;
+      continue;  // no leader known: wait for SetLeader (the wait above is bounded)
+    }
     if (!conn) {
-      conn = net_->Connect(opt_.leader_address, 1000);
+      conn = net_->Connect(address, 1000);
       if (!conn) {
         if (stopping) break;
         std::unique_lock<std::mutex> lk(mu_);
@@ -228,7 +256,11 @@ void DigestReporter::Loop() {
       std::lock_guard<std::mutex> lk(mu_);
       conn_ = conn.get();
     }
-    if (!SendPending(conn.get())) {
+    // A new connection (a new leader, perhaps) hears where this follower is at once.
+    const bool fresh = !sent_on_conn;
+    sent_on_conn = true;
+    if (!SendPending(conn.get(), fresh)) {
+      sent_on_conn = false;
       std::lock_guard<std::mutex> lk(mu_);
       conn_ = nullptr;
       conn.reset();

@@ -74,7 +74,7 @@ class DigestReporter {
  public:
   struct Options {
     std::string node;            // this follower
-    std::string leader_address;  // host:client_port
+    std::string leader_address;  // host:client_port ("" = none known yet: wait for SetLeader)
     int64_t interval_ms = 50;
     size_t max_pending = 1 << 16;
   };
@@ -85,6 +85,9 @@ class DigestReporter {
   void RecordApplied(uint64_t batch, uint64_t digest);
   // The leader's end marker arrived (the next report says so).
   void MarkEnded();
+  // The group's leader changed: reports go to `address` from now on (the connection to the
+  // old one is dropped; "" = none known: wait). Digests not yet sent go to the new leader.
+  void SetLeader(const std::string& address);
   Status Start();
   // Sends what is pending once more (bounded by `timeout_ms`), then stops the thread.
   void Stop(int64_t timeout_ms);
@@ -92,12 +95,16 @@ class DigestReporter {
 
  private:
   void Loop();
-  bool SendPending(net::StreamConn* conn);
+  // Sends the pending digests (and the end flag once); with `always`, a report even when
+  // there is nothing new (a new connection: the leader learns where this follower is).
+  bool SendPending(net::StreamConn* conn, bool always);
 
   const Options opt_;
   std::unique_ptr<net::StreamNet> net_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  std::string leader_address_;              // guarded by mu_
+  bool leader_changed_ = false;             // guarded by mu_: drop the connection to the old one
   std::deque<proto::BatchDigest> pending_;  // guarded by mu_
   uint64_t applied_ = 0;                    // guarded by mu_
   bool ended_ = false;                      // guarded by mu_

@@ -1,4 +1,5 @@
 #include "cluster/server.h"
+#include "cluster/server_impl.h"
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -42,9 +43,6 @@ uint64_t ProcessCpuNanos() {
   return ns(ru.ru_utime) + ns(ru.ru_stime);
 }
 
-// Each process hosts one replication group: its own partition's (replication.groups=1).
-constexpr uint32_t kGroup = 0;
-
 std::string Hex(uint64_t v) {
   char buf[24];
   std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
@@ -52,88 +50,6 @@ std::string Hex(uint64_t v) {
 }
 
 }  // namespace
-
-class ServerImpl {
- public:
-  Status Init(const Config& config, const std::string& node);
-  Status Start();
-  Status Shutdown();
-  std::string ReadyLine() const;
-  std::string StatsLine() const;
-  proto::NodeStatus NodeStatusNow() const;
-  Status health() const;
-
-  ~ServerImpl() { StopAll(); }
-
- private:
-  void OnReplicated(uint64_t b, uint32_t p, const Status& st);
-  void WatchLoop();
-  void StopAll();
-  Status WaitForLeadership();
-  Status Dump();
-  std::string Identity() const { return "[" + me_.name + (leader_ ? " leader" : " follower") + "]"; }
-  Status StartRow();
-  // Starts the replication backend (errors name the key at fault); a leader then waits until it
-  // leads a fresh stream.
-  Status StartReplication();
-  // A leader's digest monitor over its group's followers; a follower's reporter to its leader.
-  void MakeMonitor();
-  void MakeReporter();
-  // Records the node's first failure for the watch thread (any thread; hand over only).
-  void NoteFailure(Status st);
-  // Replication streams of this node's group: one per planner, or in a partitioned row one per
-  // (home, planner) of the row, since a partition's group carries every sub-slice addressed to it.
-  uint32_t Streams() const { return engine_.planner.planners * topo_->partitions(); }
-  // A leader's clean end of replication: end markers at batch `end` on every stream, then a
-  // bounded wait for connected followers to apply everything.
-  Status EndReplication(uint64_t end);
-  // Leader: the followers of its group the replication backend has given up on (stranded:
-  // what they lack is gone from the backend), by node name, with the backend's reason.
-  std::map<std::string, std::string> StrandedFollowers() const;
-  // Follower: why the backend can no longer bring this node up to date ("" if it can).
-  std::string SelfStranded() const;
-  // The node's pipeline state, whichever front-end runs it.
-  PipelineStats PipeStats() const { return row_ ? row_->node()->Stats() : pipeline_->Stats(); }
-  Status PipeHealth() const { return row_ ? row_->health() : (pipeline_ ? pipeline_->health() : Status::Ok()); }
-
-  std::unique_ptr<Config> config_;
-  std::unique_ptr<Config> repl_config_;
-  std::unique_ptr<Topology> topo_;
-  NodeInfo me_;
-  bool leader_ = false;
-  std::string backend_, mode_;
-  EngineConfig engine_;
-  workloads::WorkloadOptions workload_;
-  int64_t drain_timeout_ms_ = 0;
-  int64_t corrupt_batch_ = -1;  // server.test_corrupt_slice_batch
-
-  std::unique_ptr<storage::Table> table_;
-  std::unique_ptr<replication::Replicator> replicator_;
-  std::unique_ptr<Pipeline> pipeline_;
-  std::unique_ptr<LocalPlanner> planner_;
-  std::unique_ptr<FollowerFeed> feed_;
-  std::unique_ptr<ClientService> service_;
-  std::unique_ptr<DigestMonitor> monitor_;
-  std::unique_ptr<DigestReporter> reporter_;
-  // A node of a partitioned row (P > 1): its row half (cluster/row/row_server.h).
-  std::unique_ptr<RowServer> row_;
-  storage::KeyMapper partition_map_;
-  bool row_ending_ = false;       // guarded by mu_: a peer's input ended; this home stops too
-  bool row_ending_handled_ = false;  // guarded by mu_
-
-  // Replication failures reported by callbacks, acted on by the watch thread.
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  Status failure_;          // guarded by mu_
-  bool failure_handled_ = false;  // guarded by mu_
-  bool watch_stop_ = false; // guarded by mu_
-  uint32_t markers_done_ = 0;     // guarded by mu_
-  Status marker_status_;          // guarded by mu_
-  std::atomic<bool> stopping_{false};
-  std::atomic<uint64_t> replicated_bytes_{0};
-  NamedThread watch_;
-  bool stopped_ = false;
-};
 
 Status ServerImpl::Init(const Config& config, const std::string& node) {
   config_ = std::make_unique<Config>(config);
@@ -181,6 +97,11 @@ Status ServerImpl::Init(const Config& config, const std::string& node) {
     // Executor ranges split this partition's keys (whatever the partition function did).
     engine_.pipeline.ranges = storage::KeyMapper::Within(partition_map_, engine_.pipeline.executors);
   }
+  {
+    const NodeInfo& l = topo_->Leader(me_.partition);  // row 0 leads a fresh cluster
+    hint_node_ = l.name;
+    hint_address_ = l.client_address();
+  }
   backend_ = config.GetString("replication.backend");
   mode_ = config.GetString("replication.mode");
   drain_timeout_ms_ = config.GetInt("server.drain_timeout_ms");
@@ -202,8 +123,6 @@ Status ServerImpl::Init(const Config& config, const std::string& node) {
   const auto group = topo_->Group(me_.partition);
   std::string members;
   for (const NodeInfo* n : group) members += (members.empty() ? "" : ",") + n->peer_address();
-  int64_t election_ticks = config.GetInt("replication.raft.election_ticks");
-  if (!leader_) election_ticks *= config.GetInt("server.follower_election_factor");
   std::vector<std::string> derived = {
       "replication.groups=1",
       "replication.planners=" + std::to_string(Streams()),
@@ -211,7 +130,6 @@ Status ServerImpl::Init(const Config& config, const std::string& node) {
       "replication.raft.members=" + members,
       "replication.raft.node_id=" + std::to_string(me_.row),
       "replication.raft.preferred_leader=0",
-      "replication.raft.election_ticks=" + std::to_string(election_ticks),
       "replication.zookeeper.followers=" + std::to_string(topo_->replication_factor()),
       "replication.zookeeper.follower_id=" + me_.name,
   };
@@ -243,65 +161,69 @@ Status ServerImpl::Start() {
   so.records = workload_.RecordCount();
   ClientServiceHandler h;
   h.status = [this] { return NodeStatusNow(); };
-  if (leader_) {
-    h.submit = [this](std::vector<storage::Txn>& t) { return row_ ? row_->node()->SubmitMany(t) : planner_->SubmitMany(t); };
-    h.report = [this](const proto::FollowerReport& r) { return monitor_->OnReport(r); };
-    h.report_connection = [this](const std::string& n, bool up) { monitor_->SetConnected(n, up); };
-  } else {
-    const NodeInfo& l = topo_->Leader(me_.partition);
-    h.not_leader.leader_node = l.name;
-    h.not_leader.leader_address = l.client_address();
-  }
   if (topo_->partitions() > 1) {
+    // A partitioned row keeps the roles of its config.
+    role_.store(leader_ ? NodeRole::kLeader : NodeRole::kFollower);
+    if (leader_) {
+      h.submit = [this](std::vector<storage::Txn>& t) { return row_->node()->SubmitMany(t); };
+      h.report = [this](const proto::FollowerReport& r) { return monitor_->OnReport(r); };
+      h.report_connection = [this](const std::string& n, bool up) { monitor_->SetConnected(n, up); };
+    } else {
+      const NodeInfo& l = topo_->Leader(me_.partition);
+      h.not_leader = [name = l.name, address = l.client_address()](proto::NotLeaderReply* r) {
+        r->leader_node = name;
+        r->leader_address = address;
+        return true;
+      };
+    }
     service_ = std::make_unique<ClientService>(so, h);
     return StartRow();
   }
+  // One partition: the role follows the backend (server_impl.h). Every handler asks it.
+  h.submit = [this](std::vector<storage::Txn>& t) -> size_t {
+    LocalPlanner* p = live_planner_.load(std::memory_order_acquire);
+    return p != nullptr ? p->SubmitMany(t) : 0;
+  };
+  h.not_leader = [this](proto::NotLeaderReply* r) {
+    if (role() == NodeRole::kLeader && live_planner_.load(std::memory_order_acquire) != nullptr) return false;
+    uint64_t term = 0;
+    LeaderHint(&r->leader_node, &r->leader_address, &term);
+    if (r->leader_node == me_.name) r->leader_node.clear(), r->leader_address.clear();  // not serving yet
+    return true;
+  };
+  h.report = [this](const proto::FollowerReport& r) {
+    if (role() != NodeRole::kLeader) {
+      return Status::Unavailable(me_.name + " does not lead (it is " + NodeRoleName(role()) + "): report ignored");
+    }
+    return monitor_->OnReport(r);
+  };
+  h.report_connection = [this](const std::string& n, bool up) { monitor_->SetConnected(n, up); };
+  const bool replicated = topo_->replication_factor() > 0;
   // The pieces the handlers use exist before the port opens.
   PipelineOptions po = engine_.pipeline;
   po.first_batch = 0;
-  po.capture_reads = leader_;
-  po.deliver_outcomes = leader_;  // a follower's outcomes go to nobody
+  // Replayed slices carry no plain reads (nothing to capture); outcomes go to clients from the
+  // batch this node starts planning at (Promote), none before.
+  po.capture_reads = true;
+  po.deliver_outcomes = true;
   po.track_digest = true;
   po.executors_wait_for_replication = mode_ == "sync";
-  if (leader_) {
-    MakeMonitor();
-    service_ = std::make_unique<ClientService>(so, h);
-    pipeline_ = std::make_unique<Pipeline>(
-        po, table_.get(), [this](const std::vector<commit::TxnOutcome>& o) { service_->OnOutcomes(o); },
-        [this](const BatchInfo& b) { monitor_->RecordOwn(b.batch, b.digest); });
-    // With no followers (rf = 0: the Q-Store baseline) nothing is replicated, whatever the
-    // backend: slices count as replicated at once and no bytes are encoded.
-    PlannedHook replicate;
-    LocalPlannerOptions lpo = engine_.planner;
-    // Followers return no read values, so they get the slice without its plain reads, encoded
-    // by the planner as it plans (EncodeSlice(s, kWithoutReads), without a second pass).
-    lpo.encode_for_replicas = topo_->replication_factor() > 0;
-    if (lpo.encode_for_replicas) replicate = [this](const planner::PlannedSlice& s, std::string bytes) {
-      // On the planner thread, outside every lock the executors need; the slice is read-only.
-      if (s.planner == 0 && static_cast<int64_t>(s.batch) == corrupt_batch_ && bytes.size() > 8) {
-        bytes[bytes.size() / 2] ^= 0x5a;  // the test hook
-        bytes.resize(bytes.size() - 5);
-        Logger("server")->warn("{} test hook: damaged the slice of batch {}, planner 0", Identity(), s.batch);
-      }
-      replicated_bytes_.fetch_add(bytes.size(), std::memory_order_relaxed);
-      const uint64_t b = s.batch;
-      const uint32_t p = s.planner;
-      replication::ReplicateMeta meta{kGroup, p, b};
-      // `s` may be reused once the callback fired: nothing below touches it.
-      replicator_->ReplicateData(meta, std::move(bytes),
-                                 [this, b, p](const replication::ReplicateMeta&, Status st) { OnReplicated(b, p, st); });
-    };
-    planner_ = std::make_unique<LocalPlanner>(lpo, pipeline_.get(), std::move(replicate));
-  } else {
-    MakeReporter();
-    service_ = std::make_unique<ClientService>(so, h);
-    const bool wrong = c.GetString("server.test_wrong_digest_node") == me_.name;
-    const uint64_t wrong_from = static_cast<uint64_t>(c.GetInt("server.test_wrong_digest_batch"));
-    pipeline_ = std::make_unique<Pipeline>(
-        po, table_.get(), [](const std::vector<commit::TxnOutcome>&) {}, [this, wrong, wrong_from](const BatchInfo& b) {
-          // The test hook lies about the digest, so tests can see the leader notice.
+  MakeMonitor();
+  if (replicated) MakeReporter();
+  service_ = std::make_unique<ClientService>(so, h);
+  const bool wrong = c.GetString("server.test_wrong_digest_node") == me_.name;
+  const uint64_t wrong_from = static_cast<uint64_t>(c.GetInt("server.test_wrong_digest_batch"));
+  pipeline_ = std::make_unique<Pipeline>(
+      po, table_.get(), [this](const std::vector<commit::TxnOutcome>& o) { service_->OnOutcomes(o); },
+      [this, wrong, wrong_from](const BatchInfo& b) {
+        monitor_->RecordOwn(b.batch, b.digest);
+        // The test hook lies about the digest, so tests can see the leader notice.
+        if (reporter_ && role() != NodeRole::kLeader) {
           reporter_->RecordApplied(b.batch, wrong && b.batch >= wrong_from ? ~b.digest : b.digest);
-        });
+        }
+      });
+  pipeline_->DeliverOutcomesFrom(UINT64_MAX);
+  if (replicated) {
     FollowerFeedOptions fo;
     fo.group = kGroup;
     fo.planners = engine_.planner.planners;
@@ -314,14 +236,16 @@ Status ServerImpl::Start() {
     return Status::Unavailable("cluster.nodes[" + std::to_string(me_.index) + "].client_port: " + st.message());
   }
 
-  // 2. Replication; a leader waits until the backend makes it leader of a fresh stream.
+  // 2. Replication; row 0 waits until the backend makes it leader of a fresh stream.
   QR_RETURN_IF_ERROR(StartReplication());
 
-  // 3. The pipeline and the front-end.
+  // 3. The pipeline and the front-end: every node starts as a follower; row 0 of a fresh
+  // cluster is promoted at once (every stream empty), the others when the backend says so.
   QR_RETURN_IF_ERROR(pipeline_->Start());
-  if (leader_) {
-    QR_RETURN_IF_ERROR(planner_->Start());
-  } else {
+  if (leader_ && replicator_->IsLeader(kGroup)) {
+    // (its feed and reporter never start: every stream is empty)
+    QR_RETURN_IF_ERROR(Promote(/*initial=*/true));
+  } else if (replicated) {
     QR_RETURN_IF_ERROR(feed_->Start());
     QR_RETURN_IF_ERROR(reporter_->Start());
   }
@@ -329,6 +253,10 @@ Status ServerImpl::Start() {
   log->info("{} serving: partition {} row {}, clients on {}, backend {} ({}), {} planner(s), {} executor(s)",
             Identity(), me_.partition, me_.row, me_.client_address(), backend_, mode_, engine_.planner.planners,
             engine_.pipeline.executors);
+  if (backend_ == "raft" && topo_->replication_factor() == 1) {
+    log->warn("{} raft with rf = 1 (two members) cannot fail over: a majority of two is both, so with either "
+              "member lost the group stops; rf = 2 (three members) survives a lost node", Identity());
+  }
   return Status::Ok();
 }
 
@@ -348,7 +276,8 @@ Status ServerImpl::StartReplication() {
 void ServerImpl::MakeMonitor() {
   std::vector<std::string> followers;
   for (const NodeInfo* n : topo_->Group(me_.partition)) {
-    if (n->row != 0) followers.push_back(n->name);
+    // The group's other members: whoever leads watches the rest (a partitioned row: row 0).
+    if (topo_->partitions() > 1 ? n->row != 0 : n->name != me_.name) followers.push_back(n->name);
   }
   monitor_ = std::make_unique<DigestMonitor>(followers,
                                              static_cast<size_t>(config_->GetInt("server.digest_history_batches")));
@@ -357,7 +286,8 @@ void ServerImpl::MakeMonitor() {
 void ServerImpl::MakeReporter() {
   DigestReporter::Options ro;
   ro.node = me_.name;
-  ro.leader_address = topo_->Leader(me_.partition).client_address();
+  // Row 0 leads a fresh cluster; later the role thread follows the backend (SetLeader).
+  ro.leader_address = leader_ ? "" : topo_->Leader(me_.partition).client_address();
   ro.interval_ms = config_->GetInt("server.report_interval_ms");
   reporter_ = std::make_unique<DigestReporter>(ro);
 }
@@ -448,6 +378,14 @@ Status ServerImpl::WaitForLeadership() {
       }
       return Status::Ok();
     }
+    if (const replication::LeaderView v = replicator_->Leader(kGroup); v.known && !v.self) {
+      // Another member won the first election (this one started late): it plans; this node
+      // follows, as any other.
+      const NodeInfo* n = LeaderNode(v);
+      Logger("server")->warn("{} {} leads the group already (term {}): this node starts as a follower", Identity(),
+                             n != nullptr ? n->name : "another member", v.term);
+      return Status::Ok();
+    }
     if (NowNanos() >= deadline) {
       return Status::Unavailable("replication (" + backend_ + "): this node (row 0) did not become leader within " +
                                  "server.start_timeout_ms (" + std::to_string(config_->GetInt("server.start_timeout_ms")) +
@@ -472,12 +410,26 @@ void ServerImpl::OnReplicated(uint64_t b, uint32_t p, const Status& st) {
 }
 
 void ServerImpl::WatchLoop() {
+  // One partition with followers: the role follows the backend, looked at every kRolePollMs.
+  const bool roles = !row_ && topo_->replication_factor() > 0;
+  constexpr int kRolePollMs = 10;
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
-    cv_.wait(lk, [&] {
+    auto pending = [&] {
       return watch_stop_ || (!failure_.ok() && !failure_handled_) || (row_ending_ && !row_ending_handled_);
-    });
+    };
+    if (roles) {
+      cv_.wait_for(lk, std::chrono::milliseconds(kRolePollMs), pending);
+    } else {
+      cv_.wait(lk, pending);
+    }
     if (watch_stop_) return;
+    if (roles) {
+      lk.unlock();
+      RoleTick();
+      lk.lock();
+      if (watch_stop_) return;
+    }
     if (row_ending_ && !row_ending_handled_ && failure_.ok()) {
       // A peer's input ended (it is stopping): the row ends together, so this home ends its
       // input too; what it admitted is still answered.
@@ -507,6 +459,12 @@ void ServerImpl::WatchLoop() {
   }
 }
 
+Status ServerImpl::fail_stop(bool* deposed) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (deposed != nullptr) *deposed = deposed_;
+  return fail_stop_;
+}
+
 Status ServerImpl::health() const {
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -521,11 +479,13 @@ Status ServerImpl::health() const {
 proto::NodeStatus ServerImpl::NodeStatusNow() const {
   proto::NodeStatus s;
   s.node = me_.name;
-  s.role = leader_ ? "leader" : "follower";
+  const NodeRole role = this->role();
+  s.role = NodeRoleName(role);
+  LeaderHint(&s.leader, nullptr, &s.term);
   const Status h = health();
   s.state = !h.ok() ? "failed" : (stopping_.load() ? "stopping" : "serving");
   s.error = h.ok() ? "" : h.message();
-  if (!leader_) {
+  if (role != NodeRole::kLeader) {
     // Stranded comes first: with zookeeper, the batch it can no longer read also fails its
     // apply, and "stranded" is the reason, not a second problem.
     if (std::string why = SelfStranded(); !why.empty()) {
@@ -564,7 +524,7 @@ proto::NodeStatus ServerImpl::NodeStatusNow() const {
     s.phases.repl_wait_ms = static_cast<double>(ps.phase_sums.repl_wait_ns) / n;
     s.phases.commit_ms = static_cast<double>(ps.phase_sums.commit_ns) / n;
   }
-  if (monitor_) {
+  if (monitor_ && role == NodeRole::kLeader) {
     s.digest_mismatches = monitor_->mismatches();
     s.followers = monitor_->Views(ps.committed_batches);
     const std::map<std::string, std::string> stranded = StrandedFollowers();
@@ -580,7 +540,7 @@ proto::NodeStatus ServerImpl::NodeStatusNow() const {
 
 std::map<std::string, std::string> ServerImpl::StrandedFollowers() const {
   std::map<std::string, std::string> out;
-  if (!replicator_ || !leader_) return out;
+  if (!replicator_ || role() != NodeRole::kLeader) return out;
   const auto group = topo_->Group(me_.partition);
   for (const replication::StrandedMember& m : replicator_->Health(kGroup).stranded) {
     // raft names members by node id (the row: replication.raft.node_id), zookeeper by
@@ -597,9 +557,16 @@ std::string ServerImpl::SelfStranded() const {
 }
 
 std::string ServerImpl::ReadyLine() const {
+  std::string leader;
+  uint64_t term = 0;
+  LeaderHint(&leader, nullptr, &term);
+  // "(partition 0, row 1, follower of n0)": the live role and the leader it follows.
+  const NodeRole r = role();
+  const std::string role_text =
+      r == NodeRole::kLeader ? "leader" : NodeRoleName(r) + std::string(" of ") + (leader.empty() ? "no leader yet" : leader);
   return "qrstore-server ready: node " + me_.name + " (partition " + std::to_string(me_.partition) + ", row " +
-         std::to_string(me_.row) + ", " + (leader_ ? "leader" : "follower") + ") clients " + me_.client_address() +
-         " backend " + backend_ + " mode " + mode_ + " records " + std::to_string(table_->size());
+         std::to_string(me_.row) + ", " + role_text + ") clients " + me_.client_address() + " backend " + backend_ +
+         " mode " + mode_ + " records " + std::to_string(table_->size());
 }
 
 std::string ServerImpl::StatsLine() const {
@@ -608,7 +575,8 @@ std::string ServerImpl::StatsLine() const {
                      " committed=" + std::to_string(s.committed_txns) + " aborted=" + std::to_string(s.aborted_txns) +
                      " rejected=" + std::to_string(s.rejected_txns) + " failed=" + std::to_string(s.failed_txns) +
                      " digest=" + Hex(s.last_digest) + " cpu_s=" + std::to_string(static_cast<double>(s.cpu_ns) / 1e9);
-  if (leader_) {
+  if (!s.leader.empty() && s.leader != me_.name) line += " leader=" + s.leader + " term=" + std::to_string(s.term);
+  if (s.role == "leader") {
     line += " replicated_mb=" + std::to_string(static_cast<double>(replicated_bytes_.load()) / 1e6);
     for (const auto& f : s.followers) {
       line += " [" + f.node + (f.connected ? "" : " disconnected") + (f.stranded ? " STRANDED" : "") +
@@ -690,7 +658,17 @@ Status ServerImpl::Shutdown() {
   auto log = Logger("server");
   stopping_.store(true);
   Status result;
-  bool skip_dump = false;  // a stranded node's table is a prefix of the others': no dump
+  // No dump of a stranded node (its table is a prefix of the others'), a deposed one (it may
+  // hold speculative batches no one else executed) or one whose promotion failed.
+  std::string skip_dump;
+  NodeRole role = this->role();
+  if (!row_) {
+    // Freeze the role: no promotion starts from here on, and a running one finishes first.
+    std::unique_lock<std::mutex> lk(mu_);
+    roles_frozen_ = true;
+    cv_.wait(lk, [&] { return !role_changing_; });
+    role = this->role();
+  }
   if (row_) {
     if (leader_) {
       service_->StopAdmitting(Status::Unavailable("node stopping (SIGTERM)"));
@@ -707,7 +685,13 @@ Status ServerImpl::Shutdown() {
       }
     }
     if (reporter_) reporter_->Stop(1000);  // a follower's last report
-  } else if (leader_) {
+  } else if (role == NodeRole::kDeposed || role == NodeRole::kPromoting) {
+    bool deposed = false;
+    result = fail_stop(&deposed);
+    if (result.ok()) result = Status::Unavailable(std::string("stopped while ") + NodeRoleName(role));
+    skip_dump = deposed ? "it was deposed: its table may hold speculative batches no other node executed"
+                        : "its promotion to leader did not complete";
+  } else if (role == NodeRole::kLeader) {
     service_->StopAdmitting(Status::Unavailable("node stopping (SIGTERM)"));
     planner_->CloseInput();
     Status idle = pipeline_->WaitIdle(drain_timeout_ms_);
@@ -722,7 +706,7 @@ Status ServerImpl::Shutdown() {
     // Its leader's end will never reach it: nothing to wait for.
     result = Status::Unavailable("stranded, not waiting for the leader's end (applied " +
                                  std::to_string(pipeline_->committed_batches()) + " batches): " + why);
-    skip_dump = true;
+    skip_dump = "this node is stranded";
     reporter_->Stop(1000);  // a last report
   } else {
     Status idle = pipeline_->WaitIdle(drain_timeout_ms_);
@@ -738,8 +722,8 @@ Status ServerImpl::Shutdown() {
     reporter_->Stop(1000);  // a last report
   }
   StopAll();
-  if (skip_dump) {
-    if (!config_->GetString("server.dump_state_dir").empty()) log->warn("{} no dump: this node is stranded", Identity());
+  if (!skip_dump.empty()) {
+    if (!config_->GetString("server.dump_state_dir").empty()) log->warn("{} no dump: {}", Identity(), skip_dump);
   } else if (Status d = Dump(); !d.ok() && result.ok()) {
     result = d;
   }
@@ -795,5 +779,6 @@ std::string Server::StatsLine() const { return impl_->StatsLine(); }
 proto::NodeStatus Server::NodeStatusNow() const { return impl_->NodeStatusNow(); }
 Status Server::Shutdown() { return impl_->Shutdown(); }
 Status Server::health() const { return impl_->health(); }
+Status Server::fail_stop(bool* deposed) const { return impl_->fail_stop(deposed); }
 
 }  // namespace qrstore::cluster

@@ -56,6 +56,9 @@ class Server {
   Status Shutdown();
   // OK, or why this node stopped serving (replication failure, bad slice).
   Status health() const;
+  // Non-OK once the node must stop by itself: it was deposed (*deposed true: exit
+  // kExitDeposed), or the backend made it leader and it could not take over (exit 1).
+  Status fail_stop(bool* deposed) const;
 
  private:
   explicit Server(std::unique_ptr<ServerImpl> impl);

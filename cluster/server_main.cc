@@ -5,6 +5,8 @@
 // ..."); a stats line in the log every server.stats_interval_ms. SIGTERM or SIGINT: the clean
 // stop of cluster/server.h, then exit 0 (1 if it could not finish cleanly or the node had
 // failed). Exit 2: bad input (flags, config, unknown --node), reported before anything starts.
+// Exit 3 (by itself): it led its group and was deposed (cluster/server_impl.h); exit 1 by
+// itself: the backend made it leader and it could not take over.
 #include <malloc.h>
 
 #include <csignal>
@@ -17,6 +19,7 @@
 #include "cluster/server.h"
 #include "cluster/topology.h"
 #include "common/cli.h"
+#include "common/clock.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
 
@@ -31,13 +34,16 @@ int Fail(int code, const std::string& msg) {
 int Main(int argc, char** argv) {
   CommandLine cli("qrstore-server", "--config FILE --node NAME [--key=value ...]",
                   "Runs one node of a qrstore cluster: the node called NAME in the config's cluster.nodes.\n"
-                  "Row 0 of a partition leads: it takes transactions from clients, plans them into execution\n"
-                  "queues, replicates them (replication.backend: none | raft | zookeeper) and executes them;\n"
-                  "rows 1..rf follow: they replay the leader's queues and report their state digest after\n"
-                  "every batch. Prints one ready line on stdout once serving. SIGTERM stops it cleanly (in-flight\n"
-                  "batches finish, clients are answered; with server.dump_state_dir the table is written to\n"
-                  "<dir>/<node>.tsv). Usually started by scripts/cluster.sh.\n"
-                  "Exit status: 0 clean stop, 1 failed, 2 bad input.");
+                  "The leader of a partition takes transactions from clients, plans them into execution queues,\n"
+                  "replicates them (replication.backend: none | raft | zookeeper) and executes them; the other\n"
+                  "members follow: they replay the leader's queues and report their state digest after every\n"
+                  "batch. Row 0 leads a fresh cluster; after that the backend elects (raft), and a follower it\n"
+                  "makes leader applies every replicated batch and plans from the next one. Prints one ready line\n"
+                  "on stdout once serving. SIGTERM stops it cleanly (in-flight batches finish, clients are\n"
+                  "answered; with server.dump_state_dir the table is written to <dir>/<node>.tsv). Usually\n"
+                  "started by scripts/cluster.sh.\n"
+                  "Exit status: 0 clean stop, 1 failed, 2 bad input, 3 deposed (it led, another member leads now;\n"
+                  "it stops by itself and acknowledges nothing after losing leadership).");
   cli.AddValue("config", "FILE", "the cluster config (e.g. configs/cluster-raft.yaml)");
   cli.AddValue("node", "NAME", "which node of cluster.nodes this process is");
   cli.AddSwitch("list-nodes", "print the validated node list (name host client_port peer_port partition row) and exit");
@@ -111,20 +117,32 @@ int Main(int argc, char** argv) {
   std::fflush(stdout);
 
   const int64_t stats_ms = config->GetInt("server.stats_interval_ms");
+  // Wakes every 50 ms: a node that must stop by itself (deposed) does so promptly.
+  constexpr int64_t kPollMs = 50;
+  int64_t next_stats = stats_ms > 0 ? NowNanos() + stats_ms * 1'000'000 : INT64_MAX;
+  bool deposed = false;
+  Status self_stop;
   for (;;) {
     timespec wait{};
-    wait.tv_sec = stats_ms > 0 ? stats_ms / 1000 : 3600;
-    wait.tv_nsec = stats_ms > 0 ? (stats_ms % 1000) * 1'000'000 : 0;
+    wait.tv_nsec = kPollMs * 1'000'000;
     const int sig = sigtimedwait(&signals, nullptr, &wait);
     if (sig == SIGTERM || sig == SIGINT) {
       log->info("{}: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
       break;
     }
-    if (stats_ms > 0) log->info("{}", server.value()->StatsLine());
+    if (self_stop = server.value()->fail_stop(&deposed); !self_stop.ok()) {
+      log->error("stopping by itself: {}", self_stop.message());
+      break;
+    }
+    if (NowNanos() >= next_stats) {
+      log->info("{}", server.value()->StatsLine());
+      next_stats = NowNanos() + stats_ms * 1'000'000;
+    }
   }
   const Status failed_before = server.value()->health();
   const Status stop = server.value()->Shutdown();
   log->info("{}", server.value()->StatsLine());
+  if (!self_stop.ok()) return Fail(deposed ? kExitDeposed : kExitFailed, self_stop.message());
   if (!failed_before.ok()) return Fail(kExitFailed, "stopped after a failure: " + failed_before.message());
   if (!stop.ok()) return Fail(kExitFailed, "unclean stop: " + stop.message());
   log->info("stopped cleanly");

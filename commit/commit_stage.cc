@@ -19,6 +19,7 @@ CommitStage::CommitStage(CommitStageOptions options, executor::BatchRing* ring, 
       sink_(std::move(sink)),
       hook_(std::move(hook)) {
   ticket_ = ring_->first_batch * ring_->planners;
+  deliver_from_.store(opt_.deliver_outcomes ? 0 : UINT64_MAX, std::memory_order_relaxed);
   if (opt_.track_digest) totals_.last_digest = table->Digest();
 }
 
@@ -60,12 +61,12 @@ void CommitStage::Loop(uint32_t me) {
     for (uint32_t p = 0; p < P; ++p) {
       if ((b * P + p) % opt_.committers != me) continue;
       const executor::SliceState& ss = *slot.slices[p];
+      const bool deliver = b >= deliver_from_.load(std::memory_order_acquire);
       const SliceTally tally =
-          opt_.deliver_outcomes
-              ? BuildSliceOutcomes(ss.plan, slot.fates, NowNanos(), &outcomes,
-                                   opt_.capture_reads ? std::string_view(ss.read_values) : "", record_bytes_)
-              : CountSliceOutcomes(ss.plan, slot.fates);
-      if (!opt_.deliver_outcomes) outcomes.clear();
+          deliver ? BuildSliceOutcomes(ss.plan, slot.fates, NowNanos(), &outcomes,
+                                       opt_.capture_reads ? std::string_view(ss.read_values) : "", record_bytes_)
+                  : CountSliceOutcomes(ss.plan, slot.fates);
+      if (!deliver) outcomes.clear();
       const uint64_t ticket = b * P + p;
       {
         std::unique_lock<std::mutex> lk(ring.mu);

@@ -20,6 +20,7 @@
 // are handed on under mu (admit_cv, delivered_cv).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -95,6 +96,11 @@ class CommitStage {
   // calling thread's own (a sink or hook failing the pipeline: waiting for itself would hang).
   // After a halt, no call starts once this returns.
   void WaitOutDeliveryLocked(std::unique_lock<std::mutex>& lk) const;
+  // With deliver_outcomes: the sink gets the outcomes of batches b and later only (a follower
+  // that starts leading at b: the outcomes of the batches it replayed belong to clients of
+  // another process). Any thread; a batch whose slices are being built may go either way, so
+  // call it before batch b's first slice is published.
+  void DeliverOutcomesFrom(uint64_t b) { deliver_from_.store(b, std::memory_order_release); }
   CommitTotals TotalsLocked() const { return totals_; }  // ring->mu held
 
  private:
@@ -110,6 +116,7 @@ class CommitStage {
   const CommitSink sink_;
   const BatchHook hook_;
 
+  std::atomic<uint64_t> deliver_from_{0};  // batches below it: counted, not delivered
   uint64_t ticket_;                   // guarded by ring->mu: next slice b*P+p to deliver
   bool delivering_ = false;           // guarded by ring->mu: a sink or hook call is in progress
   std::thread::id delivering_thread_; // guarded by ring->mu: the thread making it

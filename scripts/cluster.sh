@@ -147,7 +147,7 @@ cmd_up() {
   elif ((${#overrides[@]} > 0)); then
     echo "cluster.sh: $running node(s) already running: the new overrides apply to the nodes started now" >&2
   fi
-  # Leaders first: a raft leader campaigns at once, followers wait (server.follower_election_factor).
+  # Row 0 first: it leads a fresh cluster (a raft member that campaigns at once); the others follow.
   local started=()
   while read -r n host cport pport part row; do
     if [[ -n "$(node_pid "$n" "$host")" ]]; then continue; fi
@@ -182,8 +182,14 @@ cmd_down() {
   local list n host cport pport part row pid code failed=0 any=0 unclean=()
   list="$(nodes)" || exit 2
   # Leaders first: they finish their batches and replicate an end marker; then followers, which
-  # have applied everything by then, stop at once.
-  while read -r n host cport pport part row; do
+  # have applied everything by then, stop at once. Who leads is what the nodes say now (the
+  # backend elects; row 0 only leads a fresh cluster), else row order.
+  local leaders=""
+  if [[ -x "$bin/qrstore-client" ]]; then
+    leaders="$("$bin/qrstore-client" --config "$config" "${all[@]+"${all[@]}"}" --status 2>/dev/null |
+               awk 'NR > 1 && $2 == "leader" { print $1 }')" || true
+  fi
+  while read -r _ n host cport pport part row; do
     pid="$(node_pid "$n" "$host")"
     [[ -n "$pid" ]] || continue
     any=1
@@ -219,7 +225,8 @@ cmd_down() {
       failed=1
       unclean+=("$n")
     fi
-  done < <(sort -k6,6n <<<"$list")
+  done < <(awk -v leaders=" $(tr '\n' ' ' <<<"$leaders")" \
+               '{ print (index(leaders, " " $1 " ") > 0 ? 0 : 1), $0 }' <<<"$list" | sort -k1,1n -k7,7n)
   if [[ -d "$run/zk" ]]; then
     "$here/scripts/zk-server.sh" stop "$run/zk" >/dev/null 2>&1 || true
     echo "cluster.sh: stopped the local ZooKeeper"

@@ -25,7 +25,7 @@
 // Failure: a peer that closes early, a malformed or out-of-window message, a report that does
 // not agree: the node fails with an error naming the peer (on_failure), stops admitting, and
 // what was not answered is answered `failed` by the server. Nothing unacknowledged is lost
-// (no failover: design map step 5).
+// (no failover of rows yet: a later issue).
 //
 // Liveness: every node sends each peer a heartbeat every peer_timeout_ms / 5; a peer silent for
 // peer_timeout_ms (row.peer_timeout_ms) fails the node naming it (a warning at half of it), so a

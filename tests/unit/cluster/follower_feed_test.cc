@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "cluster/follower_feed.h"
@@ -44,7 +46,10 @@ struct Rig {
     po.batches_in_flight = 2;
     po.ranges = storage::KeyMapper(storage::KeyMapper::Kind::kHash, 2, 0);
     po.track_digest = true;
-    pipeline = std::make_unique<Pipeline>(po, &table, [](const std::vector<commit::TxnOutcome>&) {});
+    pipeline = std::make_unique<Pipeline>(po, &table, [this](const std::vector<commit::TxnOutcome>& o) {
+      std::lock_guard<std::mutex> lk(mu);
+      for (const auto& x : o) outcome_batches.insert(x.pos.batch);
+    });
     REQUIRE(pipeline->Start().ok());
     FollowerFeedOptions fopt;
     fopt.planners = planners;
@@ -79,6 +84,8 @@ struct Rig {
   }
 
   storage::Table table{kLayout, kKeys};
+  std::mutex mu;
+  std::set<uint64_t> outcome_batches;  // guarded by mu: batches whose outcomes the sink got
   PipelineOptions po;
   std::unique_ptr<replication::Replicator> leader, follower;
   std::unique_ptr<Pipeline> pipeline;
@@ -146,4 +153,54 @@ TEST_CASE("follower feed: a well-formed slice of another batch, planner or execu
     Status st = rig.WaitError();
     CHECK(st.message().find("3 EQs for 2 executor ranges") != std::string::npos);
   }
+}
+
+TEST_CASE("follower feed: DrainTo applies every batch below the streams' ends and no more; a promoted node pads and "
+          "delivers outcomes from there on") {
+  Rig rig("feed-drain");
+  rig.pipeline->DeliverOutcomesFrom(UINT64_MAX);  // a follower: its outcomes go nowhere
+  storage::Table expect(kLayout, kKeys);
+  testing::LoadTable(&expect, kKeys, 0);
+  // The old leader's streams: planner 0 reached batch 3, planner 1 only batch 2 (it died
+  // between its planners' slices of batch 3).
+  for (uint64_t b = 0; b < 4; ++b) {
+    for (uint32_t p = 0; p < 2; ++p) {
+      if (b == 3 && p == 1) continue;
+      rig.Replicate(b, p, rig.Slice(b, p, b * 2 + p + 1));
+      for (const auto& t : testing::RandomTxns(b * 2 + p + 1, 20, testing::GenOptions{kKeys, 0, 4, 20, 0, 0, 0})) {
+        testing::SerialApply(&expect, t);
+      }
+    }
+  }
+  // A stream short of what DrainTo asks for: a bounded wait that names it.
+  Status st = rig.feed->DrainTo({6, 3}, 200);
+  REQUIRE(st.code() == StatusCode::kTimeout);
+  CHECK(st.message().find("stream 0 at batch 4 of 6") != std::string::npos);
+  // The streams' real ends: everything below them is applied, then the replay threads end.
+  REQUIRE(rig.feed->DrainTo({4, 3}, 10000).ok());
+  rig.feed->Stop();
+  rig.follower->CancelReceives(0);  // the window it had posted beyond the ends
+  CHECK(rig.feed->received_batches() == 3);
+  // A later batch of the stream (the new leader's own) never reaches this feed.
+  rig.Replicate(3, 1, rig.Slice(3, 1, 99));
+  // The promoted node pads (3, 1) with an empty slice and plans batch 4 itself.
+  rig.pipeline->DeliverOutcomesFrom(4);
+  planner::PlannedSlice* pad = rig.pipeline->BeginSlice(3, 1);
+  REQUIRE(pad != nullptr);
+  pad->Reset(3, 1, 2);
+  rig.pipeline->PublishSlice(3, 1, 0, /*replicated=*/true);
+  auto own = testing::RandomTxns(77, 20, testing::GenOptions{kKeys, 0, 4, 20, 0, 0, 0});
+  for (uint32_t p = 0; p < 2; ++p) {
+    planner::PlannedSlice* s = rig.pipeline->BeginSlice(4, p);
+    REQUIRE(s != nullptr);
+    planner::Planner planner(rig.po.ranges);
+    planner.PlanSlice(4, p, p == 0 ? own : std::vector<storage::Txn>{}, s);
+    rig.pipeline->PublishSlice(4, p, 0, /*replicated=*/true);
+  }
+  for (const auto& t : own) testing::SerialApply(&expect, t);
+  rig.pipeline->EndInput(5);
+  REQUIRE(rig.pipeline->WaitIdle(10000).ok());
+  CHECK(rig.table.Digest() == expect.Digest());
+  std::lock_guard<std::mutex> lk(rig.mu);
+  CHECK(rig.outcome_batches == std::set<uint64_t>{4});  // none of the replayed batches' outcomes
 }

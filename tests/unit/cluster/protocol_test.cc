@@ -152,6 +152,8 @@ TEST_CASE("protocol: error, not-leader, status and follower reports round trip")
   s.followers.push_back(FollowerView{"n1", true, 41, 1, 41, 0, false, false, ""});
   s.followers.push_back(FollowerView{"n2", false, 42, 0, 42, 1, true, true, "its log ends at 7"});
   s.loaded = {{"workload.kind", "transfer"}, {"transfer.accounts", "20000"}};
+  s.leader = "n2";
+  s.term = 7;
   const std::string sb = EncodeStatusReply(s);
   NodeStatus s2;
   REQUIRE(DecodeStatusReply(sb, &s2).ok());
@@ -165,6 +167,8 @@ TEST_CASE("protocol: error, not-leader, status and follower reports round trip")
   CHECK(s2.followers[1].stranded);
   CHECK(s2.followers[1].note == "its log ends at 7");
   CHECK(s2.loaded == s.loaded);
+  CHECK(s2.leader == "n2");
+  CHECK(s2.term == 7);
   CHECK(EncodeStatusReply(s2) == sb);
   for (size_t k = 0; k < sb.size(); ++k) CHECK_FALSE(DecodeStatusReply(sb.substr(0, k), &s2).ok());
 

@@ -1,0 +1,175 @@
+// ServerImpl: the inside of cluster/server.h, shared by its two files:
+//   server.cc        config, start, status, the clean stop, the dump;
+//   server_roles.cc  the role a node plays, driven by the replication backend (below).
+// Internal to cluster/: nothing outside includes this.
+//
+// Roles (one partition: every single-partition config). The backend decides who leads;
+// `row: 0` only says who leads a fresh cluster (raft: the member that campaigns at once;
+// zookeeper: the configured leader). Every node starts as a follower: a FollowerFeed replays
+// the group's streams into its pipeline and a DigestReporter sends its digests to the leader.
+//   follower  --(the backend makes it leader)-->  promoting  -->  leader
+//   leader    --(the backend says it no longer leads)-->  deposed (fail-stop)
+// Promotion (on the "watch" thread, or in Start for row 0 of a fresh cluster): read where each
+// stream ends (NextBatchId), let the feed apply every batch below that and stop, cancel the
+// receives posted beyond it, pad the streams that stopped short with empty slices (replicated
+// like any other) so all reach the same batch N, deliver outcomes from N on (the replayed
+// batches' clients were another process's), then plan from N on over the same table. Nothing
+// in the log is re-planned. The digest monitor has the node's own digests of every batch it
+// applied, so the surviving followers' reports are checked across the change.
+// Deposition: a leader that stops leading while alive (deposed by a higher term, cut off,
+// paused and resumed) stops admitting, answers every unacknowledged txn `failed` (outcome
+// unknown), never acknowledges another, and the process exits with kExitDeposed (its table
+// may hold speculative batches no one else executed: no dump, it rejoins by restart).
+// A partitioned row (P > 1) keeps the roles of its config (failover of rows: a later issue).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cluster/client_service.h"
+#include "cluster/cluster_config.h"
+#include "cluster/engine.h"
+#include "cluster/follower_feed.h"
+#include "cluster/local_planner.h"
+#include "cluster/pipeline.h"
+#include "cluster/protocol.h"
+#include "cluster/replica_monitor.h"
+#include "cluster/row/row_server.h"
+#include "cluster/topology.h"
+#include "common/config.h"
+#include "common/status.h"
+#include "common/thread.h"
+#include "replication/replication.h"
+#include "storage/table.h"
+#include "workloads/workload.h"
+
+namespace qrstore::cluster {
+
+// Each process hosts one replication group: its own partition's (replication.groups=1).
+constexpr uint32_t kGroup = 0;
+
+enum class NodeRole : int { kFollower = 0, kPromoting = 1, kLeader = 2, kDeposed = 3 };
+const char* NodeRoleName(NodeRole r);
+
+class ServerImpl {
+ public:
+  Status Init(const Config& config, const std::string& node);
+  Status Start();
+  Status Shutdown();
+  std::string ReadyLine() const;
+  std::string StatsLine() const;
+  proto::NodeStatus NodeStatusNow() const;
+  Status health() const;
+  // Non-OK once this node must stop by itself (deposed, or a promotion that failed while the
+  // backend made it leader): the reason; *deposed tells which.
+  Status fail_stop(bool* deposed) const;
+
+  ~ServerImpl() { StopAll(); }
+
+ private:
+  void OnReplicated(uint64_t b, uint32_t p, const Status& st);
+  void WatchLoop();
+  void StopAll();
+  Status WaitForLeadership();
+  Status Dump();
+  NodeRole role() const { return role_.load(std::memory_order_acquire); }
+  std::string Identity() const { return "[" + me_.name + " " + NodeRoleName(role()) + "]"; }
+  Status StartRow();
+  // Starts the replication backend (errors name the key at fault); row 0 then waits until it
+  // leads a fresh stream.
+  Status StartReplication();
+  // The digest monitor over the group's other members (every node keeps its own digests, so a
+  // promoted leader checks its followers at once); a follower's reporter to its leader.
+  void MakeMonitor();
+  void MakeReporter();
+  // Records the node's first failure for the watch thread (any thread; hand over only).
+  void NoteFailure(Status st);
+  // Replication streams of this node's group: one per planner, or in a partitioned row one per
+  // (home, planner) of the row, since a partition's group carries every sub-slice addressed to it.
+  uint32_t Streams() const { return engine_.planner.planners * topo_->partitions(); }
+  // A leader's clean end of replication: end markers at batch `end` on every stream, then a
+  // bounded wait for connected followers to apply everything.
+  Status EndReplication(uint64_t end);
+  // Leader: the followers of its group the replication backend has given up on (stranded:
+  // what they lack is gone from the backend), by node name, with the backend's reason.
+  std::map<std::string, std::string> StrandedFollowers() const;
+  // Follower: why the backend can no longer bring this node up to date ("" if it can).
+  std::string SelfStranded() const;
+  // The node's pipeline state, whichever front-end runs it.
+  PipelineStats PipeStats() const { return row_ ? row_->node()->Stats() : pipeline_->Stats(); }
+  Status PipeHealth() const { return row_ ? row_->health() : (pipeline_ ? pipeline_->health() : Status::Ok()); }
+
+  // --- roles (server_roles.cc) ---
+  // One look at the backend (watch thread, every kRolePollMs): follows a new leader, promotes
+  // this node when the backend made it leader, deposes it when it no longer leads.
+  void RoleTick();
+  // Follower -> leader, as described at the top. `initial`: row 0 of a fresh cluster, in
+  // Start (every stream must be empty). Errors: the backend changed its mind (not leader any
+  // more: stay a follower), or the promotion failed (the caller fails the node).
+  Status Promote(bool initial);
+  // Empty slices (b, p) for b in [next[p], end) on every stream, replicated and published.
+  Status PadStreams(const std::vector<uint64_t>& next, uint64_t end);
+  // The replicate hook of this node's planner (nullptr with rf = 0: nothing to replicate).
+  PlannedHook ReplicateHook();
+  // The backend's view of who leads, as a node of this group (nullptr: none known).
+  const NodeInfo* LeaderNode(const replication::LeaderView& v) const;
+  // Leader hint for "not leader" replies and status (under hint_mu_).
+  void LeaderHint(std::string* node, std::string* address, uint64_t* term) const;
+
+  std::unique_ptr<Config> config_;
+  std::unique_ptr<Config> repl_config_;
+  std::unique_ptr<Topology> topo_;
+  NodeInfo me_;
+  bool leader_ = false;  // row 0: leads a fresh cluster (a partitioned row: leads, full stop)
+  std::string backend_, mode_;
+  EngineConfig engine_;
+  workloads::WorkloadOptions workload_;
+  int64_t drain_timeout_ms_ = 0;
+  int64_t corrupt_batch_ = -1;  // server.test_corrupt_slice_batch
+
+  std::unique_ptr<storage::Table> table_;
+  std::unique_ptr<replication::Replicator> replicator_;
+  std::unique_ptr<Pipeline> pipeline_;
+  std::unique_ptr<LocalPlanner> planner_;  // created by a promotion (watch thread), then fixed
+  std::unique_ptr<FollowerFeed> feed_;
+  std::unique_ptr<ClientService> service_;
+  std::unique_ptr<DigestMonitor> monitor_;
+  std::unique_ptr<DigestReporter> reporter_;
+  // A node of a partitioned row (P > 1): its row half (cluster/row/row_server.h).
+  std::unique_ptr<RowServer> row_;
+  storage::KeyMapper partition_map_;
+  bool row_ending_ = false;       // guarded by mu_: a peer's input ended; this home stops too
+  bool row_ending_handled_ = false;  // guarded by mu_
+
+  // Roles. role_ changes on the watch thread (and in Start); the client port reads it.
+  std::atomic<NodeRole> role_{NodeRole::kFollower};
+  std::atomic<LocalPlanner*> live_planner_{nullptr};  // planner_ once it plans (submit path)
+  mutable std::mutex hint_mu_;
+  std::string hint_node_, hint_address_;  // guarded by hint_mu_: who leads, as the backend says
+  uint64_t hint_term_ = 0;                // guarded by hint_mu_
+  bool roles_frozen_ = false;     // guarded by mu_: Shutdown began; no more role changes
+  bool role_changing_ = false;    // guarded by mu_: a promotion is running
+  Status fail_stop_;              // guarded by mu_
+  bool deposed_ = false;          // guarded by mu_
+
+  // Replication failures reported by callbacks, acted on by the watch thread.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  Status failure_;          // guarded by mu_
+  bool failure_handled_ = false;  // guarded by mu_
+  bool watch_stop_ = false; // guarded by mu_
+  uint32_t markers_done_ = 0;     // guarded by mu_
+  Status marker_status_;          // guarded by mu_
+  std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> replicated_bytes_{0};
+  NamedThread watch_;
+  bool stopped_ = false;
+};
+
+}  // namespace qrstore::cluster

@@ -1,0 +1,221 @@
+// The role a node of one partition plays, driven by the replication backend (server_impl.h).
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "cluster/server_impl.h"
+#include "common/clock.h"
+#include "common/logging.h"
+#include "planner/eq.h"
+
+namespace qrstore::cluster {
+
+const char* NodeRoleName(NodeRole r) {
+  switch (r) {
+    case NodeRole::kFollower:
+      return "follower";
+    case NodeRole::kPromoting:
+      return "promoting";
+    case NodeRole::kLeader:
+      return "leader";
+    case NodeRole::kDeposed:
+      return "deposed";
+  }
+  return "?";
+}
+
+const NodeInfo* ServerImpl::LeaderNode(const replication::LeaderView& v) const {
+  if (!v.known) return nullptr;
+  for (const NodeInfo* n : topo_->Group(me_.partition)) {
+    // zookeeper names the leader by its member id (the node's name), raft by its member id
+    // (the node's row): both derived from cluster.nodes in Init.
+    if (!v.id.empty() ? n->name == v.id : n->row == v.member) return n;
+  }
+  return nullptr;
+}
+
+void ServerImpl::LeaderHint(std::string* node, std::string* address, uint64_t* term) const {
+  std::lock_guard<std::mutex> lk(hint_mu_);
+  if (node != nullptr) *node = hint_node_;
+  if (address != nullptr) *address = hint_address_;
+  if (term != nullptr) *term = hint_term_;
+}
+
+void ServerImpl::RoleTick() {
+  auto log = Logger("server");
+  const replication::LeaderView v = replicator_->Leader(kGroup);
+  const NodeInfo* ln = LeaderNode(v);
+  // A backend that says nothing of leaders (no term, no leader: fixed roles) leaves the hint
+  // as it is (the config's row 0); one that runs elections is followed, "no leader" included.
+  if (v.known || v.term > 0) {
+    std::lock_guard<std::mutex> lk(hint_mu_);
+    if ((ln != nullptr ? ln->name : "") != hint_node_ || v.term != hint_term_) {
+      if (ln != nullptr && ln->name != hint_node_) {
+        log->info("{} the group's leader is {} (term {})", Identity(), ln->name, v.term);
+      }
+      hint_node_ = ln != nullptr ? ln->name : "";
+      hint_address_ = ln != nullptr ? ln->client_address() : "";
+      hint_term_ = v.term;
+    }
+  }
+  const NodeRole role = this->role();
+  if (role == NodeRole::kFollower) {
+    // Reports go to the leader the backend names; while it names none, to the last one.
+    if (reporter_ && ln != nullptr && ln->name != me_.name) reporter_->SetLeader(ln->client_address());
+    if (!replicator_->IsLeader(kGroup)) return;
+    bool failed = false;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (roles_frozen_ || !fail_stop_.ok()) return;
+      failed = !failure_.ok();
+      if (failed) {
+        // A node that failed (a bad slice, a stranded follower) must not lead: it stops, so that
+        // another member is elected.
+        fail_stop_ = Status::Unavailable("the replication backend made this node leader, but it failed earlier (" +
+                                         failure_.message() + "): it stops so that another member leads");
+      } else {
+        role_changing_ = true;
+      }
+    }
+    if (failed) {
+      log->error("{} {}", Identity(), fail_stop(nullptr).message());
+      return;
+    }
+    Status st = Promote(/*initial=*/false);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      role_changing_ = false;
+      if (!st.ok() && this->role() != NodeRole::kFollower) {
+        fail_stop_ = Status::Unavailable("promotion to leader failed: " + st.message());
+      }
+    }
+    cv_.notify_all();
+    if (st.ok()) return;
+    if (this->role() == NodeRole::kFollower) {
+      // The backend changed its mind before anything was touched: still a follower.
+      log->info("{} not promoted after all: {}", Identity(), st.message());
+      return;
+    }
+    log->error("{} promotion to leader failed: {}; this node stops so that another member leads", Identity(),
+               st.message());
+    NoteFailure(Status::Unavailable("promotion to leader failed: " + st.message()));
+    return;
+  }
+  if (role == NodeRole::kLeader && !replicator_->IsLeader(kGroup)) {
+    // Fail-stop: nothing more is acknowledged (replication callbacks of a deposed leader fail;
+    // the failure below stops the pipeline and answers everything pending `failed`).
+    live_planner_.store(nullptr, std::memory_order_release);
+    role_.store(NodeRole::kDeposed, std::memory_order_release);
+    const std::string why =
+        "this node no longer leads the group (" +
+        (ln != nullptr ? ln->name + " leads in term " + std::to_string(v.term) : std::string("no leader known")) +
+        "): deposed; every unacknowledged txn's outcome is unknown";
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      deposed_ = true;
+      fail_stop_ = Status::Unavailable(why);
+    }
+    log->error("{} {}", Identity(), why);
+    NoteFailure(Status::Unavailable(why));
+  }
+}
+
+Status ServerImpl::Promote(bool initial) {
+  auto log = Logger("server");
+  const int64_t t0 = NowNanos();
+  const bool replicated = topo_->replication_factor() > 0;
+  std::vector<uint64_t> next(Streams(), 0);
+  if (replicated) {
+    for (uint32_t p = 0; p < Streams(); ++p) {
+      auto n = replicator_->NextBatchId(kGroup, p);
+      if (!n.ok()) return n.status();  // not leader (yet, or any more): nothing touched
+      next[p] = n.value();
+    }
+  }
+  const uint64_t term = replicator_->Leader(kGroup).term;
+  role_.store(NodeRole::kPromoting, std::memory_order_release);
+  if (!initial) {
+    log->warn("{} the replication backend made this node leader (term {}): applying every replicated batch first",
+              Identity(), term);
+  }
+  // 1. Every batch the group replicated, on every stream, then no more from the feed.
+  if (feed_) {
+    if (Status st = feed_->DrainTo(next, drain_timeout_ms_); !st.ok()) {
+      return Status::Unavailable("applying the replicated batches: " + st.ToString());
+    }
+    feed_->Stop();
+  }
+  // 2. The receives posted beyond them would be satisfied by this node's own batches.
+  if (replicated) replicator_->CancelReceives(kGroup);
+  if (reporter_) reporter_->Stop(0);
+  // 3. Streams that stopped short (the old leader died between its planners' slices) get empty
+  // slices, so every stream reaches the same batch; planning starts there. Outcomes of the
+  // batches before it belong to the old leader's clients: they go nowhere.
+  const uint64_t start = *std::max_element(next.begin(), next.end());
+  pipeline_->DeliverOutcomesFrom(start);
+  uint64_t padded = 0;
+  for (uint32_t p = 0; p < Streams(); ++p) padded += start - next[p];
+  QR_RETURN_IF_ERROR(PadStreams(next, start));
+  // 4. Plan from `start` on over the same table.
+  LocalPlannerOptions lpo = engine_.planner;
+  lpo.first_batch = start;
+  // Followers return no read values, so they get the slice without its plain reads, encoded
+  // by the planner as it plans (EncodeSlice(s, kWithoutReads), without a second pass).
+  lpo.encode_for_replicas = replicated;
+  planner_ = std::make_unique<LocalPlanner>(lpo, pipeline_.get(), ReplicateHook());
+  QR_RETURN_IF_ERROR(planner_->Start());
+  live_planner_.store(planner_.get(), std::memory_order_release);
+  role_.store(NodeRole::kLeader, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lk(hint_mu_);
+    hint_node_ = me_.name;
+    hint_address_ = me_.client_address();
+    hint_term_ = term;
+  }
+  if (!initial) {
+    std::string streams;
+    for (uint64_t n : next) streams += (streams.empty() ? "" : ",") + std::to_string(n);
+    log->warn("{} leads from batch {} (term {}): the streams ended at [{}], {} empty slice(s) padded, {:.1f} ms",
+              Identity(), start, term, streams, padded, static_cast<double>(NowNanos() - t0) / 1e6);
+  }
+  return Status::Ok();
+}
+
+Status ServerImpl::PadStreams(const std::vector<uint64_t>& next, uint64_t end) {
+  for (uint32_t p = 0; p < next.size(); ++p) {
+    for (uint64_t b = next[p]; b < end; ++b) {
+      planner::PlannedSlice* s = pipeline_->BeginSlice(b, p);
+      if (s == nullptr) return Status::Aborted("the pipeline stopped while padding stream " + std::to_string(p));
+      s->Reset(b, p, engine_.pipeline.executors);
+      std::string bytes = planner::EncodeSlice(*s, planner::SliceEncoding::kWithoutReads);
+      pipeline_->PublishSlice(b, p, 0, /*replicated=*/false);
+      replicated_bytes_.fetch_add(bytes.size(), std::memory_order_relaxed);
+      replicator_->ReplicateData(replication::ReplicateMeta{kGroup, p, b}, std::move(bytes),
+                                 [this, b, p](const replication::ReplicateMeta&, Status st) { OnReplicated(b, p, st); });
+    }
+  }
+  return Status::Ok();
+}
+
+PlannedHook ServerImpl::ReplicateHook() {
+  // With no followers (rf = 0: the Q-Store baseline) nothing is replicated, whatever the
+  // backend: slices count as replicated at once and no bytes are encoded.
+  if (topo_->replication_factor() == 0) return nullptr;
+  return [this](const planner::PlannedSlice& s, std::string bytes) {
+    // On the planner thread, outside every lock the executors need; the slice is read-only.
+    if (s.planner == 0 && static_cast<int64_t>(s.batch) == corrupt_batch_ && bytes.size() > 8) {
+      bytes[bytes.size() / 2] ^= 0x5a;  // the test hook
+      bytes.resize(bytes.size() - 5);
+      Logger("server")->warn("{} test hook: damaged the slice of batch {}, planner 0", Identity(), s.batch);
+    }
+    replicated_bytes_.fetch_add(bytes.size(), std::memory_order_relaxed);
+    const uint64_t b = s.batch;
+    const uint32_t p = s.planner;
+    replication::ReplicateMeta meta{kGroup, p, b};
+    // `s` may be reused once the callback fired: nothing below touches it.
+    replicator_->ReplicateData(meta, std::move(bytes),
+                               [this, b, p](const replication::ReplicateMeta&, Status st) { OnReplicated(b, p, st); });
+  };
+}
+
+}  // namespace qrstore::cluster
