@@ -391,6 +391,8 @@ int main(int argc, char** argv) {
   st.role = "leader";
   st.state = "serving";
   st.followers.push_back(proto::FollowerView{"n1", true, 4, 0, 4, 0, true, false, ""});
+  st.leader = "n0";
+  st.term = 3;
   Write(root / "fuzz_client_messages", "status-reply", std::string(1, '\5') + proto::EncodeStatusReply(st));
   Write(root / "fuzz_client_messages", "follower-report",
         std::string(1, '\6') + proto::EncodeFollowerReport({"n1", 3, false, {{1, 2}, {2, 3}}}));
