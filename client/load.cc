@@ -115,7 +115,7 @@ bool LoadConnection::Done() {
 
 bool LoadConnection::Idle() {
   std::lock_guard<std::mutex> lk(mu_);
-  return closed_ || (sender_exited_ && pending_.empty());
+  return closed_ || lost_leader_ || (sender_exited_ && pending_.empty());
 }
 
 bool LoadConnection::Broken() {
@@ -147,7 +147,7 @@ void LoadConnection::SendLoop() {
         if (done) signal_->Notify();
         return;
       }
-      auto stopping = [&] { return stop_ || closed_ || signal_->stopping(); };
+      auto stopping = [&] { return stop_ || closed_ || lost_leader_ || signal_->stopping(); };
       if (cfg_.request_interval_ns > 0) {
         // Paced: wait until the request is due. A sender that fell behind (the window was full)
         // catches up for at most kMaxCatchUpNs' worth of requests, not with an unbounded burst.
@@ -201,12 +201,20 @@ Status LoadConnection::OnFrame(uint8_t type, std::string_view body) {
         // answered, so the connection is out of step.
         return Violation(what + " (matches no request in flight)");
       }
-      errors_->Note(Who() + ": " + what);
+      // Unavailable: the node refuses work (stopping, failed, deposed): following the leader,
+      // its txns are in doubt and the connection moves; any other error fails the run.
+      const bool lost = cfg_.follow_leader && e.code == StatusCode::kUnavailable;
+      errors_->Note(Who() + ": " + what, /*is_error=*/!lost);
       InDoubt(*req);
       counts_.failed.fetch_add(req->count, std::memory_order_relaxed);
       counts_.results.fetch_add(req->count, std::memory_order_relaxed);
       if (req->count == 0) EndProbe("", Status::Unavailable(address_ + ": " + what));
-      FailRun();
+      if (lost) {
+        FailRun(what);
+      } else {
+        signal_->StopAll();
+        cv_.notify_all();
+      }
       Released();
       return Status::Ok();
     }
@@ -221,14 +229,14 @@ Status LoadConnection::OnFrame(uint8_t type, std::string_view body) {
         Released();
         return Status::Ok();
       }
-      // Mid-run: the node no longer takes transactions (clients do not follow a failover yet): the request's
-      // txns failed, and so would every later one here.
+      // Mid-run: the node no longer takes transactions: the request's txns were not run, and no
+      // later one would be here (with follow_leader the main thread moves the connection).
       if (req) {
         InDoubt(*req);
         counts_.failed.fetch_add(req->count, std::memory_order_relaxed);
         counts_.results.fetch_add(req->count, std::memory_order_relaxed);
       }
-      FailRun();
+      FailRun("not the leader any more");
       return Status::Unavailable(Who() + ": not the leader (any more): it names " +
                                  (nl.leader_node.empty() ? std::string("no leader")
                                                          : nl.leader_node + " at " + nl.leader_address));
@@ -253,6 +261,7 @@ Status LoadConnection::OnReply(std::string_view body, int64_t now) {
   const bool in_window = window_->In(now);
   const int64_t latency = now - req->send_ns;
   uint64_t committed = 0, aborted = 0, rejected = 0, failed = 0, acked = 0, writes = 0, doubt_writes = 0;
+  std::string failed_detail;
   for (size_t i = 0; i < reply_.results.size(); ++i) {
     const proto::TxnResult& r = reply_.results[i];
     switch (r.code) {
@@ -271,7 +280,10 @@ Status LoadConnection::OnReply(std::string_view body, int64_t now) {
         if (rejected++ == 0) errors_->Note(Who() + ": rejected: " + std::string(r.detail), false);
         break;
       case ResultCode::kFailed:
-        if (failed++ == 0) errors_->Note(Who() + ": failed: " + std::string(r.detail), false);
+        if (failed++ == 0) {
+          failed_detail = "failed: " + std::string(r.detail);
+          errors_->Note(Who() + ": " + failed_detail, false);
+        }
         doubt_writes += i < req->writes.size() ? req->writes[i] : 0;
         break;
     }
@@ -295,7 +307,7 @@ Status LoadConnection::OnReply(std::string_view body, int64_t now) {
     counts_.w_committed.fetch_add(committed, kRelaxed);
     counts_.w_aborted.fetch_add(aborted, kRelaxed);
   }
-  if (failed > 0) FailRun();
+  if (failed > 0) FailRun(failed_detail);
   Released();
   return Status::Ok();
 }
@@ -329,9 +341,53 @@ void LoadConnection::EndProbe(std::string redirect, Status error) {
   probe_error_ = std::move(error);
 }
 
-void LoadConnection::FailRun() {
+void LoadConnection::FailRun(const std::string& why) {
+  if (cfg_.follow_leader) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (!lost_leader_) lost_why_ = why;
+      lost_leader_ = true;
+    }
+    cv_.notify_all();    // this sender stops at once
+    signal_->Notify();   // the main thread finds the new leader
+    return;
+  }
   signal_->StopAll();  // the main thread stops every other connection's sender
   cv_.notify_all();    // this one's at once
+}
+
+void LoadConnection::Abandon(const std::string& why) {
+  FailRun(why);
+  if (conn_) conn_->Shutdown(Status::Unavailable(why));
+}
+
+bool LoadConnection::LostLeader(std::string* why) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (why != nullptr) *why = lost_why_;
+  return lost_leader_;
+}
+
+Status LoadConnection::Reconnect(const std::string& address) {
+  // The old connection: its sender stops, its reader ends (OnClose puts what was in flight in
+  // doubt, once).
+  StopSending();
+  if (conn_) conn_->Shutdown(Status::Ok());
+  sender_.Join();
+  if (conn_) conn_->Close();
+  conn_.reset();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!unanswered_counted_) {
+      for (const Req& r : pending_) InDoubt(r);
+    }
+    pending_.clear();
+    inflight_ = 0;
+    stop_ = closed_ = broken_ = lost_leader_ = sender_exited_ = unanswered_counted_ = false;
+    lost_why_.clear();
+  }
+  QR_RETURN_IF_ERROR(Connect(address));
+  Start();
+  return Status::Ok();
 }
 
 void LoadConnection::InDoubt(const Req& r) {
@@ -342,7 +398,7 @@ void LoadConnection::InDoubt(const Req& r) {
 }
 
 void LoadConnection::OnClose(const Status& why) {
-  bool broken = false;
+  bool broken = false, lost = false;
   {
     std::lock_guard<std::mutex> lk(mu_);
     closed_ = true;
@@ -353,11 +409,20 @@ void LoadConnection::OnClose(const Status& why) {
     // A close after the main thread stopped us with nothing in flight loses nothing.
     const bool clean_stop = stop_ && pending_.empty();
     broken = !why.ok() && (!pending_.empty() || !sender_done_) && !clean_stop;
-    broken_ = broken;
+    // A connection lost (closed, reset) is a lost leader; a server that broke the protocol
+    // (kCorruption: a frame this client cannot take) fails the run wherever it leads.
+    if (broken && cfg_.follow_leader && why.code() != StatusCode::kCorruption) {
+      // Not the end of the run: the main thread moves this connection to the new leader.
+      if (!lost_leader_) lost_why_ = why.message();
+      lost_leader_ = true;
+      lost = true;
+    } else {
+      broken_ = broken;
+    }
   }
   if (!why.ok()) {
     if (broken) {
-      errors_->Note(why.message());
+      errors_->Note(why.message(), /*is_error=*/!lost);
     } else {
       Logger("client")->warn("{} (nothing was in flight)", why.message());
     }

@@ -106,6 +106,11 @@ struct ConnectionConfig {
   // within the window of K; 0: as fast as the window allows (the closed loop).
   int64_t request_interval_ns = 0;
   bool keep_records = false;    // --verify
+  // One partition: losing the leader (the connection closes, a not-leader reply, a `failed`
+  // reply or an error reply: the node no longer leads or is being deposed) does not end the
+  // run: the connection stops sending, what it had in flight is in doubt, and it waits for the
+  // main thread to move it to the new leader (Reconnect). Else those end the run, as before.
+  bool follow_leader = false;
   int connect_timeout_ms = 5000;
   uint32_t max_frame_bytes = 64u << 20;
 };
@@ -139,6 +144,14 @@ class LoadConnection {
   bool Idle();
   // The connection closed while it still had work: txns in flight or a quota not sent.
   bool Broken();
+  // follow_leader: the node it drives no longer leads (or is gone); why (for the log).
+  bool LostLeader(std::string* why = nullptr);
+  // follow_leader, main thread: another node leads now while this one's node went silent (paused,
+  // cut off): treat it as lost (what is in flight is in doubt).
+  void Abandon(const std::string& why);
+  // follow_leader, main thread, after LostLeader: closes the old connection (what it still
+  // had in flight is in doubt), connects to `address` and sends on from where it was.
+  Status Reconnect(const std::string& address);
   uint64_t inflight();
   uint64_t sent() const { return sent_.load(std::memory_order_relaxed); }
   const Counts& counts() const { return counts_; }
@@ -169,8 +182,9 @@ class LoadConnection {
   // After a request was answered: wake the sender; tell the main thread when the quota is done.
   void Released();
   void EndProbe(std::string redirect, Status error);
-  // The run has failed (a failed txn, an error reply): every connection stops sending.
-  void FailRun();
+  // The run has failed (a failed txn, an error reply): every connection stops sending. With
+  // follow_leader only this connection stops: it lost its leader (`why`).
+  void FailRun(const std::string& why = "");
   // A frame that breaks the protocol: the connection ends with this reason (OnClose notes it).
   Status Violation(const std::string& why) const { return Status::Corruption(Who() + ": " + why); }
   // Reader thread, once: the stream ended.
@@ -196,6 +210,8 @@ class LoadConnection {
   bool broken_ = false;         // guarded by mu_
   bool probing_ = false;        // guarded by mu_
   bool unanswered_counted_ = false;  // guarded by mu_: OnClose put pending_ in doubt
+  bool lost_leader_ = false;    // guarded by mu_: follow_leader, the node no longer leads
+  std::string lost_why_;        // guarded by mu_
   std::string probe_redirect_;  // guarded by mu_
   Status probe_error_;          // guarded by mu_
 

@@ -102,12 +102,18 @@ const cluster::NodeInfo& LiveLeader(const cluster::Topology& topo, uint32_t part
   for (const cluster::NodeInfo* n : group) addresses.push_back(n->client_address());
   auto results = QueryStatuses(addresses, timeout_ms);
   std::map<std::string, int> named;  // leader named by the members that answer -> votes
+  const cluster::NodeInfo* serving = nullptr;  // says it leads and serves (the highest term)
+  uint64_t serving_term = 0;
   for (size_t i = 0; i < results.size(); ++i) {
     if (!results[i].ok()) continue;
     const proto::NodeStatus& s = results[i].value();
-    if (s.role == "leader" && s.state == "serving") return *group[i];
+    if (s.role == "leader" && s.state == "serving" && (serving == nullptr || s.term > serving_term)) {
+      serving = group[i];
+      serving_term = s.term;
+    }
     if (!s.leader.empty()) ++named[s.leader];
   }
+  if (serving != nullptr) return *serving;
   const cluster::NodeInfo* best = nullptr;
   int votes = 0;
   for (const auto& [name, v] : named) {  // ordered: ties go to the first name
@@ -376,6 +382,9 @@ int Main(int argc, char** argv) {
     if (!n.ok()) return Fail(kExitBadInput, "flag --node: " + n.status().message());
     target = n.value()->client_address();
   }
+  // One partition: the client follows its leader through a failover (client/load.h).
+  const bool follow = row_size == 1;
+  const int64_t failover_timeout_ns = config.GetInt("client.failover_timeout_ms") * 1'000'000;
   const std::string kind = options.kind == workloads::WorkloadKind::kTransfer ? "transfer" : "ycsb";
   const uint64_t ops_per_txn = options.kind == workloads::WorkloadKind::kTransfer ? 2 : options.ycsb.ops_per_txn;
   log->info("effective config from {}:\n{}", cli.Get("config"), config.Dump());
@@ -399,6 +408,7 @@ int Main(int argc, char** argv) {
     if (target_tps > 0) cc.request_interval_ns = static_cast<int64_t>(per_request * 1e9 * conns / target_tps);
     cc.keep_records = verify;
     cc.connect_timeout_ms = connect_ms;
+    cc.follow_leader = follow;
     cc.max_frame_bytes = static_cast<uint32_t>(std::min<uint64_t>(
         std::max<uint64_t>(MaxReplyBytes(options, per_request), 1u << 16), uint64_t{1} << 31));
     return std::make_unique<LoadConnection>(cc, std::move(gen).value(), &window, &errors, &signal);
@@ -470,6 +480,11 @@ int Main(int argc, char** argv) {
     status1 = AllStatus(topo.value(), connect_ms);
   };
   const int64_t start = NowNanos();
+  // Wall clock at `start`, for scripts that line the timeline up with events they cause (a
+  // kill): reported only, never used to decide anything.
+  const double start_unix_s =
+      static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(
+                              std::chrono::system_clock::now().time_since_epoch()).count()) / 1e6;
   if (has_txns || warmup_ns == 0) open_window();
   for (auto& l : lc) l->Start();
   const int64_t interval = config.GetInt("client.progress_interval_ms") * 1'000'000;
@@ -480,7 +495,60 @@ int Main(int argc, char** argv) {
   constexpr size_t kMaxTimeline = 1 << 16;
   std::vector<uint64_t> timeline;
   int64_t last_report = start, last_progress = start;
-  bool broken = false, stalled = false, capped = false;
+  bool broken = false, stalled = false, capped = false, gave_up = false;
+  // Failover (follow): when the first connection lost its leader, the next look for a leader,
+  // its back-off; failovers done; the longest time without a commit (unavailable_ms).
+  // An episode lasts from a loss until the first commit after it: a leader that keeps refusing
+  // work after every move does not keep the client trying forever.
+  int64_t lost_since = -1, episode_since = -1, next_look = 0, look_backoff = 50'000'000;
+  constexpr int64_t kSilentLeaderNs = 1'000'000'000;  // no reply this long: ask who leads
+  uint64_t failovers = 0, commits_seen = 0;
+  int64_t last_commit_ns = start, longest_gap_ns = 0;
+  auto look_for_leader = [&](int64_t now) {
+    // The node of the group that says it leads and serves, and not the one just lost.
+    const auto group = topo->Group(0);
+    std::vector<std::string> addresses;
+    for (const cluster::NodeInfo* n : group) addresses.push_back(n->client_address());
+    auto results = QueryStatuses(addresses, std::min(connect_ms, 1000));
+    // Several may say so for a moment (an old leader resumed after a pause has not yet learned
+    // it was deposed): the highest term wins.
+    const cluster::NodeInfo* found = nullptr;
+    uint64_t found_term = 0;
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (!results[i].ok()) continue;
+      const proto::NodeStatus& s = results[i].value();
+      if (s.role == "leader" && s.state == "serving" && (found == nullptr || s.term > found_term)) {
+        found = group[i];
+        found_term = s.term;
+      }
+    }
+    if (found == nullptr) {
+      // Every 50 ms for the first 3 s (an election takes a few hundred ms: a longer back-off
+      // would add to the pause), then doubling up to 1 s (a whole cluster restarting).
+      next_look = now + look_backoff;
+      if (now - lost_since > 3'000'000'000) look_backoff = std::min<int64_t>(look_backoff * 2, 1'000'000'000);
+      return;
+    }
+    for (auto& l : lc) {
+      if (!l->LostLeader()) continue;
+      if (Status st = l->Reconnect(found->client_address()); !st.ok()) {
+        log->warn("{} leads, but connecting to it failed: {}; trying again", found->name, st.message());
+        next_look = now + look_backoff;
+        return;
+      }
+    }
+    ++failovers;
+    log->warn("failover: {} leads now; every connection moved to it {} ms after the first lost its leader", found->name,
+              Num(static_cast<double>(NowNanos() - lost_since) / 1e6));
+    target = found->client_address();
+    leader_name = found->name;
+    follower_names.clear();
+    for (const cluster::NodeInfo* m : group) {
+      if (m->name != found->name) follower_names.push_back(m->name);
+    }
+    lost_since = -1;
+    look_backoff = 50'000'000;
+  };
   auto all = [&](auto pred) { return std::all_of(lc.begin(), lc.end(), [&](auto& l) { return pred(*l); }); };
   auto check_stall = [&](int64_t now) {
     const uint64_t results = sum(&Counts::results);
@@ -519,6 +587,39 @@ int Main(int argc, char** argv) {
       last_report = now;
       while (next_report <= now) next_report += interval;
     }
+    if (const uint64_t c = sum(&Counts::committed); c != commits_seen) {
+      if (commits_seen > 0) longest_gap_ns = std::max(longest_gap_ns, now - last_commit_ns);
+      if (lost_since < 0) episode_since = -1;  // committing again: the failover is over
+      commits_seen = c;
+      last_commit_ns = now;
+    }
+    if (follow) {
+      std::string why;
+      bool lost = false;
+      for (auto& l : lc) {
+        std::string w;
+        if (l->LostLeader(&w)) {
+          lost = true;
+          if (why.empty()) why = w;
+        }
+      }
+      if (lost) {
+        if (episode_since < 0) episode_since = now;
+        if (lost_since < 0) {
+          lost_since = now;
+          next_look = now;
+          log->warn("lost the leader {} ({}): txns in flight there are in doubt; looking for the new leader", leader_name,
+                    why);
+        }
+        if (now >= next_look) look_for_leader(now);
+        if (episode_since >= 0 && NowNanos() - episode_since > failover_timeout_ns) {
+          errors.Note("no node of partition 0 took over as leader within client.failover_timeout_ms (" +
+                      std::to_string(failover_timeout_ns / 1'000'000) + " ms; asked every node of cluster.nodes)");
+          gave_up = true;
+          break;
+        }
+      }
+    }
     broken = !all([](LoadConnection& l) { return !l.Broken(); });
     if (broken) break;
     if (signal.stopping()) {
@@ -530,8 +631,22 @@ int Main(int argc, char** argv) {
       break;
     }
     if (!has_txns && window.start_ns.load() != INT64_MAX && now >= window.start_ns.load() + duration_ns) break;
-    if ((stalled = check_stall(now))) break;
+    if (follow && lost_since < 0 && inflight() > 0 && now - last_progress > kSilentLeaderNs && now >= next_look) {
+      // No reply for a while with txns in flight: if another node says it leads, this one was
+      // deposed while paused or cut off (it may never answer again): move to the new leader.
+      next_look = now + kSilentLeaderNs;
+      const cluster::NodeInfo& live = LiveLeader(topo.value(), 0, std::min(connect_ms, 1000));
+      if (live.name != leader_name) {
+        const std::string why = leader_name + " did not answer for " +
+                                Num(static_cast<double>(now - last_progress) / 1e6) + " ms and " + live.name +
+                                " says it leads";
+        for (auto& l : lc) l->Abandon(why);
+        continue;
+      }
+    }
+    if (lost_since < 0 && (stalled = check_stall(now))) break;
     int64_t wake = std::min<int64_t>(next_report, now + 100'000'000);  // stall checks 10 times a second
+    if (lost_since >= 0) wake = std::min(wake, next_look);
     if (!has_txns) {
       const int64_t ws = window.start_ns.load();
       wake = std::min(wake, ws == INT64_MAX ? start + warmup_ns : ws + duration_ns);
@@ -627,7 +742,12 @@ int Main(int argc, char** argv) {
   // Verify.
   std::string verify_text = "skipped";
   bool verify_failed = false;
-  if (verify) {
+  if (verify && sum(&Counts::in_doubt) > 0) {
+    // The serial reference needs every txn's fate.
+    verify_text = "not possible: " + std::to_string(sum(&Counts::in_doubt)) +
+                  " txns are in doubt (a failover: executed or not, the client cannot tell yet)";
+    verify_failed = true;
+  } else if (verify) {
     std::vector<ClientTxnRecord> records;
     std::vector<uint64_t> sent;
     for (auto& l : lc) {
@@ -703,6 +823,11 @@ int Main(int argc, char** argv) {
   std::printf("  fates          write ops committed %" PRIu64 " (whole run); in doubt %" PRIu64 " txns (%" PRIu64
               " write ops): answered failed or lost in flight, executed or not\n",
               write_ops_committed, in_doubt, write_ops_in_doubt);
+  if (failovers > 0 || gave_up) {
+    std::printf("  failovers      %" PRIu64 " (now driving %s); longest time without a commit %.0f ms%s\n", failovers,
+                leader_name.c_str(), static_cast<double>(longest_gap_ns) / 1e6,
+                gave_up ? "; GAVE UP: no new leader within client.failover_timeout_ms" : "");
+  }
   std::printf("  latency ms     p50 %.3f  p95 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  (request sent -> answer, committed)\n",
               p50, p95, p99, p999, Ms(latency.max()));
   std::printf("  client cpu     %.2f s (%.3f us/txn)\n", client_cpu_s, per_txn_us(client_cpu_s));
@@ -794,6 +919,9 @@ int Main(int argc, char** argv) {
     j.Int("update_ops_committed", write_ops_committed);
     j.Int("in_doubt", in_doubt);
     j.Int("update_ops_in_doubt", write_ops_in_doubt);
+    j.Int("failovers", failovers);
+    j.Dbl("unavailable_ms", static_cast<double>(longest_gap_ns) / 1e6);  // the longest time without a commit
+    j.Int("retried", 0);  // txns sent again after a failover: none yet (client sessions come next)
     j.Str("leader", leader_name);
     j.Int("aborted_total", aborted_total);
     j.Dbl("elapsed_s", window_s);
@@ -815,6 +943,9 @@ int Main(int argc, char** argv) {
     std::string timeline_json;
     for (uint64_t c : timeline) timeline_json += (timeline_json.empty() ? "" : ",") + std::to_string(c);
     j.Int("progress_interval_ms", static_cast<uint64_t>(config.GetInt("client.progress_interval_ms")));
+    char start_buf[32];  // (ms precision: Dbl keeps 6 digits)
+    std::snprintf(start_buf, sizeof start_buf, "%.3f", start_unix_s);
+    j.Raw("timeline_start_unix_s", start_buf);  // committed_per_interval[0] starts here
     j.Raw("committed_per_interval", "[" + timeline_json + "]");
     j.Raw("stranded_followers", JsonStringArray(stranded_names));
     j.Raw("down_followers", JsonStringArray(down_followers));
@@ -837,7 +968,9 @@ int Main(int argc, char** argv) {
     std::printf("%s\n", j.Done().c_str());
   }
   std::fflush(stdout);
-  if (stalled || broken || errors.count() > 0 || failed > 0 || rejected > 0) {
+  // Following the leader, `failed` replies are txns in doubt of a failover (reported), not a
+  // failed run.
+  if (stalled || broken || errors.count() > 0 || (failed > 0 && !follow) || rejected > 0) {
     return Fail(kExitFailed, std::to_string(failed) + " failed, " + std::to_string(rejected) + " rejected, " +
                                  std::to_string(errors.count()) + " errors" +
                                  (first_errors.empty() ? "" : ": " + first_errors[0]));

@@ -52,6 +52,9 @@ void AddClusterConfigKeys(ConfigSchema* s) {
             "--verify keeps 40 bytes per txn: --txns above this is refused, --duration-s stops submitting here");
   s->AddInt("client.stall_timeout_ms", 30000, 100, 3'600'000,
             "the run fails when no reply arrives for this long while txns are in flight (the drain too)");
+  s->AddInt("client.failover_timeout_ms", 30000, 100, 3'600'000,
+            "one partition: after losing its leader the client looks for the new one (back-off 50 ms to 1 s) for "
+            "this long before the run fails (long enough for a whole cluster to restart)");
 }
 
 const std::vector<std::string>& DerivedReplicationKeys() {

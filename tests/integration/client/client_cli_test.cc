@@ -405,18 +405,29 @@ TEST_CASE("qrstore-client: --node on a follower is redirected once to the leader
 }
 
 TEST_CASE("qrstore-client: error replies, not-leader mid-run, a hung server and rejected txns fail the run, never hang") {
-  SECTION("an error reply to a request: its txns count as failed, the error is printed, nothing more is sent") {
+  SECTION("an Unavailable error reply: its txns are in doubt, the client looks for the leader again and runs on") {
     testing::Faults f;
     f.error_on_request = 2;
     TwoNodes c("error", f);
-    // One request in flight (K = 100): after the error on request 3 nothing more is sent (the
-    // run has failed; a node refusing work is not hammered further).
-    Output o = Expect(1, c, {"--txns", "1000", "--connections", "1", "--outstanding", "100", "--json"},
-                      "error          connection 0 to 127.0.0.1:" + std::to_string(c.ports[0]) +
-                          ": error reply to request 3: Unavailable: fake: injected error");
-    CHECK(c.leader->txn_requests() == 3);
-    CHECK(CheckJson(o, "assert o['failed'] == 100 and o['errors'] == 1 and o['committed'] + o['aborted'] == 200, o\n"
-                       "assert o['acked_batches'] == 2 and o['submitted'] == 300, o")
+    // One request in flight (K = 100): the node refused request 3 (a leader stopping or deposed
+    // does that); the statuses say n0 still leads, so the connection moves back to it.
+    Output o = Expect(0, c, {"--txns", "1000", "--connections", "1", "--outstanding", "100", "--json"},
+                      "failover: n0 leads now");
+    CHECK(o.Has("error reply to request 3: Unavailable: fake: injected error"));
+    CHECK(c.leader->txn_requests() == 10);
+    CHECK(CheckJson(o, "assert o['failed'] == 100 and o['in_doubt'] == 100 and o['errors'] == 0, o\n"
+                       "assert o['committed'] + o['aborted'] == 900 and o['submitted'] == 1000, o\n"
+                       "assert o['failovers'] == 1 and o['retried'] == 0, o")
+          == "");
+  }
+  SECTION("not-leader mid-run: the request's txns are in doubt; the client moves to the node that says it leads") {
+    testing::Faults f;
+    f.not_leader_on_request = 3;
+    Output o = Expect(0, TwoNodes("notleader", f), {"--txns", "1000", "--connections", "2", "--json"},
+                      "failover: n0 leads now");
+    CHECK(o.Has("not the leader (any more): it names n9 at 127.0.0.1:9"));
+    CHECK(CheckJson(o, "assert o['failovers'] == 1 and o['in_doubt'] > 0, o\n"
+                       "assert o['committed'] + o['aborted'] + o['in_doubt'] == 1000, o")
           == "");
   }
   // The rest only have to fail, promptly, saying why.
@@ -427,16 +438,13 @@ TEST_CASE("qrstore-client: error replies, not-leader mid-run, a hung server and 
     std::string says;
     int reply_delay_us = 0;
   };
-  testing::Faults unmatched, not_leader, hung, hung_drain;
+  testing::Faults unmatched, hung, hung_drain;
   unmatched.unmatched_error_on_request = 1;
-  not_leader.not_leader_on_request = 3;
   hung.swallow_from_request = 4;
   hung_drain.swallow_from_request = 30;
   const std::vector<Case> cases = {
       {"an error reply no request matches ends the connection", unmatched, {"--txns", "1000", "--connections", "1"},
        "fake: unreadable (matches no request in flight)"},
-      {"the leader says not-leader mid-run", not_leader, {"--txns", "1000", "--connections", "2"},
-       "not the leader (any more): it names n9 at 127.0.0.1:9"},
       {"a server that stops answering: the run fails after client.stall_timeout_ms", hung,
        {"--txns", "1000", "--connections", "1", "--client.stall_timeout_ms=400"},
        "txns in flight (client.stall_timeout_ms)"},

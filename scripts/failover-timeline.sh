@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# failover-timeline.sh: what a leader's death costs, as a client sees it.
+#
+#   scripts/failover-timeline.sh CONFIG [--kill-at S] [--duration-s S] [--kills N] [--out DIR]
+#                                [--key=value ...]
+#
+# Brings up a fresh cluster of CONFIG (one partition), runs qrstore-client against it for
+# --duration-s (default 20) with the commit count sampled every 100 ms, and kills the current
+# leader with SIGKILL at --kill-at seconds (default 5) after the client started; with --kills N,
+# N times, spaced evenly from --kill-at to the end of the run (the group must keep a majority:
+# 2N + 1 members at least). Then it stops the cluster (survivors' dumps) and writes into --out
+# (default run/failover-timeline-<time>):
+#   timeline.csv   t_s,committed (per 100 ms, t from the client's start), kills.csv (t_s,node)
+#   timeline.png   the same, plotted, kills marked (python3-matplotlib, installed from Debian when
+#                  missing and this runs as root; else skipped with a note)
+#   summary.txt    per kill: time from the kill to the first commit by the new leader, time to
+#                  90% of the throughput of the second before the kill; the client's failovers,
+#                  retried and in-doubt txns, its longest time without a commit; the exactly-once
+#                  check (YCSB: the update counters of every survivor's dump sum to at least the
+#                  write ops the client saw committed and at most that plus those in doubt;
+#                  transfer: the money is conserved) and whether the survivors' dumps agree.
+# Extra --key=value arguments go to the servers and the client (e.g. --replication.raft.election_ticks=20).
+# Exit status: 0 measured and the checks passed; 1 a check failed or the run did not work; 2 bad
+# input.
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+bin="${QRSTORE_BIN:-$here/build/bin}"
+usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; }
+die() { echo "failover-timeline: $*" >&2; exit 1; }
+bad() { echo "failover-timeline: $*" >&2; exit 2; }
+
+config="" kill_at=5 duration=20 kills=1 out="" overrides=()
+while (($#)); do
+  case "$1" in
+    -h|--help) usage; exit 0 ;;
+    --kill-at) kill_at="${2:?--kill-at needs seconds}"; shift 2 ;;
+    --duration-s) duration="${2:?--duration-s needs seconds}"; shift 2 ;;
+    --kills) kills="${2:?--kills needs a count}"; shift 2 ;;
+    --out) out="${2:?--out needs a folder}"; shift 2 ;;
+    --*=*) overrides+=("$1"); shift ;;
+    -*) bad "unknown flag $1 (see --help)" ;;
+    *) [[ -z "$config" ]] || bad "one CONFIG only (got '$config' and '$1')"; config="$1"; shift ;;
+  esac
+done
+[[ -n "$config" ]] || bad "missing CONFIG (see --help)"
+[[ -f "$config" ]] || bad "no config file '$config'"
+[[ "$kills" =~ ^[1-9][0-9]*$ ]] || bad "--kills: a count >= 1 (got '$kills')"
+python3 -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); sys.exit(0 if 0<a<b<=3600 else 1)" "$kill_at" "$duration" ||
+  bad "--kill-at and --duration-s: 0 < kill-at < duration <= 3600 (got $kill_at and $duration)"
+[[ -x "$bin/qrstore-server" && -x "$bin/qrstore-client" ]] || die "no programs in $bin (build first: cmake --build build)"
+
+nodes="$("$bin/qrstore-server" --config "$config" "${overrides[@]+"${overrides[@]}"}" --list-nodes)" || bad "$config: not a valid cluster config"
+members=$(awk '$5 == 0' <<<"$nodes" | wc -l)
+partitions=$(awk '{ print $5 }' <<<"$nodes" | sort -u | wc -l)
+((partitions == 1)) || bad "$config has $partitions partitions: failover of partitioned rows comes later"
+((members >= 2 * kills + 1)) || bad "$kills kill(s) need a group of at least $((2 * kills + 1)) members to keep a majority; $config has $members"
+name="$("$bin/qrstore-server" --config "$config" "${overrides[@]+"${overrides[@]}"}" --get cluster.name)"
+kind="$("$bin/qrstore-server" --config "$config" "${overrides[@]+"${overrides[@]}"}" --get workload.kind)"
+
+out="${out:-$here/run/failover-timeline-$(date +%Y%m%d-%H%M%S)}"
+mkdir -p "$out/dump"
+export QRSTORE_RUN_DIR="$out/run"
+cluster() { "$here/scripts/cluster.sh" "$@"; }
+all=("${overrides[@]+"${overrides[@]}"}" "--server.dump_state_dir=$out/dump")
+cleanup() { cluster down "$config" >"$out/down.log" 2>&1 || true; }
+trap cleanup EXIT
+cluster up "$config" "${all[@]}" >"$out/up.log" 2>&1 || { cat "$out/up.log" >&2; die "the cluster did not start"; }
+status() { "$bin/qrstore-client" --config "$config" "${all[@]}" --status --client.connect_timeout_ms=1000 2>/dev/null || true; }
+leader() { status | awk 'NR > 1 && $2 == "leader" && $3 == "serving" { print $1; exit }'; }
+
+echo "failover-timeline: $config ($members members, $kind), ${duration} s, $kills kill(s) from t = ${kill_at} s; output in $out"
+"$bin/qrstore-client" --config "$config" "${all[@]}" --duration-s "$duration" --json --client.progress_interval_ms=100 \
+  >"$out/client.json" 2>"$out/client.log" &
+client=$!
+# The client's clock starts after it connects: kill times are taken from its timeline start.
+step=$(python3 -c "print(($duration - $kill_at) / ($kills + 1))")
+: >"$out/kills.unix"
+started="$(date +%s.%N)"
+for ((k = 0; k < kills; k++)); do
+  at=$(python3 -c "print($kill_at + $k * $step)")
+  sleep "$(python3 -c "import time; print(max(0.0, $started + $at - time.time()))")"
+  victim="$(leader)"
+  [[ -n "$victim" ]] || die "no node leads at t = $at s: $(status)"
+  t="$(date +%s.%N)"
+  cluster kill "$config" "$victim" KILL >/dev/null
+  echo "$t $victim" >>"$out/kills.unix"
+  echo "failover-timeline: killed the leader $victim at t = ${at} s"
+done
+wait "$client" && client_code=0 || client_code=$?
+cleanup
+trap - EXIT
+
+# Debian's python (matplotlib comes from its packages), else whatever python3 is on PATH.
+py=python3
+[[ -x /usr/bin/python3 ]] && py=/usr/bin/python3
+if ! "$py" -c "import matplotlib" 2>/dev/null && [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-matplotlib >"$out/apt.log" 2>&1 || true
+fi
+"$py" - "$out" "$kind" "$client_code" "$config" <<'PY'
+import glob, json, os, sys
+out, kind, client_code, config = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+lines = [l for l in open(os.path.join(out, "client.json")).read().splitlines() if l.strip().startswith("{")]
+if not lines:
+    sys.exit("failover-timeline: the client printed no JSON (exit %d); see %s/client.log" % (client_code, out))
+j = json.loads(lines[-1])
+per = j["committed_per_interval"]
+dt = j["progress_interval_ms"] / 1000.0
+t0 = float(j["timeline_start_unix_s"])
+kills = []
+for l in open(os.path.join(out, "kills.unix")):
+    t, node = l.split()
+    kills.append((float(t) - t0, node))
+with open(os.path.join(out, "timeline.csv"), "w") as f:
+    f.write("t_s,committed\n")
+    for i, c in enumerate(per):
+        f.write("%.1f,%d\n" % ((i + 1) * dt, c))
+with open(os.path.join(out, "kills.csv"), "w") as f:
+    f.write("t_s,node\n")
+    for t, n in kills:
+        f.write("%.3f,%s\n" % (t, n))
+report = []
+def say(s):
+    print(s)
+    report.append(s)
+say("config: %s; client exit %d; %d committed, %d in doubt (%d write ops), retried %d, failovers %d, longest time without a commit %.0f ms"
+    % (config, client_code, j["committed_total"], j["in_doubt"],
+       j["update_ops_in_doubt"], j["retried"], j["failovers"], j["unavailable_ms"]))
+ok = client_code == 0
+for t, node in kills:
+    k = int(t / dt)  # the interval the kill fell in
+    before = per[max(0, k - int(1 / dt)):k]
+    base = sum(before) / len(before) if before else 0
+    # The first interval after the kill with no commit, then the first with commits again.
+    i = k + 1
+    while i < len(per) and per[i] > 0:
+        i += 1
+    while i < len(per) and per[i] == 0:
+        i += 1
+    # per[i] counts the commits of [i dt, (i + 1) dt): the first came by the interval's end (an
+    # upper bound, off by at most one interval).
+    first = ((i + 1) * dt - t) if i < len(per) else None
+    r = i
+    while r < len(per) and per[r] < 0.9 * base:
+        r += 1
+    back = ((r + 1) * dt - t) if r < len(per) else None
+    say("kill of %s at t = %.2f s: first commit by the new leader after %s; back at 90%% of the second before (%.0f txn/s) after %s"
+        % (node, t, "%.2f s" % first if first is not None else "NEVER", base / dt,
+           "%.2f s" % back if back is not None else "NEVER"))
+    ok = ok and first is not None
+dumps = sorted(glob.glob(os.path.join(out, "dump", "*.tsv")))
+sums = {}
+for d in dumps:
+    s = 0
+    with open(d) as f:
+        for line in f:
+            s += int(line.split("\t")[1])
+    sums[os.path.basename(d)[:-4]] = s
+same = len(set(open(d, "rb").read() for d in dumps)) == 1 if dumps else False
+say("survivors' dumps: %s, %s" % (", ".join(sorted(sums)) or "none", "identical" if same else "DIFFER or missing"))
+ok = ok and same
+if sums:
+    total = next(iter(sums.values()))
+    if kind == "transfer":
+        say("exactly once: the total balance is %d (conserved if equal to the initial total)" % total)
+    else:
+        acked, doubt = j["update_ops_committed"], j["update_ops_in_doubt"]
+        good = acked <= total <= acked + doubt
+        say("exactly once: update counters sum to %d; %d acknowledged + %d in doubt -> %s"
+            % (total, acked, doubt, "ok (nothing acknowledged lost, nothing from nowhere)" if good else "VIOLATED"))
+        ok = ok and good
+open(os.path.join(out, "summary.txt"), "w").write("\n".join(report) + "\n")
+try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(10, 4))
+    ax.plot([(i + 1) * dt for i in range(len(per))], [c / dt for c in per], lw=1)
+    for t, node in kills:
+        ax.axvline(t, color="red", ls="--", lw=1)
+        ax.text(t, ax.get_ylim()[1] * 0.95, " kill " + node, color="red", va="top")
+    ax.set_xlabel("s since the client started")
+    ax.set_ylabel("committed txn/s (per 100 ms)")
+    ax.set_title("qrstore failover: %s" % os.path.basename(out))
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "timeline.png"), dpi=100)
+    print("plot: %s" % os.path.join(out, "timeline.png"))
+except ImportError:
+    print("no plot: python3-matplotlib is not installed (apt-get install python3-matplotlib); timeline.csv has the data")
+sys.exit(0 if ok else 1)
+PY
