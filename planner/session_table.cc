@@ -137,8 +137,9 @@ bool SessionTable::Record(uint64_t session, uint64_t seq, PlannedPos pos, commit
   SessionOutcome o;
   o.status = status;
   o.pos = pos;
-  o.values_known = values_known;
-  if (values_known) o.values.assign(values.data(), values.size());
+  // A value larger than the whole cap would only push out every other one and then go itself.
+  o.values_known = values_known && values.size() <= limits_.max_value_bytes;
+  if (o.values_known) o.values.assign(values.data(), values.size());
   Insert(session, s, seq, std::move(o));
   Enforce(session);
   return true;

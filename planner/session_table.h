@@ -41,8 +41,8 @@
 //    differ from a follower's. Beyond the cap the oldest outcomes' values are dropped instead
 //    (values_known becomes false; status, pos and the floor stay): a retry of such a txn gets
 //    kDone with values_known == false, and the caller must say "committed, read values no
-//    longer available" rather than execute it again. Only max_outcomes and
-//    max_outcomes_per_session forget whole outcomes.
+//    longer available" rather than execute it again. A single value larger than the whole cap
+//    is not kept at all. Only max_outcomes and max_outcomes_per_session forget whole outcomes.
 //  - "The session's oldest" (max_outcomes_per_session) is its smallest remembered seq: that
 //    raises the floor the least. When the global FIFO forgets an outcome whose session still
 //    remembers smaller seqs (a client whose txns committed out of seq order), those become
