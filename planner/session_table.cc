@@ -125,6 +125,7 @@ void SessionTable::Evict(std::map<uint64_t, Session>::iterator it) {
 
 bool SessionTable::Record(uint64_t session, uint64_t seq, PlannedPos pos, commit::TxnStatus status,
                           std::string_view values, bool values_known) {
+  QR_CHECK(static_cast<uint8_t>(status) <= kMaxStatus, "bad TxnStatus %d", static_cast<int>(status));
   const auto it = sessions_.find(session);
   if (it == sessions_.end()) return false;
   Session& s = it->second;
@@ -192,43 +193,60 @@ void SessionTable::Enforce(uint64_t id) {
   }
 }
 
+uint64_t SessionTable::HighestSeen(const Session& s) {
+  return std::max(s.highest, s.in_flight.empty() ? 0 : s.in_flight.rbegin()->first);
+}
+
 Verdict SessionTable::Check(uint64_t session, uint64_t seq, const SessionOutcome** done, std::string* why) const {
-  auto say = [why](Verdict v, std::string text) {
-    if (why != nullptr) *why = std::move(text);
-    return v;
-  };
-  if (session == 0) return say(Verdict::kUnknownSession, "session 0 is not a session (ids start at 1)");
-  const auto it = sessions_.find(session);
-  if (it == sessions_.end()) {
-    return say(Verdict::kUnknownSession, "session " + std::to_string(session) +
-                                             " is unknown: never opened, or evicted (next id " +
-                                             std::to_string(next_id_) + ")");
-  }
+  const Verdict v = Decide(session, seq, done);
+  if (why != nullptr) *why = Explain(session, seq, v);  // only when asked: no strings on the hot path
+  return v;
+}
+
+Verdict SessionTable::Decide(uint64_t session, uint64_t seq, const SessionOutcome** done) const {
+  const auto it = sessions_.find(session);  // id 0 is never a key
+  if (it == sessions_.end()) return Verdict::kUnknownSession;
   const Session& s = it->second;
-  if (seq == 0) return say(Verdict::kBadSeq, Name(session, seq) + ": seqs start at 1");
-  if (seq < s.floor) {
-    return say(Verdict::kExpired, Name(session, seq) + ": below the floor " + std::to_string(s.floor) +
-                                      ", its outcome is forgotten (if it ever ran)");
-  }
+  if (seq == 0) return Verdict::kBadSeq;
+  if (seq < s.floor) return Verdict::kExpired;
   if (const auto o = s.outcomes.find(seq); o != s.outcomes.end()) {
     if (done != nullptr) *done = &o->second.outcome;
-    return say(Verdict::kDone, Name(session, seq) + ": already decided at batch " +
-                                   std::to_string(o->second.outcome.pos.batch));
+    return Verdict::kDone;
   }
-  if (s.in_flight.count(seq) != 0) return say(Verdict::kInFlight, Name(session, seq) + ": planned, not committed yet");
-  const uint64_t seen = std::max(s.highest, s.in_flight.empty() ? 0 : s.in_flight.rbegin()->first);
-  if (seq > seen && seq - seen > limits_.max_outcomes_per_session) {
-    return say(Verdict::kBadSeq, Name(session, seq) + ": skips far ahead of the highest seq seen " +
-                                     std::to_string(seen) + " (at most " +
-                                     std::to_string(limits_.max_outcomes_per_session) + " beyond it)");
+  if (s.in_flight.count(seq) != 0) return Verdict::kInFlight;
+  const uint64_t seen = HighestSeen(s);
+  if (seq > seen && seq - seen > limits_.max_outcomes_per_session) return Verdict::kBadSeq;
+  return Verdict::kNew;
+}
+
+std::string SessionTable::Explain(uint64_t session, uint64_t seq, Verdict v) const {
+  if (v == Verdict::kUnknownSession) {
+    if (session == 0) return "session 0 is not a session (ids start at 1)";
+    return "session " + std::to_string(session) + " is unknown: never opened, or evicted (next id " +
+           std::to_string(next_id_) + ")";
   }
-  return say(Verdict::kNew, Name(session, seq) + ": new");
+  const Session& s = sessions_.at(session);
+  const std::string name = Name(session, seq);
+  switch (v) {
+    case Verdict::kBadSeq:
+      if (seq == 0) return name + ": seqs start at 1";
+      return name + ": skips far ahead of the highest seq seen " + std::to_string(HighestSeen(s)) + " (at most " +
+             std::to_string(limits_.max_outcomes_per_session) + " beyond it)";
+    case Verdict::kExpired:
+      return name + ": below the floor " + std::to_string(s.floor) + ", its outcome is forgotten (if it ever ran)";
+    case Verdict::kDone:
+      return name + ": already decided at batch " + std::to_string(s.outcomes.at(seq).outcome.pos.batch);
+    case Verdict::kInFlight: return name + ": planned, not committed yet";
+    case Verdict::kNew: return name + ": new (floor " + std::to_string(s.floor) + ", highest seq seen " +
+                               std::to_string(HighestSeen(s)) + ")";
+    case Verdict::kUnknownSession: break;
+  }
+  return name;
 }
 
 void SessionTable::MarkInFlight(uint64_t session, uint64_t seq, PlannedPos pos) {
-  std::string why;
-  const Verdict v = Check(session, seq, nullptr, &why);
-  QR_CHECK(v == Verdict::kNew, "MarkInFlight after %s: %s", VerdictName(v), why.c_str());
+  const Verdict v = Decide(session, seq, nullptr);
+  QR_CHECK(v == Verdict::kNew, "MarkInFlight after %s: %s", VerdictName(v), Explain(session, seq, v).c_str());
   sessions_.at(session).in_flight.emplace(seq, pos);
   ++in_flight_count_;
 }

@@ -61,6 +61,12 @@
 //    when the log says so). Lowering the limits therefore needs a fresh table.
 //  - A new leader must have applied every entry of its log (or marked the uncommitted ones in
 //    flight) before its first Check, or it may call a txn of an earlier term kNew.
+//  - Positions: an Open carries the position of its log entry like a txn does, and positions
+//    are non-decreasing in apply order; "least recently active" compares them (ties: smaller id).
+//  - Check builds `why` only when asked: pass nullptr on the planning hot path.
+//  - PlannedPos and TxnStatus come from commit/outcome.h, header-only: qrstore_planner includes
+//    it but does not link qrstore_commit (which links qrstore_planner), and must not call
+//    commit::TxnStatusName. Moving the two types below both modules would make that explicit.
 #pragma once
 
 #include <cstddef>
@@ -175,6 +181,9 @@ class SessionTable {
     return {s.activity.batch, s.activity.planner, s.activity.index, id};
   }
 
+  Verdict Decide(uint64_t session, uint64_t seq, const SessionOutcome** done) const;
+  std::string Explain(uint64_t session, uint64_t seq, Verdict v) const;
+  static uint64_t HighestSeen(const Session& s);
   static uint64_t SessionHash(uint64_t id, const Session& s);
   static uint64_t OutcomeHash(uint64_t session, uint64_t seq, const SessionOutcome& o);
 

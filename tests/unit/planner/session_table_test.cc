@@ -85,6 +85,7 @@ TEST_CASE("session table: a txn goes kNew -> kInFlight -> kDone, answered with i
   const uint64_t s = t.Open(Pos(1));
   std::string why;
   REQUIRE(t.Check(s, 1, nullptr, &why) == Verdict::kNew);
+  CHECK(why == "session 1 seq 1: new (floor 1, highest seq seen 0)");
   t.MarkInFlight(s, 1, Pos(2, 5));
   CHECK(t.in_flight() == 1);
   const uint64_t digest = t.Digest();  // in-flight marks are not replicated state
@@ -97,6 +98,7 @@ TEST_CASE("session table: a txn goes kNew -> kInFlight -> kDone, answered with i
   CHECK(t.Digest() != digest);
   const SessionOutcome* done = nullptr;
   REQUIRE(t.Check(s, 1, &done, &why) == Verdict::kDone);
+  CHECK(why == "session 1 seq 1: already decided at batch 2");
   REQUIRE(done != nullptr);
   CHECK(done->status == TxnStatus::kCommitted);
   CHECK(done->pos == Pos(2, 5));
