@@ -63,6 +63,9 @@ void ServerImpl::RoleTick() {
     // Reports go to the leader the backend names; while it names none, to the last one.
     if (reporter_ && ln != nullptr && ln->name != me_.name) reporter_->SetLeader(ln->client_address());
     if (!replicator_->IsLeader(kGroup)) return;
+    // The old leader ended its input (it stopped cleanly: the group is being stopped, node by
+    // node): nothing to take over; this node stops when told to.
+    if (feed_ && feed_->ended(nullptr)) return;
     bool failed = false;
     {
       std::lock_guard<std::mutex> lk(mu_);
