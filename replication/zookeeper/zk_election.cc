@@ -207,7 +207,9 @@ Status ZkReplicator::Promote(uint32_t g, int64_t deadline_nanos) {
     QR_RETURN_IF_ERROR(EnsurePath(StreamPath(opts_.root, g, p), deadline_nanos));
     QR_RETURN_IF_ERROR(ScanStream(g, p, deadline_nanos));
     OutStream& s = out_[{g, p}];
-    s.reader_until = in_.count({g, p}) != 0 ? s.next_id : 0;
+    // Promoted while running: its application still receives what the predecessor wrote (at
+    // Start, a configured leader's application receives nothing).
+    s.reader_until = running_.load(std::memory_order_acquire) && in_.count({g, p}) != 0 ? s.next_id : 0;
   }
   e.phase = ElectionPhase::kLeading;
   e.epoch = epoch;
@@ -282,6 +284,11 @@ void ZkReplicator::Depose(uint32_t g, const std::string& why, bool delete_node) 
   e.phase = ElectionPhase::kDeposed;
   e.step = e.refresh = false;
   counters_.deposed.fetch_add(1, std::memory_order_relaxed);
+  {
+    // Before any callback fails: whoever learns of it from a callback sees IsLeader false.
+    std::lock_guard<std::mutex> lock(view_mu_);
+    if (g < views_.size()) views_[g].self = false;
+  }
   const Status st = Status::Unavailable(ident_ + "no longer the leader of group " + std::to_string(g) + " (epoch " +
                                         std::to_string(e.epoch) + "): " + why + "; it stops for good");
   log_->error("{}", st.message());
@@ -294,8 +301,6 @@ void ZkReplicator::Depose(uint32_t g, const std::string& why, bool delete_node) 
     zoo_delete(session_.handle(), path.c_str(), -1);
   }
   e.node.clear();
-  std::lock_guard<std::mutex> lock(view_mu_);
-  if (g < views_.size()) views_[g].self = false;
 }
 
 void ZkReplicator::CancelGroup(uint32_t g) {

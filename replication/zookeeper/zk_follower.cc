@@ -515,9 +515,17 @@ void ZkReplicator::DeliverReady(const StreamKey& key, InStream& s) {
 }
 
 std::string ZkReplicator::ProgressBytes() const {
+  // What this member has of each stream: what its reader delivered, and, of a stream it leads
+  // (or led), every batch it had acknowledged. A successor's cleanup reads it like a follower's.
+  std::map<StreamKey, uint64_t> next;
+  for (const auto& [key, s] : in_) next[key] = s.next_needed;
+  for (const auto& [key, s] : out_) {
+    const uint64_t acked = s.batches.empty() ? s.next_id : s.batches.front().meta.batch_id;
+    next[key] = std::max(next[key], acked);
+  }
   std::vector<StreamProgress> progress;
-  for (const auto& [key, s] : in_) {
-    if (s.next_needed > 0) progress.push_back({key.first, key.second, s.next_needed});
+  for (const auto& [key, n] : next) {
+    if (n > 0) progress.push_back({key.first, key.second, n});
   }
   return EncodeProgress(progress);
 }

@@ -329,6 +329,7 @@ void ZkReplicator::AckFront(OutStream& s) {
     s.kept_bytes += b.header.total_bytes;
     retained_bytes_ += b.header.total_bytes;
     counters_.acked.fetch_add(1, std::memory_order_relaxed);
+    progress_dirty_ = registered_;  // a member's progress also says what it has written
     b.cb(b.meta, Status::Ok());
   }
 }
