@@ -92,15 +92,16 @@ void ZkReplicator::AdmitReplicate(Request r) {
                                               ", planners " + std::to_string(opts_.planners) + ")"));
     return;
   }
-  OutStream& s = out_[{m.group, m.planner}];
-  if (s.broken) {
-    r.replicate_cb(m, Status::Unavailable(s.broken_reason));
+  auto found = out_.find({m.group, m.planner});
+  if (found != out_.end() && found->second.broken) {
+    r.replicate_cb(m, Status::Unavailable(found->second.broken_reason));
     return;
   }
   if (!Leading(m.group)) {
     r.replicate_cb(m, Status::Unavailable(ident_ + "not the leader of group " + std::to_string(m.group)));
     return;
   }
+  OutStream& s = out_[{m.group, m.planner}];
   if (m.batch_id != s.next_id) {
     r.replicate_cb(m, Status::InvalidArgument(ident_ + "batch id " + std::to_string(m.batch_id) +
                                               " out of sequence: stream " + StreamName(m.group, m.planner) +

@@ -39,7 +39,7 @@ void AddConfigKeys(ConfigSchema* schema) {
   schema->AddBool("replication.zookeeper.election", true,
                   "leader election per group: a follower takes over when the leader's session ends (a fresh group "
                   "is led by replication.role=leader); every leader write is fenced by the group's epoch. false: "
-                  "roles fixed by replication.role, no failover");
+                  "roles fixed by replication.role, no failover (so also with followers 0: nobody to elect)");
   schema->AddInt("replication.zookeeper.retain_bytes", 32ll << 20, 0, 1ll << 40,
                  "leader: payload bytes kept in ZooKeeper at most (its servers hold all data in memory); past it "
                  "the oldest batches the (followers+1)/2 most advanced live followers have read are deleted (any, "

@@ -144,12 +144,19 @@ struct InStream {
 class ZkReplicator final : public Replicator {
  public:
   explicit ZkReplicator(ZkOptions o)
-      : opts_(std::move(o)),
+      : opts_(WithElectionRule(std::move(o))),
         log_(Logger("zk")),
         ident_(std::string("[zk ") + (opts_.leader ? "leader" : "follower") + " " + opts_.root + "] "),
         requests_(kRequestQueueCapacity),
         session_(&inbox_) {}
   ~ZkReplicator() override { Stop(); }
+
+  // A one-member group (followers 0) has nobody to elect: its roles stay fixed by config, and
+  // its leader rides out a session expiry as before elections existed.
+  static ZkOptions WithElectionRule(ZkOptions o) {
+    if (o.followers == 0) o.election = false;
+    return o;
+  }
 
   Status Start() override;
   void Stop() override;

@@ -6,6 +6,7 @@
 // the followers started first.
 #include <catch2/catch.hpp>
 
+#include "replication/zookeeper/zk_session.h"
 #include "tests/integration/zookeeper/zk_test_util.h"
 
 using namespace qrstore;
@@ -450,4 +451,70 @@ TEST_CASE("zk election: a fresh group is led by the configured leader even when 
   leader->Stop();
   a->Stop();
   b->Stop();
+}
+
+TEST_CASE("zk election: a fenced write is applied only while the epoch holds; otherwise ZooKeeper refuses it",
+          "[zookeeper]") {
+  const std::string hosts = TestHosts();
+  const std::string root = UniqueRoot("fenced-ops");
+  RootGuard guard(hosts, root);
+  ZkInspector zk(hosts);
+  for (const auto& prefix : PathPrefixes(root)) zk.Create(prefix, "");
+  const std::string epoch = root + "/epoch";
+  REQUIRE(zk.Create(epoch, "") == ZOK);  // version 0
+  Inbox inbox;
+  ZkSession session(&inbox);
+  REQUIRE(session.Open(hosts, 6000).ok());
+  std::deque<ZkEvent> events;
+  auto next_event = [&](ZkEvent::Kind kind) {
+    const int64_t deadline = NowNanos() + 10'000'000'000;
+    while (NowNanos() < deadline) {
+      if (events.empty()) inbox.WaitAndTake(&events, deadline);
+      while (!events.empty()) {
+        ZkEvent ev = std::move(events.front());
+        events.pop_front();
+        if (ev.kind == kind) return ev;
+      }
+    }
+    FAIL("no event");
+    return ZkEvent{};
+  };
+  while (next_event(ZkEvent::Kind::kSession).state != ZOO_CONNECTED_STATE) {
+  }
+  auto run = [&](ZkSession::FencedKind kind, const std::string& check, int version, const std::string& path,
+                 const std::string& data) {
+    session.Fenced(kind, check, version, path, data, OpTag::Make(OpTag::Type::kCreateChunk));
+    return next_event(ZkEvent::Kind::kCompletion);
+  };
+  using K = ZkSession::FencedKind;
+  ZkEvent ev = run(K::kCreate, epoch, 0, root + "/a", "one");
+  CHECK(ev.rc == ZOK);
+  CHECK_FALSE(ev.fenced);
+  ev = run(K::kCreate, epoch, 0, root + "/a", "two");  // the write's own failure, not fencing
+  CHECK(ev.rc == ZNODEEXISTS);
+  CHECK_FALSE(ev.fenced);
+  ev = run(K::kSet, epoch, 0, root + "/a", "three");
+  CHECK(ev.rc == ZOK);
+  std::string data;
+  REQUIRE(zk.Get(root + "/a", &data));
+  CHECK(data == "three");
+  REQUIRE(zk.Set(epoch, "new leader") == ZOK);  // a successor's bump: version 1
+  ev = run(K::kCreate, epoch, 0, root + "/b", "x");
+  CHECK(ev.rc == ZBADVERSION);
+  CHECK(ev.fenced);
+  CHECK_FALSE(zk.Exists(root + "/b"));
+  ev = run(K::kSet, epoch, 0, root + "/a", "four");
+  CHECK(ev.fenced);
+  ev = run(K::kDelete, epoch, 0, root + "/a", "");
+  CHECK(ev.rc == ZBADVERSION);
+  CHECK(ev.fenced);
+  REQUIRE(zk.Get(root + "/a", &data));
+  CHECK(data == "three");
+  ev = run(K::kDelete, epoch, 1, root + "/a", "");  // the current epoch may
+  CHECK(ev.rc == ZOK);
+  CHECK_FALSE(zk.Exists(root + "/a"));
+  ev = run(K::kCreate, root + "/no-epoch", 0, root + "/c", "x");  // a missing epoch znode fences too
+  CHECK(ev.rc == ZNONODE);
+  CHECK(ev.fenced);
+  session.Close();
 }

@@ -331,6 +331,9 @@ class ZkInspector {
     return true;
   }
   int Delete(const std::string& path) { return zoo_delete(zh_, path.c_str(), -1); }
+  int Set(const std::string& path, const std::string& data) {
+    return zoo_set(zh_, path.c_str(), data.data(), static_cast<int>(data.size()), -1);
+  }
   // An EPHEMERAL znode of this inspector's session.
   int CreateEphemeral(const std::string& path) {
     return zoo_create(zh_, path.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL, nullptr, 0);
