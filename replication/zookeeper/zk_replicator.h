@@ -2,8 +2,14 @@
 // stream's batches in znodes of a real ZooKeeper ensemble, which provides the durability and
 // fault tolerance (a create is acknowledged once a quorum of ZooKeeper servers logged it).
 //
-// Roles (replication.role, fixed by config): a leader writes every stream of groups
-// [0, replication.groups) x planners [0, replication.planners); a follower reads them. Layout
+// Roles: the leader of a group writes every stream of it (planners [0, replication.planners));
+// the other members read them. With replication.zookeeper.election (the default, when the group
+// has followers) roles are elected per group (zk_election.cc): a fresh group is led by the member
+// configured with replication.role=leader; when a leader's session ends, the first candidate in
+// line bumps the group's epoch, finds where each stream ends and takes over (IsLeader, Leader);
+// every write of a leader is fenced by its epoch, so ZooKeeper refuses a deposed leader's writes,
+// and a deposed leader (fenced, epoch moved on, session expired) stops leading for good. Without
+// elections, replication.role fixes the roles for good. Layout
 // and encodings are in zk_layout.h. Each Replicator owns one ZooKeeper session (a zhandle_t,
 // whose two client threads belong to the C library) and one thread of its own, "zk-leader" or
 // "zk-follower", which owns all backend state: ZooKeeper completion and watch callbacks only

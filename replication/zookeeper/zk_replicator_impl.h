@@ -6,6 +6,7 @@
 //   zk_worker.cc      the worker thread: event loop, session events, timers, shutdown
 //   zk_leader.cc      leader (writer) side: the Start scan, batch writes and acks, cleanup
 //   zk_follower.cc    follower (reader) side: progress at Start, fetches, delivery, progress writes
+//   zk_election.cc    per-group election, epoch bump and promotion, deposition, CancelReceives
 //
 // Ownership and threads: CreateZkReplicator returns it to the caller, who owns it. Start and
 // Stop run on one controlling thread; ReplicateData, ReceiveData, NextBatchId, Health, stats and
@@ -19,7 +20,9 @@
 // the current session that have no completion yet (and their Charge()d cost); Recreate resets
 // both with the session, and completions of older sessions are dropped. A stream's OutBatches
 // have consecutive ids and are acknowledged in that order; its markers are issued in that order
-// (followers rely on it, see zk_layout.h). A leader uses out_ only, a follower in_ only.
+// (followers rely on it, see zk_layout.h). out_ holds the streams of groups this member leads
+// (or led: deposed, they are broken), in_ the streams it reads; a promoted member has both for a
+// group until its application has received what its predecessor wrote.
 #pragma once
 
 #include <atomic>
