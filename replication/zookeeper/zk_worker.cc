@@ -100,10 +100,9 @@ void ZkReplicator::HandleEvent(ZkEvent& ev) {
       return;
     case ZkEvent::Kind::kWatch:
       if (ev.generation != session_.generation()) return;
-      if (opts_.election && ev.path.find("/election/") == std::string::npos &&
-          (ev.path.size() < 6 || ev.path.compare(ev.path.size() - 6, 6, "/epoch") != 0)) {
-        FollowerWatch(ev);
-      } else if (opts_.election) {
+      // R/g<g>/epoch and R/g<g>/election/<name> are the election's; markers the reader's.
+      if (opts_.election && (ev.path.find("/election/") != std::string::npos ||
+                             (ev.path.size() >= 6 && ev.path.compare(ev.path.size() - 6, 6, "/epoch") == 0))) {
         ElectionWatch(ev);
       } else {
         FollowerWatch(ev);
