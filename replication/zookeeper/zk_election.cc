@@ -137,6 +137,7 @@ Status ZkReplicator::StepElection(uint32_t g, int64_t deadline_nanos) {
       case ElectionPhase::kJoin:
         QR_RETURN_IF_ERROR(JoinElection(g, deadline_nanos));
         e.phase = ElectionPhase::kCandidate;
+        e.refresh = true;  // who leads now (Leader()), and a watch on the epoch from here on
         break;
       case ElectionPhase::kCandidate: {
         struct String_vector sv = {0, nullptr};

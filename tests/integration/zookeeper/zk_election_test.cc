@@ -167,7 +167,7 @@ TEST_CASE("zk election: the leader stops, a follower takes over its streams (F=2
   RootGuard guard(hosts, root);
   Recorder lrec, wrec;
   lrec.size_fn_ = wrec.size_fn_ = ElectionSize;
-  Collector ca, cb;  // outlive the replicators that call into them
+  Collector ca, cb, cback;  // outlive the replicators that call into them
   auto leader = MustStart(Member(hosts, root, true, "m0", 2));
   auto a = MustStart(Member(hosts, root, false, "m1", 2));
   auto b = MustStart(Member(hosts, root, false, "m2", 2));
@@ -287,6 +287,32 @@ TEST_CASE("zk election: the leader stops, a follower takes over its streams (F=2
   w->ReceiveData(ReplicateMeta{0, 0, 29}, later.Callback());
   REQUIRE(later.Wait(10000));
   CHECK(later.status().ok());
+
+  // The old leader comes back (still replication.role=leader): the group has a leader, so it is
+  // only a candidate; it reads as a follower from where its progress says it stopped.
+  auto back = MustStart(Member(hosts, root, true, "m0", 2));
+  CHECK_FALSE(back->IsLeader(0));
+  CHECK(PollUntil(
+      [&] {
+        LeaderView v = back->Leader(0);
+        return v.known && !v.self && v.id == wv.id && v.term == wv.term;
+      },
+      5000));
+  CHECK(back->NextBatchId(0, 0).value() == 20);
+  CHECK(back->NextBatchId(0, 1).value() == 19);
+  OneAck refused;
+  back->ReplicateData(ReplicateMeta{0, 0, 30}, "x", refused.Callback());
+  REQUIRE(refused.Wait(5000));
+  CHECK(refused.status().code() == StatusCode::kUnavailable);
+  CHECK(refused.status().message().find("leader: '" + wv.id + "'") != std::string::npos);
+  Receive(back.get(), 0, 20, 30, &cback);
+  Receive(back.get(), 1, 19, 30, &cback);
+  REQUIRE(cback.WaitFor([&] { return cback.ok(0).size() == 10 && cback.ok(1).size() == 11; }, 15000));
+  for (const auto& e : cback.errors()) UNSCOPED_INFO("old leader, back: " << e);
+  CHECK(cback.errors().empty());
+  CHECK(cback.OkNow(0) == Range(20, 30));
+  CHECK(cback.OkNow(1) == Range(19, 30));
+  back->Stop();
   w->Stop();
   o->Stop();
 }
