@@ -124,6 +124,7 @@ Status ZkReplicator::StepElection(uint32_t g, int64_t deadline_nanos) {
       case ElectionPhase::kOff:
       case ElectionPhase::kLeading:
       case ElectionPhase::kDeposed:
+      case ElectionPhase::kWithdrawn:
         return Status::Ok();
       case ElectionPhase::kAwaitEpoch: {
         struct Stat st;
@@ -302,6 +303,23 @@ void ZkReplicator::Depose(uint32_t g, const std::string& why, bool delete_node) 
     zoo_delete(session_.handle(), path.c_str(), -1);
   }
   e.node.clear();
+}
+
+void ZkReplicator::Withdraw(uint32_t g, const std::string& why) {
+  if (!opts_.election || g >= elections_.size()) return;
+  GroupElection& e = elections_[g];
+  if (e.phase != ElectionPhase::kAwaitEpoch && e.phase != ElectionPhase::kJoin &&
+      e.phase != ElectionPhase::kCandidate) {
+    return;  // a leader that finds itself stranded keeps leading: its application is told by kNotFound
+  }
+  e.phase = ElectionPhase::kWithdrawn;
+  e.step = false;
+  if (!e.node.empty() && connected_) {
+    const std::string path = ElectionPath(opts_.root, g) + "/" + e.node;
+    zoo_delete(session_.handle(), path.c_str(), -1);  // best effort: else it goes with the session
+  }
+  e.node.clear();
+  log_->warn("{}group {}: no longer a candidate for leader: {}", ident_, g, why);
 }
 
 void ZkReplicator::CancelGroup(uint32_t g) {

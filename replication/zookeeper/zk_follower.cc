@@ -159,9 +159,13 @@ void ZkReplicator::LiveCompletion(const ZkEvent& ev) {
 }
 
 void ZkReplicator::SetSelfStranded(uint32_t group, const std::string& reason) {
-  std::lock_guard<std::mutex> lock(health_mu_);
-  std::string& self = health_[group].self_stranded;
-  if (self.empty()) self = reason;  // the first batch found gone says it
+  {
+    std::lock_guard<std::mutex> lock(health_mu_);
+    std::string& self = health_[group].self_stranded;
+    if (self.empty()) self = reason;  // the first batch found gone says it
+  }
+  // It could never deliver what a predecessor wrote: no candidate for leader any more.
+  Withdraw(group, "stranded");
 }
 
 // ------------------------------------------------------------------------------------------

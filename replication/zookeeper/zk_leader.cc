@@ -530,6 +530,10 @@ void ZkReplicator::FinishCleanupRound() {
   stranded_warned_ = std::move(stranded_now);
   {
     std::lock_guard<std::mutex> lock(health_mu_);
+    // What this member learned as a reader (a promoted one may have been stranded) stays.
+    for (const auto& [group, h] : health_) {
+      if (!h.self_stranded.empty()) health[group].self_stranded = h.self_stranded;
+    }
     health_ = std::move(health);
   }
   hold_reason_ = plan.held_back ? plan.waiting_for : std::string();

@@ -101,6 +101,8 @@ enum class ElectionPhase : uint8_t {
   kCandidate,   // has its znode; watches its predecessor, or finds itself first and promotes
   kLeading,     // epoch bumped, streams scanned: IsLeader
   kDeposed,     // led, and no longer does (fenced, epoch moved on, session expired): for good
+  kWithdrawn,   // stranded (a batch it needs was deleted): it could never deliver what its
+                // predecessor wrote, so it is no candidate any more (for good)
 };
 
 struct GroupElection {
@@ -246,6 +248,7 @@ class ZkReplicator final : public Replicator {
   void RefreshView(uint32_t g);
   void ElectionWatch(const ZkEvent& ev);
   void Depose(uint32_t g, const std::string& why, bool delete_node);
+  void Withdraw(uint32_t g, const std::string& why);
   void PublishView(uint32_t g, const LeaderView& v);
   void CancelGroup(uint32_t g);
   // A leader's write (chunk, marker, deletion): fenced by the group's epoch when it has one.

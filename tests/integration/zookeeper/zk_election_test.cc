@@ -411,7 +411,7 @@ TEST_CASE("zk election: ZooKeeper refuses a deposed leader's writes (fencing), w
   o->Stop();
 }
 
-TEST_CASE("zk election: a leader whose session expires stops leading for good; a follower takes over",
+TEST_CASE("zk election: a leader whose session expires stops leading for good, and a follower takes over",
           "[zookeeper]") {
   const std::string hosts = TestHosts();
   const std::string root = UniqueRoot("expired-leader");
@@ -479,7 +479,7 @@ TEST_CASE("zk election: a fresh group is led by the configured leader even when 
   b->Stop();
 }
 
-TEST_CASE("zk election: a fenced write is applied only while the epoch holds; otherwise ZooKeeper refuses it",
+TEST_CASE("zk election: a fenced write is applied only while the epoch holds, else ZooKeeper refuses it",
           "[zookeeper]") {
   const std::string hosts = TestHosts();
   const std::string root = UniqueRoot("fenced-ops");
@@ -543,4 +543,47 @@ TEST_CASE("zk election: a fenced write is applied only while the epoch holds; ot
   CHECK(ev.rc == ZNONODE);
   CHECK(ev.fenced);
   session.Close();
+}
+
+TEST_CASE("zk election: a stranded follower withdraws: it never leads a group whose batches it lost",
+          "[zookeeper]") {
+  const std::string hosts = TestHosts();
+  const std::string root = UniqueRoot("withdrawn");
+  RootGuard guard(hosts, root);
+  Recorder lrec;
+  lrec.size_fn_ = ElectionSize;
+  Collector c1;
+  ZkOptions lo = Member(hosts, root, true, "m0", 1);
+  lo.retain_bytes = 4000;  // past it the leader deletes what m1 (the majority's follower) has read
+  lo.cleanup_interval_ms = 20;
+  ZkOptions o1 = Member(hosts, root, false, "m1", 1);
+  o1.progress_interval_ms = 20;
+  ZkOptions o2 = Member(hosts, root, false, "m2", 1);
+  o2.poll_ms = 50;
+  auto leader = MustStart(lo);
+  auto a = MustStart(o1);
+  auto b = MustStart(o2);
+  WaitFollowersSeeM0(a.get(), b.get());
+  Receive(a.get(), 0, 0, 40, &c1);
+  ReplicateAll(leader.get(), 0, 0, 40, &lrec);
+  REQUIRE(lrec.WaitFor([&] { return lrec.acked(0) == 40; }, 15000));
+  REQUIRE(c1.WaitFor([&] { return c1.ok(0).size() == 40; }, 15000));
+  ZkInspector zk(hosts);
+  REQUIRE(PollUntil([&] { return !zk.Exists(StreamPath(root, 0, 0) + "/" + MarkerName(0)); }, 5000));
+  // m2 asks for batch 0, long gone: kNotFound, it knows it is stranded, and leaves the line.
+  OneReceive gone;
+  b->ReceiveData(ReplicateMeta{0, 0, 0}, gone.Callback());
+  REQUIRE(gone.Wait(10000));
+  CHECK(gone.status().code() == StatusCode::kNotFound);
+  CHECK_FALSE(b->Health(0).self_stranded.empty());
+  CHECK(PollUntil([&] { return zk.Children(ElectionPath(root, 0)).size() == 2; }, 5000));
+  // The leader stops: m1 takes over; m1 stops: m2 does not (it could not deliver 0..39).
+  leader->Stop();
+  REQUIRE(PollUntil([&] { return a->IsLeader(0); }, 5000));
+  CHECK_FALSE(b->IsLeader(0));
+  a->Stop();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  CHECK_FALSE(b->IsLeader(0));
+  CHECK_FALSE(b->Health(0).self_stranded.empty());
+  b->Stop();
 }
