@@ -201,12 +201,11 @@ void ZkReplicator::LeaderCompletion(ZkEvent& ev) {
                  ", another member leads",
              true);
     }
+    // Only LeaderWrite's requests are fenced (chunks, markers, overwrites, deletions); reads
+    // never are, so no cleanup round waits on this one.
     if (t.type == OpTag::Type::kDeleteFence) {
       OutStream& s = out_[{t.group, t.planner}];
       if (s.fence_inflight > 0) --s.fence_inflight;
-    } else if (t.type == OpTag::Type::kListConsumers || t.type == OpTag::Type::kListLive ||
-               t.type == OpTag::Type::kGetConsumer) {
-      CleanupCompletion(ev);  // (reads are not fenced; kept for symmetry)
     }
     return;
   }
