@@ -159,9 +159,13 @@ void ZkReplicator::LiveCompletion(const ZkEvent& ev) {
 }
 
 void ZkReplicator::SetSelfStranded(uint32_t group, const std::string& reason) {
-  std::lock_guard<std::mutex> lock(health_mu_);
-  std::string& self = health_[group].self_stranded;
-  if (self.empty()) self = reason;  // the first batch found gone says it
+  {
+    std::lock_guard<std::mutex> lock(health_mu_);
+    std::string& self = health_[group].self_stranded;
+    if (self.empty()) self = reason;  // the first batch found gone says it
+  }
+  // It could never deliver what a predecessor wrote: no candidate for leader any more.
+  Withdraw(group, "stranded");
 }
 
 // ------------------------------------------------------------------------------------------
@@ -486,7 +490,10 @@ void ZkReplicator::DeliverReady(const StreamKey& key, InStream& s) {
     // create b+1 before b when a connection drops with both in flight (it sends b+1 on the new
     // connection before it learns that b failed on the old one, then re-creates b). Without
     // this exception the follower re-read such a b+1 forever (seen in the session expiry test).
-    if (s.have_last && id == s.last_id + 1 && f.czxid <= s.last_czxid && !f.read_after_prev) {
+    // Epochs only grow along a stream: a marker b+1 of an older epoch than b's is a deposed
+    // leader's leftover, read before its successor deleted it.
+    if ((s.have_last && id == s.last_id + 1 && f.czxid <= s.last_czxid && !f.read_after_prev) ||
+        (s.have_last && id == s.last_id + 1 && f.header.epoch < s.last_epoch)) {
       counters_.stale.fetch_add(1, std::memory_order_relaxed);
       RestartFetch(f, NowNanos() + kStaleBackoffNanos);
       return;
@@ -497,9 +504,14 @@ void ZkReplicator::DeliverReady(const StreamKey& key, InStream& s) {
     s.have_last = true;
     s.last_id = id;
     s.last_czxid = f.czxid;
+    s.last_epoch = f.header.epoch;
     s.next_needed = std::max(s.next_needed, id + 1);
     s.fetches.erase(it);
-    PublishNext(key, s.next_needed);
+    // A member that leads (or led) the group publishes the writer's NextBatchId, not its reader's.
+    const bool led = opts_.election && key.first < elections_.size() &&
+                     (elections_[key.first].phase == ElectionPhase::kLeading ||
+                      elections_[key.first].phase == ElectionPhase::kDeposed);
+    if (!led) PublishNext(key, s.next_needed);
     progress_dirty_ = true;
     counters_.delivered.fetch_add(1, std::memory_order_relaxed);
     cb(meta, Status::Ok(), std::move(bytes));
@@ -507,9 +519,17 @@ void ZkReplicator::DeliverReady(const StreamKey& key, InStream& s) {
 }
 
 std::string ZkReplicator::ProgressBytes() const {
+  // What this member has of each stream: what its reader delivered, and, of a stream it leads
+  // (or led), every batch it had acknowledged. A successor's cleanup reads it like a follower's.
+  std::map<StreamKey, uint64_t> next;
+  for (const auto& [key, s] : in_) next[key] = s.next_needed;
+  for (const auto& [key, s] : out_) {
+    const uint64_t acked = s.batches.empty() ? s.next_id : s.batches.front().meta.batch_id;
+    next[key] = std::max(next[key], acked);
+  }
   std::vector<StreamProgress> progress;
-  for (const auto& [key, s] : in_) {
-    if (s.next_needed > 0) progress.push_back({key.first, key.second, s.next_needed});
+  for (const auto& [key, n] : next) {
+    if (n > 0) progress.push_back({key.first, key.second, n});
   }
   return EncodeProgress(progress);
 }
@@ -518,7 +538,7 @@ void ZkReplicator::WriteProgress() {
   // One write in flight at a time, at most one per progress_interval_ms; deliveries meanwhile
   // are coalesced into the next one. Not more often: ZooKeeper answers a session's reads only
   // after its earlier writes committed (fsync), so each progress write stalls our reads.
-  if (!progress_dirty_ || progress_inflight_ || !connected_) return;
+  if (!registered_ || !progress_dirty_ || progress_inflight_ || !connected_) return;
   const int64_t now = NowNanos();
   if (now < next_progress_nanos_) return;
   next_progress_nanos_ = now + static_cast<int64_t>(opts_.progress_interval_ms) * 1'000'000;

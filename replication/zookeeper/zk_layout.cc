@@ -12,7 +12,8 @@ namespace {
 
 constexpr uint32_t kMarkerMagic = 0x4d4b5a51;    // "QZKM"
 constexpr uint32_t kProgressMagic = 0x504b5a51;  // "QZKP"
-constexpr uint8_t kVersion = 1;
+constexpr uint8_t kVersion = 1;         // progress; markers of version 1 have no epoch
+constexpr uint8_t kMarkerVersion = 2;   // markers: version 1 + the epoch
 constexpr size_t kIdDigits = 20;                 // enough for any uint64
 constexpr size_t kChunkDigits = 6;
 
@@ -55,6 +56,25 @@ std::string LivePath(const std::string& root) { return root + "/live"; }
 
 std::string LiveMemberPath(const std::string& root, const std::string& follower_id) {
   return LivePath(root) + "/" + follower_id;
+}
+
+std::string EpochPath(const std::string& root, uint32_t group) { return GroupPath(root, group) + "/epoch"; }
+
+std::string ElectionPath(const std::string& root, uint32_t group) { return GroupPath(root, group) + "/election"; }
+
+std::string ElectionNodePrefix(int64_t session_id) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "n-%016" PRIx64 "-", static_cast<uint64_t>(session_id));
+  return buf;
+}
+
+std::optional<uint64_t> ParseElectionSeq(std::string_view name) {
+  if (name.size() < 2 + 10 || name.substr(0, 2) != "n-") return std::nullopt;
+  size_t dash = name.rfind('-');
+  if (dash == std::string_view::npos || dash < 1 || name.size() - dash - 1 != 10) return std::nullopt;
+  uint64_t seq = 0;
+  if (!ParseDigits(name.substr(dash + 1), &seq)) return std::nullopt;
+  return seq;
 }
 
 std::string ConsumerPath(const std::string& root, const std::string& follower_id) {
@@ -156,11 +176,12 @@ MarkerHeader MakeMarkerHeader(std::string_view payload, uint64_t chunk_bytes) {
 std::string EncodeMarker(const MarkerHeader& header, std::string_view chunk0) {
   Writer w(kMarkerHeaderBytes + chunk0.size());
   w.PutU32(kMarkerMagic);
-  w.PutU8(kVersion);
+  w.PutU8(kMarkerVersion);
   w.PutU64(header.total_bytes);
   w.PutU32(header.chunk_bytes);
   w.PutU32(header.num_chunks);
   w.PutU64(header.payload_hash);
+  w.PutU64(header.epoch);
   w.PutRaw(chunk0.data(), chunk0.size());
   QR_CHECK_EQ(w.size(), kMarkerHeaderBytes + chunk0.size());
   return w.Release();
@@ -177,9 +198,12 @@ Status DecodeMarker(std::string_view bytes, MarkerHeader* header, std::string_vi
   r.GetU32(&h.chunk_bytes);
   r.GetU32(&h.num_chunks);
   r.GetU64(&h.payload_hash);
+  if (r.ok() && version == kMarkerVersion) r.GetU64(&h.epoch);  // version 1: no epoch (0)
   if (!r.ok()) return Status::Corruption("zookeeper batch marker: truncated header (" + std::to_string(bytes.size()) + " bytes)");
   if (magic != kMarkerMagic) return Status::Corruption("zookeeper batch marker: bad magic (not written by qrstore?)");
-  if (version != kVersion) return Status::Corruption("zookeeper batch marker: unknown version " + std::to_string(version));
+  if (version != 1 && version != kMarkerVersion) {
+    return Status::Corruption("zookeeper batch marker: unknown version " + std::to_string(version));
+  }
   if (h.chunk_bytes == 0 || h.chunk_bytes > kMaxChunkBytes) {
     return Status::Corruption("zookeeper batch marker: bad chunk size " + std::to_string(h.chunk_bytes));
   }

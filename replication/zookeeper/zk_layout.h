@@ -7,6 +7,10 @@
 //   R/g<group>/p<planner>/c<id:20 digits>-<k:6> chunk k >= 1 of batch id (only when chunked)
 //   R/consumers/<follower-id>                   one follower's progress over all its streams
 //   R/live/<follower-id>                        EPHEMERAL: the follower's session is alive
+//   R/g<group>/epoch                            the group's epoch: its version is the epoch of
+//                                               the current leader, its data that leader's id
+//   R/g<group>/election/n-<session:16 hex>-<seq:10>  EPHEMERAL_SEQUENTIAL: one candidate (data:
+//                                               its member id); the lowest sequence leads
 // Zero-padded ids make lexicographic order of child names equal numeric order.
 //
 // A reader never sees a partial batch: the leader creates every extra chunk of a batch and
@@ -32,7 +36,9 @@ namespace qrstore::replication::zookeeper {
 // ZooKeeper rejects (by dropping the connection) znodes around 1 MB (jute.maxbuffer =
 // 1,048,575 bytes including request overhead); a chunk plus the marker header must stay below.
 inline constexpr uint64_t kMaxChunkBytes = 1000000;
-inline constexpr size_t kMarkerHeaderBytes = 4 + 1 + 8 + 4 + 4 + 8;
+inline constexpr size_t kMarkerHeaderBytes = 4 + 1 + 8 + 4 + 4 + 8 + 8;
+// Markers of format version 1 (before epochs) had no epoch field; they still decode (epoch 0).
+inline constexpr size_t kMarkerHeaderBytesV1 = 4 + 1 + 8 + 4 + 4 + 8;
 
 // Paths. `root` is absolute, without a trailing slash (validated by ValidateRoot).
 std::string StreamPath(const std::string& root, uint32_t group, uint32_t planner);
@@ -43,6 +49,15 @@ std::string ConsumersPath(const std::string& root);
 std::string ConsumerPath(const std::string& root, const std::string& follower_id);
 std::string LivePath(const std::string& root);
 std::string LiveMemberPath(const std::string& root, const std::string& follower_id);
+std::string EpochPath(const std::string& root, uint32_t group);
+std::string ElectionPath(const std::string& root, uint32_t group);
+// The name prefix of a candidate's election znode: "n-<session id, 16 hex digits>-" (ZooKeeper
+// appends a 10-digit sequence). The session id in the name lets a candidate whose create was
+// lost with the connection find out whether it was applied.
+std::string ElectionNodePrefix(int64_t session_id);
+// The sequence number of an election znode name ("n-...-0000000012" -> 12); nullopt if the name
+// is not one.
+std::optional<uint64_t> ParseElectionSeq(std::string_view name);
 // Every ancestor of `path` and `path` itself, shortest first: "/a/b" -> {"/a", "/a/b"}.
 std::vector<std::string> PathPrefixes(const std::string& path);
 
@@ -74,6 +89,7 @@ struct MarkerHeader {
   uint32_t chunk_bytes = 0;
   uint32_t num_chunks = 0;
   uint64_t payload_hash = 0;  // Hash64 of the whole payload
+  uint64_t epoch = 0;         // the writer's epoch (R/g<group>/epoch's version); 0 = no election
 };
 std::string EncodeMarker(const MarkerHeader& header, std::string_view chunk0);
 // Validates magic, version and that the header is self-consistent with the inline bytes.

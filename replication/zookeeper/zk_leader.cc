@@ -92,11 +92,16 @@ void ZkReplicator::AdmitReplicate(Request r) {
                                               ", planners " + std::to_string(opts_.planners) + ")"));
     return;
   }
-  OutStream& s = out_[{m.group, m.planner}];
-  if (s.broken) {
-    r.replicate_cb(m, Status::Unavailable(s.broken_reason));
+  auto found = out_.find({m.group, m.planner});
+  if (found != out_.end() && found->second.broken) {
+    r.replicate_cb(m, Status::Unavailable(found->second.broken_reason));
     return;
   }
+  if (!Leading(m.group)) {
+    r.replicate_cb(m, Status::Unavailable(ident_ + "not the leader of group " + std::to_string(m.group)));
+    return;
+  }
+  OutStream& s = out_[{m.group, m.planner}];
   if (m.batch_id != s.next_id) {
     r.replicate_cb(m, Status::InvalidArgument(ident_ + "batch id " + std::to_string(m.batch_id) +
                                               " out of sequence: stream " + StreamName(m.group, m.planner) +
@@ -108,6 +113,7 @@ void ZkReplicator::AdmitReplicate(Request r) {
   OutBatch b;
   b.meta = m;
   b.header = MakeMarkerHeader(r.bytes, opts_.chunk_bytes);
+  b.header.epoch = elections_[m.group].epoch;
   b.payload = std::move(r.bytes);
   b.cb = std::move(r.replicate_cb);
   b.chunks.assign(b.header.num_chunks, PartState::kNeed);
@@ -123,12 +129,13 @@ void ZkReplicator::PumpLeader() {
   const int max = opts_.max_inflight;
   for (auto& [key, s] : out_) {
     const auto [g, p] = key;
-    if (!s.fence.empty() && !s.batches.empty()) {
+    if (s.batches.empty() || !Leading(g)) continue;
+    if (!s.fence.empty()) {
       if (s.fence_inflight == 0) {
         for (const auto& path : s.fence) {
           OpTag t = OpTag::Make(OpTag::Type::kDeleteFence, g, p);
           t.name = path;
-          session_.Delete(path, t);
+          LeaderWrite(ZkSession::FencedKind::kDelete, g, path, {}, t);
           ++inflight_;
           ++s.fence_inflight;
         }
@@ -149,7 +156,8 @@ void ZkReplicator::PumpLeader() {
         if (!CanIssue(r.length)) return;
         OpTag t = OpTag::Make(OpTag::Type::kCreateChunk, g, p, id, k);
         Charge(&t, r.length);
-        session_.Create(ChunkPath(g, p, id, k), std::string_view(b.payload).substr(r.offset, r.length), t);
+        LeaderWrite(ZkSession::FencedKind::kCreate, g, ChunkPath(g, p, id, k),
+                    std::string_view(b.payload).substr(r.offset, r.length), t);
         b.chunks[k] = PartState::kInFlight;
         ++inflight_;
       }
@@ -159,8 +167,8 @@ void ZkReplicator::PumpLeader() {
         OpTag t = OpTag::Make(OpTag::Type::kCreateMarker, g, p, id, 0);
         t.attempt = b.marker_attempt;
         Charge(&t, r0.length + kMarkerHeaderBytes);
-        session_.Create(MarkerPath(g, p, id),
-                        EncodeMarker(b.header, std::string_view(b.payload).substr(r0.offset, r0.length)), t);
+        LeaderWrite(ZkSession::FencedKind::kCreate, g, MarkerPath(g, p, id),
+                    EncodeMarker(b.header, std::string_view(b.payload).substr(r0.offset, r0.length)), t);
         b.marker = MarkerState::kInFlight;
         ++inflight_;
       }
@@ -182,6 +190,25 @@ OutBatch* ZkReplicator::FindBatch(const OpTag& t) {
 
 void ZkReplicator::LeaderCompletion(ZkEvent& ev) {
   const OpTag& t = ev.op;
+  if (ev.fenced) {
+    // ZooKeeper refused the write: the group's epoch is no longer this leader's (a new leader
+    // bumped it, so this one was deposed without having heard yet).
+    counters_.fenced.fetch_add(1, std::memory_order_relaxed);
+    if (Leading(t.group)) {
+      Depose(t.group,
+             "ZooKeeper refused a write (" + ZkErrorName(ev.rc) + " on the epoch check): the epoch of group " +
+                 std::to_string(t.group) + " is no longer " + std::to_string(elections_[t.group].epoch) +
+                 ", another member leads",
+             true);
+    }
+    // Only LeaderWrite's requests are fenced (chunks, markers, overwrites, deletions); reads
+    // never are, so no cleanup round waits on this one.
+    if (t.type == OpTag::Type::kDeleteFence) {
+      OutStream& s = out_[{t.group, t.planner}];
+      if (s.fence_inflight > 0) --s.fence_inflight;
+    }
+    return;
+  }
   if (t.type == OpTag::Type::kListConsumers || t.type == OpTag::Type::kListLive ||
       t.type == OpTag::Type::kGetConsumer || t.type == OpTag::Type::kDeleteBatch) {
     CleanupCompletion(ev);
@@ -235,7 +262,7 @@ void ZkReplicator::LeaderCompletion(ZkEvent& ev) {
       if (t.type == OpTag::Type::kVerifyChunk && rc == ZOK && ev.data != want) {
         OpTag w = OpTag::Make(OpTag::Type::kSetChunk, t.group, t.planner, t.batch_id, t.chunk);
         Charge(&w, r.length);
-        session_.Set(ChunkPath(t.group, t.planner, t.batch_id, t.chunk), want, w);
+        LeaderWrite(ZkSession::FencedKind::kSet, t.group, ChunkPath(t.group, t.planner, t.batch_id, t.chunk), want, w);
         ++inflight_;
         return;
       }
@@ -302,6 +329,7 @@ void ZkReplicator::AckFront(OutStream& s) {
     s.kept_bytes += b.header.total_bytes;
     retained_bytes_ += b.header.total_bytes;
     counters_.acked.fetch_add(1, std::memory_order_relaxed);
+    progress_dirty_ = registered_;  // a member's progress also says what it has written
     b.cb(b.meta, Status::Ok());
   }
 }
@@ -423,12 +451,12 @@ void ZkReplicator::DeleteBatch(const StreamKey& key, OutStream& s) {
   // Marker first: nobody may find a marker whose chunks are gone.
   OpTag t = OpTag::Make(OpTag::Type::kDeleteBatch, key.first, key.second, id, 0);
   t.attempt = kept.chunks;
-  session_.Delete(MarkerPath(key.first, key.second, id), t);
+  LeaderWrite(ZkSession::FencedKind::kDelete, key.first, MarkerPath(key.first, key.second, id), {}, t);
   ++inflight_;
   for (uint32_t k = 1; k < kept.chunks; ++k) {
     OpTag c = OpTag::Make(OpTag::Type::kDeleteBatch, key.first, key.second, id, k);
     c.attempt = kept.chunks;
-    session_.Delete(ChunkPath(key.first, key.second, id, k), c);
+    LeaderWrite(ZkSession::FencedKind::kDelete, key.first, ChunkPath(key.first, key.second, id, k), {}, c);
     ++inflight_;
   }
 }
@@ -441,10 +469,14 @@ void ZkReplicator::FinishCleanupRound() {
   in.retain_bytes = opts_.retain_bytes;
   in.max_deletes = kMaxDeletesPerRound;
   for (const auto& [key, s] : out_) {
+    if (!Leading(key.first)) continue;  // deposed: it writes (and deletes) nothing any more
     in.streams[key] = RetentionStream{&s.kept, s.kept_bytes,
                                       s.batches.empty() ? s.next_id : s.batches.front().meta.batch_id};
   }
   for (const auto& [id, progress] : round_progress_) {
+    // Its own progress and live znodes (kept from when it read as a follower) are no reason to
+    // keep or wait for anything: the leader has every batch.
+    if (registered_ && id == follower_id_) continue;
     RetentionFollower f;
     f.id = id;
     f.live = round_live_.count(id) != 0;
@@ -457,8 +489,22 @@ void ZkReplicator::FinishCleanupRound() {
   uint64_t evicted = 0;
   for (const auto& [key, d] : plan.deletes) {
     OutStream& s = out_[key];
-    for (uint64_t i = 0; i < d.consumed + d.evicted; ++i) DeleteBatch(key, s);
-    evicted += d.evicted;
+    uint64_t n = d.consumed + d.evicted;
+    uint64_t ev = d.evicted;
+    // A promoted member's own reader may still need its predecessor's batches: none of those
+    // goes before this member's application has received it.
+    auto in = in_.find(key);
+    if (in != in_.end() && in->second.next_needed < s.reader_until) {
+      uint64_t allowed = 0;
+      for (auto it = s.kept.begin(); it != s.kept.end() && allowed < n && it->first < in->second.next_needed; ++it) {
+        ++allowed;
+      }
+      const uint64_t cut = n - allowed;
+      ev -= std::min(ev, cut);
+      n = allowed;
+    }
+    for (uint64_t i = 0; i < n; ++i) DeleteBatch(key, s);
+    evicted += ev;
   }
   counters_.evicted.fetch_add(evicted, std::memory_order_relaxed);
   if (evicted > 0 && opts_.followers == 0 && !retention_warned_) {
@@ -483,6 +529,10 @@ void ZkReplicator::FinishCleanupRound() {
   stranded_warned_ = std::move(stranded_now);
   {
     std::lock_guard<std::mutex> lock(health_mu_);
+    // What this member learned as a reader (a promoted one may have been stranded) stays.
+    for (const auto& [group, h] : health_) {
+      if (!h.self_stranded.empty()) health[group].self_stranded = h.self_stranded;
+    }
     health_ = std::move(health);
   }
   hold_reason_ = plan.held_back ? plan.waiting_for : std::string();

@@ -33,7 +33,13 @@ void AddConfigKeys(ConfigSchema* schema) {
                  "followers (a majority), and slower or dead ones lose what they have not read "
                  "(0 = wait for nobody, keep all below retain_bytes)");
   schema->AddString("replication.zookeeper.follower_id", "",
-                    "follower: name of its progress znode ([A-Za-z0-9._-]); empty = auto (not stable across restarts)");
+                    "the member id ([A-Za-z0-9._-]), on every member of the group, leader included: names its "
+                    "progress and live znodes and is its election znode's data (Leader().id); empty = auto (not "
+                    "stable across restarts)");
+  schema->AddBool("replication.zookeeper.election", true,
+                  "leader election per group: a follower takes over when the leader's session ends (a fresh group "
+                  "is led by replication.role=leader); every leader write is fenced by the group's epoch. false: "
+                  "roles fixed by replication.role, no failover (so also with followers 0: nobody to elect)");
   schema->AddInt("replication.zookeeper.retain_bytes", 32ll << 20, 0, 1ll << 40,
                  "leader: payload bytes kept in ZooKeeper at most (its servers hold all data in memory); past it "
                  "the oldest batches the (followers+1)/2 most advanced live followers have read are deleted (any, "
@@ -90,6 +96,7 @@ Result<ZkOptions> OptionsFromConfig(const Config& config) {
   o.op_deadline_ms = static_cast<int>(config.GetInt("replication.zookeeper.op_deadline_ms"));
   o.followers = static_cast<int>(config.GetInt("replication.zookeeper.followers"));
   o.follower_id = config.GetString("replication.zookeeper.follower_id");
+  o.election = config.GetBool("replication.zookeeper.election");
   if (!o.follower_id.empty()) {
     if (Status s = ValidateFollowerId(o.follower_id); !s.ok()) errors.push_back(s.message());
   }

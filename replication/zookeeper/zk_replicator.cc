@@ -83,7 +83,22 @@ Status ZkReplicator::Start() {
   Status st = WaitConnected(deadline);
   if (st.ok()) st = EnsurePath(ConsumersPath(opts_.root), deadline);
   if (st.ok()) st = EnsurePath(LivePath(opts_.root), deadline);
-  if (st.ok() && opts_.leader) {
+  static std::atomic<uint64_t> auto_ids{0};
+  follower_id_ = opts_.follower_id;
+  if (follower_id_.empty()) {
+    follower_id_ = "auto-" + std::to_string(::getpid()) + "-" + std::to_string(auto_ids.fetch_add(1));
+    if (!opts_.leader) {
+      log_->warn("{}replication.zookeeper.follower_id is empty: using '{}' (progress is not resumed after a restart)",
+                 ident_, follower_id_);
+    }
+  }
+  registered_ = !opts_.leader || (opts_.election && !opts_.follower_id.empty());
+  elections_.assign(opts_.groups, GroupElection{});
+  {
+    std::lock_guard<std::mutex> lock(view_mu_);
+    views_.assign(opts_.groups, LeaderView{});
+  }
+  if (st.ok() && opts_.leader && !opts_.election) {
     for (uint32_t g = 0; g < opts_.groups && st.ok(); ++g) {
       for (uint32_t p = 0; p < opts_.planners && st.ok(); ++p) {
         st = EnsurePath(StreamPath(opts_.root, g, p), deadline);
@@ -91,16 +106,22 @@ Status ZkReplicator::Start() {
       }
     }
   }
-  if (st.ok() && !opts_.leader) {
-    static std::atomic<uint64_t> auto_ids{0};
-    follower_id_ = opts_.follower_id;
-    if (follower_id_.empty()) {
-      follower_id_ = "auto-" + std::to_string(::getpid()) + "-" + std::to_string(auto_ids.fetch_add(1));
-      log_->warn("{}replication.zookeeper.follower_id is empty: using '{}' (progress is not resumed after a restart)",
-                 ident_, follower_id_);
-    }
+  if (st.ok() && registered_) {
     st = LoadProgress(deadline);
     if (st.ok()) st = CreateLiveSync(deadline);  // after the progress znode: live implies registered
+  }
+  if (st.ok() && opts_.election) {
+    // Every member is a candidate, but a follower only once the group has had a leader (its
+    // epoch znode exists): a fresh group is led by the configured leader, which joins at once
+    // and, first in line, wins here, before Start returns. A leader that finds the group led
+    // (a restart after a failover) waits in line like any candidate.
+    for (uint32_t g = 0; g < opts_.groups && st.ok(); ++g) {
+      st = EnsurePath(ElectionPath(opts_.root, g), deadline);
+      GroupElection& e = elections_[g];
+      e.step = true;
+      e.phase = opts_.leader ? ElectionPhase::kJoin : ElectionPhase::kAwaitEpoch;
+      if (st.ok() && opts_.leader) st = StepElection(g, deadline);
+    }
   }
   if (!st.ok()) {
     session_.Close();
@@ -127,8 +148,15 @@ void ZkReplicator::Stop() {
 }
 
 void ZkReplicator::ReplicateData(const ReplicateMeta& meta, std::string bytes, ReplicateCallback cb) {
-  if (!opts_.leader) {
+  if (!opts_.election && !opts_.leader) {
     cb(meta, Status::Unavailable(ident_ + "ReplicateData on a follower (replication.role=follower)"));
+    return;
+  }
+  if (opts_.election && InRange(meta) && !IsLeader(meta.group)) {
+    LeaderView v = Leader(meta.group);
+    cb(meta, Status::Unavailable(ident_ + "not the leader of group " + std::to_string(meta.group) +
+                                 (v.known ? " (leader: '" + v.id + "', epoch " + std::to_string(v.term) + ")"
+                                          : " (no leader known)")));
     return;
   }
   if (!running_.load(std::memory_order_acquire)) {
@@ -150,7 +178,9 @@ void ZkReplicator::ReplicateData(const ReplicateMeta& meta, std::string bytes, R
 }
 
 void ZkReplicator::ReceiveData(const ReplicateMeta& meta, ReceiveCallback cb) {
-  if (opts_.leader) {
+  // With elections any member reads: a promoted follower still receives what its predecessor
+  // wrote, and a configured leader that lost the election reads as a follower.
+  if (opts_.leader && !opts_.election) {
     cb(meta, Status::Unavailable(ident_ + "ReceiveData on the leader (replication.role=leader)"), {});
     return;
   }
@@ -168,6 +198,15 @@ void ZkReplicator::ReceiveData(const ReplicateMeta& meta, ReceiveCallback cb) {
     return;
   }
   inbox_.Wake();
+}
+
+void ZkReplicator::CancelReceives(uint32_t group) {
+  if (!running_.load(std::memory_order_acquire)) return;  // Stop fails every receive anyway
+  Request r;
+  r.replicate = false;
+  r.cancel = true;
+  r.meta.group = group;
+  if (requests_.Push(std::move(r))) inbox_.Wake();
 }
 
 Result<uint64_t> ZkReplicator::NextBatchId(uint32_t group, uint32_t planner) const {
@@ -204,6 +243,9 @@ ZkStats ZkReplicator::stats() const {
   s.batches_evicted = counters_.evicted.load(std::memory_order_relaxed);
   s.batches_gone = counters_.gone.load(std::memory_order_relaxed);
   s.rounds_held_back = counters_.held.load(std::memory_order_relaxed);
+  s.elections_won = counters_.won.load(std::memory_order_relaxed);
+  s.writes_fenced = counters_.fenced.load(std::memory_order_relaxed);
+  s.depositions = counters_.deposed.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -278,6 +320,13 @@ bool GetZkStats(const Replicator& replicator, ZkStats* stats) {
 std::string CurrentServerForTest(const Replicator& replicator) {
   const auto* zk = dynamic_cast<const ZkReplicator*>(&replicator);
   return zk == nullptr ? std::string() : zk->CurrentServer();
+}
+
+Status MuteEpochWatchForTest(Replicator* replicator, bool muted) {
+  auto* zk = dynamic_cast<ZkReplicator*>(replicator);
+  if (zk == nullptr) return Status::InvalidArgument("MuteEpochWatchForTest: not a ZooKeeper replicator");
+  zk->MuteEpochWatch(muted);
+  return Status::Ok();
 }
 
 Status ForceSessionExpiryForTest(Replicator* replicator) {

@@ -2,8 +2,14 @@
 // stream's batches in znodes of a real ZooKeeper ensemble, which provides the durability and
 // fault tolerance (a create is acknowledged once a quorum of ZooKeeper servers logged it).
 //
-// Roles (replication.role, fixed by config): a leader writes every stream of groups
-// [0, replication.groups) x planners [0, replication.planners); a follower reads them. Layout
+// Roles: the leader of a group writes every stream of it (planners [0, replication.planners));
+// the other members read them. With replication.zookeeper.election (the default, when the group
+// has followers) roles are elected per group (zk_election.cc): a fresh group is led by the member
+// configured with replication.role=leader; when a leader's session ends, the first candidate in
+// line bumps the group's epoch, finds where each stream ends and takes over (IsLeader, Leader);
+// every write of a leader is fenced by its epoch, so ZooKeeper refuses a deposed leader's writes,
+// and a deposed leader (fenced, epoch moved on, session expired) stops leading for good. Without
+// elections, replication.role fixes the roles for good. Layout
 // and encodings are in zk_layout.h. Each Replicator owns one ZooKeeper session (a zhandle_t,
 // whose two client threads belong to the C library) and one thread of its own, "zk-leader" or
 // "zk-follower", which owns all backend state: ZooKeeper completion and watch callbacks only
@@ -84,7 +90,12 @@ struct ZkOptions {
   int op_deadline_ms = 30000;    // leader: a batch not durable by then fails (kUnavailable)
   int followers = 0;             // F: followers in the group; the leader waits for (F+1)/2 live ones
                                  // at most (0 = for none; consumed batches are then kept)
-  std::string follower_id;       // follower: its progress znode name
+  std::string follower_id;       // the member id: its progress and live znodes, its election data
+  // Leader election per group (replication.zookeeper.election): candidates race with ephemeral
+  // sequential znodes, the winner bumps the group's epoch, every write it makes checks it.
+  // false: roles fixed by `leader` (no failover, no fencing), as before elections existed; so
+  // also with followers == 0 (a one-member group: nobody to elect).
+  bool election = true;
   uint64_t retain_bytes = 32ull << 20;  // leader: byte budget of kept batches (0 = unlimited): past
                                         // it what a majority has read goes (zk_retention.h)
   int cleanup_interval_ms = 100;
@@ -115,6 +126,9 @@ struct ZkStats {
   uint64_t batches_gone = 0;         // follower: requests failed with kNotFound (deleted batch)
   uint64_t rounds_held_back = 0;     // leader: cleanup rounds that ended with more than retain_bytes
                                      // still kept (flow control: no new batch starts meanwhile)
+  uint64_t elections_won = 0;        // groups this member started leading (epoch bumped, streams scanned)
+  uint64_t writes_fenced = 0;        // leader writes ZooKeeper refused: the group's epoch had moved on
+  uint64_t depositions = 0;          // groups this member stopped leading (fenced, epoch moved, expiry)
 };
 
 // The counters of `replicator` if it is a ZooKeeper Replicator, else nullopt-like zeros + false.
@@ -124,6 +138,12 @@ bool GetZkStats(const Replicator& replicator, ZkStats* stats);
 // the same session and closes it), as a server-side session timeout would. The replicator finds
 // out on its own, as in production. Returns an error for a non-ZooKeeper replicator.
 Status ForceSessionExpiryForTest(Replicator* replicator);
+
+// Test hook: while `muted`, the replicator ignores notifications that its groups' epochs changed,
+// like a leader whose notifications are late (a long pause, a slow link): only ZooKeeper's
+// fencing (the epoch check in every write) stops its writes then. Returns an error for a
+// non-ZooKeeper replicator.
+Status MuteEpochWatchForTest(Replicator* replicator, bool muted);
 
 // Test hook: "host:port" of the ZooKeeper server `replicator`'s session is connected to ("" if
 // none or not a ZooKeeper replicator).

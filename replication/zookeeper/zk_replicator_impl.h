@@ -6,6 +6,7 @@
 //   zk_worker.cc      the worker thread: event loop, session events, timers, shutdown
 //   zk_leader.cc      leader (writer) side: the Start scan, batch writes and acks, cleanup
 //   zk_follower.cc    follower (reader) side: progress at Start, fetches, delivery, progress writes
+//   zk_election.cc    per-group election, epoch bump and promotion, deposition, CancelReceives
 //
 // Ownership and threads: CreateZkReplicator returns it to the caller, who owns it. Start and
 // Stop run on one controlling thread; ReplicateData, ReceiveData, NextBatchId, Health, stats and
@@ -19,7 +20,9 @@
 // the current session that have no completion yet (and their Charge()d cost); Recreate resets
 // both with the session, and completions of older sessions are dropped. A stream's OutBatches
 // have consecutive ids and are acknowledged in that order; its markers are issued in that order
-// (followers rely on it, see zk_layout.h). A leader uses out_ only, a follower in_ only.
+// (followers rely on it, see zk_layout.h). out_ holds the streams of groups this member leads
+// (or led: deposed, they are broken), in_ the streams it reads; a promoted member has both for a
+// group until its application has received what its predecessor wrote.
 #pragma once
 
 #include <atomic>
@@ -48,7 +51,8 @@ namespace qrstore::replication::zookeeper {
 inline constexpr size_t kRequestQueueCapacity = 1024;
 
 struct Request {
-  bool replicate = true;  // else receive
+  bool replicate = true;  // else receive (or, with cancel, CancelReceives(meta.group))
+  bool cancel = false;
   ReplicateMeta meta;
   std::string bytes;
   ReplicateCallback replicate_cb;
@@ -84,6 +88,30 @@ struct OutStream {
   size_t fence_inflight = 0;
   bool broken = false;
   std::string broken_reason;
+  // A member promoted from follower: its own reader must still deliver the batches below this
+  // (NextBatchId when it started leading), so cleanup deletes none of them before it has.
+  uint64_t reader_until = 0;
+};
+
+// ---- election state, one per group (owned by the worker thread; zk_election.cc) ----
+enum class ElectionPhase : uint8_t {
+  kOff,         // replication.zookeeper.election is false: the configured role, for good
+  kAwaitEpoch,  // not a candidate before the group had a leader (R/g<g>/epoch exists)
+  kJoin,        // to create its election znode (again, after a session expiry)
+  kCandidate,   // has its znode; watches its predecessor, or finds itself first and promotes
+  kLeading,     // epoch bumped, streams scanned: IsLeader
+  kDeposed,     // led, and no longer does (fenced, epoch moved on, session expired): for good
+  kWithdrawn,   // stranded (a batch it needs was deleted): it could never deliver what its
+                // predecessor wrote, so it is no candidate any more (for good)
+};
+
+struct GroupElection {
+  ElectionPhase phase = ElectionPhase::kOff;
+  bool step = false;           // StepElection must run (once connected, not before retry_nanos)
+  bool refresh = false;        // the epoch znode changed: read it again (RefreshView)
+  int64_t retry_nanos = 0;     // back-off after a step failed on the connection
+  std::string node;            // this member's election znode (a child name), "" if none
+  uint64_t epoch = 0;          // leading: the epoch (R/g<g>/epoch's version) its writes check
 };
 
 // ---- follower state (owned by the zk-follower thread) ----
@@ -111,6 +139,7 @@ struct InStream {
   bool have_last = false;
   uint64_t last_id = 0;               // last delivered id and its marker's creation zxid
   int64_t last_czxid = 0;
+  uint64_t last_epoch = 0;            // the epoch of the last delivered marker
   uint64_t last_marker_bytes = 0;     // size of the last marker read (cost estimate)
   // The first awaited batch, if at the last stats tick it waited on ZooKeeper rather than on
   // the leader (WarnStalledFetches), else UINT64_MAX.
@@ -120,19 +149,30 @@ struct InStream {
 class ZkReplicator final : public Replicator {
  public:
   explicit ZkReplicator(ZkOptions o)
-      : opts_(std::move(o)),
+      : opts_(WithElectionRule(std::move(o))),
         log_(Logger("zk")),
         ident_(std::string("[zk ") + (opts_.leader ? "leader" : "follower") + " " + opts_.root + "] "),
         requests_(kRequestQueueCapacity),
         session_(&inbox_) {}
   ~ZkReplicator() override { Stop(); }
 
+  // A one-member group (followers 0) has nobody to elect: its roles stay fixed by config, and
+  // its leader rides out a session expiry as before elections existed.
+  static ZkOptions WithElectionRule(ZkOptions o) {
+    if (o.followers == 0) o.election = false;
+    return o;
+  }
+
   Status Start() override;
   void Stop() override;
   void ReplicateData(const ReplicateMeta& meta, std::string bytes, ReplicateCallback cb) override;
   void ReceiveData(const ReplicateMeta& meta, ReceiveCallback cb) override;
   Result<uint64_t> NextBatchId(uint32_t group, uint32_t planner) const override;
-  bool IsLeader(uint32_t group) const override { return opts_.leader && group < opts_.groups; }
+  bool IsLeader(uint32_t group) const override {
+    if (!opts_.election) return opts_.leader && group < opts_.groups;
+    std::lock_guard<std::mutex> lock(view_mu_);
+    return group < views_.size() && views_[group].self;
+  }
   std::string Name() const override { return "zookeeper"; }
 
   ZkStats stats() const;
@@ -141,17 +181,23 @@ class ZkReplicator final : public Replicator {
   // Leader: the followers of `group` the last cleanup round found stranded; follower: whether it
   // learned that a batch it needs was deleted. A snapshot the worker publishes (any thread).
   GroupHealth Health(uint32_t group) const override;
-  // Roles come from replication.role (no election yet): a leader knows it leads (its id is
-  // follower_id); a follower knows no leader.
+  // With elections: what this member last read from R/g<g>/epoch (the leader's id and epoch; it
+  // re-reads it on every change), self once it leads. Without: the configured role (a leader
+  // knows it leads, a follower knows no leader).
   LeaderView Leader(uint32_t group) const override {
-    LeaderView v;
-    v.known = v.self = IsLeader(group);
-    if (v.self) v.id = opts_.follower_id;
-    return v;
+    if (!opts_.election) {
+      LeaderView v;
+      v.known = v.self = IsLeader(group);
+      if (v.self) v.id = opts_.follower_id;
+      return v;
+    }
+    std::lock_guard<std::mutex> lock(view_mu_);
+    return group < views_.size() ? views_[group] : LeaderView{};
   }
-  // A member never starts leading (roles are fixed by replication.role), so there is never a
-  // receive to cancel for that reason; cancelling on demand comes with leader election.
-  void CancelReceives(uint32_t) override {}
+  // Queued to the worker, which fails every waiting receive of the group with kAborted before it
+  // admits any request queued after this call.
+  void CancelReceives(uint32_t group) override;
+  void MuteEpochWatch(bool muted) { epoch_watch_muted_.store(muted, std::memory_order_release); }
 
  private:
   // Whether a request of `cost` bytes may go out now: both the count and the byte budget
@@ -186,6 +232,27 @@ class ZkReplicator final : public Replicator {
   Status LoadProgress(int64_t deadline_nanos);
   Status CreateLiveSync(int64_t deadline_nanos);
   void PublishNext(const StreamKey& key, uint64_t next);
+
+  // Election (zk_election.cc), on the worker thread (and on Start's before it exists). Its few
+  // requests are synchronous (a round trip each, bounded by session_timeout_ms): they run only
+  // when a group's election moves (join, predecessor gone, promotion, epoch changed).
+  bool Leading(uint32_t g) const {
+    if (!opts_.election) return opts_.leader;
+    return g < elections_.size() && elections_[g].phase == ElectionPhase::kLeading;
+  }
+  bool AnyLeading() const;
+  void PumpElection();
+  Status StepElection(uint32_t g, int64_t deadline_nanos);
+  Status JoinElection(uint32_t g, int64_t deadline_nanos);
+  Status Promote(uint32_t g, int64_t deadline_nanos);
+  void RefreshView(uint32_t g);
+  void ElectionWatch(const ZkEvent& ev);
+  void Depose(uint32_t g, const std::string& why, bool delete_node);
+  void Withdraw(uint32_t g, const std::string& why);
+  void PublishView(uint32_t g, const LeaderView& v);
+  void CancelGroup(uint32_t g);
+  // A leader's write (chunk, marker, deletion): fenced by the group's epoch when it has one.
+  void LeaderWrite(ZkSession::FencedKind kind, uint32_t g, const std::string& path, std::string_view data, OpTag tag);
 
   // The worker thread (zk_worker.cc).
   void Run();
@@ -251,9 +318,13 @@ class ZkReplicator final : public Replicator {
   // Health() is read from any thread; the worker publishes whole snapshots here.
   mutable std::mutex health_mu_;
   std::map<uint32_t, GroupHealth> health_;      // by group; guarded by health_mu_
+  // Leader() and IsLeader() are polled from any thread; the worker publishes each group's view.
+  mutable std::mutex view_mu_;
+  std::vector<LeaderView> views_;               // by group; guarded by view_mu_
+  std::atomic<bool> epoch_watch_muted_{false};  // test hook (acquire/release)
   struct Counters {
     std::atomic<uint64_t> acked{0}, delivered{0}, retried{0}, verified{0}, sessions{0}, losses{0}, deleted{0},
-        stale{0}, evicted{0}, gone{0}, held{0};
+        stale{0}, evicted{0}, gone{0}, held{0}, won{0}, fenced{0}, deposed{0};
   } counters_;  // relaxed: statistics only
 
   // Owned by the worker thread (and by Start before the thread exists).
@@ -281,7 +352,11 @@ class ZkReplicator final : public Replicator {
   std::string hold_reason_;                  // the last round's RetentionPlan::waiting_for
   bool retention_warned_ = false;
   std::map<StreamKey, InStream> in_;
-  std::string follower_id_;
+  std::string follower_id_;  // the member id (opts_.follower_id, or an automatic one)
+  // Whether this member keeps R/consumers/<id> and R/live/<id> (a follower; with elections also
+  // a configured leader that has a follower_id, since it may read as a follower later).
+  bool registered_ = false;
+  std::vector<GroupElection> elections_;  // by group
   bool progress_dirty_ = false;
   bool progress_inflight_ = false;
   int64_t next_progress_nanos_ = 0;

@@ -1,6 +1,7 @@
 #include "replication/zookeeper/zk_session.h"
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 
@@ -16,6 +17,10 @@ struct ZkPending {
   Inbox* inbox;
   ZkPendingSet* set;
   OpTag tag;
+  // Fenced writes only: the multi-op's results, which the C client fills in before it calls the
+  // completion (its ops are serialized by zoo_amulti itself).
+  zoo_op_result_t results[2] = {};
+  struct Stat stat = {};
 };
 
 namespace {
@@ -58,6 +63,21 @@ void DataCompletion(int rc, const char* value, int value_len, const struct Stat*
 }
 
 void VoidCompletion(int rc, const void* data) { Deliver(data, rc, ZkEvent{}); }
+
+void MultiCompletion(int rc, const void* data) {
+  const auto* p = static_cast<const ZkPending*>(data);
+  ZkEvent ev;
+  // Only API errors (a failed op) come with per-op results; connection errors leave them unset.
+  if (rc != ZOK && rc <= ZAPIERROR) {
+    if (p->results[0].err != ZOK) {
+      rc = p->results[0].err;
+      ev.fenced = true;
+    } else {
+      rc = p->results[1].err;
+    }
+  }
+  Deliver(data, rc, std::move(ev));
+}
 
 void StringsCompletion(int rc, const struct String_vector* strings, const void* data) {
   ZkEvent ev;
@@ -275,6 +295,46 @@ void ZkSession::Children(const std::string& path, OpTag tag) {
   auto* p = NewPending(std::move(tag));
   int rc = zoo_aget_children(zh_, path.c_str(), 0, StringsCompletion, p);
   if (rc != ZOK) Refused(rc, p);
+}
+
+void ZkSession::Fenced(FencedKind kind, const std::string& check_path, int version, const std::string& path,
+                       std::string_view data, OpTag tag) {
+  tag.generation = generation_;
+  if (zh_ == nullptr) return Refused(ZCLOSING, std::move(tag));
+  auto* p = NewPending(std::move(tag));
+  zoo_op_t ops[2];
+  zoo_check_op_init(&ops[0], check_path.c_str(), version);
+  switch (kind) {
+    case FencedKind::kCreate:
+      zoo_create_op_init(&ops[1], path.c_str(), data.data(), static_cast<int>(data.size()), &ZOO_OPEN_ACL_UNSAFE, 0,
+                         nullptr, 0);
+      break;
+    case FencedKind::kSet:
+      zoo_set_op_init(&ops[1], path.c_str(), data.data(), static_cast<int>(data.size()), -1, &p->stat);
+      break;
+    case FencedKind::kDelete:
+      zoo_delete_op_init(&ops[1], path.c_str(), -1);
+      break;
+  }
+  int rc = zoo_amulti(zh_, 2, ops, p->results, MultiCompletion, p);
+  if (rc != ZOK) Refused(rc, p);
+}
+
+int ZkSession::SyncExistsWatch(const std::string& path, struct Stat* stat) {
+  if (zh_ == nullptr) return ZCLOSING;
+  return zoo_wexists(zh_, path.c_str(), SessionWatcher, watch_ctx_, stat);
+}
+
+int ZkSession::SyncGetWatch(const std::string& path, std::string* data, struct Stat* stat) {
+  if (zh_ == nullptr) return ZCLOSING;
+  std::string buf(1024, '\0');
+  int len = static_cast<int>(buf.size());
+  int rc = zoo_wget(zh_, path.c_str(), SessionWatcher, watch_ctx_, buf.data(), &len, stat);
+  if (rc == ZOK) {
+    buf.resize(static_cast<size_t>(std::max(len, 0)));
+    *data = std::move(buf);
+  }
+  return rc;
 }
 
 std::string ZkErrorName(int rc) {

@@ -83,6 +83,7 @@ struct ZkEvent {
   int type = 0;             // kWatch / kSession: ZOO_*_EVENT
   int state = 0;            // kWatch / kSession: ZOO_*_STATE
   std::string path;         // kWatch
+  bool fenced = false;      // kCompletion of a fenced write: the epoch check failed (rc says how)
 };
 
 // The owner thread's mailbox for ZooKeeper events. Push never blocks (it runs on the C
@@ -150,6 +151,17 @@ class ZkSession {
   void ExistsWatch(const std::string& path, OpTag tag);  // watch: a kWatch event on create
   void Delete(const std::string& path, OpTag tag);
   void Children(const std::string& path, OpTag tag);
+  // A write fenced by an epoch: one multi-op [check(check_path, version), the write], applied by
+  // ZooKeeper only if check_path still has that version. Its completion carries the write's own
+  // result (ZOK, ZNODEEXISTS...), or, when the check failed, the check's (ZBADVERSION, or ZNONODE
+  // if check_path is gone) with ZkEvent::fenced set.
+  enum class FencedKind : uint8_t { kCreate, kSet, kDelete };
+  void Fenced(FencedKind kind, const std::string& check_path, int version, const std::string& path,
+              std::string_view data, OpTag tag);
+  // Synchronous calls (the owner thread blocks for one round trip) that leave a watch: its
+  // notification arrives in the inbox as a kWatch event of this session's generation.
+  int SyncExistsWatch(const std::string& path, struct Stat* stat);
+  int SyncGetWatch(const std::string& path, std::string* data, struct Stat* stat);
 
  private:
   void Refused(int rc, OpTag tag);

@@ -37,28 +37,31 @@ void ZkReplicator::Run() {
       HandleEvent(events.front());
       events.pop_front();
     }
-    // Admit queued requests. Leader: bounded by max_inflight admitted batches (memory bound).
-    while (!opts_.leader || admitted_ < static_cast<size_t>(opts_.max_inflight)) {
+    // Admit queued requests, bounded by max_inflight admitted batches (memory bound; a
+    // follower admits none).
+    while (admitted_ < static_cast<size_t>(opts_.max_inflight)) {
       std::optional<Request> r = requests_.TryPop();
       if (!r) break;
-      if (r->replicate) {
+      if (r->cancel) {
+        CancelGroup(r->meta.group);
+      } else if (r->replicate) {
         AdmitReplicate(std::move(*r));
       } else {
         AdmitReceive(std::move(*r));
       }
     }
+    PumpElection();
     wake_at = OnTimers(NowNanos());
-    if (opts_.leader) {
-      PumpLeader();
-    } else {
-      PumpFollower();
-    }
+    // A member may lead some groups and read others (and a promoted one still reads the
+    // group it leads until CancelReceives): both halves run, each over its own streams.
+    PumpLeader();
+    PumpFollower();
   }
   Shutdown();
 }
 
 void ZkReplicator::Shutdown() {
-  if (!opts_.leader && connected_ && session_.is_open()) {
+  if (registered_ && connected_ && session_.is_open()) {
     // Best effort: record the final progress so a restarted follower resumes exactly here.
     std::string bytes = ProgressBytes();
     const std::string path = ConsumerPath(opts_.root, follower_id_);
@@ -77,6 +80,7 @@ void ZkReplicator::Shutdown() {
     s.fetches.clear();
   }
   while (std::optional<Request> r = requests_.TryPop()) {
+    if (r->cancel) continue;
     if (r->replicate) {
       r->replicate_cb(r->meta, aborted);
     } else {
@@ -95,7 +99,14 @@ void ZkReplicator::HandleEvent(ZkEvent& ev) {
       HandleSession(ev);
       return;
     case ZkEvent::Kind::kWatch:
-      if (ev.generation == session_.generation() && !opts_.leader) FollowerWatch(ev);
+      if (ev.generation != session_.generation()) return;
+      // R/g<g>/epoch and R/g<g>/election/<name> are the election's; markers the reader's.
+      if (opts_.election && (ev.path.find("/election/") != std::string::npos ||
+                             (ev.path.size() >= 6 && ev.path.compare(ev.path.size() - 6, 6, "/epoch") == 0))) {
+        ElectionWatch(ev);
+      } else {
+        FollowerWatch(ev);
+      }
       return;
     case ZkEvent::Kind::kCompletion:
       // Results of an older session were already written off by Recreate (everything it had
@@ -109,12 +120,23 @@ void ZkReplicator::HandleEvent(ZkEvent& ev) {
       if (ev.rc == ZCONNECTIONLOSS || ev.rc == ZOPERATIONTIMEOUT) {
         counters_.losses.fetch_add(1, std::memory_order_relaxed);
       }
-      if (opts_.leader) {
-        LeaderCompletion(ev);
-      } else {
-        FollowerCompletion(ev);
+      switch (ev.op.type) {
+        case OpTag::Type::kCreateChunk:
+        case OpTag::Type::kCreateMarker:
+        case OpTag::Type::kVerifyChunk:
+        case OpTag::Type::kVerifyMarker:
+        case OpTag::Type::kSetChunk:
+        case OpTag::Type::kDeleteBatch:
+        case OpTag::Type::kListConsumers:
+        case OpTag::Type::kListLive:
+        case OpTag::Type::kGetConsumer:
+        case OpTag::Type::kDeleteFence:
+          LeaderCompletion(ev);
+          return;
+        default:
+          FollowerCompletion(ev);
+          return;
       }
-      return;
   }
 }
 
@@ -123,13 +145,14 @@ void ZkReplicator::HandleSession(const ZkEvent& ev) {
   if (ev.state == ZOO_CONNECTED_STATE) {
     if (!connected_) log_->info("{}connected to ZooKeeper ({})", ident_, opts_.hosts);
     connected_ = true;
-    if (!opts_.leader) {
-      // Watches survive a reconnect, but a request that failed may not have set its watch.
-      for (auto& [key, s] : in_) {
-        for (auto& [id, f] : s.fetches) {
-          if (f.state == FetchState::kWaitCreated) f.state = FetchState::kStart;
-        }
+    // Watches survive a reconnect, but a request that failed may not have set its watch.
+    for (auto& [key, s] : in_) {
+      for (auto& [id, f] : s.fetches) {
+        if (f.state == FetchState::kWaitCreated) f.state = FetchState::kStart;
       }
+    }
+    for (auto& e : elections_) {
+      if (e.phase != ElectionPhase::kOff && e.phase != ElectionPhase::kDeposed) e.refresh = true;
     }
   } else if (ev.state == ZOO_EXPIRED_SESSION_STATE || ev.state == ZOO_AUTH_FAILED_STATE) {
     Recreate(ev.state == ZOO_EXPIRED_SESSION_STATE ? "session expired" : "authentication failed");
@@ -141,6 +164,21 @@ void ZkReplicator::HandleSession(const ZkEvent& ev) {
 
 void ZkReplicator::Recreate(const char* why) {
   log_->warn("{}{}: creating a new session and re-issuing {} outstanding requests", ident_, why, inflight_);
+  // The expired session took this member's election znodes with it: a group it led may have a
+  // new leader already, so it stops leading for good (fail-stop; its unacknowledged batches fail
+  // with kUnavailable); a candidate joins again at the end of the line.
+  for (uint32_t g = 0; g < elections_.size(); ++g) {
+    GroupElection& e = elections_[g];
+    if (e.phase == ElectionPhase::kLeading) {
+      Depose(g, std::string(why) + ": its election znode went with the session", false);
+    } else if (e.phase == ElectionPhase::kJoin || e.phase == ElectionPhase::kCandidate) {
+      e.phase = ElectionPhase::kJoin;
+      e.node.clear();
+      e.step = true;
+    } else if (e.phase == ElectionPhase::kAwaitEpoch) {
+      e.step = true;  // its exists-watch went with the session
+    }
+  }
   // Their results are lost with the old session (its late completions are dropped by
   // generation): count them as connection losses like the ones that come back as ZCONNECTIONLOSS.
   counters_.losses.fetch_add(static_cast<uint64_t>(inflight_), std::memory_order_relaxed);
@@ -168,10 +206,10 @@ void ZkReplicator::Recreate(const char* why) {
     }
   }
   progress_inflight_ = false;
-  progress_dirty_ = !opts_.leader;
+  progress_dirty_ = registered_;
   // The expired session took the follower's ephemeral live znode with it: the leader no longer
   // counts it as live until the new session has created it again (PumpLive).
-  live_needed_ = !opts_.leader;
+  live_needed_ = registered_;
   live_inflight_ = false;
   next_live_nanos_ = 0;
   Status st = session_.Open(opts_.hosts, opts_.session_timeout_ms);
@@ -205,7 +243,7 @@ int64_t ZkReplicator::OnTimers(int64_t now) {
     next_stats_nanos_ = now + kStatsIntervalNanos;
     ZkStats st = stats();
     uint64_t activity = st.batches_acked + st.batches_delivered + st.requests_retried + st.sessions_created;
-    if (!opts_.leader) {
+    if (!in_.empty()) {
       WarnStalledFetches(st.batches_delivered != delivered_at_last_stats_);
       delivered_at_last_stats_ = st.batches_delivered;
     }
@@ -218,7 +256,13 @@ int64_t ZkReplicator::OnTimers(int64_t now) {
                  HeldBack() ? " held back: " + HeldBackReason() : std::string());
     }
   }
-  if (opts_.leader) {
+  for (const auto& e : elections_) {
+    if (e.step) {
+      busy = true;
+      wake = std::min(wake, std::max(e.retry_nanos, now + 1'000'000));
+    }
+  }
+  {
     for (auto& [key, s] : out_) {
       if (!s.batches.empty()) {
         busy = true;
@@ -232,14 +276,15 @@ int64_t ZkReplicator::OnTimers(int64_t now) {
         }
       }
     }
-    if (opts_.followers > 0 || opts_.retain_bytes > 0) {
+    if ((opts_.followers > 0 || opts_.retain_bytes > 0) && AnyLeading()) {
       if (now >= next_cleanup_nanos_ && connected_ && !cleanup_inflight_) {
         next_cleanup_nanos_ = now + static_cast<int64_t>(opts_.cleanup_interval_ms) * 1'000'000;
         StartCleanup();
       }
       wake = std::min(wake, std::max(next_cleanup_nanos_, now + 1'000'000));
     }
-  } else {
+  }
+  {
     bool waiting = false;
     for (auto& [key, s] : in_) {
       for (auto& [id, f] : s.fetches) {

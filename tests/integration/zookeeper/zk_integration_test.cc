@@ -121,8 +121,12 @@ TEST_CASE("zk: cleanup keeps the number of batch znodes bounded while followers 
   // (only for those a majority needs), so the test itself keeps the leader within 16 batches of
   // the slower follower (Drive's max_lead), instead of the old flow control.
   lo.retain_bytes = 0;
+  // Fixed roles: the leader is restarted below while its followers run, which with elections
+  // would be a failover (zk_election_test.cc); this test is about cleanup and the restart scan.
+  lo.election = false;
   ZkOptions f1 = Options(hosts, root, false);
   f1.follower_id = "a";
+  f1.election = false;
   ZkOptions f2 = f1;
   f2.follower_id = "b";
   Recorder lrec, r1, r2;  // outlive the replicators that call into them
@@ -183,8 +187,12 @@ TEST_CASE("zk: forced session expiry of leader and follower neither loses nor re
   ZkOptions lo = Options(hosts, root, true);
   lo.followers = 1;     // cleanup runs through the expiries too
   lo.retain_bytes = 0;  // but no flow control: the leader must have writes in flight when hit
+  // Fixed roles: with elections a leader's session expiry ends its leadership for good
+  // (zk_election_test.cc); this test is about re-issuing writes in flight in a new session.
+  lo.election = false;
   ZkOptions fo = Options(hosts, root, false);
   fo.follower_id = "f";
+  fo.election = false;
   Recorder lrec, frec;  // outlive the replicators that call into them, also when a REQUIRE fails
   auto leader = MustStart(lo);
   auto fol = MustStart(fo);
@@ -252,9 +260,13 @@ TEST_CASE("zk: a restarted leader resumes at NextBatchId over a crashed leader's
   RootGuard guard(hosts, root);
   ZkOptions lo = Options(hosts, root, true);
   lo.chunk_bytes = 1000;
+  // Fixed roles: the leader restarts while its follower runs (with elections: a failover,
+  // zk_election_test.cc); this test is about the restart scan and a crashed leader's leftovers.
+  lo.election = false;
   ZkOptions fo = Options(hosts, root, false);
   fo.chunk_bytes = 1000;
   fo.follower_id = "f";
+  fo.election = false;
   Recorder lrec, frec;
   lrec.size_fn_ = frec.size_fn_ = [](uint64_t id) { return id % 5 == 0 ? size_t{3500} : size_t{100}; };
   auto fol = MustStart(fo);

@@ -320,6 +320,20 @@ class ZkInspector {
     }
     return bytes;
   }
+  // The data of `path`; false on any error (ZNONODE included).
+  bool Get(const std::string& path, std::string* data) {
+    std::string buf(1 << 20, '\0');
+    int len = static_cast<int>(buf.size());
+    struct Stat st;
+    if (zoo_get(zh_, path.c_str(), 0, buf.data(), &len, &st) != ZOK) return false;
+    buf.resize(static_cast<size_t>(std::max(len, 0)));
+    *data = std::move(buf);
+    return true;
+  }
+  int Delete(const std::string& path) { return zoo_delete(zh_, path.c_str(), -1); }
+  int Set(const std::string& path, const std::string& data) {
+    return zoo_set(zh_, path.c_str(), data.data(), static_cast<int>(data.size()), -1);
+  }
   // An EPHEMERAL znode of this inspector's session.
   int CreateEphemeral(const std::string& path) {
     return zoo_create(zh_, path.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL, nullptr, 0);

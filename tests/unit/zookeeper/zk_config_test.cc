@@ -58,6 +58,7 @@ TEST_CASE("zk config: defaults and explicit values") {
   CHECK(o->chunk_bytes == 900 * 1024);
   CHECK(o->follower_id == "f1");
   CHECK(o->followers == 0);
+  CHECK(o->election);  // on by default (it takes effect only with followers > 0)
   CHECK(o->max_inflight_bytes == 8u << 20);
   CHECK(o->retain_bytes == 32u << 20);
   CHECK(o->progress_interval_ms == 200);
@@ -141,4 +142,16 @@ TEST_CASE("zk config: Start fails with kUnavailable when no server answers") {
   CHECK(s.code() == StatusCode::kUnavailable);
   CHECK(s.message().find("127.0.0.1:1") != std::string::npos);
   r.value()->Stop();
+}
+
+TEST_CASE("zk config: replication.zookeeper.election") {
+  ConfigSchema schema = Schema();
+  auto c = Config::LoadString(schema, "", {"replication.zookeeper.hosts=127.0.0.1:1234",
+                                           "replication.zookeeper.election=false", "replication.zookeeper.followers=2"});
+  REQUIRE(c.ok());
+  auto o = OptionsFromConfig(c.value());
+  REQUIRE(o.ok());
+  CHECK_FALSE(o->election);
+  CHECK(o->followers == 2);
+  CHECK_FALSE(Config::LoadString(schema, "", {"replication.zookeeper.election=maybe"}).ok());
 }

@@ -131,6 +131,49 @@ TEST_CASE("zk layout: marker round trip and corruption") {
   CHECK(DecodeMarker(enc + "x", &d, &chunk0).code() == StatusCode::kCorruption);  // inline size
 }
 
+TEST_CASE("zk layout: markers carry the writer's epoch; version-1 markers (no epoch) still decode") {
+  const std::string payload = "hello epochs";
+  MarkerHeader h = MakeMarkerHeader(payload, 1000);
+  CHECK(h.epoch == 0);
+  h.epoch = 0x0102030405060708ull;
+  std::string enc = EncodeMarker(h, payload);
+  CHECK(enc.size() == kMarkerHeaderBytes + payload.size());
+  MarkerHeader d;
+  std::string_view chunk0;
+  REQUIRE(DecodeMarker(enc, &d, &chunk0).ok());
+  CHECK(d.epoch == h.epoch);
+  CHECK(d.payload_hash == h.payload_hash);
+  CHECK(chunk0 == payload);
+  // A version-1 marker is the version-2 one without the epoch field and with version byte 1.
+  std::string v1 = enc.substr(0, kMarkerHeaderBytesV1) + payload;
+  v1[4] = 1;
+  REQUIRE(DecodeMarker(v1, &d, &chunk0).ok());
+  CHECK(d.epoch == 0);
+  CHECK(d.total_bytes == payload.size());
+  CHECK(chunk0 == payload);
+  // The epoch is part of the header: cutting it off is corruption, not a shorter payload.
+  CHECK(DecodeMarker(std::string_view(enc).substr(0, kMarkerHeaderBytes - 1), &d, &chunk0).code() ==
+        StatusCode::kCorruption);
+}
+
+TEST_CASE("zk layout: epoch and election paths, election znode names") {
+  CHECK(EpochPath("/q", 2) == "/q/g2/epoch");
+  CHECK(ElectionPath("/q", 2) == "/q/g2/election");
+  CHECK(ElectionNodePrefix(0x1234abcd) == "n-000000001234abcd-");
+  CHECK(ElectionNodePrefix(-1) == "n-ffffffffffffffff-");
+  auto seq = ParseElectionSeq(ElectionNodePrefix(77) + "0000000012");
+  REQUIRE(seq.has_value());
+  CHECK(*seq == 12);
+  CHECK(ParseElectionSeq("n-00-4294967295").value() == 4294967295ull);
+  CHECK_FALSE(ParseElectionSeq("n-00-12").has_value());          // not 10 digits
+  CHECK_FALSE(ParseElectionSeq("x-00-0000000012").has_value());  // not an election znode
+  CHECK_FALSE(ParseElectionSeq("n-00-00000000a2").has_value());
+  CHECK_FALSE(ParseElectionSeq("").has_value());
+  // Stream children are never taken for election znodes and vice versa.
+  CHECK_FALSE(ParseElectionSeq(MarkerName(12)).has_value());
+  CHECK_FALSE(ParseChildName(ElectionNodePrefix(1) + "0000000001").has_value());
+}
+
 TEST_CASE("zk layout: progress round trip and corruption") {
   std::vector<StreamProgress> p = {{0, 0, 5}, {0, 1, 0}, {7, 3, UINT64_MAX}};
   std::string enc = EncodeProgress(p);
