@@ -502,6 +502,9 @@ int Main(int argc, char** argv) {
   // work after every move does not keep the client trying forever.
   int64_t lost_since = -1, episode_since = -1, next_look = 0, look_backoff = 50'000'000;
   constexpr int64_t kSilentLeaderNs = 1'000'000'000;  // no reply this long: ask who leads
+  // A status question during a failover waits this long at most: the main thread asks it (a
+  // paused node never answers), and the timeline's sampling waits meanwhile.
+  constexpr int kLookMs = 250;
   uint64_t failovers = 0, commits_seen = 0;
   int64_t last_commit_ns = start, longest_gap_ns = 0;
   auto look_for_leader = [&](int64_t now) {
@@ -509,7 +512,7 @@ int Main(int argc, char** argv) {
     const auto group = topo->Group(0);
     std::vector<std::string> addresses;
     for (const cluster::NodeInfo* n : group) addresses.push_back(n->client_address());
-    auto results = QueryStatuses(addresses, std::min(connect_ms, 1000));
+    auto results = QueryStatuses(addresses, std::min(connect_ms, kLookMs));
     // Several may say so for a moment (an old leader resumed after a pause has not yet learned
     // it was deposed): the highest term wins.
     const cluster::NodeInfo* found = nullptr;
@@ -578,6 +581,10 @@ int Main(int argc, char** argv) {
                 static_cast<double>(now - start) / 1e9, committed,
                 static_cast<double>(committed - last_committed) / dt, sum(&Counts::aborted), sum(&Counts::failed),
                 inflight());
+      // Intervals the loop missed (a status question of a failover held it) count 0 and the
+      // commits go to the last one: the timeline keeps its time axis.
+      const int64_t missed = interval > 0 ? (now - next_report) / interval : 0;
+      for (int64_t m = 0; m < missed && timeline.size() < kMaxTimeline; ++m) timeline.push_back(0);
       if (timeline.size() < kMaxTimeline) {
         timeline.push_back(committed - last_committed);
       } else {
@@ -635,7 +642,7 @@ int Main(int argc, char** argv) {
       // No reply for a while with txns in flight: if another node says it leads, this one was
       // deposed while paused or cut off (it may never answer again): move to the new leader.
       next_look = now + kSilentLeaderNs;
-      const cluster::NodeInfo& live = LiveLeader(topo.value(), 0, std::min(connect_ms, 1000));
+      const cluster::NodeInfo& live = LiveLeader(topo.value(), 0, std::min(connect_ms, kLookMs));
       if (live.name != leader_name) {
         const std::string why = leader_name + " did not answer for " +
                                 Num(static_cast<double>(now - last_progress) / 1e6) + " ms and " + live.name +

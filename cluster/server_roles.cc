@@ -111,7 +111,9 @@ void ServerImpl::RoleTick() {
     role_.store(NodeRole::kDeposed, std::memory_order_release);
     const std::string why =
         "this node no longer leads the group (" +
-        (ln != nullptr ? ln->name + " leads in term " + std::to_string(v.term) : std::string("no leader known")) +
+        (ln != nullptr && ln->name != me_.name ? ln->name + " leads in term " + std::to_string(v.term)
+                                                : std::string("its backend says it lost leadership; no successor known "
+                                                              "yet")) +
         "): deposed; every unacknowledged txn's outcome is unknown";
     {
       std::lock_guard<std::mutex> lk(mu_);

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The leader of a raft group (rf = 2) is lost under full load; a follower takes over and serves.
+# The leader of a group of three (rf = 2; raft, or ZooKeeper with its election) is lost under full
+# load; a follower takes over and serves. With ZooKeeper a killed or paused leader is replaced
+# once ZooKeeper expires its session (2 s here).
 #   kill           SIGKILL n0 (YCSB load);
 #   kill-transfer  SIGKILL n0 (transfer load: money must be conserved);
 #   pause          SIGSTOP n0 past the election timeout, then SIGCONT: the old leader must find
@@ -14,15 +16,23 @@
 #   - nothing acknowledged was lost and nothing ran twice or out of nowhere: YCSB's update
 #     counters sum to at least the write ops both clients saw committed and at most that plus
 #     the write ops of txns in doubt; transfer: the total balance is what it started with.
-# Usage: failover_test.sh kill|kill-transfer|pause
+# Usage: failover_test.sh raft|zookeeper kill|kill-transfer|pause
 source "$(dirname "$0")/lib.sh"
-how="${1:?kill, kill-transfer or pause}"
+backend="${1:?raft or zookeeper}"
+how="${2:?kill, kill-transfer or pause}"
 cfg="$QR_TMP/failover.yaml"
 kind=ycsb
 [[ "$how" == kill-transfer ]] && kind=transfer
-qr_config "$cfg" raft 3 "workload:" "  kind: $kind" "ycsb:" "  records: 20000" "  ops_per_txn: 8" \
+qr_config "$cfg" "$backend" 3 "workload:" "  kind: $kind" "ycsb:" "  records: 20000" "  ops_per_txn: 8" \
   "transfer:" "  accounts: 20000" "  initial_balance: 1000" "batch:" "  txns: 2000" "  timeout_ms: 5"
-qr_up "$cfg"
+if [[ "$backend" == zookeeper ]]; then
+  zk=()
+  [[ -n "${QRSTORE_ZK_HOSTS:-}" ]] && zk=("--replication.zookeeper.hosts=$QRSTORE_ZK_HOSTS")
+  # A short session: a killed or paused leader's ephemeral znodes go 2 s after it went silent.
+  qr_up "$cfg" "${zk[@]+"${zk[@]}"}" --replication.zookeeper.session_timeout_ms=2000
+else
+  qr_up "$cfg"
+fi
 run="$QRSTORE_RUN_DIR/failover"
 # (a paused node never answers: ask with a short time-out)
 status() { qr_client "$cfg" --status --client.connect_timeout_ms=1000 2>/dev/null || true; }
@@ -47,6 +57,7 @@ while ((SECONDS - start < 15)); do
 done
 [[ -n "$leader" ]] || fail "no other node leads 15 s after n0 was lost: $(status)"
 note "$leader leads after about $((SECONDS - start)) s: $(grep -h "leads from batch" "$run/$leader.log" | tail -1 | cut -c1-160)"
+[[ "$(status | awk -v n="$leader" '$1 == n { print $8 }')" != *"@1" ]] || fail "the new leader's term did not move on: $(status)"
 # Every live node names it (column 8: leader@term).
 for n in n1 n2; do
   named="$(status | awk -v n="$n" '$1 == n { print $8 }')"
