@@ -1,5 +1,7 @@
 #include "replication/raft/driver.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -116,6 +118,10 @@ Status Driver::health() const {
 }
 
 void Driver::OnPeerMessage(Message&& m) {
+  if (isolated_.load(std::memory_order_relaxed)) {
+    counters_.messages_isolated.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_ || net_in_.size() >= options_.inbox_messages) {
@@ -215,6 +221,16 @@ void Driver::Run() {
 
     const int64_t now = NowMillis();
     if (now >= next_tick) {
+      if (!options_.isolate_file.empty()) {
+        struct stat sb {};
+        const bool cut = ::stat(options_.isolate_file.c_str(), &sb) == 0;
+        if (cut != isolated_.load(std::memory_order_relaxed)) {
+          isolated_.store(cut, std::memory_order_relaxed);
+          Logger("raft")->warn("[{}] test hook: {} every peer ({} {})", options_.identity,
+                               cut ? "cut off from" : "reconnected to", options_.isolate_file,
+                               cut ? "exists" : "is gone");
+        }
+      }
       for (auto& c : cores_) c->Tick();
       NoteStranded();
       next_tick += options_.tick_ms;
@@ -300,6 +316,10 @@ bool Driver::ProcessReadies() {
   // 2. send (only now: the messages may promise what was just persisted)
   for (uint32_t g = 0; g < cores_.size(); ++g) {
     if (!has[g]) continue;
+    if (isolated_.load(std::memory_order_relaxed)) {
+      counters_.messages_isolated.fetch_add(readies[g].messages.size(), std::memory_order_relaxed);
+      continue;
+    }
     for (Message& m : readies[g].messages) transport_->Send(std::move(m));
   }
   // 3. deliver, 4. advance

@@ -73,6 +73,9 @@ struct DriverOptions {
   size_t task_queue = 4096;       // per task lane
   int stats_interval_ms = 10000;  // periodic stats line (0: never)
   std::string identity;           // log prefix, e.g. "n1"
+  // Test hook (replication.raft.test_isolate_file): while this file exists (checked every tick),
+  // the member drops every message to and from its peers, as if cut off from them. Empty: off.
+  std::string isolate_file;
 };
 
 // Called on the raft thread only. Implementations must not block: hand over and return.
@@ -120,6 +123,7 @@ struct DriverCounters {
   std::atomic<uint64_t> readies{0};
   std::atomic<uint64_t> syncs{0};
   std::atomic<uint64_t> messages_in_dropped{0};   // inbox full
+  std::atomic<uint64_t> messages_isolated{0};     // dropped by the isolate_file test hook
   std::atomic<uint64_t> appends_dropped_paused{0};
   std::atomic<uint64_t> proposals_deferred{0};
 };
@@ -193,6 +197,7 @@ class Driver {
   std::deque<DriverTask> control_in_;  // guarded by mu_
   std::deque<DriverTask> propose_in_;  // guarded by mu_
   bool stop_ = false;                  // guarded by mu_
+  std::atomic<bool> isolated_{false};  // the isolate_file test hook (raft thread writes)
   bool running_ = false;               // guarded by mu_
   Status health_;                      // guarded by mu_
 

@@ -53,6 +53,9 @@ void AddConfigKeys(ConfigSchema* schema) {
                  "messages queued per peer before sends to it are dropped (Raft resends)");
   schema->AddInt("replication.raft.seed", 1, 0, INT64_MAX, "seed of the election timer randomization");
   schema->AddInt("replication.raft.stats_interval_ms", 10000, 0, 1 << 30, "periodic stats log line (0: off)");
+  schema->AddString("replication.raft.test_isolate_file", "",
+                    "tests: while the file <this>.<node_id> exists, this member drops every message to and from "
+                    "its peers (cut off from them; clients still reach it); empty: off");
 }
 
 Result<RaftReplicatorOptions> RaftOptionsFromConfig(const Config& config) {
@@ -97,6 +100,9 @@ Result<RaftReplicatorOptions> RaftOptionsFromConfig(const Config& config) {
   d.preferred_leader = preferred < 0 ? kNoNode : static_cast<NodeId>(preferred);
   d.seed = static_cast<uint64_t>(config.GetInt("replication.raft.seed"));
   d.pre_vote = config.GetBool("replication.raft.pre_vote");
+  if (const std::string& f = config.GetString("replication.raft.test_isolate_file"); !f.empty()) {
+    d.isolate_file = f + "." + std::to_string(config.GetInt("replication.raft.node_id"));
+  }
   d.max_append_bytes = static_cast<size_t>(config.GetInt("replication.raft.max_append_bytes"));
   d.max_inflight_appends = static_cast<size_t>(config.GetInt("replication.raft.max_inflight_appends"));
   o.max_payload_bytes = static_cast<uint64_t>(config.GetInt("replication.max_payload_bytes"));

@@ -5,7 +5,10 @@
 #   kill           SIGKILL n0 (YCSB load);
 #   kill-transfer  SIGKILL n0 (transfer load: money must be conserved);
 #   pause          SIGSTOP n0 past the election timeout, then SIGCONT: the old leader must find
-#                  itself deposed, acknowledge nothing more and exit with status 3 (no dump).
+#                  itself deposed, acknowledge nothing more and exit with status 3 (no dump);
+#   cutoff         (raft) n0 cut off from its peers, still reachable by clients (the transport's
+#                  test hook replication.raft.test_isolate_file): with CheckQuorum it steps down
+#                  within an election timeout, acknowledges nothing more and exits with 3.
 # Checked from outside:
 #   - within 15 s another node says it leads and serves, and every live node names it;
 #   - the client (driving n0) follows the leader: it moves to the new one (once), commits again,
@@ -19,7 +22,7 @@
 # Usage: failover_test.sh raft|zookeeper kill|kill-transfer|pause
 source "$(dirname "$0")/lib.sh"
 backend="${1:?raft or zookeeper}"
-how="${2:?kill, kill-transfer or pause}"
+how="${2:?kill, kill-transfer, pause or cutoff}"
 cfg="$QR_TMP/failover.yaml"
 kind=ycsb
 [[ "$how" == kill-transfer ]] && kind=transfer
@@ -31,7 +34,7 @@ if [[ "$backend" == zookeeper ]]; then
   # A short session: a killed or paused leader's ephemeral znodes go 2 s after it went silent.
   qr_up "$cfg" "${zk[@]+"${zk[@]}"}" --replication.zookeeper.session_timeout_ms=2000
 else
-  qr_up "$cfg"
+  qr_up "$cfg" --replication.raft.test_isolate_file="$QR_TMP/isolate"
 fi
 run="$QRSTORE_RUN_DIR/failover"
 # (a paused node never answers: ask with a short time-out)
@@ -45,6 +48,8 @@ client=$!
 sleep 2.5
 if [[ "$how" == pause ]]; then
   "$QR_SRC/scripts/cluster.sh" kill "$cfg" n0 STOP
+elif [[ "$how" == cutoff ]]; then
+  touch "$QR_TMP/isolate.0"  # n0 (raft node id 0) hears from no peer, and no peer from it
 else
   "$QR_SRC/scripts/cluster.sh" kill "$cfg" n0 KILL
 fi
@@ -64,15 +69,39 @@ for n in n1 n2; do
   [[ "$named" == "$leader@"* ]] || fail "$n names ${named:-nobody} as its leader, not $leader: $(status)"
 done
 
-if [[ "$how" == pause ]]; then
-  sleep 1.5  # the client moves away from the silent n0 meanwhile
-  "$QR_SRC/scripts/cluster.sh" kill "$cfg" n0 CONT
+if [[ "$how" == pause || "$how" == cutoff ]]; then
+  if [[ "$how" == pause ]]; then
+    sleep 1.5  # the client moves away from the silent n0 meanwhile
+    "$QR_SRC/scripts/cluster.sh" kill "$cfg" n0 CONT
+  fi
   deadline=$((SECONDS + 20))
   while ((SECONDS < deadline)) && [[ ! -f "$run/n0.exit" ]]; do sleep 0.1; done
   [[ -f "$run/n0.exit" ]] || fail "the resumed old leader did not stop by itself: $(tail -5 "$run/n0.log")"
   [[ "$(cat "$run/n0.exit")" == 3 ]] || fail "the deposed n0 exited with $(cat "$run/n0.exit"), not 3"
   grep -q "deposed" "$run/n0.log" || fail "n0's log does not say it was deposed"
-  note "n0 resumed, found itself deposed and exited with 3: $(grep -h "stopping by itself" "$run/n0.log" | cut -c1-150)"
+  note "n0 found itself deposed and exited with 3: $(grep -h "stopping by itself" "$run/n0.log" | cut -c1-150)"
+  if [[ "$how" == cutoff ]]; then
+    grep -q "test hook: cut off from every peer" "$run/n0.log" || fail "n0 was never cut off"
+    # It stepped down within an election timeout (100 ticks of 10 ms here, randomized up to 2 s)
+    # plus the watch thread's poll, and acknowledged nothing after: the bound below checks the
+    # second from outside.
+    python3 - "$run/n0.log" <<'PY' || fail "n0 took too long to step down"
+import re, sys
+from datetime import datetime
+t = {}
+for l in open(sys.argv[1]):
+    m = re.match(r"(\d\d:\d\d:\d\d\.\d+) ", l)
+    if not m:
+        continue
+    if "cut off from every peer" in l and "cut" not in t:
+        t["cut"] = datetime.strptime(m.group(1), "%H:%M:%S.%f")
+    if "deposed" in l and "dep" not in t:
+        t["dep"] = datetime.strptime(m.group(1), "%H:%M:%S.%f")
+d = (t["dep"] - t["cut"]).total_seconds()
+print("-- n0 deposed %.2f s after it was cut off" % d)
+sys.exit(0 if 0 <= d <= 3.0 else 1)
+PY
+  fi
 fi
 
 # The client followed the leader: it lost n0, moved to the new leader and ran on.
