@@ -660,6 +660,11 @@ int Main(int argc, char** argv) {
     }
     events = signal.WaitFor(events, wake - NowNanos());
   }
+  if (lost_since >= 0 && !gave_up) {
+    // The run's end came while no node had taken over: that is not a run that went on.
+    errors.Note("the run ended " + Num(static_cast<double>(NowNanos() - lost_since) / 1e6) + " ms after losing its " +
+                "leader " + leader_name + ", before any node of partition 0 took over");
+  }
   if (!has_txns && window.start_ns.load() != INT64_MAX) close_window();  // before the drain
   if (capped) log->warn("stopped submitting at client.verify_max_txns = {} txns (kept for --verify)", verify_cap);
 
