@@ -684,9 +684,10 @@ int Main(int argc, char** argv) {
   // Replicas: poll the leader until every follower has its last committed batch with its digest
   // (in a partitioned row, every partition's leader for its own followers; the summary shows
   // partition 0's leader with every follower of the row).
-  // A follower that is down (it answers no status and its leader has no report connection
-  // from it) is not waited for: it is reported apart (a dead member is the group's business
-  // now, and a restart brings it back).
+  // A follower that is down (its leader has no report connection from it, and it answers no
+  // status or does not answer as a follower: a deposed old leader, or one that resumed and has
+  // not noticed yet) is not waited for: it is reported apart (a dead member is the group's
+  // business now, and a restart brings it back).
   std::vector<std::string> down_followers;
   {
     std::map<std::string, proto::NodeStatus> answered = AllStatus(topo.value(), connect_ms);
@@ -697,7 +698,9 @@ int Main(int argc, char** argv) {
       if (ls != answered.end()) {
         for (const proto::FollowerView& v : ls->second.followers) connected |= v.node == f && v.connected;
       }
-      if (answered.count(f) == 0 && !connected) {
+      auto a = answered.find(f);
+      const bool follows = a != answered.end() && a->second.role == "follower";
+      if (!connected && !follows) {
         down_followers.push_back(f);
       } else {
         live.push_back(f);
