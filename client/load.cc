@@ -59,7 +59,7 @@ Result<std::string> LoadConnection::Probe(int timeout_ms) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     probing_ = true;
-    pending_.push_back(Req{0, NowNanos(), 0, 0, {}});
+    pending_.push_back(Req{0, NowNanos(), 0, 0, {}, false});
   }
   proto::TxnRequestWriter w;
   w.Begin(0);
@@ -106,6 +106,8 @@ void LoadConnection::Finish() {
   if (conn_) conn_->Shutdown(Status::Ok());  // unblocks a sender inside Send
   sender_.Join();
   if (conn_) conn_->Close();
+  std::lock_guard<std::mutex> lk(mu_);
+  DoubtUnanswered();  // (a request the sender registered after the close)
 }
 
 bool LoadConnection::Done() {
@@ -177,7 +179,7 @@ void LoadConnection::SendLoop() {
     {
       // Registered before it is sent, so the reader (which takes mu_) always finds it.
       std::lock_guard<std::mutex> lk(mu_);
-      pending_.push_back(Req{next_id, NowNanos(), first, n, std::move(writes)});
+      pending_.push_back(Req{next_id, NowNanos(), first, n, std::move(writes), false});
     }
     sent_.store(first + n, std::memory_order_relaxed);
     ++next_id;
@@ -377,17 +379,23 @@ Status LoadConnection::Reconnect(const std::string& address) {
   conn_.reset();
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (!unanswered_counted_) {
-      for (const Req& r : pending_) InDoubt(r);
-    }
+    DoubtUnanswered();
     pending_.clear();
     inflight_ = 0;
-    stop_ = closed_ = broken_ = lost_leader_ = sender_exited_ = unanswered_counted_ = false;
+    stop_ = closed_ = broken_ = lost_leader_ = sender_exited_ = false;
     lost_why_.clear();
   }
   QR_RETURN_IF_ERROR(Connect(address));
   Start();
   return Status::Ok();
+}
+
+void LoadConnection::DoubtUnanswered() {
+  for (Req& r : pending_) {
+    if (r.doubted) continue;
+    r.doubted = true;
+    InDoubt(r);
+  }
 }
 
 void LoadConnection::InDoubt(const Req& r) {
@@ -402,10 +410,7 @@ void LoadConnection::OnClose(const Status& why) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     closed_ = true;
-    if (!unanswered_counted_) {
-      unanswered_counted_ = true;
-      for (const Req& r : pending_) InDoubt(r);  // sent, never answered: executed or not
-    }
+    DoubtUnanswered();  // sent, never answered: executed or not
     // A close after the main thread stopped us with nothing in flight loses nothing.
     const bool clean_stop = stop_ && pending_.empty();
     broken = !why.ok() && (!pending_.empty() || !sender_done_) && !clean_stop;

@@ -166,9 +166,13 @@ class LoadConnection {
     uint64_t first_seq = 0;
     uint32_t count = 0;
     std::vector<uint16_t> writes;  // per txn: its write ops
+    bool doubted = false;          // counted in doubt already (its connection closed first)
   };
   // Txns of `r` (mu_ held or the reader thread) are in doubt.
   void InDoubt(const Req& r);
+  // mu_ held: every pending request not yet counted is in doubt (the connection is gone; a
+  // request the sender registered after the close never got an answer either).
+  void DoubtUnanswered();
 
   // A paced sender that fell behind sends at most this much of its schedule at once.
   static constexpr int64_t kMaxCatchUpNs = 100'000'000;
@@ -209,7 +213,6 @@ class LoadConnection {
   bool closed_ = false;         // guarded by mu_
   bool broken_ = false;         // guarded by mu_
   bool probing_ = false;        // guarded by mu_
-  bool unanswered_counted_ = false;  // guarded by mu_: OnClose put pending_ in doubt
   bool lost_leader_ = false;    // guarded by mu_: follow_leader, the node no longer leads
   std::string lost_why_;        // guarded by mu_
   std::string probe_redirect_;  // guarded by mu_

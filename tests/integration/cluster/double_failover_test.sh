@@ -36,7 +36,9 @@ wait_leader() {  # wait_leader DEAD: prints the new leader
   return 1
 }
 
-qr_client "$cfg" --duration-s 12 --connections 2 --outstanding 3000 --seed 9 --json --client.progress_interval_ms=250 \
+# 18 s: two elections (ZooKeeper: two 2 s session expiries) and the client's moves fit well
+# within it even in the sanitizer builds, which run several times slower.
+qr_client "$cfg" --duration-s 18 --connections 2 --outstanding 3000 --seed 9 --json --client.progress_interval_ms=250 \
   >"$QR_TMP/client.out" 2>"$QR_TMP/client.err" &
 client=$!
 sleep 2.5

@@ -42,7 +42,7 @@ status() { qr_client "$cfg" --status --client.connect_timeout_ms=1000 2>/dev/nul
 # The node that says it leads and serves (column 2: role, 3: state), if any but n0.
 new_leader() { status | awk 'NR > 1 && $1 != "n0" && $2 == "leader" && $3 == "serving" { print $1; exit }'; }
 
-qr_client "$cfg" --duration-s 9 --connections 2 --outstanding 3000 --seed 7 --json --client.progress_interval_ms=250 \
+qr_client "$cfg" --duration-s 12 --connections 2 --outstanding 3000 --seed 7 --json --client.progress_interval_ms=250 \
   >"$QR_TMP/client1.out" 2>"$QR_TMP/client1.err" &
 client=$!
 sleep 2.5
