@@ -11,6 +11,9 @@ namespace qrstore::client {
 namespace proto = cluster::proto;
 using proto::ResultCode;
 
+// The request id of OpenSession's kOpenSession (the sender's ids count up from 1).
+constexpr uint64_t kOpenRequestId = UINT64_MAX;
+
 void ErrorLog::Note(const std::string& e, bool is_error) {
   std::lock_guard<std::mutex> lk(mu_);
   if (is_error) ++count_;
@@ -59,7 +62,7 @@ Result<std::string> LoadConnection::Probe(int timeout_ms) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     probing_ = true;
-    pending_.push_back(Req{0, NowNanos(), 0, 0, {}, false});
+    pending_.push_back(Req{0, NowNanos(), 0, 0, {}, false, {}, {}});
   }
   proto::TxnRequestWriter w;
   w.Begin(0);
@@ -75,6 +78,25 @@ Result<std::string> LoadConnection::Probe(int timeout_ms) {
   }
   if (!probe_error_.ok()) return probe_error_;
   return probe_redirect_;
+}
+
+Status LoadConnection::OpenSession(int timeout_ms) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    opening_ = true;
+    open_error_ = Status::Ok();
+  }
+  QR_RETURN_IF_ERROR(conn_->Send(proto::MsgType::kOpenSession, proto::EncodeOpenSession({kOpenRequestId})));
+  std::unique_lock<std::mutex> lk(mu_);
+  const bool answered = cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] { return !opening_ || closed_; });
+  if (!answered || opening_) {
+    opening_ = false;
+    if (!answered) return Status::Timeout("no answer to open-session from " + address_ + " within " + std::to_string(timeout_ms) + " ms");
+    Status s = conn_->status();
+    return s.ok() ? Status::Unavailable(address_ + " closed the connection") : s;
+  }
+  if (!open_error_.ok()) return open_error_;
+  return Status::Ok();
 }
 
 void LoadConnection::Start() {
@@ -107,12 +129,20 @@ void LoadConnection::Finish() {
   sender_.Join();
   if (conn_) conn_->Close();
   std::lock_guard<std::mutex> lk(mu_);
-  DoubtUnanswered();  // (a request the sender registered after the close)
+  // What was never answered (a request the sender registered after the close too; with
+  // sessions, what waited for a resend) is in doubt now: the run is over.
+  for (Req& r : resend_) pending_.push_back(std::move(r));
+  resend_.clear();
+  for (Req& r : pending_) {
+    if (r.doubted) continue;
+    r.doubted = true;
+    InDoubt(r);
+  }
 }
 
 bool LoadConnection::Done() {
   std::lock_guard<std::mutex> lk(mu_);
-  return sender_done_ && pending_.empty();
+  return sender_done_ && pending_.empty() && resend_.empty();
 }
 
 bool LoadConnection::Idle() {
@@ -133,7 +163,7 @@ uint64_t LoadConnection::inflight() {
 void LoadConnection::SendLoop() {
   proto::TxnRequestWriter w;
   storage::Txn txn;  // every txn is built in this one (no allocation per txn)
-  uint64_t next_id = 1;
+  uint64_t& next_id = next_id_;
   int64_t due_ns = NowNanos();  // --target-tps: when the next request is due
   for (;;) {
     uint32_t n = 0;
@@ -163,10 +193,11 @@ void LoadConnection::SendLoop() {
       inflight_ += n;
       first = sent_.load(std::memory_order_relaxed);
     }
-    w.Begin(next_id);
+    w.Begin(next_id, cfg_.sessions ? session_ : 0);
     std::vector<uint16_t> writes(n);
     for (uint32_t i = 0; i < n; ++i) {
       gen_->NextInto(&txn);
+      txn.seq = first + i + 1;  // (a session's seqs start at 1)
       uint16_t wo = 0;
       for (const storage::Op& op : txn.ops) {
         wo += op.kind == storage::OpKind::kUpdate || op.kind == storage::OpKind::kDepWrite ||
@@ -179,7 +210,8 @@ void LoadConnection::SendLoop() {
     {
       // Registered before it is sent, so the reader (which takes mu_) always finds it.
       std::lock_guard<std::mutex> lk(mu_);
-      pending_.push_back(Req{next_id, NowNanos(), first, n, std::move(writes), false});
+      pending_.push_back(Req{next_id, NowNanos(), first, n, std::move(writes), false,
+                             cfg_.sessions ? std::string(body) : std::string(), {}});
     }
     sent_.store(first + n, std::memory_order_relaxed);
     ++next_id;
@@ -192,11 +224,29 @@ Status LoadConnection::OnFrame(uint8_t type, std::string_view body) {
   switch (static_cast<proto::MsgType>(type)) {
     case proto::MsgType::kTxnReply:
       return OnReply(body, now);
+    case proto::MsgType::kSessionOpened: {
+      proto::SessionOpened so;
+      if (!proto::DecodeSessionOpened(body, &so).ok()) return Violation("a malformed session-opened reply");
+      std::lock_guard<std::mutex> lk(mu_);
+      if (!opening_ || so.request_id != kOpenRequestId) return Violation("a session-opened reply nobody asked for");
+      opening_ = false;
+      session_ = so.session;
+      cv_.notify_all();
+      return Status::Ok();
+    }
     case proto::MsgType::kError: {
       proto::ErrorReply e;
       if (!proto::DecodeError(body, &e).ok()) return Violation("a malformed error reply");
       const std::string what = std::string("error reply to request ") + std::to_string(e.request_id) + ": " +
                                StatusCodeName(e.code) + ": " + e.message;
+      if (e.request_id == kOpenRequestId) {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (!opening_) return Violation(what + " (no open-session request in flight)");
+        opening_ = false;
+        open_error_ = Status::Unavailable(address_ + ": opening a session: " + what);
+        cv_.notify_all();
+        return Status::Ok();
+      }
       std::optional<Req> req = Take(e.request_id, /*front_only=*/false);
       if (!req) {
         // Unreadable, or for a request we do not have in flight: some request's txns may never be
@@ -207,6 +257,15 @@ Status LoadConnection::OnFrame(uint8_t type, std::string_view body) {
       // its txns are in doubt and the connection moves; any other error fails the run.
       const bool lost = cfg_.follow_leader && e.code == StatusCode::kUnavailable;
       errors_->Note(Who() + ": " + what, /*is_error=*/!lost);
+      if (lost && cfg_.sessions && req->count > 0) {
+        {
+          std::lock_guard<std::mutex> lk(mu_);
+          KeepForResend(std::move(*req));  // sent again to the next leader
+        }
+        FailRun(what);
+        Released();
+        return Status::Ok();
+      }
       InDoubt(*req);
       counts_.failed.fetch_add(req->count, std::memory_order_relaxed);
       counts_.results.fetch_add(req->count, std::memory_order_relaxed);
@@ -223,6 +282,15 @@ Status LoadConnection::OnFrame(uint8_t type, std::string_view body) {
     case proto::MsgType::kNotLeader: {
       proto::NotLeaderReply nl;
       if (!proto::DecodeNotLeader(body, &nl).ok()) return Violation("a malformed not-leader reply");
+      if (nl.request_id == kOpenRequestId) {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (!opening_) return Violation("a not-leader reply to no open-session request");
+        opening_ = false;
+        open_error_ = Status::Unavailable(address_ + " is not the leader (it names " +
+                                          (nl.leader_node.empty() ? std::string("no leader") : nl.leader_node) + ")");
+        cv_.notify_all();
+        return Status::Ok();
+      }
       std::optional<Req> req = Take(nl.request_id, /*front_only=*/false);
       if (req && req->count == 0) {  // the probe
         EndProbe(nl.leader_address, nl.leader_address.empty()
@@ -233,7 +301,10 @@ Status LoadConnection::OnFrame(uint8_t type, std::string_view body) {
       }
       // Mid-run: the node no longer takes transactions: the request's txns were not run, and no
       // later one would be here (with follow_leader the main thread moves the connection).
-      if (req) {
+      if (req && cfg_.sessions && cfg_.follow_leader) {
+        std::lock_guard<std::mutex> lk(mu_);
+        KeepForResend(std::move(*req));  // not run here: sent to the next leader
+      } else if (req) {
         InDoubt(*req);
         counts_.failed.fetch_add(req->count, std::memory_order_relaxed);
         counts_.results.fetch_add(req->count, std::memory_order_relaxed);
@@ -263,13 +334,29 @@ Status LoadConnection::OnReply(std::string_view body, int64_t now) {
   const bool in_window = window_->In(now);
   const int64_t latency = now - req->send_ns;
   uint64_t committed = 0, aborted = 0, rejected = 0, failed = 0, acked = 0, writes = 0, doubt_writes = 0;
+  uint64_t doubted = 0, results = 0;
   std::string failed_detail;
+  std::vector<uint32_t> resend;  // sessions: `failed` positions, sent again to the next leader
   for (size_t i = 0; i < reply_.results.size(); ++i) {
+    if (req->Answered(i)) continue;  // a resent request: answered before (the table says so again)
     const proto::TxnResult& r = reply_.results[i];
+    const uint64_t w = i < req->writes.size() ? req->writes[i] : 0;
+    if (r.code == ResultCode::kFailed && cfg_.sessions) {
+      if (resend.empty()) {
+        failed_detail = "failed: " + std::string(r.detail);
+        errors_->Note(Who() + ": " + failed_detail + " (sent again to the next leader)", false);
+      }
+      resend.push_back(static_cast<uint32_t>(i));
+      continue;
+    }
+    ++results;
     switch (r.code) {
+      case ResultCode::kCommittedNoValues:
+        counts_.no_values.fetch_add(1, std::memory_order_relaxed);
+        [[fallthrough]];
       case ResultCode::kCommitted:
         ++committed;
-        writes += i < req->writes.size() ? req->writes[i] : 0;
+        writes += w;
         if (in_window) latency_ns_.Record(latency);
         acked = std::max(acked, r.batch + 1);
         break;
@@ -281,18 +368,24 @@ Status LoadConnection::OnReply(std::string_view body, int64_t now) {
       case ResultCode::kRejected:
         if (rejected++ == 0) errors_->Note(Who() + ": rejected: " + std::string(r.detail), false);
         break;
+      case ResultCode::kExpired:
+        // The session forgot it: it may or may not have run, and it never runs again.
+        if (doubted++ == 0) errors_->Note(Who() + ": expired: " + std::string(r.detail), false);
+        doubt_writes += w;
+        break;
       case ResultCode::kFailed:
         if (failed++ == 0) {
           failed_detail = "failed: " + std::string(r.detail);
           errors_->Note(Who() + ": " + failed_detail, false);
         }
-        doubt_writes += i < req->writes.size() ? req->writes[i] : 0;
+        ++doubted;
+        doubt_writes += w;
         break;
     }
     if (cfg_.keep_records) {
-      records_.push_back(ClientTxnRecord{req->first_seq + i, r.batch,
-                                         r.code == ResultCode::kCommitted ? ReadsHash(r.values) : 0, r.planner, r.index,
-                                         static_cast<uint16_t>(cfg_.index), static_cast<uint8_t>(r.code)});
+      const bool values = r.code == ResultCode::kCommitted;
+      records_.push_back(ClientTxnRecord{req->first_seq + i, r.batch, values ? ReadsHash(r.values) : 0, r.planner,
+                                         r.index, static_cast<uint16_t>(cfg_.index), static_cast<uint8_t>(r.code)});
     }
   }
   constexpr auto kRelaxed = std::memory_order_relaxed;
@@ -300,16 +393,29 @@ Status LoadConnection::OnReply(std::string_view body, int64_t now) {
   counts_.aborted.fetch_add(aborted, kRelaxed);
   counts_.rejected.fetch_add(rejected, kRelaxed);
   counts_.failed.fetch_add(failed, kRelaxed);
-  counts_.results.fetch_add(reply_.results.size(), kRelaxed);
+  counts_.results.fetch_add(results, kRelaxed);
   counts_.write_ops_committed.fetch_add(writes, kRelaxed);
-  counts_.in_doubt.fetch_add(failed, kRelaxed);
+  counts_.in_doubt.fetch_add(doubted, kRelaxed);
   counts_.write_ops_in_doubt.fetch_add(doubt_writes, kRelaxed);
   if (acked > counts_.acked_batches.load(kRelaxed)) counts_.acked_batches.store(acked, kRelaxed);
   if (in_window) {
     counts_.w_committed.fetch_add(committed, kRelaxed);
     counts_.w_aborted.fetch_add(aborted, kRelaxed);
   }
-  if (failed > 0) FailRun(failed_detail);
+  if (!resend.empty()) {
+    // The leader answered these `failed` (deposed, or its replication failed): their outcome is
+    // unknown, so the next leader is asked again; what is answered now is not counted twice.
+    Req again = std::move(*req);
+    again.answered.assign(again.count, true);
+    for (uint32_t i : resend) again.answered[i] = false;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      KeepForResend(std::move(again));
+    }
+    FailRun(failed_detail);
+  } else if (failed > 0) {
+    FailRun(failed_detail);
+  }
   Released();
   return Status::Ok();
 }
@@ -377,6 +483,7 @@ Status LoadConnection::Reconnect(const std::string& address) {
   sender_.Join();
   if (conn_) conn_->Close();
   conn_.reset();
+  std::deque<Req> again;
   {
     std::lock_guard<std::mutex> lk(mu_);
     DoubtUnanswered();
@@ -384,13 +491,51 @@ Status LoadConnection::Reconnect(const std::string& address) {
     inflight_ = 0;
     stop_ = closed_ = broken_ = lost_leader_ = sender_exited_ = false;
     lost_why_.clear();
+    again.swap(resend_);
   }
-  QR_RETURN_IF_ERROR(Connect(address));
+  if (Status st = Connect(address); !st.ok()) {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (Req& r : again) resend_.push_back(std::move(r));  // for the next try
+    lost_leader_ = true;
+    lost_why_ = st.message();
+    return st;
+  }
+  // Sessions: what the old leader left unanswered goes first, in its old order, with its old
+  // request ids (all below the sender's next one) and seqs; the session table answers what ran.
+  std::sort(again.begin(), again.end(), [](const Req& a, const Req& b) { return a.id < b.id; });
+  for (size_t k = 0; k < again.size(); ++k) {
+    Req& r = again[k];
+    uint64_t unanswered = 0;
+    for (uint32_t i = 0; i < r.count; ++i) unanswered += r.Answered(i) ? 0 : 1;
+    const std::string body = r.body;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      r.send_ns = NowNanos();
+      inflight_ += r.count;
+      pending_.push_back(std::move(r));
+    }
+    counts_.retried.fetch_add(unanswered, std::memory_order_relaxed);
+    if (!conn_->Send(proto::MsgType::kTxnRequest, body).ok()) {
+      // Broken again: OnClose keeps what was registered for the next leader; the rest too.
+      std::lock_guard<std::mutex> lk(mu_);
+      for (size_t j = k + 1; j < again.size(); ++j) KeepForResend(std::move(again[j]));
+      break;
+    }
+  }
   Start();
   return Status::Ok();
 }
 
 void LoadConnection::DoubtUnanswered() {
+  if (cfg_.sessions) {
+    // Kept, not in doubt: they go to the next leader (Finish counts what is left).
+    for (Req& r : pending_) {
+      if (r.count > 0) KeepForResend(std::move(r));
+    }
+    pending_.clear();
+    inflight_ = 0;
+    return;
+  }
   for (Req& r : pending_) {
     if (r.doubted) continue;
     r.doubted = true;
@@ -398,10 +543,19 @@ void LoadConnection::DoubtUnanswered() {
   }
 }
 
+void LoadConnection::KeepForResend(Req r) {
+  QR_CHECK(cfg_.sessions && !r.body.empty(), "a resend without a session");
+  resend_.push_back(std::move(r));
+}
+
 void LoadConnection::InDoubt(const Req& r) {
-  uint64_t w = 0;
-  for (uint16_t x : r.writes) w += x;
-  counts_.in_doubt.fetch_add(r.count, std::memory_order_relaxed);
+  uint64_t w = 0, n = 0;
+  for (uint32_t i = 0; i < r.count; ++i) {
+    if (r.Answered(i)) continue;
+    ++n;
+    w += i < r.writes.size() ? r.writes[i] : 0;
+  }
+  counts_.in_doubt.fetch_add(n, std::memory_order_relaxed);
   counts_.write_ops_in_doubt.fetch_add(w, std::memory_order_relaxed);
 }
 
@@ -410,10 +564,11 @@ void LoadConnection::OnClose(const Status& why) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     closed_ = true;
-    DoubtUnanswered();  // sent, never answered: executed or not
+    const bool had_pending = !pending_.empty() || !resend_.empty();
+    DoubtUnanswered();  // sent, never answered: executed or not (with sessions: sent again)
     // A close after the main thread stopped us with nothing in flight loses nothing.
-    const bool clean_stop = stop_ && pending_.empty();
-    broken = !why.ok() && (!pending_.empty() || !sender_done_) && !clean_stop;
+    const bool clean_stop = stop_ && !had_pending;
+    broken = !why.ok() && (had_pending || !sender_done_) && !clean_stop;
     // A connection lost (closed, reset) is a lost leader; a server that broke the protocol
     // (kCorruption: a frame this client cannot take) fails the run wherever it leads.
     if (broken && cfg_.follow_leader && why.code() != StatusCode::kCorruption) {

@@ -95,6 +95,9 @@ struct Counts {
   // txns whose outcome this client does not know (answered `failed` or an error, or in flight
   // when their connection closed) and their write ops: each may or may not have been executed.
   std::atomic<uint64_t> write_ops_committed{0}, in_doubt{0}, write_ops_in_doubt{0};
+  // Sessions: txns sent again after a lost leader (each time); committed ones answered from the
+  // server's session table without their read values (they had run before: committed-no-values).
+  std::atomic<uint64_t> retried{0}, no_values{0};
 };
 
 struct ConnectionConfig {
@@ -111,6 +114,11 @@ struct ConnectionConfig {
   // run: the connection stops sending, what it had in flight is in doubt, and it waits for the
   // main thread to move it to the new leader (Reconnect). Else those end the run, as before.
   bool follow_leader = false;
+  // With follow_leader: a client session (OpenSession before Start; docs/sessions.md). Every txn
+  // gets a seq; what a lost leader left unanswered (in flight, `failed`, an Unavailable error, a
+  // not-leader reply) is sent again to the next leader with the same seqs instead of being in
+  // doubt: the server's session table answers what already ran, so nothing runs twice.
+  bool sessions = false;
   int connect_timeout_ms = 5000;
   uint32_t max_frame_bytes = 64u << 20;
 };
@@ -128,6 +136,10 @@ class LoadConnection {
   // Sends an empty request and waits for the answer: "" when this node takes transactions, the
   // leader's address when it answers not-leader. Before Start only.
   Result<std::string> Probe(int timeout_ms);
+  // sessions: opens this connection's session on the node it is connected to (the leader),
+  // waiting up to timeout_ms. Before the first Start only; the session is kept across Reconnect.
+  Status OpenSession(int timeout_ms);
+  uint64_t session() const { return session_; }
   void Start();
   // The sender sends no more requests (in-flight ones are still answered).
   void StopSending();
@@ -150,7 +162,8 @@ class LoadConnection {
   // cut off): treat it as lost (what is in flight is in doubt).
   void Abandon(const std::string& why);
   // follow_leader, main thread, after LostLeader: closes the old connection (what it still
-  // had in flight is in doubt), connects to `address` and sends on from where it was.
+  // had in flight is in doubt; with sessions it is sent again, first, on the new one), connects
+  // to `address` and sends on from where it was.
   Status Reconnect(const std::string& address);
   uint64_t inflight();
   uint64_t sent() const { return sent_.load(std::memory_order_relaxed); }
@@ -167,12 +180,20 @@ class LoadConnection {
     uint32_t count = 0;
     std::vector<uint16_t> writes;  // per txn: its write ops
     bool doubted = false;          // counted in doubt already (its connection closed first)
+    // sessions: the encoded request (sent again as it is), and which of its txns were answered
+    // already (empty: none), whose answers to a resend are not counted again.
+    std::string body;
+    std::vector<bool> answered;
+    bool Answered(size_t i) const { return i < answered.size() && answered[i]; }
   };
-  // Txns of `r` (mu_ held or the reader thread) are in doubt.
+  // Txns of `r` not answered yet (mu_ held or the reader thread) are in doubt.
   void InDoubt(const Req& r);
   // mu_ held: every pending request not yet counted is in doubt (the connection is gone; a
-  // request the sender registered after the close never got an answer either).
+  // request the sender registered after the close never got an answer either). With sessions
+  // they are kept for a resend instead (Finish counts what is left in doubt).
   void DoubtUnanswered();
+  // mu_ held, sessions: `r` is sent again on the next connection.
+  void KeepForResend(Req r);
 
   // A paced sender that fell behind sends at most this much of its schedule at once.
   static constexpr int64_t kMaxCatchUpNs = 100'000'000;
@@ -202,6 +223,8 @@ class LoadConnection {
   RunSignal* const signal_;
   std::string address_;  // set before the connection's reader starts
   std::unique_ptr<ClientConnection> conn_;
+  uint64_t session_ = 0;    // sessions: set by OpenSession, kept across Reconnect
+  uint64_t next_id_ = 1;    // the sender's next request id (unique across reconnects)
 
   std::mutex mu_;
   std::condition_variable cv_;  // the sender waits for room; Probe for its answer
@@ -217,6 +240,9 @@ class LoadConnection {
   std::string lost_why_;        // guarded by mu_
   std::string probe_redirect_;  // guarded by mu_
   Status probe_error_;          // guarded by mu_
+  bool opening_ = false;        // guarded by mu_: OpenSession waits for its reply
+  Status open_error_;           // guarded by mu_
+  std::deque<Req> resend_;      // guarded by mu_: sessions: to send again on the next connection
 
   std::atomic<uint64_t> sent_{0};  // written by the sender; relaxed
   Counts counts_;

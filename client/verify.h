@@ -12,7 +12,9 @@
 //   3. each connection's txns appear in planned order in its own send order (the server plans a
 //      connection FIFO);
 //   4. every txn was committed or aborted by its logic (rejected / failed / cascade are
-//      violations: a correct client sends only valid txns, and the engine never cascades);
+//      violations: a correct client sends only valid txns, and the engine never cascades); a
+//      retry answered from the session table (committed-no-values) counts as committed, and its
+//      read values, which it was not told, are not compared;
 //   5. replaying in planned order on a fresh ReferenceExecutor loaded with LoadTable: a committed
 //      txn commits serially and read the same values (hash); a logic abort aborts serially.
 // The report carries the reference's final digest, which the caller compares with the leader's.
@@ -60,6 +62,7 @@ struct ClientVerifyReport {
   uint64_t committed = 0;
   uint64_t aborted = 0;
   uint64_t reads_checked = 0;  // read values compared (records)
+  uint64_t values_unknown = 0; // committed txns answered without their values (retries, sessions)
   uint64_t reference_digest = 0;
   std::vector<uint64_t> partition_digests;  // a row: [partition] what its node's digest must be
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <thread>
 
 #include "common/clock.h"
@@ -14,6 +15,7 @@ namespace {
 using proto::ResultCode;
 
 constexpr uint8_t kEngine = 0xff;         // a position answered by an engine outcome
+constexpr uint8_t kReady = 0xfe;          // answered ahead of its turn (Answer): in Pending::ready
 constexpr size_t kMaxQueuedFrames = 1024; // reader-made frames (status, errors) queued per connection
 constexpr uint64_t kMaxDiscardBytes = uint64_t{1} << 32;
 
@@ -42,11 +44,23 @@ std::string CheckTxn(const storage::Txn& t, uint64_t records) {
 // One registered request: per position, who answers it (an engine outcome, or a rejected /
 // failed result with a detail), and the reply built so far (positions [0, filled)).
 struct ClientService::Pending {
+  struct Ready {
+    ResultCode code = ResultCode::kCommitted;
+    commit::PlannedPos pos;
+    uint32_t reads = 0;
+    std::string values;
+    std::string detail;
+  };
   uint64_t seq = 0;  // per connection, to find it again
   uint64_t request_id = 0;
   uint32_t total = 0;
   uint32_t filled = 0;
-  std::vector<uint8_t> code;                            // kEngine or a ResultCode
+  bool open_session = false;                            // a kOpenSession (total 1)
+  uint64_t opened = 0;                                  // its session id, once applied
+  uint64_t session = 0;                                 // the request's session (0: none)
+  std::vector<uint64_t> seqs;                           // with a session: per position (ascending)
+  std::map<uint32_t, Ready> ready;                      // kReady positions' answers
+  std::vector<uint8_t> code;                            // kEngine, kReady or a ResultCode
   std::vector<std::pair<uint32_t, std::string>> detail; // rejected positions (ascending) and why
   size_t next_detail = 0;
   std::string failure;                                  // detail of failed positions
@@ -209,6 +223,9 @@ void ClientService::HandleFrame(Conn* c, uint8_t type, std::string_view body) {
     case MsgType::kTxnRequest:
       HandleTxnRequest(c, body);
       return;
+    case MsgType::kOpenSession:
+      HandleOpenSession(c, body);
+      return;
     case MsgType::kStatusRequest: {
       proto::StatusRequest req;
       if (Status st = proto::DecodeStatusRequest(body, &req); !st.ok()) return SendError(c, 0, st);
@@ -240,38 +257,72 @@ void ClientService::HandleFrame(Conn* c, uint8_t type, std::string_view body) {
                                          : std::string(" (unknown)"))));
 }
 
+bool ClientService::SentNotLeader(Conn* c, uint64_t request_id) {
+  proto::NotLeaderReply nl;
+  if (handler_.submit && !(handler_.not_leader && handler_.not_leader(&nl))) return false;
+  nl.request_id = request_id;
+  Send(c, proto::Frame(proto::MsgType::kNotLeader, proto::EncodeNotLeader(nl)));
+  return true;
+}
+
+Status ClientService::Refusal() {
+  std::lock_guard<std::mutex> lk(mu_);
+  ++counters_.requests;
+  if (failed_) return failure_;
+  if (!admitting_) return refusal_;
+  return Status::Ok();
+}
+
+void ClientService::HandleOpenSession(Conn* c, std::string_view body) {
+  proto::OpenSession req;
+  if (Status st = proto::DecodeOpenSession(body, &req); !st.ok()) return SendError(c, 0, st);
+  if (!handler_.sessions) {
+    return SendError(c, req.request_id,
+                     Status::InvalidArgument("this node takes no client sessions (a partitioned row: not yet; "
+                                             "send txn requests without a session)"));
+  }
+  if (SentNotLeader(c, req.request_id)) return;
+  if (Status refused = Refusal(); !refused.ok()) return SendError(c, req.request_id, refused);
+  Pending p;
+  p.request_id = req.request_id;
+  p.total = 1;
+  p.code.assign(1, kEngine);
+  p.open_session = true;
+  std::vector<storage::Txn> txns(1);
+  txns[0].session = storage::kOpenSession;
+  RegisterAndSubmit(c, std::move(p), 1, txns);
+}
+
 void ClientService::HandleTxnRequest(Conn* c, std::string_view body) {
   uint64_t id = 0;
   if (body.size() >= 8) std::memcpy(&id, body.data(), 8);  // the request id leads the body
-  proto::NotLeaderReply nl;
-  if (!handler_.submit || (handler_.not_leader && handler_.not_leader(&nl))) {
-    nl.request_id = id;
-    Send(c, proto::Frame(proto::MsgType::kNotLeader, proto::EncodeNotLeader(nl)));
-    return;
-  }
+  if (SentNotLeader(c, id)) return;
   proto::TxnRequest req;
   if (Status st = proto::DecodeTxnRequest(body, &req); !st.ok()) return SendError(c, id, st);
-  Status refused;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    ++counters_.requests;
-    if (failed_) {
-      refused = failure_;
-    } else if (!admitting_) {
-      refused = refusal_;
-    }
-  }
-  if (!refused.ok()) return SendError(c, req.request_id, refused);
+  if (Status refused = Refusal(); !refused.ok()) return SendError(c, req.request_id, refused);
 
   const uint32_t n = static_cast<uint32_t>(req.txns.size());
   Pending p;
   p.request_id = req.request_id;
   p.total = n;
   p.code.assign(n, kEngine);
+  // A session this node cannot take: every txn is rejected (none runs without its session).
+  std::string bad_session;
+  if (req.session != 0) {
+    if (!handler_.sessions) {
+      bad_session = "this node takes no client sessions (a partitioned row: not yet)";
+    } else if (req.session == storage::kOpenSession) {
+      bad_session = "session " + std::to_string(req.session) + " is not a session id";
+    } else {
+      p.session = req.session;
+      p.seqs.resize(n);
+      for (uint32_t i = 0; i < n; ++i) p.seqs[i] = req.txns[i].seq;
+    }
+  }
   uint64_t engine_txns = 0;
   uint64_t reads = 0;  // what the reply will carry: one value per kRead of an accepted txn
   for (uint32_t i = 0; i < n; ++i) {
-    std::string bad = CheckTxn(req.txns[i], opt_.records);
+    std::string bad = bad_session.empty() ? CheckTxn(req.txns[i], opt_.records) : bad_session;
     if (bad.empty()) {
       ++engine_txns;
       reads += storage::ReadOps(req.txns[i]);
@@ -285,6 +336,11 @@ void ClientService::HandleTxnRequest(Conn* c, std::string_view body) {
     counters_.rejected_txns += p.detail.size();
   }
   p.writer.Begin(req.request_id, opt_.record_bytes, n, reads);
+  RegisterAndSubmit(c, std::move(p), engine_txns, req.txns);
+}
+
+void ClientService::RegisterAndSubmit(Conn* c, Pending p, uint64_t engine_txns, std::vector<storage::Txn>& txns) {
+  const uint32_t n = p.total;
   const std::vector<uint8_t> codes = p.code;
   uint64_t seq = 0;
   {
@@ -310,7 +366,7 @@ void ClientService::HandleTxnRequest(Conn* c, std::string_view body) {
   const int64_t now = NowNanos();
   for (uint32_t i = 0; i < n; ++i) {
     if (codes[i] != kEngine) continue;
-    storage::Txn& t = req.txns[i];
+    storage::Txn& t = txns[i];
     t.client = c->id;
     t.submit_ns = now;
     batch.push_back(std::move(t));
@@ -345,24 +401,44 @@ size_t ClientService::Advance(Conn* c) {
   while (!c->pending.empty()) {
     Pending& p = c->pending.front();
     while (p.filled < p.total && p.code[p.filled] != kEngine) {
-      if (p.code[p.filled] == static_cast<uint8_t>(ResultCode::kRejected)) {
+      if (p.code[p.filled] == kReady) {
+        auto it = p.ready.find(p.filled);
+        QR_CHECK(it != p.ready.end());
+        const Pending::Ready& r = it->second;
+        if (proto::HasDetail(r.code)) {
+          p.writer.AddRejected(r.code, r.detail);
+        } else {
+          p.writer.AddOutcome(r.code, r.pos.batch, r.pos.planner, r.pos.index, r.reads, r.values);
+        }
+        p.ready.erase(it);
+      } else if (p.code[p.filled] == static_cast<uint8_t>(ResultCode::kRejected)) {
         QR_CHECK(p.next_detail < p.detail.size() && p.detail[p.next_detail].first == p.filled);
         p.writer.AddRejected(ResultCode::kRejected, p.detail[p.next_detail++].second);
-      } else {
+      } else if (!p.open_session) {
         p.writer.AddRejected(ResultCode::kFailed, p.failure);
       }
       ++p.filled;
     }
     if (p.filled < p.total) break;
-    c->out.push_back(p.writer.FinishFrame());
+    if (!p.open_session) {
+      c->out.push_back(p.writer.FinishFrame());
+    } else if (p.opened != 0) {
+      c->out.push_back(
+          proto::Frame(proto::MsgType::kSessionOpened, proto::EncodeSessionOpened({p.request_id, p.opened})));
+    } else {  // failed: not run, or not acknowledged
+      c->out.push_back(proto::Frame(
+          proto::MsgType::kError, proto::EncodeError({p.request_id, StatusCode::kUnavailable, p.failure})));
+    }
     c->pending.pop_front();
     ++queued;
   }
   return queued;
 }
 
-void ClientService::OnOutcomes(const std::vector<commit::TxnOutcome>& outcomes) {
+void ClientService::OnOutcomes(const std::vector<commit::TxnOutcome>& outcomes,
+                               const std::vector<std::pair<size_t, uint64_t>>& opened) {
   std::lock_guard<std::mutex> lk(mu_);
+  size_t next_open = 0;  // opened[] is in outcome order
   if (failed_) return;  // FailPending answered them already
   Conn* c = nullptr;
   std::unique_lock<std::mutex> ck;
@@ -370,7 +446,10 @@ void ClientService::OnOutcomes(const std::vector<commit::TxnOutcome>& outcomes) 
   // end, not once per request (~25 wake-ups per connection per 10K-txn batch before, most of
   // them spent waiting for c->mu that this thread held).
   std::vector<Conn*> to_wake;  // connections with unsignaled frames
-  for (const commit::TxnOutcome& o : outcomes) {
+  for (size_t oi = 0; oi < outcomes.size(); ++oi) {
+    const commit::TxnOutcome& o = outcomes[oi];
+    uint64_t opened_id = 0;
+    if (next_open < opened.size() && opened[next_open].first == oi) opened_id = opened[next_open++].second;
     if (c == nullptr || c->id != o.client) {
       // Outcomes of one connection usually come in runs: one lock per run.
       if (ck.owns_lock()) ck.unlock();
@@ -384,10 +463,15 @@ void ClientService::OnOutcomes(const std::vector<commit::TxnOutcome>& outcomes) 
     QR_CHECK(!c->pending.empty(), "an outcome for connection %u with nothing pending", o.client);
     Pending& q = c->pending.front();
     QR_CHECK(q.filled < q.total && q.code[q.filled] == kEngine);
-    ResultCode code = ResultCode::kCommitted;
-    if (o.status == commit::TxnStatus::kAbortedLogic) code = ResultCode::kAbortedLogic;
-    if (o.status == commit::TxnStatus::kAbortedCascade) code = ResultCode::kAbortedCascade;
-    q.writer.AddOutcome(code, o.pos.batch, o.pos.planner, o.pos.index, o.reads, o.values);
+    if (q.open_session) {
+      q.opened = opened_id;
+      if (opened_id == 0) q.failure = opt_.node + ": the open-session entry got no session id";
+    } else {
+      ResultCode code = ResultCode::kCommitted;
+      if (o.status == commit::TxnStatus::kAbortedLogic) code = ResultCode::kAbortedLogic;
+      if (o.status == commit::TxnStatus::kAbortedCascade) code = ResultCode::kAbortedCascade;
+      q.writer.AddOutcome(code, o.pos.batch, o.pos.planner, o.pos.index, o.reads, o.values);
+    }
     ++q.filled;
     --c->inflight;
     if (const size_t queued = Advance(c); queued > 0) {
@@ -408,6 +492,38 @@ void ClientService::OnOutcomes(const std::vector<commit::TxnOutcome>& outcomes) 
     }
     w->cv.notify_all();
   }
+}
+
+void ClientService::AnswerOne(uint32_t client, uint64_t session, uint64_t seq, ResultCode code,
+                              const commit::PlannedPos& pos, uint32_t reads, std::string_view values,
+                              std::string_view detail) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (failed_) return;  // FailPending answered it already
+  const uint32_t slot = client & 0xffff;
+  if (slot >= slots_.size() || !slots_[slot] || slots_[slot]->id != client) return;  // closed since
+  Conn* c = slots_[slot].get();
+  size_t queued = 0;
+  {
+    std::lock_guard<std::mutex> ck(c->mu);
+    for (Pending& q : c->pending) {
+      if (q.session != session || q.seqs.empty() || seq < q.seqs.front() || seq > q.seqs.back()) continue;
+      auto it = std::lower_bound(q.seqs.begin(), q.seqs.end(), seq);
+      if (it == q.seqs.end() || *it != seq) continue;
+      const auto i = static_cast<uint32_t>(it - q.seqs.begin());
+      if (q.code[i] != kEngine) continue;  // (the same seq sent again in a later request)
+      q.code[i] = kReady;
+      Pending::Ready& r = q.ready[i];
+      r.code = code;
+      r.pos = pos;
+      r.reads = proto::HasDetail(code) ? 0 : reads;
+      r.values.assign(values.data(), proto::HasDetail(code) ? 0 : values.size());
+      r.detail.assign(detail);
+      --c->inflight;
+      queued = Advance(c);
+      break;
+    }
+  }
+  if (queued > 0) c->cv.notify_all();
 }
 
 void ClientService::FailPending(Status reason) {

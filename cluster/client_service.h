@@ -14,6 +14,11 @@
 //     connection (Txn::client = slot | generation << 16) and fills that connection's oldest
 //     request; a full request becomes a reply frame for the writer. Replies go out in request
 //     order with results in txn order.
+//   sessions (docs/sessions.md; handler.sessions): kOpenSession is submitted as an open-session
+//     entry and answered kSessionOpened with the id its outcome got. A session txn the leader
+//     answers without running it (a duplicate, an expired or refused one: cluster/
+//     session_store.h) is answered by Answer() at its own position, found by (session, seq);
+//     the connection's later outcomes fill the positions after it as usual.
 //   writer: writes reply frames; on a write error the connection is closed.
 // Bad input: a bad magic or version gets an error reply and the connection is closed (a byte
 // stream cannot resynchronise); an oversized body is read and discarded, then an error reply; a
@@ -72,6 +77,9 @@ struct ClientServiceHandler {
   // this node does not lead).
   std::function<Status(const proto::FollowerReport&)> report;
   std::function<void(const std::string& node, bool connected)> report_connection;
+  // This node takes client sessions (one partition). Else kOpenSession gets an error and the
+  // txns of a request that names a session are rejected.
+  bool sessions = false;
 };
 
 struct ClientServiceCounters {
@@ -92,7 +100,15 @@ class ClientService {
 
   // Listens (kUnavailable naming the address if it cannot) and starts accepting.
   Status Start();
-  void OnOutcomes(const std::vector<commit::TxnOutcome>& outcomes);
+  // `opened`: (index in outcomes, session id) of the open-session entries among them.
+  void OnOutcomes(const std::vector<commit::TxnOutcome>& outcomes,
+                  const std::vector<std::pair<size_t, uint64_t>>& opened = {});
+  // Session txns answered without an outcome of their own (cluster/session_store.h). Any
+  // thread; each before the outcomes of its connection's later txns are delivered.
+  template <typename Answers>
+  void Answer(const Answers& answers) {
+    for (const auto& a : answers) AnswerOne(a.client, a.session, a.seq, a.code, a.pos, a.reads, a.values, a.detail);
+  }
   void StopAdmitting(Status reason);
   void FailPending(Status reason);
   // Txns registered and not yet answered, over all connections.
@@ -112,6 +128,16 @@ class ClientService {
   void Reap(bool all);
   void HandleFrame(Conn* c, uint8_t type, std::string_view body);
   void HandleTxnRequest(Conn* c, std::string_view body);
+  void HandleOpenSession(Conn* c, std::string_view body);
+  // Registers `p` (waiting while the connection has too much unanswered), then submits its
+  // kEngine positions' txns (moved out of `txns`) in order; those the engine does not take fail.
+  void RegisterAndSubmit(Conn* c, Pending p, uint64_t engine_txns, std::vector<storage::Txn>& txns);
+  // Why this node does not take a txn request now (OK: it does); a not-leader reply is sent
+  // here (returns true then).
+  bool SentNotLeader(Conn* c, uint64_t request_id);
+  Status Refusal();
+  void AnswerOne(uint32_t client, uint64_t session, uint64_t seq, proto::ResultCode code, const commit::PlannedPos& pos,
+                 uint32_t reads, std::string_view values, std::string_view detail);
   void SendError(Conn* c, uint64_t request_id, const Status& s, bool then_close = false);
   void Send(Conn* c, std::string frame);
   // Fills skipped positions at the head of `p` and queues every completed request (c->mu held);

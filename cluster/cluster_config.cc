@@ -22,6 +22,16 @@ void AddClusterConfigKeys(ConfigSchema* s) {
   s->AddInt("server.max_message_bytes", 16 << 20, 1024, 1 << 30, "largest message body accepted (bigger: error reply)");
   s->AddInt("server.max_inflight_txns_per_connection", 100000, 1, 10'000'000,
             "txns of one connection admitted but not yet answered; the server reads no more from it meanwhile");
+  s->AddInt("server.session_max_sessions", 1024, 1, 1 << 20,
+            "client sessions remembered (replicated: every node of a group must use the same); at the cap the "
+            "least recently active one is forgotten, and its txns are refused from then on");
+  s->AddInt("server.session_max_outcomes_per_session", 20000, 1, 10'000'000,
+            "txn outcomes remembered per session for retries (same on every node); keep it above the clients' "
+            "txns in flight per connection (client.outstanding), or a retry after a failover may find its outcome "
+            "forgotten (answered `expired`: outcome unknown, never run twice)");
+  s->AddInt("server.session_max_outcomes", 262144, 1, 100'000'000,
+            "txn outcomes remembered over all sessions (same on every node; about 150 bytes each); keep it above "
+            "connections x txns in flight per connection");
   s->AddInt("row.peer_timeout_ms", 10000, 200, 3'600'000,
             "a partitioned row's node fails when a peer has sent nothing (not even a heartbeat, sent every "
             "fifth of this) for this long: a hung peer; a dead one is seen at once by its closed connection");
@@ -40,6 +50,10 @@ void AddClusterConfigKeys(ConfigSchema* s) {
                "test hook: this follower reports wrong digests from server.test_wrong_digest_batch on, so tests can "
                "show the leader catching a divergence; empty: off");
   s->AddInt("server.test_wrong_digest_batch", 0, 0, INT64_MAX, "see server.test_wrong_digest_node");
+  s->AddString("server.test_kill_before_reply_file", "",
+               "test hook: once the file <this>.<node name> exists, that node, leading, kills itself (SIGKILL) when its next slice has "
+               "committed (replicated) but before any of its outcomes is answered, so tests can show retries "
+               "answered from the session table; empty: off");
 
   s->AddInt("client.connections", 4, 1, 1024, "client connections to the leader (--connections)");
   s->AddInt("client.outstanding", 5000, 1, 10'000'000, "txns in flight per connection, closed loop (--outstanding)");

@@ -15,6 +15,7 @@ LocalPlanner::LocalPlanner(LocalPlannerOptions options, Pipeline* pipeline, Plan
     : opt_(options), pipeline_(pipeline), hook_(std::move(hook)), queue_(options.client_queue_txns) {
   QR_CHECK(opt_.planners >= 1 && opt_.planners <= opt_.batch_txns);
   QR_CHECK((pipeline_ == nullptr) == (opt_.row != nullptr), "a planner feeds a pipeline or a row home, exactly one");
+  QR_CHECK(opt_.row == nullptr || !opt_.admit, "client sessions are not wired into partitioned rows");
   token_batch_ = opt_.first_batch;
 }
 
@@ -82,7 +83,12 @@ void LocalPlanner::PlannerLoop(uint32_t me) {
   const size_t slice_max = opt_.batch_txns / opt_.planners + (me < opt_.batch_txns % opt_.planners ? 1 : 0);
   std::vector<storage::Txn> txns;
   txns.reserve(slice_max);
-  for (uint64_t b = opt_.first_batch;; ++b) {
+  uint64_t b = opt_.first_batch;
+  // After a pop into txns[before..]: the session check (it may take some out again).
+  auto admit = [&](size_t before) {
+    if (opt_.admit && txns.size() > before) opt_.admit(b, me, &txns, before);
+  };
+  for (;; ++b) {
     bool closed = false;
     int64_t deadline = 0;
     {
@@ -119,6 +125,7 @@ void LocalPlanner::PlannerLoop(uint32_t me) {
         std::optional<storage::Txn> first = queue_.Pop();
         if (first) {
           txns.push_back(std::move(*first));
+          admit(0);
           deadline = NowNanos() + opt_.batch_timeout_ns;
         } else {
           end_of_input = true;
@@ -155,7 +162,11 @@ void LocalPlanner::PlannerLoop(uint32_t me) {
       }
       while (!end_of_input && !closed && txns.size() < slice_max) {
         // Take whatever is queued in one go; block (up to the deadline) only when empty.
-        if (queue_.TryPopMany(&txns, slice_max - txns.size()) > 0) continue;
+        const size_t before = txns.size();
+        if (queue_.TryPopMany(&txns, slice_max - txns.size()) > 0) {
+          admit(before);
+          continue;
+        }
         const int64_t left = deadline - NowNanos();
         if (row != nullptr && row->PeerOpened(b)) {
           closed = true;  // a peer planned this batch: close it with what is here
@@ -171,10 +182,14 @@ void LocalPlanner::PlannerLoop(uint32_t me) {
         } else {
           // Sleep until the slice can be filled or the deadline: woken once, not per request.
           const size_t need = slice_max - txns.size();
-          if (queue_.PopManyFor(&txns, need, need, std::chrono::nanoseconds(left)) > 0) continue;
+          if (queue_.PopManyFor(&txns, need, need, std::chrono::nanoseconds(left)) > 0) {
+            admit(before);
+            continue;
+          }
         }
         if (t) {
           txns.push_back(std::move(*t));
+          admit(before);
           continue;
         }
         if (queue_.closed()) {

@@ -90,6 +90,8 @@ const char* MsgTypeName(MsgType t) {
     case MsgType::kStatusRequest: return "status-request";
     case MsgType::kStatusReply: return "status-reply";
     case MsgType::kFollowerReport: return "follower-report";
+    case MsgType::kOpenSession: return "open-session";
+    case MsgType::kSessionOpened: return "session-opened";
   }
   return "?";
 }
@@ -101,6 +103,8 @@ const char* ResultCodeName(ResultCode c) {
     case ResultCode::kAbortedCascade: return "aborted-cascade";
     case ResultCode::kRejected: return "rejected";
     case ResultCode::kFailed: return "failed";
+    case ResultCode::kCommittedNoValues: return "committed-no-values";
+    case ResultCode::kExpired: return "expired";
   }
   return "?";
 }
@@ -134,14 +138,22 @@ std::string Frame(MsgType type, std::string_view body) {
 
 // --- kTxnRequest -------------------------------------------------------------------------
 
-void TxnRequestWriter::Begin(uint64_t request_id) {
+void TxnRequestWriter::Begin(uint64_t request_id, uint64_t session) {
   request_id_ = request_id;
+  session_ = session;
+  prev_seq_ = 0;
   count_ = 0;
   buf_.assign(kRoom, '\0');
 }
 
 void TxnRequestWriter::Add(const storage::Txn& txn) {
-  // PutTxn's layout, appended in place.
+  // PutTxn's layout, appended in place; with a session, the seq delta first.
+  if (session_ != 0) {
+    QR_CHECK(txn.seq > prev_seq_, "TxnRequestWriter: seq %llu after %llu (seqs must increase)",
+             static_cast<unsigned long long>(txn.seq), static_cast<unsigned long long>(prev_seq_));
+    AppendVarint(buf_, txn.seq - prev_seq_);
+    prev_seq_ = txn.seq;
+  }
   char id[8];
   std::memcpy(id, &txn.id, 8);
   buf_.append(id, 8);
@@ -157,12 +169,14 @@ void TxnRequestWriter::Add(const storage::Txn& txn) {
 
 std::string_view TxnRequestWriter::FinishView() {
   if (buf_.size() < kRoom) buf_.assign(kRoom, '\0');  // Finish without Begin: an empty request
-  // The id and the count go right before the txns, so the body is one contiguous view.
-  char count[Writer::kMaxVarintBytes];
-  const size_t n = static_cast<size_t>(Writer::EncodeVarint(count, count_) - count);
+  // The id, session and count go right before the txns, so the body is one contiguous view.
+  char head[2 * Writer::kMaxVarintBytes];
+  char* p = Writer::EncodeVarint(head, session_);
+  p = Writer::EncodeVarint(p, count_);
+  const size_t n = static_cast<size_t>(p - head);
   const size_t start = kRoom - 8 - n;
   std::memcpy(buf_.data() + start, &request_id_, 8);
-  std::memcpy(buf_.data() + start + 8, count, n);
+  std::memcpy(buf_.data() + start + 8, head, n);
   return std::string_view(buf_).substr(start);
 }
 
@@ -171,8 +185,16 @@ std::string EncodeTxnRequest(const TxnRequest& req) {
   for (const auto& t : req.txns) ops += t.ops.size();
   Writer w(16 + req.txns.size() * 10 + ops * 8);
   w.PutU64(req.request_id);
+  w.PutVarint(req.session);
   w.PutVarint(req.txns.size());
-  for (const auto& t : req.txns) PutTxn(w, t);
+  uint64_t prev = 0;
+  for (const auto& t : req.txns) {
+    if (req.session != 0) {
+      w.PutVarint(t.seq - prev);
+      prev = t.seq;
+    }
+    PutTxn(w, t);
+  }
   return w.Release();
 }
 
@@ -181,13 +203,24 @@ Status DecodeTxnRequest(std::string_view body, TxnRequest* out) {
   Reader r(body);
   uint64_t n = 0;
   if (!r.GetU64(&out->request_id)) return Bad(kWhat, "truncated request id");
+  if (!GetVarint(r, &out->session)) return Bad(kWhat, "bad session");
   if (!GetVarint(r, &n) || !r.ok()) return Bad(kWhat, "bad txn count");
   if (n > r.remaining() / kMinTxnBytes) return Bad(kWhat, "txn count " + std::to_string(n) + " exceeds the body");
   out->txns.resize(n);
+  uint64_t seq = 0;
   for (uint64_t i = 0; i < n; ++i) {
     storage::Txn& t = out->txns[i];
     t.client = 0;
     t.submit_ns = 0;
+    t.session = out->session;
+    t.seq = 0;
+    if (out->session != 0) {
+      uint64_t delta = 0;
+      if (!GetVarint(r, &delta) || delta == 0 || delta > UINT64_MAX - seq) {
+        return Bad(kWhat, "txn " + std::to_string(i) + ": bad seq (seqs must increase within a request)");
+      }
+      t.seq = seq += delta;
+    }
     uint64_t nops = 0;
     if (!r.GetU64(&t.id) || !GetVarint(r, &nops)) return Bad(kWhat, "txn " + std::to_string(i) + ": truncated");
     if (nops > kMaxOpsPerTxn) {
@@ -226,7 +259,7 @@ void TxnReplyWriter::Begin(uint64_t request_id, uint32_t record_bytes, uint32_t 
 
 void TxnReplyWriter::AddOutcome(ResultCode code, uint64_t batch, uint32_t planner, uint32_t index, uint32_t reads,
                                 std::string_view values) {
-  QR_CHECK(code != ResultCode::kRejected && code != ResultCode::kFailed, "AddOutcome with a reject code");
+  QR_CHECK(!HasDetail(code), "AddOutcome with a detail code");
   QR_CHECK_EQ(values.size(), uint64_t{reads} * record_bytes_);
   QR_CHECK_LT(added_, expected_);
   body_.push_back(static_cast<char>(code));
@@ -239,7 +272,7 @@ void TxnReplyWriter::AddOutcome(ResultCode code, uint64_t batch, uint32_t planne
 }
 
 void TxnReplyWriter::AddRejected(ResultCode code, std::string_view detail) {
-  QR_CHECK(code == ResultCode::kRejected || code == ResultCode::kFailed, "AddRejected with an outcome code");
+  QR_CHECK(HasDetail(code), "AddRejected with an outcome code");
   QR_CHECK_LT(added_, expected_);
   Writer w(8 + detail.size());
   w.PutU8(static_cast<uint8_t>(code));
@@ -267,7 +300,7 @@ std::string EncodeTxnReply(const TxnReply& reply) {
   for (const TxnResult& r : reply.results) reads += r.reads;
   w.Begin(reply.request_id, reply.record_bytes, static_cast<uint32_t>(reply.results.size()), reads);
   for (const TxnResult& r : reply.results) {
-    if (r.code == ResultCode::kRejected || r.code == ResultCode::kFailed) {
+    if (HasDetail(r.code)) {
       w.AddRejected(r.code, r.detail);
     } else {
       w.AddOutcome(r.code, r.batch, r.planner, r.index, r.reads, r.values);
@@ -291,7 +324,7 @@ Status DecodeTxnReply(std::string_view body, TxnReply* out) {
     if (!r.GetU8(&code) || code > kMaxResultCode) return Bad(kWhat, "result " + std::to_string(i) + ": bad code");
     t = TxnResult{};
     t.code = static_cast<ResultCode>(code);
-    if (t.code == ResultCode::kRejected || t.code == ResultCode::kFailed) {
+    if (HasDetail(t.code)) {
       if (!GetString(r, &t.detail)) return Bad(kWhat, "result " + std::to_string(i) + ": bad detail");
       continue;
     }
@@ -344,6 +377,35 @@ Status DecodeNotLeader(std::string_view body, NotLeaderReply* out) {
     return Bad("not-leader reply", "truncated or non-canonical");
   }
   if (!r.done()) return Bad("not-leader reply", "trailing bytes");
+  return Status::Ok();
+}
+
+// --- kOpenSession / kSessionOpened --------------------------------------------------------
+
+std::string EncodeOpenSession(const OpenSession& s) {
+  Writer w(8);
+  w.PutU64(s.request_id);
+  return w.Release();
+}
+
+Status DecodeOpenSession(std::string_view body, OpenSession* out) {
+  Reader r(body);
+  if (!r.GetU64(&out->request_id) || !r.done()) return Bad("open-session request", "expected exactly a request id");
+  return Status::Ok();
+}
+
+std::string EncodeSessionOpened(const SessionOpened& s) {
+  Writer w(20);
+  w.PutU64(s.request_id);
+  w.PutVarint(s.session);
+  return w.Release();
+}
+
+Status DecodeSessionOpened(std::string_view body, SessionOpened* out) {
+  Reader r(body);
+  if (!r.GetU64(&out->request_id) || !GetVarint(r, &out->session)) return Bad("session-opened reply", "truncated");
+  if (out->session == 0) return Bad("session-opened reply", "session 0");
+  if (!r.done()) return Bad("session-opened reply", "trailing bytes");
   return Status::Ok();
 }
 
@@ -407,6 +469,8 @@ std::string EncodeStatusReply(const NodeStatus& s) {
     PutString(w, s.leader);
     w.PutVarint(s.term);
   }
+  w.PutVarint(s.sessions);
+  w.PutVarint(s.session_outcomes);
   return w.Release();
 }
 
@@ -441,6 +505,9 @@ Status DecodeStatusReply(std::string_view body, NodeStatus* out) {
     if (!GetString(r, &key) || !GetString(r, &value)) return Bad("status reply", "truncated or non-canonical loaded key");
   }
   if (!GetString(r, &out->leader) || !GetVarint(r, &out->term)) return Bad("status reply", "truncated leader");
+  if (!GetVarint(r, &out->sessions) || !GetVarint(r, &out->session_outcomes)) {
+    return Bad("status reply", "truncated session counts");
+  }
   if (!r.done()) return Bad("status reply", "trailing bytes");
   return Status::Ok();
 }

@@ -22,6 +22,11 @@
 //   kStatusReply     cluster.sh status).
 //   kFollowerReport  follower -> leader: the follower's state digest after each batch it
 //                    applied (no reply).
+//   kOpenSession     client -> leader: open a client session (docs/sessions.md). The session
+//   kSessionOpened   is opened through the replicated log; the reply carries its id, valid on
+//                    whichever node leads later. A txn request names its session and gives
+//                    every txn a sequence number; a txn sent again with the same (session, seq)
+//                    is answered from the replicated session table, never executed twice.
 //
 // Canonical form: Encode(Decode(bytes)) == bytes for every accepted body (decoders reject
 // overlong varints, unknown codes and trailing bytes), so fuzzers can check round trips.
@@ -55,8 +60,10 @@ enum class MsgType : uint8_t {
   kStatusRequest = 5,
   kStatusReply = 6,
   kFollowerReport = 7,
+  kOpenSession = 8,
+  kSessionOpened = 9,
 };
-constexpr uint8_t kMaxMsgType = 7;
+constexpr uint8_t kMaxMsgType = 9;
 const char* MsgTypeName(MsgType t);
 
 struct FrameHeader {
@@ -73,15 +80,23 @@ std::string Frame(MsgType type, std::string_view body);
 // --- kTxnRequest -------------------------------------------------------------------------
 // A transaction on the wire is its id and ops (storage/txn.h); client and submit_ns are the
 // server's business. Every op carries kind, key, src_key, arg (unused ones are 0).
+// Body: request id (8 bytes, always first: a server that cannot read the rest still names the
+// request), session (varint; 0: none), txn count, txns. With a session every txn starts with
+// its seq as a delta from the previous txn's (the first's from 0): seqs strictly increase in a
+// request (a delta of 0 is malformed), but need not be consecutive (a client resends only what
+// is unanswered). Without one, Txn::seq is 0 and not sent.
 struct TxnRequest {
   uint64_t request_id = 0;
-  std::vector<storage::Txn> txns;
+  uint64_t session = 0;
+  std::vector<storage::Txn> txns;  // Txn::session = session; Txn::seq as sent
 };
 std::string EncodeTxnRequest(const TxnRequest& req);
 // Incremental form for senders that build requests txn by txn: Begin, Add..., Finish.
 class TxnRequestWriter {
  public:
-  void Begin(uint64_t request_id);
+  // `session` 0: txns without a session (their seq is ignored).
+  void Begin(uint64_t request_id, uint64_t session = 0);
+  // With a session, txn.seq must be above the previous txn's (checked).
   void Add(const storage::Txn& txn);
   uint32_t count() const { return count_; }
   // The body (not framed) as a view into the writer, valid until the next Begin: built in place
@@ -91,8 +106,10 @@ class TxnRequestWriter {
   std::string Finish() { return std::string(FinishView()); }
 
  private:
-  static constexpr size_t kRoom = 8 + 10;  // request id + the count's varint, before the txns
+  static constexpr size_t kRoom = 8 + 10 + 10;  // request id, session, count: before the txns
   uint64_t request_id_ = 0;
+  uint64_t session_ = 0;
+  uint64_t prev_seq_ = 0;
   uint32_t count_ = 0;
   std::string buf_;  // kRoom bytes of room, then the txns
 };
@@ -108,8 +125,17 @@ enum class ResultCode : uint8_t {
   kAbortedCascade = 2,  // reserved (commit/outcome.h)
   kRejected = 3,        // bad input (unknown op kind, key out of range, too many ops): never ran
   kFailed = 4,          // not run or not acknowledged: replication failed, node stopping
+  // Session txns sent again (docs/sessions.md):
+  kCommittedNoValues = 5,  // committed earlier, at the position given; its read values are not
+                           // kept (a node that replayed it as a follower never read them)
+  kExpired = 6,            // the session no longer remembers this seq: outcome unknown; it is
+                           // never executed again (detail says why)
 };
-constexpr uint8_t kMaxResultCode = 4;
+constexpr uint8_t kMaxResultCode = 6;
+// Results that carry a detail string instead of a position (rejected, failed, expired).
+inline bool HasDetail(ResultCode c) {
+  return c == ResultCode::kRejected || c == ResultCode::kFailed || c == ResultCode::kExpired;
+}
 const char* ResultCodeName(ResultCode c);
 
 struct TxnResult {
@@ -167,6 +193,19 @@ struct NotLeaderReply {
 };
 std::string EncodeNotLeader(const NotLeaderReply& r);
 Status DecodeNotLeader(std::string_view body, NotLeaderReply* out);
+
+// --- kOpenSession / kSessionOpened --------------------------------------------------------
+struct OpenSession {
+  uint64_t request_id = 0;
+};
+std::string EncodeOpenSession(const OpenSession& r);
+Status DecodeOpenSession(std::string_view body, OpenSession* out);
+struct SessionOpened {
+  uint64_t request_id = 0;
+  uint64_t session = 0;  // >= 1
+};
+std::string EncodeSessionOpened(const SessionOpened& r);
+Status DecodeSessionOpened(std::string_view body, SessionOpened* out);
 
 // --- kStatusRequest / kStatusReply ------------------------------------------------------
 struct StatusRequest {
@@ -228,6 +267,9 @@ struct NodeStatus {
   // and the backend's term (raft) or epoch (zookeeper) of that leadership (0: none).
   std::string leader;
   uint64_t term = 0;
+  // The replicated client-session table (planner/session_table.h): sessions and outcomes held.
+  uint64_t sessions = 0;
+  uint64_t session_outcomes = 0;
 };
 std::string EncodeStatusReply(const NodeStatus& s);
 Status DecodeStatusReply(std::string_view body, NodeStatus* out);

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cinttypes>
 #include <condition_variable>
 #include <cstdio>
@@ -25,6 +26,7 @@
 #include "cluster/row/row_server.h"
 #include "cluster/topology.h"
 #include "common/clock.h"
+#include "common/hash.h"
 #include "common/logging.h"
 #include "common/thread.h"
 #include "planner/eq.h"
@@ -106,6 +108,13 @@ Status ServerImpl::Init(const Config& config, const std::string& node) {
   mode_ = config.GetString("replication.mode");
   drain_timeout_ms_ = config.GetInt("server.drain_timeout_ms");
   corrupt_batch_ = config.GetInt("server.test_corrupt_slice_batch");
+  if (const std::string& f = config.GetString("server.test_kill_before_reply_file"); !f.empty()) {
+    kill_before_reply_file_ = f + "." + node;
+  }
+  session_limits_.max_sessions = static_cast<uint32_t>(config.GetInt("server.session_max_sessions"));
+  session_limits_.max_outcomes_per_session = static_cast<uint32_t>(config.GetInt("server.session_max_outcomes_per_session"));
+  session_limits_.max_outcomes = static_cast<uint64_t>(config.GetInt("server.session_max_outcomes"));
+  session_limits_.max_value_bytes = 0;  // read values are not kept (cluster/session_store.h)
 
   // The initial table: the workload's records; a node of a row holds its own partition's only
   // (the table's dense region is allocated untouched, so with range partitioning the other
@@ -198,6 +207,8 @@ Status ServerImpl::Start() {
     return monitor_->OnReport(r);
   };
   h.report_connection = [this](const std::string& n, bool up) { monitor_->SetConnected(n, up); };
+  h.sessions = true;
+  sessions_ = std::make_unique<SessionStore>(session_limits_);
   const bool replicated = topo_->replication_factor() > 0;
   // The pieces the handlers use exist before the port opens.
   PipelineOptions po = engine_.pipeline;
@@ -213,16 +224,30 @@ Status ServerImpl::Start() {
   service_ = std::make_unique<ClientService>(so, h);
   const bool wrong = c.GetString("server.test_wrong_digest_node") == me_.name;
   const uint64_t wrong_from = static_cast<uint64_t>(c.GetInt("server.test_wrong_digest_batch"));
+  // Every node's sink applies the session entries of every slice (in planned order); outcomes go
+  // to clients only from the batch this node started planning at.
+  auto sink = [this](const std::vector<commit::TxnOutcome>& o) {
+    sink_opened_.clear();
+    sink_answers_.clear();
+    sessions_->Apply(o, &sink_opened_, &sink_answers_);
+    if (o.empty() || o.front().pos.batch < client_from_.load(std::memory_order_acquire)) return;
+    if (!kill_before_reply_file_.empty() && ::access(kill_before_reply_file_.c_str(), F_OK) == 0) {
+      // The test hook: committed and replicated, not answered.
+      Logger("server")->warn("{} test hook: killing itself before answering batch {} (committed, replicated)",
+                             Identity(), o.front().pos.batch);
+      ::raise(SIGKILL);
+    }
+    service_->Answer(sink_answers_);  // duplicates that waited for these outcomes, first
+    service_->OnOutcomes(o, sink_opened_);
+  };
   pipeline_ = std::make_unique<Pipeline>(
-      po, table_.get(), [this](const std::vector<commit::TxnOutcome>& o) { service_->OnOutcomes(o); },
-      [this, wrong, wrong_from](const BatchInfo& b) {
-        monitor_->RecordOwn(b.batch, b.digest);
+      po, table_.get(), std::move(sink), [this, wrong, wrong_from](const BatchInfo& b) {
+        // The session table is replicated state: its digest goes into the one replicas compare.
+        const uint64_t d = b.digest ^ Mix64(sessions_->Digest());
+        monitor_->RecordOwn(b.batch, d);
         // The test hook lies about the digest, so tests can see the leader notice.
-        if (reporter_ && role() != NodeRole::kLeader) {
-          reporter_->RecordApplied(b.batch, wrong && b.batch >= wrong_from ? ~b.digest : b.digest);
-        }
+        if (reporter_ && role() != NodeRole::kLeader) reporter_->RecordApplied(b.batch, wrong && b.batch >= wrong_from ? ~d : d);
       });
-  pipeline_->DeliverOutcomesFrom(UINT64_MAX);
   if (replicated) {
     FollowerFeedOptions fo;
     fo.group = kGroup;
@@ -510,6 +535,10 @@ proto::NodeStatus ServerImpl::NodeStatusNow() const {
     const RowNodeStats rs = row_->node()->row_stats();
     s.committed_txns = rs.home_committed;
     s.aborted_txns = rs.home_aborted;
+  }
+  if (sessions_) {
+    s.sessions = sessions_->sessions();
+    s.session_outcomes = sessions_->outcomes();
   }
   const ClientServiceCounters cc = service_->counters();
   s.rejected_txns = cc.rejected_txns;

@@ -40,6 +40,7 @@
 #include "cluster/pipeline.h"
 #include "cluster/protocol.h"
 #include "cluster/replica_monitor.h"
+#include "cluster/session_store.h"
 #include "cluster/row/row_server.h"
 #include "cluster/topology.h"
 #include "common/config.h"
@@ -132,6 +133,7 @@ class ServerImpl {
   workloads::WorkloadOptions workload_;
   int64_t drain_timeout_ms_ = 0;
   int64_t corrupt_batch_ = -1;  // server.test_corrupt_slice_batch
+  std::string kill_before_reply_file_;  // server.test_kill_before_reply_file + "." + node
 
   std::unique_ptr<storage::Table> table_;
   std::unique_ptr<replication::Replicator> replicator_;
@@ -141,6 +143,15 @@ class ServerImpl {
   std::unique_ptr<ClientService> service_;
   std::unique_ptr<DigestMonitor> monitor_;
   std::unique_ptr<DigestReporter> reporter_;
+  // One partition: the replicated client-session table (every node applies the log to it; the
+  // leader checks txns against it while planning). Created in Start.
+  planner::SessionLimits session_limits_;
+  std::unique_ptr<SessionStore> sessions_;
+  // Outcomes of batches from here on go to clients (Promote sets it; the batches before were
+  // another process's clients'). The sink's scratch (sink calls are serialized).
+  std::atomic<uint64_t> client_from_{UINT64_MAX};
+  std::vector<std::pair<size_t, uint64_t>> sink_opened_;
+  std::vector<SessionAnswer> sink_answers_;
   // A node of a partitioned row (P > 1): its row half (cluster/row/row_server.h).
   std::unique_ptr<RowServer> row_;
   storage::KeyMapper partition_map_;

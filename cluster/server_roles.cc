@@ -1,5 +1,7 @@
 // The role a node of one partition plays, driven by the replication backend (server_impl.h).
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -157,13 +159,30 @@ Status ServerImpl::Promote(bool initial) {
   // slices, so every stream reaches the same batch; planning starts there. Outcomes of the
   // batches before it belong to the old leader's clients: they go nowhere.
   const uint64_t start = *std::max_element(next.begin(), next.end());
-  pipeline_->DeliverOutcomesFrom(start);
+  client_from_.store(start, std::memory_order_release);
   uint64_t padded = 0;
   for (uint32_t p = 0; p < Streams(); ++p) padded += start - next[p];
   QR_RETURN_IF_ERROR(PadStreams(next, start));
-  // 4. Plan from `start` on over the same table.
+  // 4. The session table must hold every txn of the log before the first check (else a txn of
+  // the old leader's that committed but is not applied yet would look new): wait until every
+  // batch below `start` committed here.
+  const int64_t deadline = NowNanos() + drain_timeout_ms_ * 1'000'000;
+  while (pipeline_->committed_batches() < start) {
+    if (Status h = pipeline_->health(); !h.ok()) return Status::Unavailable("applying the replicated batches: " + h.ToString());
+    if (NowNanos() >= deadline) {
+      return Status::Timeout("batches below " + std::to_string(start) + " not committed within server.drain_timeout_ms (" +
+                             std::to_string(pipeline_->committed_batches()) + " committed)");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  // 5. Plan from `start` on over the same table; session txns are checked as they are popped.
   LocalPlannerOptions lpo = engine_.planner;
   lpo.first_batch = start;
+  lpo.admit = [this](uint64_t b, uint32_t p, std::vector<storage::Txn>* txns, size_t from) {
+    std::vector<SessionAnswer> answers;
+    sessions_->Admit(b, p, txns, from, &answers);
+    if (!answers.empty()) service_->Answer(answers);
+  };
   // Followers return no read values, so they get the slice without its plain reads, encoded
   // by the planner as it plans (EncodeSlice(s, kWithoutReads), without a second pass).
   lpo.encode_for_replicas = replicated;

@@ -42,6 +42,8 @@ SliceTally BuildSliceOutcomes(const planner::PlannedSlice& slice, const executor
     o.client = tc.client;
     o.pos = PlannedPos{slice.batch, slice.planner, i};
     o.home_index = tc.home_index;
+    o.session = tc.session;
+    o.seq = tc.seq;
     o.submit_ns = tc.submit_ns;
     o.commit_ns = commit_ns;
     o.write_ops = tc.write_ops;

@@ -41,7 +41,8 @@ bool operator==(const Fragment& a, const Fragment& b) {
 bool operator==(const TxnContext& a, const TxnContext& b) {
   return a.txn_id == b.txn_id && a.client == b.client && a.submit_ns == b.submit_ns && a.fragments == b.fragments &&
          a.write_ops == b.write_ops && a.dep_begin == b.dep_begin && a.deps == b.deps && a.read_begin == b.read_begin &&
-         a.reads == b.reads && a.may_abort == b.may_abort && a.home_index == b.home_index;
+         a.reads == b.reads && a.may_abort == b.may_abort && a.home_index == b.home_index &&
+         a.session == b.session && a.seq == b.seq;
 }
 bool operator==(const PlannedSlice& a, const PlannedSlice& b) {
   return a.batch == b.batch && a.planner == b.planner && a.dep_slots == b.dep_slots &&
@@ -135,6 +136,13 @@ Status DecodeSlice(std::string_view bytes, PlannedSlice* out) {
     r.GetVarint(&deps);
     r.GetVarint(&reads);
     r.GetU8(&ma);
+    uint64_t session = 0, seq = 0;
+    if ((ma & slice_records::kTxnSession) != 0) {
+      r.GetVarint(&session);
+      r.GetVarint(&seq);
+      // Canonical: a record with the flag has a session or a seq (else it would not be set).
+      if (r.ok() && session == 0 && seq == 0) return Corrupt("txn " + std::to_string(i) + ": empty session fields");
+    }
     uint64_t home = i;
     if (row) {
       // Strictly increasing home indices: a delta of at least 1 after the first txn.
@@ -144,7 +152,7 @@ Status DecodeSlice(std::string_view bytes, PlannedSlice* out) {
       if (r.ok() && ((i > 0 && delta == 0) || home > UINT32_MAX)) return Corrupt("bad home index");
     }
     if (!r.ok()) return Corrupt("truncated txn context");
-    if (client > UINT32_MAX || frags > UINT32_MAX || writes > frags || ma > 1) return Corrupt("bad txn context");
+    if (client > UINT32_MAX || frags > UINT32_MAX || writes > frags || ma > 3) return Corrupt("bad txn context");
     const uint64_t dep_begin = next_dep, read_begin = next_read;
     t.submit_ns = 0;
     if (deps > dep_slots - next_dep) {
@@ -162,7 +170,9 @@ Status DecodeSlice(std::string_view bytes, PlannedSlice* out) {
     t.deps = static_cast<uint32_t>(deps);
     t.read_begin = static_cast<uint32_t>(read_begin);
     t.reads = static_cast<uint32_t>(reads);
-    t.may_abort = ma != 0;
+    t.may_abort = (ma & slice_records::kTxnMayAbort) != 0;
+    t.session = session;
+    t.seq = seq;
     t.home_index = static_cast<uint32_t>(home);
     any_may_abort |= t.may_abort;
   }

@@ -112,6 +112,9 @@ struct TxnContext {
   // Its index in the planning (home) node's slice: the txn's id across a row, with (batch,
   // planner). The slice's own index except in row sub-slices, which list a subset.
   uint32_t home_index = 0;
+  // Client sessions (planner/session_table.h): Txn::session and Txn::seq; 0, 0 for none.
+  uint64_t session = 0;
+  uint64_t seq = 0;
 };
 
 struct PlannedSlice {

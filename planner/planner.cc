@@ -22,6 +22,8 @@ void Planner::PlanSlice(uint64_t batch, uint32_t planner, const std::vector<stor
     tc.txn_id = txn.id;
     tc.client = txn.client;
     tc.submit_ns = txn.submit_ns;
+    tc.session = txn.session;
+    tc.seq = txn.seq;
     tc.fragments = 0;
     tc.write_ops = 0;
     tc.dep_begin = dep;

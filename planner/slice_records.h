@@ -16,12 +16,15 @@ namespace qrstore::planner::slice_records {
 constexpr size_t kV = Writer::kMaxVarintBytes;
 // Most bytes each record can take.
 constexpr size_t kMaxHeaderBytes = sizeof kSliceMagic + 5 * kV + 1;  // up to and with the txn count
-constexpr size_t kMaxTxnBytes = 8 + 6 * kV + 1;
+constexpr size_t kMaxTxnBytes = 8 + 8 * kV + 1;
 constexpr size_t kMaxFragBytes = 1 + 5 * kV;
 
 // The header's flags byte.
 constexpr uint8_t kFlagMayAbort = 1;
 constexpr uint8_t kFlagRow = 2;
+// A txn record's flags byte: may abort; has a session (its session and seq follow the byte).
+constexpr uint8_t kTxnMayAbort = 1;
+constexpr uint8_t kTxnSession = 2;
 
 // Magic, batch, planner, dep_slots, read_slots (0 without reads), flags, txn count.
 inline char* PutHeader(char* p, const PlannedSlice& s, bool with_reads, uint64_t ntxns) {
@@ -35,7 +38,8 @@ inline char* PutHeader(char* p, const PlannedSlice& s, bool with_reads, uint64_t
   return Writer::EncodeVarint(p, ntxns);
 }
 
-// Slot ranges are back to back, so their beginnings are not sent; submit_ns is the planning
+// Slot ranges are back to back, so their beginnings are not sent; a session txn's session and
+// seq follow the flags byte (nothing for the others); submit_ns is the planning
 // node's latency bookkeeping and not sent either. In a row sub-slice (`row`) the record ends
 // with home_index - `prev_home` (prev_home: the previous txn's home_index, 0 for the first).
 inline char* PutTxn(char* p, const TxnContext& t, bool with_reads, bool row = false, uint32_t prev_home = 0) {
@@ -46,7 +50,12 @@ inline char* PutTxn(char* p, const TxnContext& t, bool with_reads, bool row = fa
   p = Writer::EncodeVarint(p, t.write_ops);
   p = Writer::EncodeVarint(p, t.deps);
   p = Writer::EncodeVarint(p, with_reads ? t.reads : 0);
-  *p++ = static_cast<char>(t.may_abort ? 1 : 0);
+  const bool session = t.session != 0 || t.seq != 0;
+  *p++ = static_cast<char>((t.may_abort ? kTxnMayAbort : 0) | (session ? kTxnSession : 0));
+  if (session) {
+    p = Writer::EncodeVarint(p, t.session);
+    p = Writer::EncodeVarint(p, t.seq);
+  }
   if (row) p = Writer::EncodeVarint(p, t.home_index - prev_home);
   return p;
 }

@@ -46,10 +46,18 @@ inline bool IsWrite(OpKind k) {
   return k == OpKind::kUpdate || k == OpKind::kDepWrite || k == OpKind::kDebit || k == OpKind::kCredit;
 }
 
+// Txn::session of the entry that opens a client session (no ops; the id it gets is decided
+// when it commits: planner/session_table.h).
+constexpr uint64_t kOpenSession = UINT64_MAX;
+
 struct Txn {
   uint64_t id = 0;         // unique in a run; a deterministic function of the input
   uint32_t client = 0;     // who is told the outcome
   int64_t submit_ns = 0;   // for latency only; never affects an outcome
+  // Client sessions (exactly once across failovers, docs/sessions.md): the session the txn
+  // belongs to and its sequence number there (0, 0: none), or kOpenSession (no ops, seq 0).
+  uint64_t session = 0;
+  uint64_t seq = 0;
   std::vector<Op> ops;
 };
 

@@ -324,7 +324,15 @@ int main(int argc, char** argv) {
       planner::Planner p(storage::KeyMapper(range_map ? storage::KeyMapper::Kind::kRange : storage::KeyMapper::Kind::kHash,
                                             ranges, 256));
       planner::PlannedSlice s;
-      p.PlanSlice(seed, 0, Txns(seed * 7 + ranges, 3 + seed * 2, 256), &s);
+      std::vector<storage::Txn> txns = Txns(seed * 7 + ranges, 3 + seed * 2, 256);
+      // Client sessions (docs/sessions.md): an open-session entry and txns with session and seq.
+      txns[0].session = storage::kOpenSession;
+      txns[0].ops.clear();
+      for (size_t i = 1; i < txns.size(); i += 2) {
+        txns[i].session = ranges;
+        txns[i].seq = 1000 * seed + i;
+      }
+      p.PlanSlice(seed, 0, txns, &s);
       Write(root / "fuzz_slice", "seed-" + std::to_string(n++), std::string(1, range_map ? '\1' : '\0') + planner::EncodeSlice(s));
     }
   }
@@ -367,6 +375,11 @@ int main(int argc, char** argv) {
   req.request_id = 7;
   req.txns = Txns(3, 4, 1000);
   Write(root / "fuzz_client_messages", "txn-request", std::string(1, '\0') + proto::EncodeTxnRequest(req));
+  req.session = 3;
+  for (size_t i = 0; i < req.txns.size(); ++i) req.txns[i].seq = 5 + i * i;
+  Write(root / "fuzz_client_messages", "txn-request-session", std::string(1, '\0') + proto::EncodeTxnRequest(req));
+  Write(root / "fuzz_client_messages", "open-session", std::string(1, '\7') + proto::EncodeOpenSession({8}));
+  Write(root / "fuzz_client_messages", "session-opened", std::string(1, '\10') + proto::EncodeSessionOpened({8, 300}));
   proto::TxnReply rep;
   rep.request_id = 7;
   rep.record_bytes = 4;
@@ -380,6 +393,14 @@ int main(int argc, char** argv) {
   rej.code = proto::ResultCode::kRejected;
   rej.detail = "op 0: key 9 out of range [0, 5)";
   rep.results.push_back(rej);
+  proto::TxnResult retried;  // a retry answered from the session table
+  retried.code = proto::ResultCode::kCommittedNoValues;
+  retried.batch = 2;
+  rep.results.push_back(retried);
+  proto::TxnResult expired;
+  expired.code = proto::ResultCode::kExpired;
+  expired.detail = "session 3 seq 1: below the floor 7";
+  rep.results.push_back(expired);
   Write(root / "fuzz_client_messages", "txn-reply", std::string(1, '\1') + proto::EncodeTxnReply(rep));
   Write(root / "fuzz_client_messages", "error",
         std::string(1, '\2') + proto::EncodeError({4, StatusCode::kUnavailable, "stopping"}));
@@ -393,6 +414,8 @@ int main(int argc, char** argv) {
   st.followers.push_back(proto::FollowerView{"n1", true, 4, 0, 4, 0, true, false, ""});
   st.leader = "n0";
   st.term = 3;
+  st.sessions = 4;
+  st.session_outcomes = 1200;
   Write(root / "fuzz_client_messages", "status-reply", std::string(1, '\5') + proto::EncodeStatusReply(st));
   Write(root / "fuzz_client_messages", "follower-report",
         std::string(1, '\6') + proto::EncodeFollowerReport({"n1", 3, false, {{1, 2}, {2, 3}}}));

@@ -104,10 +104,12 @@ void FakeServer::ReadLoop(Conn* c) {
     f.body.resize(h.body_bytes);
     if (h.body_bytes > 0 && !c->stream->ReadFull(f.body.data(), f.body.size())) break;
     if (h.type == static_cast<uint8_t>(MsgType::kTxnRequest) && f.body.size() >= 8 + 1) {
-      // The txn count follows the 8-byte id as a varint; decoding the whole request here would
-      // do the responder's work twice: the count is enough to track what is in flight.
+      // The session and the txn count follow the 8-byte id as varints; decoding the whole
+      // request here would do the responder's work twice: the count is enough to track what is
+      // in flight.
       Reader r(std::string_view(f.body).substr(8));
-      if (r.GetVarint(&f.txns)) {
+      uint64_t session = 0;
+      if (r.GetVarint(&session) && r.GetVarint(&f.txns)) {
         const uint64_t now = c->unanswered.fetch_add(f.txns) + f.txns;
         uint64_t seen = max_inflight_.load();
         while (now > seen && !max_inflight_.compare_exchange_weak(seen, now)) {
@@ -138,6 +140,15 @@ std::string FakeServer::Answer(Conn*, uint8_t type, const std::string& body) {
     proto::NodeStatus s = Status_();
     s.request_id = req.request_id;
     return proto::Frame(MsgType::kStatusReply, proto::EncodeStatusReply(s));
+  }
+  if (type == static_cast<uint8_t>(MsgType::kOpenSession)) {
+    proto::OpenSession req;
+    if (!proto::DecodeOpenSession(body, &req).ok()) return "";
+    if (opt_.follower) {
+      return proto::Frame(MsgType::kNotLeader,
+                          proto::EncodeNotLeader({req.request_id, opt_.leader_node, opt_.leader_address}));
+    }
+    return proto::Frame(MsgType::kSessionOpened, proto::EncodeSessionOpened({req.request_id, ++sessions_}));
   }
   if (type != static_cast<uint8_t>(MsgType::kTxnRequest)) {
     return proto::Frame(MsgType::kError, proto::EncodeError({0, StatusCode::kInvalidArgument, "fake: unexpected type"}));

@@ -87,6 +87,8 @@ class FakeServer {
 
  private:
   struct Conn;
+  std::atomic<uint64_t> sessions_{0};  // ids handed out by kOpenSession (no session table: a
+                                       // txn sent again is applied again)
   void AcceptLoop();
   void ReadLoop(Conn* c);
   void WriteLoop(Conn* c);

@@ -68,6 +68,8 @@ server:
   max_message_bytes: {MAX_MSG}
   max_inflight_txns_per_connection: 2000
   dump_state_dir: {tmp}
+  session_max_sessions: 8
+  session_max_outcomes_per_session: 50
 """)
     up = run(SRC + "/scripts/cluster.sh", "up", cfg, check=False)
     if up.returncode != 0:
@@ -149,7 +151,7 @@ def body(leader, follower):
     f = c.read_frame()
     expect(f is not None and f[0] == qp.T_ERROR and "unexpected message type 99" in qp.parse_error(f[1])[2],
            "an unknown message type gets an error naming it")
-    c.send(qp.frame(qp.T_TXN_REQUEST, struct.pack("<Q", 5) + qp.varint(1 << 30)))
+    c.send(qp.frame(qp.T_TXN_REQUEST, struct.pack("<Q", 5) + qp.varint(0) + qp.varint(1 << 30)))
     f = c.read_frame()
     expect(f is not None and f[0] == qp.T_ERROR and qp.parse_error(f[1])[0] == 5 and
            "exceeds the body" in qp.parse_error(f[1])[2], "a malformed request gets an error with its request id")
@@ -209,8 +211,78 @@ def body(leader, follower):
     expect(not t.is_alive(), "the well-behaved client finished")
     expect(results and results[0][0] == "codes" and len(results[0][1]) == 4000 and set(results[0][1]) == {0},
            "the well-behaved client's 4000 txns all committed (%s)" % (results[0][0] if results else "none"))
+    sessions(leader)
     s = qp.status(leader)
     expect(s["state"] == "serving" and s["role"] == "leader", "the leader still serves: %s" % s)
+
+
+def read_counter(c, rid, key):
+    """The counter of `key` (the first 8 bytes of its record), by a read without a session."""
+    c.send(qp.frame(qp.T_TXN_REQUEST, qp.txn_request(rid, [(9, [(qp.KIND_READ, key, 0, 0)])])))
+    f = c.read_frame()
+    _, res = qp.parse_reply(f[1], positions=True)
+    return struct.unpack("<q", res[0][3][:8])[0]
+
+
+def session_request(c, rid, sid, seqs, key):
+    """Seqs[i] updates then reads `key`; -> the results (code, detail, pos, values)."""
+    txns = [(s, [(qp.KIND_UPDATE, key, 0, 0), (qp.KIND_READ, key, 0, 0)]) for s in seqs]
+    c.send(qp.frame(qp.T_TXN_REQUEST, qp.txn_request(rid, txns, session=sid, seqs=seqs)))
+    f = c.read_frame()
+    if f is None or f[0] != qp.T_TXN_REPLY:
+        sys.exit("FAIL: request %d: %r" % (rid, f))
+    got_rid, res = qp.parse_reply(f[1], positions=True)
+    assert got_rid == rid
+    return res
+
+
+def sessions(leader):
+    """Client sessions (docs/sessions.md): retries answered from the table, never run twice; bad
+    seqs, unknown sessions and a flood of sessions get their statuses (this cluster remembers 8
+    sessions and 50 outcomes per session)."""
+    c = qp.Conn(leader)
+    sid = qp.open_session(c, 21)
+    expect(sid >= 1, f"a session opens through the log (id {sid})")
+    k = 11
+    before = read_counter(c, 22, k)
+    first = session_request(c, 30, sid, [1, 2], k)
+    expect([r[0] for r in first] == [qp.COMMITTED, qp.COMMITTED], "seqs 1 and 2 commit: %s" % [r[:3] for r in first])
+    again = session_request(c, 31, sid, [1, 2, 3], k)
+    expect([r[0] for r in again[:2]] == [qp.COMMITTED_NO_VALUES] * 2 and
+           [r[2] for r in again[:2]] == [r[2] for r in first] and again[2][0] == qp.COMMITTED,
+           "seqs 1 and 2 sent again are answered from the session table at their original positions; "
+           "seq 3 beside them runs: %s" % [r[:3] for r in again])
+    expect(read_counter(c, 32, k) == before + 3, "the record was updated 3 times, not 5 (nothing ran twice)")
+
+    res = session_request(c, 33, sid, [3 + 50 + 10], k)
+    expect(res[0][0] == qp.REJECTED and "skips far ahead" in res[0][1], "a seq far ahead is rejected: %s" % res[0][1])
+    res = session_request(c, 34, sid + 1000, [1], k)
+    expect(res[0][0] == qp.REJECTED and "unknown" in res[0][1], "an unknown session is rejected: %s" % res[0][1])
+    res = session_request(c, 35, 2**64 - 1, [1], k)
+    expect(res[0][0] == qp.REJECTED and "not a session id" in res[0][1],
+           "the open-session marker is no session id: %s" % res[0][1])
+    # (two txns: seq delta 5, then a delta of 0)
+    c.send(qp.frame(qp.T_TXN_REQUEST, struct.pack("<Q", 36) + qp.varint(sid) + qp.varint(2) + qp.varint(5) +
+                    struct.pack("<Q", 1) + qp.varint(0) + qp.varint(0) + struct.pack("<Q", 2) + qp.varint(0)))
+    f = c.read_frame()
+    expect(f is not None and f[0] == qp.T_ERROR and "bad seq" in qp.parse_error(f[1])[2],
+           "seqs that do not increase within a request: an error reply")
+    # Past 50 outcomes the session forgets the oldest: seq 1 sent again is expired, not run.
+    res = session_request(c, 37, sid, list(range(4, 64)), 12)
+    expect(all(r[0] == qp.COMMITTED for r in res), "60 more seqs commit")
+    res = session_request(c, 38, sid, [1], k)
+    expect(res[0][0] == qp.EXPIRED and "not executed again" in res[0][1], "a forgotten seq is expired: %s" % res[0][1])
+    expect(read_counter(c, 39, k) == before + 3, "and did not run")
+    # A flood of sessions: at most 8 are kept; the least recently active go first.
+    newest = [qp.open_session(c, 100 + i) for i in range(20)]
+    res = session_request(c, 40, sid, [70], k)
+    expect(res[0][0] == qp.REJECTED and "unknown" in res[0][1],
+           "after 20 more opens the least recently active session is forgotten (8 kept): %s" % res[0][1])
+    res = session_request(c, 41, newest[-1], [1], k)
+    expect(res[0][0] == qp.COMMITTED, "the newest session works")
+    res = session_request(c, 42, newest[-9], [1], k)
+    expect(res[0][0] == qp.REJECTED, "the ninth newest is forgotten too")
+    c.close()
 
 
 if __name__ == "__main__":

@@ -6,6 +6,10 @@ import struct
 
 KIND_READ, KIND_UPDATE = 0, 1
 T_TXN_REQUEST, T_TXN_REPLY, T_ERROR, T_NOT_LEADER, T_STATUS_REQUEST, T_STATUS_REPLY = 1, 2, 3, 4, 5, 6
+T_OPEN_SESSION, T_SESSION_OPENED = 8, 9
+# Result codes (cluster/protocol.h ResultCode); the ones that carry a detail string.
+COMMITTED, ABORTED_LOGIC, REJECTED, FAILED, COMMITTED_NO_VALUES, EXPIRED = 0, 1, 3, 4, 5, 6
+DETAIL_CODES = (REJECTED, FAILED, EXPIRED)
 
 
 def varint(v):
@@ -21,10 +25,15 @@ def frame(msg_type, body, version=1):
     return b"QR" + bytes([version, msg_type]) + struct.pack("<I", len(body)) + body
 
 
-def txn_request(request_id, txns):
-    """txns: [(txn_id, [(kind, key, src_key, arg), ...]), ...]"""
-    b = struct.pack("<Q", request_id) + varint(len(txns))
-    for tid, ops in txns:
+def txn_request(request_id, txns, session=0, seqs=None):
+    """txns: [(txn_id, [(kind, key, src_key, arg), ...]), ...]; with a session, seqs[i] is txn
+    i's sequence number (increasing)."""
+    b = struct.pack("<Q", request_id) + varint(session) + varint(len(txns))
+    prev = 0
+    for i, (tid, ops) in enumerate(txns):
+        if session:
+            b += varint(seqs[i] - prev)
+            prev = seqs[i]
         b += struct.pack("<Q", tid) + varint(len(ops))
         for kind, key, src, arg in ops:
             b += bytes([kind]) + varint(key) + varint(src) + varint(arg)
@@ -58,21 +67,35 @@ class Reader:
         return self.d[self.i - n:self.i].decode()
 
 
-def parse_reply(body):
-    """-> (request_id, [(code, detail_or_None)])"""
+def parse_reply(body, positions=False):
+    """-> (request_id, [(code, detail_or_None)]); with positions, each result is
+    (code, detail_or_None, (batch, planner, index) or None, read values bytes)."""
     r = Reader(body)
     rid, rec, n = r.u64(), r.varint(), r.varint()
     out = []
     for _ in range(n):
         code = r.u8()
-        if code in (3, 4):
-            out.append((code, r.string()))
+        if code in DETAIL_CODES:
+            d = r.string()
+            out.append((code, d, None, b"") if positions else (code, d))
         else:
-            r.varint(); r.varint(); r.varint()
+            pos = (r.varint(), r.varint(), r.varint())
             reads = r.varint()
+            values = r.d[r.i:r.i + reads * rec]
             r.i += reads * rec
-            out.append((code, None))
+            out.append((code, None, pos, values) if positions else (code, None))
     return rid, out
+
+
+def open_session(conn, request_id=1):
+    """Opens a session on `conn` (the leader); -> its id."""
+    conn.send(frame(T_OPEN_SESSION, struct.pack("<Q", request_id)))
+    f = conn.read_frame()
+    if f is None or f[0] != T_SESSION_OPENED:
+        raise AssertionError("open-session: got %r" % (f,))
+    r = Reader(f[1])
+    assert r.u64() == request_id
+    return r.varint()
 
 
 def parse_error(body):

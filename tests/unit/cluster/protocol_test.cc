@@ -72,11 +72,12 @@ TEST_CASE("protocol: every truncation, trailing byte and overlong varint of a re
   TxnRequest got;
   for (size_t n = 0; n < body.size(); ++n) CHECK_FALSE(DecodeTxnRequest(body.substr(0, n), &got).ok());
   CHECK(DecodeTxnRequest(body + "x", &got).message().find("trailing") != std::string::npos);
-  // The count varint (byte 8 = 4) written in two bytes: same value, not canonical.
-  std::string overlong = body.substr(0, 8) + std::string("\x84\x00", 2) + body.substr(9);
+  // The count varint (byte 9 = 4, after the session's byte 8 = 0) written in two bytes: same
+  // value, not canonical.
+  std::string overlong = body.substr(0, 9) + std::string("\x84\x00", 2) + body.substr(10);
   CHECK_FALSE(DecodeTxnRequest(overlong, &got).ok());
   // A count far beyond the body is refused before allocating.
-  std::string huge = body.substr(0, 8) + std::string("\xff\xff\xff\xff\x0f", 5);
+  std::string huge = body.substr(0, 9) + std::string("\xff\xff\xff\xff\x0f", 5);
   CHECK(DecodeTxnRequest(huge, &got).message().find("exceeds the body") != std::string::npos);
   // Too many ops in one txn.
   Txn big;
@@ -84,6 +85,65 @@ TEST_CASE("protocol: every truncation, trailing byte and overlong varint of a re
   TxnRequest r2;
   r2.txns.push_back(big);
   CHECK(DecodeTxnRequest(EncodeTxnRequest(r2), &got).message().find("at most 1024") != std::string::npos);
+}
+
+TEST_CASE("protocol: session requests carry increasing seqs; open-session messages round trip") {
+  TxnRequest req;
+  req.request_id = 12;
+  req.session = 300;
+  for (uint64_t seq : {1ull, 2ull, 7ull, 1000000ull}) {
+    Txn t = MakeTxn(seq * 10, {Op{OpKind::kUpdate, seq, 0, 0}});
+    t.session = 300;
+    t.seq = seq;
+    req.txns.push_back(t);
+  }
+  const std::string body = EncodeTxnRequest(req);
+  TxnRequestWriter w;
+  w.Begin(12, 300);
+  for (const Txn& t : req.txns) w.Add(t);
+  CHECK(w.Finish() == body);
+  TxnRequest got;
+  REQUIRE(DecodeTxnRequest(body, &got).ok());
+  CHECK(got.session == 300);
+  REQUIRE(got.txns.size() == 4);
+  CHECK(got.txns[2].seq == 7);
+  CHECK(got.txns[3].seq == 1000000);
+  CHECK(got.txns[3].session == 300);
+  CHECK(EncodeTxnRequest(got) == body);
+  for (size_t n = 0; n < body.size(); ++n) CHECK_FALSE(DecodeTxnRequest(body.substr(0, n), &got).ok());
+  // A seq that does not increase (a delta of 0) is malformed.
+  req.txns[1].seq = 1;
+  CHECK(DecodeTxnRequest(EncodeTxnRequest(req), &got).message().find("bad seq") != std::string::npos);
+  // Without a session no seq is sent, whatever Txn::seq says.
+  TxnRequest plain;
+  plain.txns.push_back(MakeTxn(1, {}));
+  plain.txns[0].seq = 99;
+  REQUIRE(DecodeTxnRequest(EncodeTxnRequest(plain), &got).ok());
+  CHECK(got.txns[0].seq == 0);
+  CHECK(got.txns[0].session == 0);
+
+  OpenSession os{41}, os2;
+  REQUIRE(DecodeOpenSession(EncodeOpenSession(os), &os2).ok());
+  CHECK(os2.request_id == 41);
+  CHECK_FALSE(DecodeOpenSession(EncodeOpenSession(os) + "x", &os2).ok());
+  SessionOpened so{41, 123456}, so2;
+  REQUIRE(DecodeSessionOpened(EncodeSessionOpened(so), &so2).ok());
+  CHECK(so2.session == 123456);
+  CHECK(DecodeSessionOpened(EncodeSessionOpened({41, 0}), &so2).message().find("session 0") != std::string::npos);
+
+  // The answers of retries: committed without values (a position), expired (a detail).
+  TxnReplyWriter rw;
+  rw.Begin(5, 8, 2, 0);
+  rw.AddOutcome(ResultCode::kCommittedNoValues, 4, 1, 2, 0, "");
+  rw.AddRejected(ResultCode::kExpired, "session 3 seq 1 expired");
+  const std::string rb = rw.Finish();
+  TxnReply rep;
+  REQUIRE(DecodeTxnReply(rb, &rep).ok());
+  CHECK(rep.results[0].code == ResultCode::kCommittedNoValues);
+  CHECK(rep.results[0].batch == 4);
+  CHECK(rep.results[1].code == ResultCode::kExpired);
+  CHECK(rep.results[1].detail == "session 3 seq 1 expired");
+  CHECK(EncodeTxnReply(rep) == rb);
 }
 
 TEST_CASE("protocol: replies carry outcomes, read values and reject details in order") {
@@ -190,6 +250,8 @@ TEST_CASE("protocol: random bytes never crash a decoder and what decodes re-enco
   FollowerReport fr;
   ErrorReply er;
   NotLeaderReply nl;
+  OpenSession os;
+  SessionOpened so;
   for (int i = 0; i < 20000; ++i) {
     std::string b(rng.Uniform(64), '\0');
     for (char& c : b) c = static_cast<char>(rng.Uniform(4) == 0 ? 0 : rng.Next());
@@ -199,5 +261,7 @@ TEST_CASE("protocol: random bytes never crash a decoder and what decodes re-enco
     if (DecodeFollowerReport(b, &fr).ok()) CHECK(EncodeFollowerReport(fr) == b);
     if (DecodeError(b, &er).ok()) CHECK(EncodeError(er) == b);
     if (DecodeNotLeader(b, &nl).ok()) CHECK(EncodeNotLeader(nl) == b);
+    if (DecodeOpenSession(b, &os).ok()) CHECK(EncodeOpenSession(os) == b);
+    if (DecodeSessionOpened(b, &so).ok()) CHECK(EncodeSessionOpened(so) == b);
   }
 }

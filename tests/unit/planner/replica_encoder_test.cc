@@ -26,7 +26,14 @@ TEST_CASE("replica encoder: bytes equal EncodeSlice(kWithoutReads) for every op 
     g.abort_per_100 = seed % 3 == 0 ? 10 : 0;
     g.debit_per_100 = seed % 5 == 0 ? 10 : 0;
     const size_t n = seed % 10 == 0 ? 0 : static_cast<size_t>(seed * 37 % 700);
-    const auto txns = testing::RandomTxns(seed, n, g);
+    auto txns = testing::RandomTxns(seed, n, g);
+    // Some txns of client sessions (their session and seq travel in the slice), one an
+    // open-session entry (no ops).
+    for (size_t i = 0; i < txns.size(); i += 3) {
+      txns[i].session = i == 0 ? storage::kOpenSession : 1 + i % 4;
+      txns[i].seq = i == 0 ? 0 : i * 1000;
+      if (i == 0) txns[i].ops.clear();
+    }
     const uint32_t ranges = 1 + static_cast<uint32_t>(seed % 5);
     planner::Planner p(KeyMapper(seed % 2 ? KeyMapper::Kind::kHash : KeyMapper::Kind::kRange, ranges, g.keys));
     PlannedSlice plain, encoded;

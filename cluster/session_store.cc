@@ -1,0 +1,135 @@
+#include "cluster/session_store.h"
+
+#include <utility>
+
+namespace qrstore::cluster {
+
+namespace {
+
+using proto::ResultCode;
+
+ResultCode CodeOf(commit::TxnStatus s) {
+  switch (s) {
+    case commit::TxnStatus::kCommitted:
+      return ResultCode::kCommitted;
+    case commit::TxnStatus::kAbortedLogic:
+      return ResultCode::kAbortedLogic;
+    case commit::TxnStatus::kAbortedCascade:
+      return ResultCode::kAbortedCascade;
+  }
+  return ResultCode::kAbortedLogic;
+}
+
+}  // namespace
+
+void SessionStore::Admit(uint64_t batch, uint32_t planner, std::vector<storage::Txn>* txns, size_t from,
+                         std::vector<SessionAnswer>* answers) {
+  std::vector<storage::Txn>& t = *txns;
+  // Nothing to look at (the common case without sessions): no lock.
+  size_t first = from;
+  while (first < t.size() && (t[first].session == 0 || t[first].session == storage::kOpenSession)) ++first;
+  if (first == t.size()) return;
+  std::lock_guard<std::mutex> lk(mu_);
+  size_t out = first;
+  for (size_t i = first; i < t.size(); ++i) {
+    storage::Txn& x = t[i];
+    if (x.session != 0 && x.session != storage::kOpenSession) {
+      const planner::SessionOutcome* done = nullptr;
+      const planner::Verdict v = table_.Check(x.session, x.seq, &done);
+      if (v != planner::Verdict::kNew) {
+        SessionAnswer a;
+        a.client = x.client;
+        a.session = x.session;
+        a.seq = x.seq;
+        switch (v) {
+          case planner::Verdict::kDone:
+            ++counters_.duplicates;
+            a.code = CodeOf(done->status);
+            // The table keeps no read values (see the header): a committed txn that read
+            // something says so instead of returning no values as if it had read none.
+            if (a.code == ResultCode::kCommitted && storage::ReadOps(x) > 0) a.code = ResultCode::kCommittedNoValues;
+            a.pos = done->pos;
+            break;
+          case planner::Verdict::kInFlight:
+            ++counters_.duplicates;
+            waiters_.emplace(std::make_pair(x.session, x.seq), Waiter{x.client});
+            continue;  // answered by Apply
+          case planner::Verdict::kExpired:
+            ++counters_.expired;
+            a.code = ResultCode::kExpired;
+            table_.Check(x.session, x.seq, nullptr, &a.detail);
+            a.detail += ": outcome unknown; it is not executed again";
+            break;
+          default:  // kUnknownSession, kBadSeq
+            ++counters_.refused;
+            a.code = ResultCode::kRejected;
+            table_.Check(x.session, x.seq, nullptr, &a.detail);
+            break;
+        }
+        answers->push_back(std::move(a));
+        continue;
+      }
+      table_.MarkInFlight(x.session, x.seq, commit::PlannedPos{batch, planner, static_cast<uint32_t>(out)});
+    }
+    if (out != i) t[out] = std::move(x);
+    ++out;
+  }
+  t.resize(out);
+}
+
+void SessionStore::Apply(const std::vector<commit::TxnOutcome>& outcomes,
+                         std::vector<std::pair<size_t, uint64_t>>* opened, std::vector<SessionAnswer>* answers) {
+  std::unique_lock<std::mutex> lk(mu_, std::defer_lock);
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    const commit::TxnOutcome& o = outcomes[i];
+    if (o.session == 0) continue;
+    if (!lk.owns_lock()) lk.lock();
+    if (o.session == storage::kOpenSession) {
+      opened->emplace_back(i, table_.Open(o.pos));
+      ++counters_.opened;
+      continue;
+    }
+    table_.Record(o.session, o.seq, o.pos, o.status, {}, /*values_known=*/false);
+    if (waiters_.empty()) continue;
+    auto [begin, end] = waiters_.equal_range({o.session, o.seq});
+    for (auto it = begin; it != end; ++it) {
+      SessionAnswer a;
+      a.client = it->second.client;
+      a.session = o.session;
+      a.seq = o.seq;
+      a.code = CodeOf(o.status);
+      a.pos = o.pos;
+      if (a.code == ResultCode::kCommitted) {
+        a.reads = o.reads;
+        a.values.assign(o.values);
+      }
+      answers->push_back(std::move(a));
+    }
+    waiters_.erase(begin, end);
+  }
+}
+
+void SessionStore::ClearInFlight() {
+  std::lock_guard<std::mutex> lk(mu_);
+  table_.ClearInFlight();
+  waiters_.clear();
+}
+
+uint64_t SessionStore::Digest() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return table_.Digest();
+}
+size_t SessionStore::sessions() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return table_.sessions();
+}
+uint64_t SessionStore::outcomes() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return table_.outcomes();
+}
+SessionStoreCounters SessionStore::counters() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return counters_;
+}
+
+}  // namespace qrstore::cluster

@@ -1,0 +1,91 @@
+// SessionStore: a node's replicated client-session table (planner/session_table.h) with the
+// lock and the bookkeeping that wire it into the node (docs/sessions.md).
+//
+// Who calls what:
+//  - every replica, commit sink (one thread at a time, in global planned order): Apply(slice's
+//    outcomes): an open-session entry opens a session (ids 1, 2, 3, ... in log order), a session
+//    txn's fate is recorded. So every replica holds the same table, and its Digest() goes into
+//    the state digest the followers report.
+//  - the leader, planner thread holding the planners' token (so in planned order): Admit(the
+//    txns just popped). A session txn the table calls new is kept (and marked in flight at its
+//    slice position); any other is taken out of the slice and answered: decided earlier (its
+//    original fate and position; read values are not kept, see below), expired, unknown
+//    session, bad seq. One still in flight (planned by this leader, not committed) is answered
+//    when its original's outcome is applied, with that outcome and its read values.
+// A txn sent again is thus never planned twice: duplicates never enter the log.
+//
+// Read values. Followers replay slices without plain reads (planner/eq.h kWithoutReads), so no
+// node keeps read values in the table: an answer from the table for a committed txn with reads
+// is ResultCode::kCommittedNoValues (its fate and position, not its values). See
+// docs/sessions.md for the measured alternative.
+//
+// Thread-safety: every call takes the store's lock; answers are returned to the caller, which
+// delivers them outside it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cluster/protocol.h"
+#include "commit/outcome.h"
+#include "planner/session_table.h"
+#include "storage/txn.h"
+
+namespace qrstore::cluster {
+
+// A session txn answered without being planned (or when its original was applied).
+struct SessionAnswer {
+  uint32_t client = 0;  // the connection (Txn::client)
+  uint64_t session = 0;
+  uint64_t seq = 0;
+  proto::ResultCode code = proto::ResultCode::kCommitted;
+  commit::PlannedPos pos;  // decided ones
+  uint32_t reads = 0;      // kCommitted: values held
+  std::string values;
+  std::string detail;      // kRejected / kExpired: why
+};
+
+struct SessionStoreCounters {
+  uint64_t opened = 0;          // sessions opened (applied)
+  uint64_t duplicates = 0;      // leader: txns answered from the table (decided or in flight)
+  uint64_t expired = 0;         // leader: answered kExpired
+  uint64_t refused = 0;         // leader: unknown session or bad seq
+};
+
+class SessionStore {
+ public:
+  explicit SessionStore(planner::SessionLimits limits) : table_(limits) {}
+
+  // Leader, planner thread with the token, before planning slice (batch, planner): filters
+  // txns[from..] in place (kept ones keep their order and will sit at their index in the
+  // slice) and appends the answers of the ones taken out.
+  void Admit(uint64_t batch, uint32_t planner, std::vector<storage::Txn>* txns, size_t from,
+             std::vector<SessionAnswer>* answers);
+  // Every replica, the commit sink, in planned order: the outcomes of one slice. Appends
+  // (index in `outcomes`, session id) for every open-session entry, and the answers of
+  // duplicates that waited for these outcomes.
+  void Apply(const std::vector<commit::TxnOutcome>& outcomes, std::vector<std::pair<size_t, uint64_t>>* opened,
+             std::vector<SessionAnswer>* answers);
+  // The leader lost leadership: forget in-flight marks and waiters.
+  void ClearInFlight();
+
+  uint64_t Digest() const;
+  size_t sessions() const;
+  uint64_t outcomes() const;
+  SessionStoreCounters counters() const;
+
+ private:
+  struct Waiter {
+    uint32_t client = 0;
+  };
+  mutable std::mutex mu_;
+  planner::SessionTable table_;                                  // guarded by mu_
+  std::multimap<std::pair<uint64_t, uint64_t>, Waiter> waiters_;  // guarded by mu_: (session, seq)
+  SessionStoreCounters counters_;                                // guarded by mu_
+};
+
+}  // namespace qrstore::cluster

@@ -1,0 +1,164 @@
+#include <catch2/catch.hpp>
+
+#include "cluster/session_store.h"
+
+using namespace qrstore;
+using namespace qrstore::cluster;
+using commit::PlannedPos;
+using commit::TxnOutcome;
+using commit::TxnStatus;
+using proto::ResultCode;
+
+namespace {
+
+storage::Txn SessionTxn(uint64_t session, uint64_t seq, uint32_t client = 7, bool reads = false) {
+  storage::Txn t;
+  t.id = session * 1000 + seq;
+  t.client = client;
+  t.session = session;
+  t.seq = seq;
+  t.ops.push_back(storage::Op{reads ? storage::OpKind::kRead : storage::OpKind::kUpdate, seq, 0, 0});
+  return t;
+}
+
+storage::Txn OpenTxn() {
+  storage::Txn t;
+  t.session = storage::kOpenSession;
+  return t;
+}
+
+// The outcomes a slice of `txns` planned at (batch, 0) would get (all committed unless told).
+std::vector<TxnOutcome> Outcomes(uint64_t batch, const std::vector<storage::Txn>& txns,
+                                 TxnStatus status = TxnStatus::kCommitted) {
+  std::vector<TxnOutcome> out;
+  for (uint32_t i = 0; i < txns.size(); ++i) {
+    TxnOutcome o;
+    o.txn_id = txns[i].id;
+    o.client = txns[i].client;
+    o.status = status;
+    o.pos = PlannedPos{batch, 0, i};
+    o.session = txns[i].session;
+    o.seq = txns[i].seq;
+    out.push_back(o);
+  }
+  return out;
+}
+
+struct Applied {
+  std::vector<std::pair<size_t, uint64_t>> opened;
+  std::vector<SessionAnswer> answers;
+};
+Applied Apply(SessionStore& s, const std::vector<TxnOutcome>& o) {
+  Applied a;
+  s.Apply(o, &a.opened, &a.answers);
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("session store: opens in log order, admits new txns, answers what was decided") {
+  planner::SessionLimits limits;
+  SessionStore leader(limits), follower(limits);
+  // Two open-session entries and a txn without a session in one slice: ids 1 and 2.
+  std::vector<storage::Txn> slice = {OpenTxn(), storage::Txn{}, OpenTxn()};
+  std::vector<SessionAnswer> answers;
+  leader.Admit(0, 0, &slice, 0, &answers);
+  CHECK(slice.size() == 3);
+  CHECK(answers.empty());
+  for (SessionStore* s : {&leader, &follower}) {
+    Applied a = Apply(*s, Outcomes(0, slice));
+    REQUIRE(a.opened.size() == 2);
+    CHECK(a.opened[0] == std::make_pair(size_t{0}, uint64_t{1}));
+    CHECK(a.opened[1] == std::make_pair(size_t{2}, uint64_t{2}));
+  }
+  CHECK(leader.sessions() == 2);
+
+  // Batch 1: session 1 seqs 1 and 2 (new), a plain txn between them: all kept, in order.
+  std::vector<storage::Txn> b1 = {SessionTxn(1, 1), storage::Txn{}, SessionTxn(1, 2, 7, /*reads=*/true)};
+  leader.Admit(1, 0, &b1, 0, &answers);
+  REQUIRE(b1.size() == 3);
+  CHECK(b1[2].seq == 2);
+  CHECK(answers.empty());
+  // Batch 2, before batch 1 committed: seq 2 again (in flight: it waits), an unknown session,
+  // a seq far ahead, then seq 3 (new).
+  std::vector<storage::Txn> b2 = {SessionTxn(1, 2, 8, true), SessionTxn(99, 1), SessionTxn(2, limits.max_outcomes_per_session + 5),
+                                  SessionTxn(1, 3)};
+  leader.Admit(2, 0, &b2, 0, &answers);
+  REQUIRE(b2.size() == 1);
+  CHECK(b2[0].seq == 3);
+  REQUIRE(answers.size() == 2);
+  CHECK(answers[0].code == ResultCode::kRejected);
+  CHECK(answers[0].session == 99);
+  CHECK(answers[0].detail.find("unknown") != std::string::npos);
+  CHECK(answers[1].code == ResultCode::kRejected);
+  CHECK(answers[1].session == 2);
+  answers.clear();
+
+  // Batch 1 commits: the waiting duplicate of seq 2 gets the original's outcome, values and all.
+  std::vector<TxnOutcome> o1 = Outcomes(1, b1);
+  const std::string values(16, 'v');
+  o1[2].reads = 2;
+  o1[2].values = values;
+  Applied a1 = Apply(leader, o1);
+  REQUIRE(a1.answers.size() == 1);
+  CHECK(a1.answers[0].client == 8);
+  CHECK(a1.answers[0].code == ResultCode::kCommitted);
+  CHECK(a1.answers[0].pos == (PlannedPos{1, 0, 2}));
+  CHECK(a1.answers[0].values == values);
+  CHECK(Apply(follower, o1).answers.empty());
+
+  // Asked again later: decided, answered from the table (no values kept: a txn that reads says
+  // so; one that reads nothing is plainly committed), never planned.
+  std::vector<storage::Txn> b3 = {SessionTxn(1, 2, 9, true), SessionTxn(1, 1, 9)};
+  leader.Admit(3, 0, &b3, 0, &answers);
+  CHECK(b3.empty());
+  REQUIRE(answers.size() == 2);
+  CHECK(answers[0].code == ResultCode::kCommittedNoValues);
+  CHECK(answers[0].pos == (PlannedPos{1, 0, 2}));
+  CHECK(answers[1].code == ResultCode::kCommitted);
+  CHECK(answers[1].pos == (PlannedPos{1, 0, 0}));
+  answers.clear();
+
+  // Batch 2 commits (aborted): both replicas hold the same table.
+  Apply(leader, Outcomes(2, b2, TxnStatus::kAbortedLogic));
+  Apply(follower, Outcomes(2, b2, TxnStatus::kAbortedLogic));
+  CHECK(leader.Digest() == follower.Digest());
+  CHECK(leader.outcomes() == 3);
+  std::vector<storage::Txn> b4 = {SessionTxn(1, 3)};
+  leader.Admit(4, 0, &b4, 0, &answers);
+  REQUIRE(answers.size() == 1);
+  CHECK(answers[0].code == ResultCode::kAbortedLogic);
+  CHECK(leader.counters().duplicates == 4);
+  CHECK(leader.counters().refused == 2);
+}
+
+TEST_CASE("session store: a seq the session forgot is expired, never run again; the session cap evicts") {
+  planner::SessionLimits limits;
+  limits.max_sessions = 2;
+  limits.max_outcomes_per_session = 2;
+  SessionStore s(limits);
+  Apply(s, Outcomes(0, {OpenTxn(), OpenTxn()}));
+  std::vector<storage::Txn> b1 = {SessionTxn(1, 1), SessionTxn(1, 2), SessionTxn(1, 3)};
+  std::vector<SessionAnswer> answers;
+  s.Admit(1, 0, &b1, 0, &answers);
+  REQUIRE(b1.size() == 3);
+  Apply(s, Outcomes(1, b1));
+  std::vector<storage::Txn> again = {SessionTxn(1, 1), SessionTxn(1, 3)};
+  s.Admit(2, 0, &again, 0, &answers);
+  CHECK(again.empty());
+  REQUIRE(answers.size() == 2);
+  CHECK(answers[0].code == ResultCode::kExpired);
+  CHECK(answers[0].detail.find("not executed again") != std::string::npos);
+  CHECK(answers[1].code == ResultCode::kCommitted);
+  answers.clear();
+  // A third session evicts the least recently active (session 2: opened, never used).
+  Apply(s, Outcomes(3, {OpenTxn()}));
+  CHECK(s.sessions() == 2);
+  std::vector<storage::Txn> b4 = {SessionTxn(2, 1), SessionTxn(3, 1)};
+  s.Admit(4, 0, &b4, 0, &answers);
+  REQUIRE(b4.size() == 1);
+  CHECK(b4[0].session == 3);
+  REQUIRE(answers.size() == 1);
+  CHECK(answers[0].session == 2);
+  CHECK(answers[0].code == ResultCode::kRejected);
+}
