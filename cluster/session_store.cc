@@ -35,7 +35,8 @@ void SessionStore::Admit(uint64_t batch, uint32_t planner, std::vector<storage::
     storage::Txn& x = t[i];
     if (x.session != 0 && x.session != storage::kOpenSession) {
       const planner::SessionOutcome* done = nullptr;
-      const planner::Verdict v = table_.Check(x.session, x.seq, &done);
+      const planner::Verdict v =
+          table_.CheckAndMark(x.session, x.seq, commit::PlannedPos{batch, planner, static_cast<uint32_t>(out)}, &done);
       if (v != planner::Verdict::kNew) {
         SessionAnswer a;
         a.client = x.client;
@@ -69,7 +70,6 @@ void SessionStore::Admit(uint64_t batch, uint32_t planner, std::vector<storage::
         answers->push_back(std::move(a));
         continue;
       }
-      table_.MarkInFlight(x.session, x.seq, commit::PlannedPos{batch, planner, static_cast<uint32_t>(out)});
     }
     if (out != i) t[out] = std::move(x);
     ++out;

@@ -74,23 +74,45 @@ SessionTable::SessionTable(SessionLimits limits) : limits_(limits) {
   QR_CHECK(s.ok(), "%s", s.ToString().c_str());
 }
 
+namespace {
+// One word into a running item hash: a multiply-xorshift step (a few cycles; Hash64's full mix
+// per word made these two hashes a quarter of Record's time). Mix64 finishes the item.
+inline uint64_t Fold(uint64_t h, uint64_t w) {
+  h = (h ^ w) * 0x9fb21c651e98df25ULL;
+  return h ^ (h >> 29);
+}
+}  // namespace
+
 uint64_t SessionTable::SessionHash(uint64_t id, const Session& s) {
-  const uint64_t w[6] = {id, s.activity.batch, s.activity.planner, s.activity.index, s.floor, s.highest};
-  return Hash64(w, sizeof w, kSessionSeed);
+  uint64_t h = Fold(kSessionSeed, id);
+  h = Fold(h, s.activity.batch);
+  h = Fold(h, (uint64_t{s.activity.planner} << 32) | s.activity.index);
+  h = Fold(h, s.floor);
+  return Mix64(Fold(h, s.highest));
 }
 
 uint64_t SessionTable::OutcomeHash(uint64_t session, uint64_t seq, const SessionOutcome& o) {
   // Not the values nor values_known: they differ between nodes (see the header).
-  const uint64_t w[6] = {session, seq, static_cast<uint64_t>(o.status), o.pos.batch, o.pos.planner, o.pos.index};
-  return Hash64(w, sizeof w, kOutcomeSeed);
+  uint64_t h = Fold(kOutcomeSeed, session);
+  h = Fold(h, seq);
+  h = Fold(h, o.pos.batch);
+  h = Fold(h, (uint64_t{o.pos.planner} << 32) | o.pos.index);
+  return Mix64(Fold(h, static_cast<uint64_t>(o.status)));
 }
 
 template <typename F>
 void SessionTable::Mutate(uint64_t id, Session& s, F change) {
   sum_ -= SessionHash(id, s);
-  by_activity_.erase(KeyOf(id, s));
+  const ActivityKey before = KeyOf(id, s);
   change();
-  by_activity_.insert(KeyOf(id, s));
+  const ActivityKey after = KeyOf(id, s);
+  if (after != before) {
+    // Re-keyed in its own node (no allocation); activity only grows in apply order, so the new
+    // key is usually the largest: the end is the hint.
+    auto node = by_activity_.extract(before);
+    node.value() = after;
+    by_activity_.insert(by_activity_.end(), std::move(node));
+  }
   sum_ += SessionHash(id, s);
 }
 
@@ -116,7 +138,7 @@ uint64_t SessionTable::Open(PlannedPos pos) {
 void SessionTable::Evict(std::map<uint64_t, Session>::iterator it) {
   const uint64_t id = it->first;
   Session& s = it->second;
-  while (!s.outcomes.empty()) EraseOutcome(id, s, s.outcomes.begin());
+  while (!s.outcomes.empty()) EraseOutcomeAt(id, s, 0);
   in_flight_count_ -= s.in_flight.size();
   sum_ -= SessionHash(id, s);
   by_activity_.erase(KeyOf(id, s));
@@ -129,48 +151,75 @@ bool SessionTable::Record(uint64_t session, uint64_t seq, PlannedPos pos, commit
   const auto it = sessions_.find(session);
   if (it == sessions_.end()) return false;
   Session& s = it->second;
-  if (s.in_flight.erase(seq) != 0) --in_flight_count_;
-  if (seq == 0 || seq < s.floor || s.outcomes.count(seq) != 0) return false;
-  Mutate(session, s, [&] {
-    s.activity = pos;
-    s.highest = std::max(s.highest, seq);
-  });
+  if (s.in_flight.Erase(seq)) --in_flight_count_;
+  if (seq == 0 || seq < s.floor || (seq <= s.highest && s.outcomes.Find(seq) != nullptr)) return false;
   SessionOutcome o;
   o.status = status;
   o.pos = pos;
   // A value larger than the whole cap would only push out every other one and then go itself.
   o.values_known = values_known && values.size() <= limits_.max_value_bytes;
   if (o.values_known) o.values.assign(values.data(), values.size());
-  Insert(session, s, seq, std::move(o));
+  // One change of the session's replicated fields (one digest update, one re-keying): the new
+  // activity and highest seq, the outcome, and the floor the per-session cap raises.
+  Mutate(session, s, [&] {
+    s.activity = pos;
+    s.highest = std::max(s.highest, seq);
+    Insert(session, s, seq, std::move(o));
+    while (s.outcomes.size() > limits_.max_outcomes_per_session) ForgetBelow(session, s, s.outcomes.front().first);
+  });
   Enforce(session);
   return true;
 }
 
 void SessionTable::Insert(uint64_t id, Session& s, uint64_t seq, SessionOutcome outcome) {
   const uint64_t stamp = next_stamp_++;
-  fifo_.emplace_hint(fifo_.end(), stamp, OutcomeRef{id, seq});
+  fifo_.Push(stamp, id, seq);
   if (outcome.values_known) {
     value_bytes_ += outcome.values.size();
     valued_.insert(valued_.end(), stamp);
   }
   sum_ += OutcomeHash(id, seq, outcome);
-  s.outcomes.emplace(seq, Stored{std::move(outcome), stamp});
+  s.outcomes.Insert(seq, Stored{std::move(outcome), stamp});  // (usually the largest: O(1))
 }
 
-void SessionTable::EraseOutcome(uint64_t id, Session& s, std::map<uint64_t, Stored>::iterator o) {
-  sum_ -= OutcomeHash(id, o->first, o->second.outcome);
-  if (o->second.outcome.values_known) {
-    value_bytes_ -= o->second.outcome.values.size();
-    valued_.erase(o->second.stamp);
+void SessionTable::EraseOutcomeAt(uint64_t id, Session& s, size_t i) {
+  auto& o = s.outcomes[i];
+  sum_ -= OutcomeHash(id, o.first, o.second.outcome);
+  if (o.second.outcome.values_known) {
+    value_bytes_ -= o.second.outcome.values.size();
+    valued_.erase(o.second.stamp);
   }
-  fifo_.erase(o->second.stamp);
-  s.outcomes.erase(o);
+  fifo_.Kill(o.second.stamp);
+  s.outcomes.EraseAt(i);
+}
+
+void SessionTable::Fifo::Kill(uint64_t stamp) {
+  auto* e = ring.Find(stamp);
+  QR_CHECK(e != nullptr && e->second.live, "session table: outcome stamp %llu not live", static_cast<unsigned long long>(stamp));
+  e->second.live = false;
+  --live;
+  while (!ring.empty() && !ring.front().second.live) ring.PopFront();
+  if (ring.size() > 2 * live + 64) {
+    SortedRing<OutcomeRef> kept;
+    for (size_t i = 0; i < ring.size(); ++i) {
+      if (ring[i].second.live) kept.Insert(ring[i].first, ring[i].second);
+    }
+    ring = std::move(kept);
+  }
 }
 
 void SessionTable::Forget(uint64_t id, Session& s, uint64_t seq) {
-  if (seq >= s.floor) Mutate(id, s, [&] { s.floor = seq + 1; });
+  if (seq >= s.floor) {
+    Mutate(id, s, [&] { ForgetBelow(id, s, seq); });
+  } else {
+    ForgetBelow(id, s, seq);
+  }
+}
+
+void SessionTable::ForgetBelow(uint64_t id, Session& s, uint64_t seq) {
+  if (seq >= s.floor) s.floor = seq + 1;
   // `seq` itself and any smaller seq still remembered are below the floor now: unreachable.
-  while (!s.outcomes.empty() && s.outcomes.begin()->first < s.floor) EraseOutcome(id, s, s.outcomes.begin());
+  while (!s.outcomes.empty() && s.outcomes.front().first < s.floor) EraseOutcomeAt(id, s, 0);
 }
 
 void SessionTable::DropValues(Stored& st) {
@@ -182,19 +231,19 @@ void SessionTable::DropValues(Stored& st) {
 
 void SessionTable::Enforce(uint64_t id) {
   Session& s = sessions_.at(id);
-  while (s.outcomes.size() > limits_.max_outcomes_per_session) Forget(id, s, s.outcomes.begin()->first);
-  while (fifo_.size() > limits_.max_outcomes) {
-    const OutcomeRef ref = fifo_.begin()->second;
+  while (s.outcomes.size() > limits_.max_outcomes_per_session) Forget(id, s, s.outcomes.front().first);
+  while (fifo_.live > limits_.max_outcomes) {
+    const OutcomeRef ref = fifo_.Front();
     Forget(ref.session, sessions_.at(ref.session), ref.seq);
   }
   while (value_bytes_ > limits_.max_value_bytes) {
-    const OutcomeRef ref = fifo_.at(*valued_.begin());
-    DropValues(sessions_.at(ref.session).outcomes.at(ref.seq));
+    const OutcomeRef ref = fifo_.At(*valued_.begin());
+    DropValues(sessions_.at(ref.session).outcomes.Find(ref.seq)->second);
   }
 }
 
 uint64_t SessionTable::HighestSeen(const Session& s) {
-  return std::max(s.highest, s.in_flight.empty() ? 0 : s.in_flight.rbegin()->first);
+  return std::max(s.highest, s.in_flight.empty() ? 0 : s.in_flight.back().first);
 }
 
 Verdict SessionTable::Check(uint64_t session, uint64_t seq, const SessionOutcome** done, std::string* why) const {
@@ -209,11 +258,11 @@ Verdict SessionTable::Decide(uint64_t session, uint64_t seq, const SessionOutcom
   const Session& s = it->second;
   if (seq == 0) return Verdict::kBadSeq;
   if (seq < s.floor) return Verdict::kExpired;
-  if (const auto o = s.outcomes.find(seq); o != s.outcomes.end()) {
+  if (const auto* o = seq <= s.highest ? s.outcomes.Find(seq) : nullptr; o != nullptr) {
     if (done != nullptr) *done = &o->second.outcome;
     return Verdict::kDone;
   }
-  if (s.in_flight.count(seq) != 0) return Verdict::kInFlight;
+  if (s.in_flight.Find(seq) != nullptr) return Verdict::kInFlight;
   const uint64_t seen = HighestSeen(s);
   if (seq > seen && seq - seen > limits_.max_outcomes_per_session) return Verdict::kBadSeq;
   return Verdict::kNew;
@@ -235,7 +284,7 @@ std::string SessionTable::Explain(uint64_t session, uint64_t seq, Verdict v) con
     case Verdict::kExpired:
       return name + ": below the floor " + std::to_string(s.floor) + ", its outcome is forgotten (if it ever ran)";
     case Verdict::kDone:
-      return name + ": already decided at batch " + std::to_string(s.outcomes.at(seq).outcome.pos.batch);
+      return name + ": already decided at batch " + std::to_string(s.outcomes.Find(seq)->second.outcome.pos.batch);
     case Verdict::kInFlight: return name + ": planned, not committed yet";
     case Verdict::kNew: return name + ": new (floor " + std::to_string(s.floor) + ", highest seq seen " +
                                std::to_string(HighestSeen(s)) + ")";
@@ -247,8 +296,19 @@ std::string SessionTable::Explain(uint64_t session, uint64_t seq, Verdict v) con
 void SessionTable::MarkInFlight(uint64_t session, uint64_t seq, PlannedPos pos) {
   const Verdict v = Decide(session, seq, nullptr);
   QR_CHECK(v == Verdict::kNew, "MarkInFlight after %s: %s", VerdictName(v), Explain(session, seq, v).c_str());
-  sessions_.at(session).in_flight.emplace(seq, pos);
+  sessions_.at(session).in_flight.Insert(seq, pos);
   ++in_flight_count_;
+}
+
+Verdict SessionTable::CheckAndMark(uint64_t session, uint64_t seq, PlannedPos pos, const SessionOutcome** done) {
+  const auto it = sessions_.find(session);
+  if (it == sessions_.end()) return Verdict::kUnknownSession;
+  const Verdict v = Decide(session, seq, done);
+  if (v == Verdict::kNew) {
+    it->second.in_flight.Insert(seq, pos);
+    ++in_flight_count_;
+  }
+  return v;
 }
 
 void SessionTable::ClearInFlight() {
@@ -264,12 +324,11 @@ uint64_t SessionTable::Digest() const {
 size_t SessionTable::MemoryBytes() const {
   constexpr size_t kSession = sizeof(std::pair<const uint64_t, Session>) + kNodeOverhead +  // sessions_
                               sizeof(ActivityKey) + kNodeOverhead;                          // by_activity_
-  constexpr size_t kOutcome = sizeof(std::pair<const uint64_t, Stored>) + kNodeOverhead +   // outcomes
-                              sizeof(std::pair<const uint64_t, OutcomeRef>) + kNodeOverhead;  // fifo_
   constexpr size_t kValued = sizeof(uint64_t) + kNodeOverhead;                              // valued_
-  constexpr size_t kInFlight = sizeof(std::pair<const uint64_t, PlannedPos>) + kNodeOverhead;
-  return sizeof(*this) + sessions_.size() * kSession + fifo_.size() * kOutcome + valued_.size() * kValued +
-         static_cast<size_t>(value_bytes_) + in_flight_count_ * kInFlight;
+  size_t rings = fifo_.ring.BufferBytes();
+  for (const auto& [id, s] : sessions_) rings += s.outcomes.BufferBytes() + s.in_flight.BufferBytes();
+  return sizeof(*this) + sessions_.size() * kSession + rings + valued_.size() * kValued +
+         static_cast<size_t>(value_bytes_);
 }
 
 // Bytes: magic "QST1"; varint next_id; varint session count, then per session in id order:
@@ -278,7 +337,7 @@ size_t SessionTable::MemoryBytes() const {
 // varint session, varint seq, u8 status, pos (3 varints), u8 values_known, values (varint
 // length + bytes) only when known.
 std::string SessionTable::Encode() const {
-  Writer w(16 + sessions_.size() * 16 + fifo_.size() * 16 + value_bytes_);
+  Writer w(16 + sessions_.size() * 16 + fifo_.live * 16 + value_bytes_);
   w.PutRaw(kMagic, sizeof kMagic);
   w.PutVarint(next_id_);
   w.PutVarint(sessions_.size());
@@ -290,9 +349,11 @@ std::string SessionTable::Encode() const {
     w.PutVarint(s.floor);
     w.PutVarint(s.highest);
   }
-  w.PutVarint(fifo_.size());
-  for (const auto& [stamp, ref] : fifo_) {
-    const SessionOutcome& o = sessions_.at(ref.session).outcomes.at(ref.seq).outcome;
+  w.PutVarint(fifo_.live);
+  for (size_t i = 0; i < fifo_.ring.size(); ++i) {
+    const OutcomeRef& ref = fifo_.ring[i].second;
+    if (!ref.live) continue;
+    const SessionOutcome& o = sessions_.at(ref.session).outcomes.Find(ref.seq)->second.outcome;
     w.PutVarint(ref.session);
     w.PutVarint(ref.seq);
     w.PutU8(static_cast<uint8_t>(o.status));
@@ -352,7 +413,7 @@ Result<SessionTable> SessionTable::Decode(std::string_view bytes, SessionLimits 
     const auto it = t.sessions_.find(session);
     if (it == t.sessions_.end()) return corrupt(Name(session, seq) + ": no such session");
     Session& s = it->second;
-    if (seq < s.floor || seq > s.highest || s.outcomes.count(seq) != 0) {
+    if (seq < s.floor || seq > s.highest || s.outcomes.Find(seq) != nullptr) {
       return corrupt(Name(session, seq) + ": below the floor, above the highest seq or twice");
     }
     if (s.outcomes.size() >= limits.max_outcomes_per_session) {

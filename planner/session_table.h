@@ -17,6 +17,14 @@
 // table on every replica. All replicas must use the same SessionLimits (they decide what is
 // forgotten): treat them as replicated configuration.
 //
+// Cost. Record and the planning check run for every session txn (Record on every replica), so
+// a session's outcomes and in-flight marks are sorted rings (planner/sorted_ring.h: appended at
+// the largest seq, dropped at the smallest, O(1) without allocation once warm) and the
+// record-order FIFO drops forgotten entries lazily; only the eviction order of sessions is a
+// tree (<= max_sessions nodes, re-keyed in place). Out-of-order seqs (retries) cost a shift of
+// the ring; a Decode of a table whose outcomes are in reverse seq order is quadratic in a
+// session's outcomes.
+//
 // State (replicated, in the digest and the encoding):
 //  - next_id: the id the next Open gets (ids 1, 2, 3, ... in log order; never reused);
 //  - per session: id, last activity (the position of its last Open or accepted Record),
@@ -79,6 +87,7 @@
 
 #include "commit/outcome.h"
 #include "common/status.h"
+#include "planner/sorted_ring.h"
 
 namespace qrstore::planner {
 
@@ -137,6 +146,8 @@ class SessionTable {
   // After Check said kNew (checked): the leader planned (session, seq) at `pos`. The caller
   // bounds the marks (by its batches in flight); Record clears them one by one.
   void MarkInFlight(uint64_t session, uint64_t seq, PlannedPos pos);
+  // Check, then MarkInFlight when it says kNew: the planning hot path, in one look-up.
+  Verdict CheckAndMark(uint64_t session, uint64_t seq, PlannedPos pos, const SessionOutcome** done = nullptr);
   // Forgets every in-flight mark (leadership lost).
   void ClearInFlight();
 
@@ -152,7 +163,7 @@ class SessionTable {
   static Result<SessionTable> Decode(std::string_view bytes, SessionLimits limits);
 
   size_t sessions() const { return sessions_.size(); }
-  uint64_t outcomes() const { return fifo_.size(); }
+  uint64_t outcomes() const { return fifo_.live; }
   uint64_t value_bytes() const { return value_bytes_; }
   size_t in_flight() const { return in_flight_count_; }
   uint64_t next_id() const { return next_id_; }
@@ -169,12 +180,28 @@ class SessionTable {
     PlannedPos activity;
     uint64_t floor = 1;
     uint64_t highest = 0;
-    std::map<uint64_t, Stored> outcomes;      // by seq
-    std::map<uint64_t, PlannedPos> in_flight;  // leader-only, by seq
+    SortedRing<Stored> outcomes;      // by seq
+    SortedRing<PlannedPos> in_flight;  // leader-only, by seq
   };
   struct OutcomeRef {
-    uint64_t session;
-    uint64_t seq;
+    uint64_t session = 0;
+    uint64_t seq = 0;
+    bool live = false;
+  };
+  // Every remembered outcome in record order (by stamp). A forgotten one is marked dead and
+  // dropped once it reaches the front; the ring is compacted when most of it is dead, so it
+  // holds at most about twice the live outcomes.
+  struct Fifo {
+    SortedRing<OutcomeRef> ring;
+    uint64_t live = 0;
+    void Push(uint64_t stamp, uint64_t session, uint64_t seq) {
+      ring.Insert(stamp, OutcomeRef{session, seq, true});
+      ++live;
+    }
+    void Kill(uint64_t stamp);
+    // The oldest live outcome (live > 0).
+    const OutcomeRef& Front() const { return ring.front().second; }
+    const OutcomeRef& At(uint64_t stamp) const { return ring.Find(stamp)->second; }
   };
   using ActivityKey = std::tuple<uint64_t, uint32_t, uint32_t, uint64_t>;  // (pos, id)
   static ActivityKey KeyOf(uint64_t id, const Session& s) {
@@ -194,7 +221,9 @@ class SessionTable {
   void Evict(std::map<uint64_t, Session>::iterator it);
   // Forgets outcome `seq` of session `id` and everything of it below the raised floor.
   void Forget(uint64_t id, Session& s, uint64_t seq);
-  void EraseOutcome(uint64_t id, Session& s, std::map<uint64_t, Stored>::iterator o);
+  // The same inside a Mutate of `s` (no digest or re-keying of its own).
+  void ForgetBelow(uint64_t id, Session& s, uint64_t seq);
+  void EraseOutcomeAt(uint64_t id, Session& s, size_t i);
   void DropValues(Stored& st);
   void Enforce(uint64_t id);
   // Adds an outcome (no caps): the shared part of Record and Decode.
@@ -204,7 +233,7 @@ class SessionTable {
   uint64_t next_id_ = 1;
   std::map<uint64_t, Session> sessions_;
   std::set<ActivityKey> by_activity_;       // eviction order
-  std::map<uint64_t, OutcomeRef> fifo_;     // by stamp: every remembered outcome, record order
+  Fifo fifo_;                               // by stamp: every remembered outcome, record order
   std::set<uint64_t> valued_;               // stamps of the outcomes holding values
   uint64_t next_stamp_ = 0;                 // local: only the order of stamps matters
   uint64_t value_bytes_ = 0;
