@@ -605,6 +605,14 @@ std::string ServerImpl::StatsLine() const {
                      " rejected=" + std::to_string(s.rejected_txns) + " failed=" + std::to_string(s.failed_txns) +
                      " digest=" + Hex(s.last_digest) + " cpu_s=" + std::to_string(static_cast<double>(s.cpu_ns) / 1e9);
   if (!s.leader.empty() && s.leader != me_.name) line += " leader=" + s.leader + " term=" + std::to_string(s.term);
+  if (sessions_) {
+    const SessionStoreCounters sc = sessions_->counters();
+    line += " sessions=" + std::to_string(s.sessions) + " session_outcomes=" + std::to_string(s.session_outcomes);
+    if (s.role == "leader") {
+      line += " duplicates=" + std::to_string(sc.duplicates) + " expired=" + std::to_string(sc.expired) +
+              " refused=" + std::to_string(sc.refused);
+    }
+  }
   if (s.role == "leader") {
     line += " replicated_mb=" + std::to_string(static_cast<double>(replicated_bytes_.load()) / 1e6);
     for (const auto& f : s.followers) {
