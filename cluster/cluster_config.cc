@@ -32,6 +32,14 @@ void AddClusterConfigKeys(ConfigSchema* s) {
   s->AddInt("server.session_max_outcomes", 262144, 1, 100'000'000,
             "txn outcomes remembered over all sessions (same on every node; about 150 bytes each); keep it above "
             "connections x txns in flight per connection");
+  s->AddBool("server.session_read_values", false,
+             "return a retried txn's read values after a failover too (replicated configuration): the leader "
+             "sends session txns' reads to the followers, which run them and keep the values in their session "
+             "table (up to server.session_max_value_bytes); about 3x the replicated bytes for a read-heavy YCSB. "
+             "Off: such a retry is answered committed-no-values (its fate and position)");
+  s->AddInt("server.session_max_value_bytes", 64 << 20, 0, int64_t{1} << 40,
+            "with server.session_read_values: read values kept per node; beyond it the oldest are dropped (their "
+            "retries are answered committed-no-values)");
   s->AddInt("row.peer_timeout_ms", 10000, 200, 3'600'000,
             "a partitioned row's node fails when a peer has sent nothing (not even a heartbeat, sent every "
             "fifth of this) for this long: a hung peer; a dead one is seen at once by its closed connection");

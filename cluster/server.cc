@@ -114,7 +114,10 @@ Status ServerImpl::Init(const Config& config, const std::string& node) {
   session_limits_.max_sessions = static_cast<uint32_t>(config.GetInt("server.session_max_sessions"));
   session_limits_.max_outcomes_per_session = static_cast<uint32_t>(config.GetInt("server.session_max_outcomes_per_session"));
   session_limits_.max_outcomes = static_cast<uint64_t>(config.GetInt("server.session_max_outcomes"));
-  session_limits_.max_value_bytes = 0;  // read values are not kept (cluster/session_store.h)
+  session_values_ = config.GetBool("server.session_read_values");
+  // Read values are kept only when the followers get them too (cluster/session_store.h).
+  session_limits_.max_value_bytes =
+      session_values_ ? static_cast<uint64_t>(config.GetInt("server.session_max_value_bytes")) : 0;
 
   // The initial table: the workload's records; a node of a row holds its own partition's only
   // (the table's dense region is allocated untouched, so with range partitioning the other
@@ -208,7 +211,7 @@ Status ServerImpl::Start() {
   };
   h.report_connection = [this](const std::string& n, bool up) { monitor_->SetConnected(n, up); };
   h.sessions = true;
-  sessions_ = std::make_unique<SessionStore>(session_limits_);
+  sessions_ = std::make_unique<SessionStore>(session_limits_, workload_.Layout().size(), session_values_);
   const bool replicated = topo_->replication_factor() > 0;
   // The pieces the handlers use exist before the port opens.
   PipelineOptions po = engine_.pipeline;

@@ -146,6 +146,7 @@ class ServerImpl {
   // One partition: the replicated client-session table (every node applies the log to it; the
   // leader checks txns against it while planning). Created in Start.
   planner::SessionLimits session_limits_;
+  bool session_values_ = false;  // server.session_read_values: slices go to followers with reads
   std::unique_ptr<SessionStore> sessions_;
   // Outcomes of batches from here on go to clients (Promote sets it; the batches before were
   // another process's clients'). The sink's scratch (sink calls are serialized).

@@ -185,7 +185,7 @@ Status ServerImpl::Promote(bool initial) {
   };
   // Followers return no read values, so they get the slice without its plain reads, encoded
   // by the planner as it plans (EncodeSlice(s, kWithoutReads), without a second pass).
-  lpo.encode_for_replicas = replicated;
+  lpo.encode_for_replicas = replicated && !session_values_;  // (else the hook encodes with reads)
   planner_ = std::make_unique<LocalPlanner>(lpo, pipeline_.get(), ReplicateHook());
   QR_RETURN_IF_ERROR(planner_->Start());
   live_planner_.store(planner_.get(), std::memory_order_release);
@@ -227,6 +227,8 @@ PlannedHook ServerImpl::ReplicateHook() {
   if (topo_->replication_factor() == 0) return nullptr;
   return [this](const planner::PlannedSlice& s, std::string bytes) {
     // On the planner thread, outside every lock the executors need; the slice is read-only.
+    // server.session_read_values: followers get the plain reads too, to keep the values.
+    if (bytes.empty()) bytes = planner::EncodeSlice(s, planner::SliceEncoding::kFull);
     if (s.planner == 0 && static_cast<int64_t>(s.batch) == corrupt_batch_ && bytes.size() > 8) {
       bytes[bytes.size() / 2] ^= 0x5a;  // the test hook
       bytes.resize(bytes.size() - 5);

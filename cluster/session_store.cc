@@ -46,10 +46,15 @@ void SessionStore::Admit(uint64_t batch, uint32_t planner, std::vector<storage::
           case planner::Verdict::kDone:
             ++counters_.duplicates;
             a.code = CodeOf(done->status);
-            // The table keeps no read values (see the header): a committed txn that read
-            // something says so instead of returning no values as if it had read none.
-            if (a.code == ResultCode::kCommitted && storage::ReadOps(x) > 0) a.code = ResultCode::kCommittedNoValues;
             a.pos = done->pos;
+            if (a.code == ResultCode::kCommitted && done->values_known && record_bytes_ > 0) {
+              a.values = done->values;  // the original outcome, values included
+              a.reads = static_cast<uint32_t>(done->values.size() / record_bytes_);
+            } else if (a.code == ResultCode::kCommitted && storage::ReadOps(x) > 0) {
+              // No values kept (see the header): a committed txn that read something says so
+              // instead of returning no values as if it had read none.
+              a.code = ResultCode::kCommittedNoValues;
+            }
             break;
           case planner::Verdict::kInFlight:
             ++counters_.duplicates;
@@ -89,7 +94,7 @@ void SessionStore::Apply(const std::vector<commit::TxnOutcome>& outcomes,
       ++counters_.opened;
       continue;
     }
-    table_.Record(o.session, o.seq, o.pos, o.status, {}, /*values_known=*/false);
+    table_.Record(o.session, o.seq, o.pos, o.status, keep_values_ ? o.values : std::string_view(), keep_values_);
     if (waiters_.empty()) continue;
     auto [begin, end] = waiters_.equal_range({o.session, o.seq});
     for (auto it = begin; it != end; ++it) {

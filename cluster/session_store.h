@@ -14,10 +14,12 @@
 //    when its original's outcome is applied, with that outcome and its read values.
 // A txn sent again is thus never planned twice: duplicates never enter the log.
 //
-// Read values. Followers replay slices without plain reads (planner/eq.h kWithoutReads), so no
-// node keeps read values in the table: an answer from the table for a committed txn with reads
-// is ResultCode::kCommittedNoValues (its fate and position, not its values). See
-// docs/sessions.md for the measured alternative.
+// Read values. By default followers replay slices without plain reads (planner/eq.h
+// kWithoutReads), so no node keeps read values in the table: an answer from the table for a
+// committed txn with reads is ResultCode::kCommittedNoValues (its fate and position, not its
+// values). With keep_values (server.session_read_values: the followers get the reads too) every
+// node keeps them, within SessionLimits::max_value_bytes, and such an answer is the original
+// outcome, values included (kCommittedNoValues only once the cap dropped them).
 //
 // Thread-safety: every call takes the store's lock; answers are returned to the caller, which
 // delivers them outside it.
@@ -58,7 +60,9 @@ struct SessionStoreCounters {
 
 class SessionStore {
  public:
-  explicit SessionStore(planner::SessionLimits limits) : table_(limits) {}
+  // `record_bytes`: the size of one read value; `keep_values`: see above.
+  explicit SessionStore(planner::SessionLimits limits, uint32_t record_bytes = 0, bool keep_values = false)
+      : table_(limits), record_bytes_(record_bytes), keep_values_(keep_values) {}
 
   // Leader, planner thread with the token, before planning slice (batch, planner): filters
   // txns[from..] in place (kept ones keep their order and will sit at their index in the
@@ -84,6 +88,8 @@ class SessionStore {
   };
   mutable std::mutex mu_;
   planner::SessionTable table_;                                  // guarded by mu_
+  const uint32_t record_bytes_;
+  const bool keep_values_;
   std::multimap<std::pair<uint64_t, uint64_t>, Waiter> waiters_;  // guarded by mu_: (session, seq)
   SessionStoreCounters counters_;                                // guarded by mu_
 };

@@ -12,7 +12,11 @@
 #   kill-before-reply  n0 kills itself once a slice has committed (replicated) but before it
 #                  answers it (server.test_kill_before_reply_file): the client sends those txns
 #                  again and the new leader answers them from its session table, without
-#                  running them twice (committed_no_values > 0).
+#                  running them twice (committed_no_values > 0);
+#   kill-before-reply-values  the same with server.session_read_values: the followers keep read
+#                  values too, so the retries get their original values: none is answered without
+#                  them, and --verify checks every txn's fate and read values (the retries' too)
+#                  against the serial reference.
 # Checked from outside:
 #   - within 15 s another node says it leads and serves, and every live node names it;
 #   - the client (driving n0) follows the leader: it moves to the new one (once), sends what it
@@ -23,7 +27,7 @@
 #   - exactly once: YCSB's update counters sum to exactly the write ops both clients saw
 #     committed (a lost txn makes the sum smaller, one run twice larger); transfer: the total
 #     balance is what it started with.
-# Usage: failover_test.sh raft|zookeeper kill|kill-transfer|pause|cutoff|kill-before-reply (the last two: raft)
+# Usage: failover_test.sh raft|zookeeper kill|kill-transfer|pause|cutoff|kill-before-reply[-values] (the last three: raft)
 source "$(dirname "$0")/lib.sh"
 backend="${1:?raft or zookeeper}"
 how="${2:?kill, kill-transfer, pause or cutoff}"
@@ -38,8 +42,13 @@ if [[ "$backend" == zookeeper ]]; then
   # A short session: a killed or paused leader's ephemeral znodes go 2 s after it went silent.
   qr_up "$cfg" "${zk[@]+"${zk[@]}"}" --replication.zookeeper.session_timeout_ms=2000
 else
-  qr_up "$cfg" --replication.raft.test_isolate_file="$QR_TMP/isolate" --server.test_kill_before_reply_file="$QR_TMP/kill"
+  values=()
+  [[ "$how" == kill-before-reply-values ]] && values=(--server.session_read_values=true --server.stats_interval_ms=1000)
+  qr_up "$cfg" --replication.raft.test_isolate_file="$QR_TMP/isolate" --server.test_kill_before_reply_file="$QR_TMP/kill" \
+    "${values[@]+"${values[@]}"}"
 fi
+verify=()
+[[ "$how" == kill-before-reply-values ]] && verify=(--verify)
 run="$QRSTORE_RUN_DIR/failover"
 # (a paused node never answers: ask with a short time-out)
 status() { qr_client "$cfg" --status --client.connect_timeout_ms=1000 2>/dev/null || true; }
@@ -47,6 +56,7 @@ status() { qr_client "$cfg" --status --client.connect_timeout_ms=1000 2>/dev/nul
 new_leader() { status | awk 'NR > 1 && $1 != "n0" && $2 == "leader" && $3 == "serving" { print $1; exit }'; }
 
 qr_client "$cfg" --duration-s 12 --connections 2 --outstanding 3000 --seed 7 --json --client.progress_interval_ms=250 \
+  "${verify[@]+"${verify[@]}"}" \
   >"$QR_TMP/client1.out" 2>"$QR_TMP/client1.err" &
 client=$!
 sleep 2.5
@@ -54,7 +64,7 @@ if [[ "$how" == pause ]]; then
   "$QR_SRC/scripts/cluster.sh" kill "$cfg" n0 STOP
 elif [[ "$how" == cutoff ]]; then
   touch "$QR_TMP/isolate.0"  # n0 (raft node id 0) hears from no peer, and no peer from it
-elif [[ "$how" == kill-before-reply ]]; then
+elif [[ "$how" == kill-before-reply* ]]; then
   touch "$QR_TMP/kill.n0"  # the leader dies with a committed slice unanswered
 else
   "$QR_SRC/scripts/cluster.sh" kill "$cfg" n0 KILL
@@ -134,6 +144,14 @@ if [[ "$how" == kill-before-reply ]]; then
   (($(json_field "$c1" committed_no_values) > 0)) ||
     fail "no retry was answered from the session table (n0 died with a committed slice unanswered)"
   note "$(json_field "$c1" committed_no_values) retried txns were answered from the new leader's session table"
+elif [[ "$how" == kill-before-reply-values ]]; then
+  grep -q "test hook: killing itself before answering" "$run/n0.log" || fail "n0 did not die by the hook"
+  [[ "$(json_field "$c1" committed_no_values)" == 0 ]] ||
+    fail "$(json_field "$c1" committed_no_values) retries were answered without their read values"
+  dups="$(grep -ho "duplicates=[0-9]*" "$run/$leader.log" | tail -1 | cut -d= -f2)"
+  ((${dups:-0} > 0)) || fail "the new leader answered no retry from its session table (its stats: duplicates=${dups:-none})"
+  [[ "$(json_field "$c1" verify)" == ok:* ]] || fail "verify: $(json_field "$c1" verify)"
+  note "$dups retries answered from the session table with their read values; verify: $(json_field "$c1" verify | cut -c1-150)"
 fi
 note "client: $(json_field "$c1" committed_total) committed, $(json_field "$c1" retried) sent again, none in doubt, failed over to $leader"
 

@@ -162,3 +162,27 @@ TEST_CASE("session store: a seq the session forgot is expired, never run again; 
   CHECK(answers[0].session == 2);
   CHECK(answers[0].code == ResultCode::kRejected);
 }
+
+TEST_CASE("session store: with read values kept, a decided retry gets its original values") {
+  planner::SessionLimits limits;
+  limits.max_value_bytes = 1 << 20;
+  SessionStore s(limits, /*record_bytes=*/8, /*keep_values=*/true);
+  Apply(s, Outcomes(0, {OpenTxn()}));
+  std::vector<storage::Txn> b1 = {SessionTxn(1, 1, 7, /*reads=*/true), SessionTxn(1, 2, 7, /*reads=*/true)};
+  std::vector<SessionAnswer> answers;
+  s.Admit(1, 0, &b1, 0, &answers);
+  std::vector<TxnOutcome> o1 = Outcomes(1, b1);
+  const std::string v1(16, 'a');  // two records of 8 bytes
+  o1[0].reads = 2;
+  o1[0].values = v1;
+  o1[1].status = TxnStatus::kAbortedLogic;
+  Apply(s, o1);
+  std::vector<storage::Txn> again = {SessionTxn(1, 1, 9, true), SessionTxn(1, 2, 9, true)};
+  s.Admit(2, 0, &again, 0, &answers);
+  REQUIRE(answers.size() == 2);
+  CHECK(answers[0].code == ResultCode::kCommitted);
+  CHECK(answers[0].reads == 2);
+  CHECK(answers[0].values == v1);
+  CHECK(answers[1].code == ResultCode::kAbortedLogic);
+  CHECK(answers[1].values.empty());
+}
