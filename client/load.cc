@@ -11,8 +11,33 @@ namespace qrstore::client {
 namespace proto = cluster::proto;
 using proto::ResultCode;
 
+namespace {
+
 // The request id of OpenSession's kOpenSession (the sender's ids count up from 1).
 constexpr uint64_t kOpenRequestId = UINT64_MAX;
+
+size_t VarintBytes(uint64_t v) {
+  size_t n = 1;
+  for (; v >= 0x80; v >>= 7) ++n;
+  return n;
+}
+
+}  // namespace
+
+uint64_t MaxRequestBytes(const workloads::WorkloadOptions& o, uint64_t n) {
+  const bool transfer = o.kind == workloads::WorkloadKind::kTransfer;
+  const uint64_t ops = transfer ? 2 : o.ycsb.ops_per_txn;
+  const uint64_t key = VarintBytes(o.RecordCount() - 1);
+  const uint64_t arg = VarintBytes(transfer ? o.transfer.max_amount : o.ycsb.abort_fire_per_10k);
+  return 8 + VarintBytes(n) + n * (8 + VarintBytes(ops) + ops * (1 + 2 * key + arg));
+}
+
+uint64_t MaxReplyBytes(const workloads::WorkloadOptions& o, uint64_t n) {
+  const uint64_t ops = o.kind == workloads::WorkloadKind::kTransfer ? 2 : o.ycsb.ops_per_txn;
+  const uint64_t outcome = 1 + 10 + 5 + 5 + 5 + ops * o.Layout().size();
+  const uint64_t rejected = 1 + 2 + proto::kMaxStringBytes;
+  return 8 + 5 + 5 + n * std::max(outcome, rejected);
+}
 
 void ErrorLog::Note(const std::string& e, bool is_error) {
   std::lock_guard<std::mutex> lk(mu_);

@@ -39,6 +39,11 @@
 
 namespace qrstore::client {
 
+// Bytes of the largest request body of `n` txns this workload can produce (varints at their
+// widest for the workload's keys and arguments), and of the largest reply to it.
+uint64_t MaxRequestBytes(const workloads::WorkloadOptions& o, uint64_t n);
+uint64_t MaxReplyBytes(const workloads::WorkloadOptions& o, uint64_t n);
+
 // The first few problems for the summary, and how many errors (error replies, broken or stalled
 // connections) there were; rejected and failed txns are noted but counted by result.
 class ErrorLog {

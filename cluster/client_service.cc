@@ -467,10 +467,7 @@ void ClientService::OnOutcomes(const std::vector<commit::TxnOutcome>& outcomes,
       q.opened = opened_id;
       if (opened_id == 0) q.failure = opt_.node + ": the open-session entry got no session id";
     } else {
-      ResultCode code = ResultCode::kCommitted;
-      if (o.status == commit::TxnStatus::kAbortedLogic) code = ResultCode::kAbortedLogic;
-      if (o.status == commit::TxnStatus::kAbortedCascade) code = ResultCode::kAbortedCascade;
-      q.writer.AddOutcome(code, o.pos.batch, o.pos.planner, o.pos.index, o.reads, o.values);
+      q.writer.AddOutcome(proto::ResultCodeOf(o.status), o.pos.batch, o.pos.planner, o.pos.index, o.reads, o.values);
     }
     ++q.filled;
     --c->inflight;

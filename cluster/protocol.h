@@ -41,6 +41,7 @@
 #include <utility>
 #include <vector>
 
+#include "commit/outcome.h"
 #include "common/status.h"
 #include "storage/txn.h"
 
@@ -132,6 +133,15 @@ enum class ResultCode : uint8_t {
                            // never executed again (detail says why)
 };
 constexpr uint8_t kMaxResultCode = 6;
+// The result code of an engine outcome's fate.
+inline ResultCode ResultCodeOf(commit::TxnStatus s) {
+  switch (s) {
+    case commit::TxnStatus::kCommitted: return ResultCode::kCommitted;
+    case commit::TxnStatus::kAbortedLogic: return ResultCode::kAbortedLogic;
+    case commit::TxnStatus::kAbortedCascade: return ResultCode::kAbortedCascade;
+  }
+  return ResultCode::kAbortedLogic;
+}
 // Results that carry a detail string instead of a position (rejected, failed, expired).
 inline bool HasDetail(ResultCode c) {
   return c == ResultCode::kRejected || c == ResultCode::kFailed || c == ResultCode::kExpired;

@@ -1,13 +1,11 @@
 #include "cluster/server.h"
 #include "cluster/server_impl.h"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <csignal>
-#include <cinttypes>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -28,6 +26,7 @@
 #include "common/clock.h"
 #include "common/hash.h"
 #include "common/logging.h"
+#include "common/report.h"
 #include "common/thread.h"
 #include "planner/eq.h"
 #include "replication/factory.h"
@@ -35,23 +34,6 @@
 #include "workloads/workload.h"
 
 namespace qrstore::cluster {
-
-namespace {
-
-uint64_t ProcessCpuNanos() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  auto ns = [](const timeval& t) { return uint64_t(t.tv_sec) * 1'000'000'000ull + uint64_t(t.tv_usec) * 1000ull; };
-  return ns(ru.ru_utime) + ns(ru.ru_stime);
-}
-
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
-  return buf;
-}
-
-}  // namespace
 
 Status ServerImpl::Init(const Config& config, const std::string& node) {
   config_ = std::make_unique<Config>(config);
@@ -502,129 +484,6 @@ Status ServerImpl::health() const {
     if (Status st = feed_->health(); !st.ok()) return st;
   }
   return PipeHealth();
-}
-
-proto::NodeStatus ServerImpl::NodeStatusNow() const {
-  proto::NodeStatus s;
-  s.node = me_.name;
-  const NodeRole role = this->role();
-  s.role = NodeRoleName(role);
-  LeaderHint(&s.leader, nullptr, &s.term);
-  const Status h = health();
-  s.state = !h.ok() ? "failed" : (stopping_.load() ? "stopping" : "serving");
-  s.error = h.ok() ? "" : h.message();
-  if (role != NodeRole::kLeader) {
-    // Stranded comes first: with zookeeper, the batch it can no longer read also fails its
-    // apply, and "stranded" is the reason, not a second problem.
-    if (std::string why = SelfStranded(); !why.empty()) {
-      s.state = "stranded";
-      s.error = "stranded: " + why + "; the group goes on without it (there is no state transfer yet to bring it "
-                "back)";
-    }
-  }
-  s.backend = backend_;
-  s.mode = mode_;
-  s.loaded = TableKeys(*config_);
-  s.partition = me_.partition;
-  s.row = me_.row;
-  const PipelineStats ps = PipeStats();
-  s.committed_batches = ps.committed_batches;
-  s.last_digest = ps.last_digest;
-  s.committed_txns = ps.committed;
-  s.aborted_txns = ps.aborted;
-  if (row_) {
-    // This home's clients' txns (the pipeline counts every sub-slice txn it ran, so a
-    // multi-partition txn on each partition it touched).
-    const RowNodeStats rs = row_->node()->row_stats();
-    s.committed_txns = rs.home_committed;
-    s.aborted_txns = rs.home_aborted;
-  }
-  if (sessions_) {
-    s.sessions = sessions_->sessions();
-    s.session_outcomes = sessions_->outcomes();
-  }
-  const ClientServiceCounters cc = service_->counters();
-  s.rejected_txns = cc.rejected_txns;
-  s.failed_txns = cc.failed_txns;
-  s.cpu_ns = ProcessCpuNanos();
-  if (ps.committed_batches > 0) {
-    const double n = static_cast<double>(ps.committed_batches) * 1e6;
-    s.phases.plan_ms = static_cast<double>(ps.phase_sums.plan_ns) / n;
-    s.phases.deliver_ms = static_cast<double>(ps.phase_sums.deliver_ns) / n;
-    s.phases.exec_ms = static_cast<double>(ps.phase_sums.exec_ns) / n;
-    s.phases.repl_ms = static_cast<double>(ps.phase_sums.repl_ns) / n;
-    s.phases.repl_wait_ms = static_cast<double>(ps.phase_sums.repl_wait_ns) / n;
-    s.phases.commit_ms = static_cast<double>(ps.phase_sums.commit_ns) / n;
-  }
-  if (monitor_ && role == NodeRole::kLeader) {
-    s.digest_mismatches = monitor_->mismatches();
-    s.followers = monitor_->Views(ps.committed_batches);
-    const std::map<std::string, std::string> stranded = StrandedFollowers();
-    for (proto::FollowerView& f : s.followers) {
-      if (auto it = stranded.find(f.node); it != stranded.end()) {
-        f.stranded = true;
-        f.note = it->second;
-      }
-    }
-  }
-  return s;
-}
-
-std::map<std::string, std::string> ServerImpl::StrandedFollowers() const {
-  std::map<std::string, std::string> out;
-  if (!replicator_ || role() != NodeRole::kLeader) return out;
-  const auto group = topo_->Group(me_.partition);
-  for (const replication::StrandedMember& m : replicator_->Health(kGroup).stranded) {
-    // raft names members by node id (the row: replication.raft.node_id), zookeeper by
-    // follower id (the node's name): both derived from cluster.nodes in Init.
-    std::string name = m.follower_id;
-    if (name.empty() && m.member < group.size()) name = group[m.member]->name;
-    if (!name.empty()) out[name] = m.reason;
-  }
-  return out;
-}
-
-std::string ServerImpl::SelfStranded() const {
-  return replicator_ ? replicator_->Health(kGroup).self_stranded : std::string();
-}
-
-std::string ServerImpl::ReadyLine() const {
-  std::string leader;
-  uint64_t term = 0;
-  LeaderHint(&leader, nullptr, &term);
-  // "(partition 0, row 1, follower of n0)": the live role and the leader it follows.
-  const NodeRole r = role();
-  const std::string role_text =
-      r == NodeRole::kLeader ? "leader" : NodeRoleName(r) + std::string(" of ") + (leader.empty() ? "no leader yet" : leader);
-  return "qrstore-server ready: node " + me_.name + " (partition " + std::to_string(me_.partition) + ", row " +
-         std::to_string(me_.row) + ", " + role_text + ") clients " + me_.client_address() + " backend " + backend_ +
-         " mode " + mode_ + " records " + std::to_string(table_->size());
-}
-
-std::string ServerImpl::StatsLine() const {
-  const proto::NodeStatus s = NodeStatusNow();
-  std::string line = Identity() + " " + s.state + " batches=" + std::to_string(s.committed_batches) +
-                     " committed=" + std::to_string(s.committed_txns) + " aborted=" + std::to_string(s.aborted_txns) +
-                     " rejected=" + std::to_string(s.rejected_txns) + " failed=" + std::to_string(s.failed_txns) +
-                     " digest=" + Hex(s.last_digest) + " cpu_s=" + std::to_string(static_cast<double>(s.cpu_ns) / 1e9);
-  if (!s.leader.empty() && s.leader != me_.name) line += " leader=" + s.leader + " term=" + std::to_string(s.term);
-  if (sessions_) {
-    const SessionStoreCounters sc = sessions_->counters();
-    line += " sessions=" + std::to_string(s.sessions) + " session_outcomes=" + std::to_string(s.session_outcomes);
-    if (s.role == "leader") {
-      line += " duplicates=" + std::to_string(sc.duplicates) + " expired=" + std::to_string(sc.expired) +
-              " refused=" + std::to_string(sc.refused);
-    }
-  }
-  if (s.role == "leader") {
-    line += " replicated_mb=" + std::to_string(static_cast<double>(replicated_bytes_.load()) / 1e6);
-    for (const auto& f : s.followers) {
-      line += " [" + f.node + (f.connected ? "" : " disconnected") + (f.stranded ? " STRANDED" : "") +
-              " lag=" + std::to_string(f.lag_batches) +
-              " checked=" + std::to_string(f.checked_batches) + " mismatches=" + std::to_string(f.mismatches) + "]";
-    }
-  }
-  return line;
 }
 
 Status ServerImpl::EndReplication(uint64_t end) {

@@ -1,5 +1,6 @@
 // ServerImpl: the inside of cluster/server.h, shared by its two files:
-//   server.cc        config, start, status, the clean stop, the dump;
+//   server.cc        config, start, the clean stop, the dump;
+//   server_status.cc what the node says of itself: status reply, ready and stats lines;
 //   server_roles.cc  the role a node plays, driven by the replication backend (below).
 // Internal to cluster/: nothing outside includes this.
 //

@@ -8,18 +8,6 @@ namespace {
 
 using proto::ResultCode;
 
-ResultCode CodeOf(commit::TxnStatus s) {
-  switch (s) {
-    case commit::TxnStatus::kCommitted:
-      return ResultCode::kCommitted;
-    case commit::TxnStatus::kAbortedLogic:
-      return ResultCode::kAbortedLogic;
-    case commit::TxnStatus::kAbortedCascade:
-      return ResultCode::kAbortedCascade;
-  }
-  return ResultCode::kAbortedLogic;
-}
-
 }  // namespace
 
 void SessionStore::Admit(uint64_t batch, uint32_t planner, std::vector<storage::Txn>* txns, size_t from,
@@ -45,7 +33,7 @@ void SessionStore::Admit(uint64_t batch, uint32_t planner, std::vector<storage::
         switch (v) {
           case planner::Verdict::kDone:
             ++counters_.duplicates;
-            a.code = CodeOf(done->status);
+            a.code = proto::ResultCodeOf(done->status);
             a.pos = done->pos;
             if (a.code == ResultCode::kCommitted && done->values_known && record_bytes_ > 0) {
               a.values = done->values;  // the original outcome, values included
@@ -102,7 +90,7 @@ void SessionStore::Apply(const std::vector<commit::TxnOutcome>& outcomes,
       a.client = it->second.client;
       a.session = o.session;
       a.seq = o.seq;
-      a.code = CodeOf(o.status);
+      a.code = proto::ResultCodeOf(o.status);
       a.pos = o.pos;
       if (a.code == ResultCode::kCommitted) {
         a.reads = o.reads;

@@ -1,0 +1,152 @@
+// What qrstore-client asks a cluster's nodes (client/cluster_view.h).
+#include "client/cluster_view.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+
+#include "client/client.h"
+#include "cluster/cluster_config.h"
+#include "common/exit_codes.h"
+#include "common/logging.h"
+
+namespace qrstore::client {
+
+namespace proto = cluster::proto;
+
+// Every node's status (parallel); a node that does not answer is missing from the map.
+std::map<std::string, proto::NodeStatus> AllStatus(const cluster::Topology& topo, int timeout_ms,
+                                                  std::vector<std::string>* errors) {
+  std::vector<std::string> addresses;
+  for (const cluster::NodeInfo& n : topo.nodes()) addresses.push_back(n.client_address());
+  auto results = QueryStatuses(addresses, timeout_ms);
+  std::map<std::string, proto::NodeStatus> out;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const cluster::NodeInfo& n = topo.nodes()[i];
+    if (results[i].ok()) {
+      out[n.name] = std::move(results[i]).value();
+    } else if (errors != nullptr) {
+      errors->push_back(n.name + " (" + n.client_address() + "): " + results[i].status().message());
+    }
+  }
+  return out;
+}
+
+// The node of partition `partition` that leads it now: the one that says it leads and serves,
+// else the one the answering members name, else the config's row 0 (a fresh cluster's leader).
+const cluster::NodeInfo& LiveLeader(const cluster::Topology& topo, uint32_t partition, int timeout_ms) {
+  const auto group = topo.Group(partition);
+  std::vector<std::string> addresses;
+  for (const cluster::NodeInfo* n : group) addresses.push_back(n->client_address());
+  auto results = QueryStatuses(addresses, timeout_ms);
+  std::map<std::string, int> named;  // leader named by the members that answer -> votes
+  const cluster::NodeInfo* serving = nullptr;  // says it leads and serves (the highest term)
+  uint64_t serving_term = 0;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].ok()) continue;
+    const proto::NodeStatus& s = results[i].value();
+    if (s.role == "leader" && s.state == "serving" && (serving == nullptr || s.term > serving_term)) {
+      serving = group[i];
+      serving_term = s.term;
+    }
+    if (!s.leader.empty()) ++named[s.leader];
+  }
+  if (serving != nullptr) return *serving;
+  const cluster::NodeInfo* best = nullptr;
+  int votes = 0;
+  for (const auto& [name, v] : named) {  // ordered: ties go to the first name
+    auto n = topo.Find(name);
+    if (v > votes && n.ok()) best = n.value(), votes = v;
+  }
+  return best != nullptr ? *best : topo.Leader(partition);
+}
+
+int StatusMain(const cluster::Topology& topo, int timeout_ms) {
+  std::vector<std::string> errors;
+  auto all = AllStatus(topo, timeout_ms, &errors);
+  std::map<std::string, proto::FollowerView> views;  // as the leaders see their followers
+  for (const auto& [name, s] : all) {
+    for (const auto& f : s.followers) views[f.node] = f;
+  }
+  // leader: whom the node believes leads its group, with the backend's term (raft) or epoch
+  // (zookeeper): "n1@2".
+  std::printf("%-12s %-9s %-11s %10s %12s %8s %-10s %-10s %s\n", "node", "role", "state", "batches", "committed", "lag",
+              "digest", "leader", "error");
+  for (const cluster::NodeInfo& n : topo.nodes()) {
+    auto it = all.find(n.name);
+    if (it == all.end()) {
+      // No answer (down, paused, unreachable): what its leader knows of it, if anything.
+      std::string lag = "-", digest = "-", error = "no answer";
+      if (auto v = views.find(n.name); v != views.end()) {
+        lag = std::to_string(v->second.lag_batches);
+        if (v->second.stranded) {
+          digest = "stranded";
+          error += "; stranded (as its leader sees it): " + v->second.note;
+        }
+      }
+      std::printf("%-12s %-9s %-11s %10s %12s %8s %-10s %-10s %s\n", n.name.c_str(), "-", "down", "-", "-", lag.c_str(),
+                  digest.c_str(), "-", error.c_str());
+      continue;
+    }
+    const proto::NodeStatus& s = it->second;
+    std::string lag = "-", digest = "-";
+    std::string error = s.error;
+    if (auto v = views.find(n.name); v != views.end()) {
+      lag = std::to_string(v->second.lag_batches);
+      digest = v->second.mismatches > 0 ? "MISMATCH"
+               : v->second.stranded   ? "stranded"
+                                      : (v->second.agrees_at_last ? "agrees" : "behind");
+      if (v->second.stranded && error.empty()) error = "stranded (as its leader sees it): " + v->second.note;
+    } else if (s.role == "leader") {
+      digest = s.digest_mismatches > 0 ? "MISMATCH" : "reference";
+    }
+    const std::string leader = s.leader.empty() ? "-" : s.leader + "@" + std::to_string(s.term);
+    std::printf("%-12s %-9s %-11s %10" PRIu64 " %12" PRIu64 " %8s %-10s %-10s %s\n", n.name.c_str(), s.role.c_str(),
+                s.state.c_str(), s.committed_batches, s.committed_txns, lag.c_str(), digest.c_str(), leader.c_str(),
+                error.empty() ? "-" : error.c_str());
+  }
+  std::fflush(stdout);
+  for (const auto& e : errors) std::fprintf(stderr, "qrstore-client: %s: no answer: %s\n", topo.name().c_str(), e.c_str());
+  return errors.empty() ? kExitOk : kExitFailed;
+}
+
+// The table the servers loaded (their status: NodeStatus::loaded) wins over this client's copy
+// of the config file, which may lack the overrides they were started with (cluster.sh up
+// --ycsb.records=...): a key that differs is taken from the servers, unless the user chose it
+// for this run (`chosen`: key -> "command line" or the workload file), which is an error
+// saying what the servers hold. Servers that do not answer (or do not say) leave the config
+// as it is: the connections report them.
+Status FollowTheServers(const cluster::Topology& topo, int timeout_ms, const std::map<std::string, std::string>& chosen,
+                        Config* config) {
+  auto log = Logger("client");
+  const cluster::NodeInfo& leader = LiveLeader(topo, 0, timeout_ms);
+  auto st = QueryStatus(leader.client_address(), timeout_ms);
+  if (!st.ok()) {
+    log->warn("could not ask {} what it loaded ({}): generating for the config file's table", leader.name,
+              st.status().message());
+    return Status::Ok();
+  }
+  const std::vector<std::pair<std::string, std::string>> mine = cluster::TableKeys(*config);
+  std::vector<std::string> adopt;
+  for (const auto& loaded : st.value().loaded) {
+    // (no structured binding: clang 14 cannot capture one in the lambda below)
+    const std::string& key = loaded.first;
+    const std::string& theirs = loaded.second;
+    auto it = std::find_if(mine.begin(), mine.end(), [&](const auto& kv) { return kv.first == key; });
+    if (it == mine.end() || it->second == theirs) continue;
+    if (auto c = chosen.find(key); c != chosen.end()) {
+      return Status::InvalidArgument(c->second + ": " + key + "=" + it->second + " but the servers hold " + key + "=" +
+                                     theirs + " (" + leader.name + "'s status): start them with it (cluster.sh up " +
+                                     "CONFIG --" + key + "=" + it->second + ") or leave it out");
+    }
+    log->info("the servers hold {}={} (the config file says {}): generating for that", key, theirs, it->second);
+    adopt.push_back(key + "=" + theirs);
+  }
+  if (adopt.empty()) return Status::Ok();
+  auto with = config->WithOverrides(adopt);
+  if (!with.ok()) return Status::InvalidArgument("what " + leader.name + " loaded: " + with.status().message());
+  *config = std::move(with).value();
+  return Status::Ok();
+}
+
+}  // namespace qrstore::client

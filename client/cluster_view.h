@@ -1,0 +1,31 @@
+// What qrstore-client asks a cluster's nodes over their status requests (client/client.h
+// QueryStatuses): every node's status, the live leader of a partition, the --status table, and
+// the table the servers loaded. Each call asks the nodes in parallel, within one time-out.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cluster/protocol.h"
+#include "cluster/topology.h"
+#include "common/config.h"
+#include "common/status.h"
+
+namespace qrstore::client {
+
+// Every node's status (parallel); a node that does not answer is missing from the map (and,
+// with `errors`, named there with why).
+std::map<std::string, cluster::proto::NodeStatus> AllStatus(const cluster::Topology& topo, int timeout_ms,
+                                                            std::vector<std::string>* errors = nullptr);
+// The node of partition `partition` that leads it now: the one that says it leads and serves,
+// else the one the answering members name, else the config's row 0 (a fresh cluster's leader).
+const cluster::NodeInfo& LiveLeader(const cluster::Topology& topo, uint32_t partition, int timeout_ms);
+// --status: one line per node on stdout; the exit status (0: every node answered).
+int StatusMain(const cluster::Topology& topo, int timeout_ms);
+// The table the servers loaded wins over this client's copy of the config (see the .cc);
+// kInvalidArgument when the user chose a table key the servers do not hold.
+Status FollowTheServers(const cluster::Topology& topo, int timeout_ms, const std::map<std::string, std::string>& chosen,
+                        Config* config);
+
+}  // namespace qrstore::client
