@@ -32,6 +32,21 @@ std::map<std::string, proto::NodeStatus> AllStatus(const cluster::Topology& topo
   return out;
 }
 
+const cluster::NodeInfo* ServingLeader(const std::vector<const cluster::NodeInfo*>& group,
+                                       const std::vector<Result<proto::NodeStatus>>& results) {
+  const cluster::NodeInfo* found = nullptr;
+  uint64_t found_term = 0;
+  for (size_t i = 0; i < results.size() && i < group.size(); ++i) {
+    if (!results[i].ok()) continue;
+    const proto::NodeStatus& s = results[i].value();
+    if (s.role == "leader" && s.state == "serving" && (found == nullptr || s.term > found_term)) {
+      found = group[i];
+      found_term = s.term;
+    }
+  }
+  return found;
+}
+
 // The node of partition `partition` that leads it now: the one that says it leads and serves,
 // else the one the answering members name, else the config's row 0 (a fresh cluster's leader).
 const cluster::NodeInfo& LiveLeader(const cluster::Topology& topo, uint32_t partition, int timeout_ms) {
@@ -39,19 +54,11 @@ const cluster::NodeInfo& LiveLeader(const cluster::Topology& topo, uint32_t part
   std::vector<std::string> addresses;
   for (const cluster::NodeInfo* n : group) addresses.push_back(n->client_address());
   auto results = QueryStatuses(addresses, timeout_ms);
+  if (const cluster::NodeInfo* serving = ServingLeader(group, results)) return *serving;
   std::map<std::string, int> named;  // leader named by the members that answer -> votes
-  const cluster::NodeInfo* serving = nullptr;  // says it leads and serves (the highest term)
-  uint64_t serving_term = 0;
-  for (size_t i = 0; i < results.size(); ++i) {
-    if (!results[i].ok()) continue;
-    const proto::NodeStatus& s = results[i].value();
-    if (s.role == "leader" && s.state == "serving" && (serving == nullptr || s.term > serving_term)) {
-      serving = group[i];
-      serving_term = s.term;
-    }
-    if (!s.leader.empty()) ++named[s.leader];
+  for (const auto& r : results) {
+    if (r.ok() && !r.value().leader.empty()) ++named[r.value().leader];
   }
-  if (serving != nullptr) return *serving;
   const cluster::NodeInfo* best = nullptr;
   int votes = 0;
   for (const auto& [name, v] : named) {  // ordered: ties go to the first name

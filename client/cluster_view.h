@@ -18,6 +18,11 @@ namespace qrstore::client {
 // with `errors`, named there with why).
 std::map<std::string, cluster::proto::NodeStatus> AllStatus(const cluster::Topology& topo, int timeout_ms,
                                                             std::vector<std::string>* errors = nullptr);
+// Of `group`'s members, whose statuses `results` are (in the same order), the one that says it
+// leads and serves; when several say so (an old leader resumed after a pause has not yet learned
+// it was deposed) the highest term wins. nullptr: none.
+const cluster::NodeInfo* ServingLeader(const std::vector<const cluster::NodeInfo*>& group,
+                                       const std::vector<Result<cluster::proto::NodeStatus>>& results);
 // The node of partition `partition` that leads it now: the one that says it leads and serves,
 // else the one the answering members name, else the config's row 0 (a fresh cluster's leader).
 const cluster::NodeInfo& LiveLeader(const cluster::Topology& topo, uint32_t partition, int timeout_ms);

@@ -367,19 +367,7 @@ int Main(int argc, char** argv) {
     const auto group = topo->Group(0);
     std::vector<std::string> addresses;
     for (const cluster::NodeInfo* n : group) addresses.push_back(n->client_address());
-    auto results = QueryStatuses(addresses, std::min(connect_ms, kLookMs));
-    // Several may say so for a moment (an old leader resumed after a pause has not yet learned
-    // it was deposed): the highest term wins.
-    const cluster::NodeInfo* found = nullptr;
-    uint64_t found_term = 0;
-    for (size_t i = 0; i < results.size(); ++i) {
-      if (!results[i].ok()) continue;
-      const proto::NodeStatus& s = results[i].value();
-      if (s.role == "leader" && s.state == "serving" && (found == nullptr || s.term > found_term)) {
-        found = group[i];
-        found_term = s.term;
-      }
-    }
+    const cluster::NodeInfo* found = ServingLeader(group, QueryStatuses(addresses, std::min(connect_ms, kLookMs)));
     if (found == nullptr) {
       // Every 50 ms for the first 3 s (an election takes a few hundred ms: a longer back-off
       // would add to the pause), then doubling up to 1 s (a whole cluster restarting).
