@@ -29,7 +29,10 @@ uint64_t MaxRequestBytes(const workloads::WorkloadOptions& o, uint64_t n) {
   const uint64_t ops = transfer ? 2 : o.ycsb.ops_per_txn;
   const uint64_t key = VarintBytes(o.RecordCount() - 1);
   const uint64_t arg = VarintBytes(transfer ? o.transfer.max_amount : o.ycsb.abort_fire_per_10k);
-  return 8 + VarintBytes(n) + n * (8 + VarintBytes(ops) + ops * (1 + 2 * key + arg));
+  // A session id and the first seq at their widest; the other seqs one byte each (a request's
+  // seqs are consecutive, and a resend repeats the request's bytes).
+  constexpr uint64_t kSession = 10 + 10;
+  return 8 + kSession + VarintBytes(n) + n * (1 + 8 + VarintBytes(ops) + ops * (1 + 2 * key + arg));
 }
 
 uint64_t MaxReplyBytes(const workloads::WorkloadOptions& o, uint64_t n) {

@@ -40,7 +40,8 @@
 namespace qrstore::client {
 
 // Bytes of the largest request body of `n` txns this workload can produce (varints at their
-// widest for the workload's keys and arguments), and of the largest reply to it.
+// widest for the workload's keys and arguments, with a session and seqs), and of the largest
+// reply to it.
 uint64_t MaxRequestBytes(const workloads::WorkloadOptions& o, uint64_t n);
 uint64_t MaxReplyBytes(const workloads::WorkloadOptions& o, uint64_t n);
 
