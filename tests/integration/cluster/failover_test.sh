@@ -2,7 +2,7 @@
 # The leader of a group of three (rf = 2; raft, or ZooKeeper with its election) is lost under full
 # load; a follower takes over and serves. With ZooKeeper a killed or paused leader is replaced
 # once ZooKeeper expires its session (2 s here).
-#   kill           SIGKILL n0 (YCSB load);
+#   kill           SIGKILL n0 (YCSB load; SIGSTOP 0.3 s before, so txns are surely in flight);
 #   kill-transfer  SIGKILL n0 (transfer load: money must be conserved);
 #   pause          SIGSTOP n0 past the election timeout, then SIGCONT: the old leader must find
 #                  itself deposed, acknowledge nothing more and exit with status 3 (no dump);
@@ -67,6 +67,11 @@ elif [[ "$how" == cutoff ]]; then
 elif [[ "$how" == kill-before-reply* ]]; then
   touch "$QR_TMP/kill.n0"  # the leader dies with a committed slice unanswered
 else
+  # Stopped first, killed 0.3 s later: the client's senders fill their windows meanwhile, so it
+  # surely has txns unanswered at n0 when it dies (killed at once, it could find both
+  # connections between a reply and the next request on a busy machine, and resend nothing).
+  "$QR_SRC/scripts/cluster.sh" kill "$cfg" n0 STOP
+  sleep 0.3
   "$QR_SRC/scripts/cluster.sh" kill "$cfg" n0 KILL
 fi
 start=$SECONDS
