@@ -81,13 +81,14 @@ if [ "$asan" = 1 ]; then
   # instrumentation, which only slows them a little): one clang build of the libraries serves
   # this stage and the fuzz smoke. The simulation seeds run in Release only (~40x slower here);
   # the fuzz corpus replays are the fuzz smoke's; the resident-set test (label rss) is the
-  # Release run's. scripts/lsan.supp: a known leak inside the ZooKeeper C client.
+  # Release run's, and so are the tests labelled slow (long waits, paths the others cover).
+  # scripts/lsan.supp: a known leak inside the ZooKeeper C client.
   stage "building the unit and integration tests under AddressSanitizer + UBSan (clang) into build-fuzz/"
   scripts/fuzz.sh --configure
   cmake --build build-fuzz -j"$jobs" --target sanitizer_tests
   stage "running the unit and integration tests under AddressSanitizer + UBSan"
   (cd build-fuzz && ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" LSAN_OPTIONS="suppressions=$root/scripts/lsan.supp" \
-     UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" ctest --output-on-failure -j"$jobs" -L "unit|integration" -LE "fuzz|rss" --timeout 600)
+     UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" ctest --output-on-failure -j"$jobs" -L "unit|integration" -LE "fuzz|rss|slow" --timeout 600)
 fi
 if [ "$fuzz" = 1 ]; then
   stage "fuzz smoke: every fuzz target for ${QRSTORE_FUZZ_SECONDS:-15} s, $jobs at a time (build-fuzz/)"
