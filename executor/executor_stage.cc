@@ -16,6 +16,7 @@ ExecutorStage::ExecutorStage(ExecutorStageOptions options, BatchRing* ring, stor
     executors_.back()->set_park_when_logging(opt_.row_sender != nullptr);
   }
   executed_ = ring_->first_batch;
+  image_next_ = ring_->first_batch;
 }
 
 void ExecutorStage::Start() {
@@ -149,6 +150,7 @@ void ExecutorStage::Loop(uint32_t me) {
   BatchRing& ring = *ring_;
   RangeExecutor& ex = *executors_[me];
   for (uint64_t b = ring.first_batch;; ++b) {
+    if (opt_.image_sink != nullptr && b > ring.first_batch && !ImageBoundary(b - 1, me)) return;
     BatchSlot& slot = ring.Slot(b);
     ex.log().Clear();
     // Logging starts at the first slice with abortable ops: only from there on can a
@@ -220,6 +222,38 @@ void ExecutorStage::Loop(uint32_t me) {
       if (executed_ <= b) return;
     }
   }
+}
+
+bool ExecutorStage::ImageBoundary(uint64_t done, uint32_t me) {
+  BatchRing& ring = *ring_;
+  std::unique_lock<std::mutex> lk(ring.mu);
+  if (done >= image_next_) {
+    // The first executor past `done`: every earlier boundary is decided (an executor passes
+    // them in order, and one with an image holds everyone until all have copied).
+    QR_CHECK_EQ(done, image_next_);
+    image_next_ = done + 1;
+    image_batch_ = done;
+    image_ = opt_.image_sink->Want(done);
+    image_arrived_ = image_copied_ = 0;
+  }
+  if (image_batch_ != done || image_ == nullptr) return true;
+  if (++image_arrived_ == ring.executors) ring.executed_cv.notify_all();
+  // Until every range is done with `done` (and its aborts are undone), nobody copies.
+  ring.executed_cv.wait(lk, [&] { return ring.Halted() || image_arrived_ == ring.executors; });
+  if (image_arrived_ != ring.executors) return false;  // halted
+  storage::TableImage* image = image_;
+  lk.unlock();
+  image->CopyShare(*table_, me, ring.executors);
+  lk.lock();
+  if (++image_copied_ == ring.executors) {
+    image_ = nullptr;
+    image_complete_ = done + 1;
+    opt_.image_sink->Taken(done);
+    ring.executed_cv.notify_all();
+  }
+  // Nobody writes the table until every share is copied.
+  ring.executed_cv.wait(lk, [&] { return ring.Halted() || image_complete_ > done; });
+  return image_complete_ > done;
 }
 
 bool ExecutorStage::RowResolve(uint64_t b, BatchSlot& slot, uint64_t* digest_delta) {

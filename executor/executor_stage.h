@@ -35,8 +35,23 @@
 #include "executor/range_executor.h"
 #include "executor/row_resolver.h"
 #include "storage/table.h"
+#include "storage/table_image.h"
 
 namespace qrstore::executor {
+
+// Checkpoints (issue 21): at a batch boundary the executors may copy the table into an image
+// (storage/table_image.h), all of them at once, each its share, then go on. Called with the
+// ring's mu held, so both must be quick and must not block.
+class ImageSink {
+ public:
+  virtual ~ImageSink() = default;
+  // Once per batch b, by the first executor done with b: the image to fill with the table after
+  // b (every range done with b and its aborts undone), or nullptr for none. Prepared (its
+  // buffers sized for the table) by the sink; not touched by anyone else until Taken(b).
+  virtual storage::TableImage* Want(uint64_t b) = 0;
+  // The image Want(b) returned holds the table after b.
+  virtual void Taken(uint64_t b) = 0;
+};
 
 struct ExecutorStageOptions {
   bool wait_for_replication = false;  // replication.mode=sync: run a slice once replicated
@@ -48,6 +63,7 @@ struct ExecutorStageOptions {
   RowSender* row_sender = nullptr;
   uint32_t row_partitions = 1;
   uint32_t row_partition = 0;
+  ImageSink* image_sink = nullptr;  // not owned; nullptr: no checkpoint images
 };
 
 class ExecutorStage {
@@ -97,6 +113,10 @@ class ExecutorStage {
   // no node adds an aborted txn, then undo. Run by the batch's last executor, the others
   // waiting. False if the ring halted meanwhile.
   bool RowResolve(uint64_t b, BatchSlot& slot, uint64_t* digest_delta);
+  // Executor `me` at the boundary after batch `done`: the first to come asks the sink; if it
+  // wants an image, waits for the others, copies its share and waits until every share is
+  // copied. False if the ring halted meanwhile.
+  bool ImageBoundary(uint64_t done, uint32_t me);
   // Fills row slot `dep_slot` of sub-slice ss = (b, p). ring->mu held.
   Status FillLocked(SliceState& ss, uint64_t b, uint32_t p, uint32_t dep_slot, int64_t value);
 
@@ -118,6 +138,15 @@ class ExecutorStage {
   // Row nodes: dependency values that came before their sub-slice, by (batch, slice).
   std::map<std::pair<uint64_t, uint32_t>, std::vector<std::pair<uint32_t, int64_t>>> pending_;  // guarded by ring->mu
   size_t pending_values_ = 0;                                                                     // guarded by ring->mu
+  // Images (guarded by ring->mu): boundaries below image_next_ are decided; image_ (if any) is
+  // for boundary image_batch_, with image_arrived_ executors there and image_copied_ done;
+  // image_complete_ is one past the last boundary whose image is complete (only grows, so a
+  // waiter never misses its barrier's end when the next one starts).
+  uint64_t image_next_ = 0;
+  uint64_t image_batch_ = 0;
+  storage::TableImage* image_ = nullptr;
+  uint32_t image_arrived_ = 0, image_copied_ = 0;
+  uint64_t image_complete_ = 0;
 
   std::vector<NamedThread> threads_;  // start order; Start and Join only (the controlling thread)
 };

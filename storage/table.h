@@ -130,6 +130,8 @@ class Table {
   }
 
  private:
+  friend class TableImage;  // copies the records at a batch boundary (storage/table_image.h)
+
   // Sparse keys are >= capacity_ >= 1, so 0 can mark an empty index slot.
   static constexpr Key kEmptySparse = 0;
   static constexpr uint32_t kChunkRecords = 4096;
