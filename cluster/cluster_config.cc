@@ -40,6 +40,13 @@ void AddClusterConfigKeys(ConfigSchema* s) {
   s->AddInt("server.session_max_value_bytes", 64 << 20, 0, int64_t{1} << 40,
             "with server.session_read_values: read values kept per node; beyond it the oldest are dropped (their "
             "retries are answered committed-no-values)");
+  s->AddString("server.checkpoint_dir", "",
+               "write checkpoints of this node's table and session table under <dir>/<node>/ in the background "
+               "(docs/recovery.md); empty: none. Restarting from them is not built yet");
+  s->AddInt("server.checkpoint_every_batches", 1000, 1, INT64_MAX,
+            "a checkpoint after every this many batches (the same batches on every node); one still being "
+            "written makes the next due ones be skipped, not queued");
+  s->AddInt("server.checkpoint_keep", 2, 1, 1000, "checkpoints kept per node (the newest; older ones are deleted)");
   s->AddInt("row.peer_timeout_ms", 10000, 200, 3'600'000,
             "a partitioned row's node fails when a peer has sent nothing (not even a heartbeat, sent every "
             "fifth of this) for this long: a hung peer; a dead one is seen at once by its closed connection");

@@ -222,6 +222,7 @@ class PipelineImpl {
     o.row_sender = opt.row_sender;
     o.row_partitions = opt.row_partitions;
     o.row_partition = opt.row_partition;
+    o.image_sink = opt.image_sink;
     return o;
   }
   static commit::CommitStageOptions CommitOptions(const PipelineOptions& opt) {

@@ -41,6 +41,7 @@
 
 #include "commit/commit_stage.h"
 #include "commit/outcome.h"
+#include "executor/executor_stage.h"
 #include "common/status.h"
 #include "planner/eq.h"
 #include "storage/key_map.h"
@@ -72,6 +73,9 @@ struct PipelineOptions {
   executor::RowSender* row_sender = nullptr;
   uint32_t row_partitions = 1;
   uint32_t row_partition = 0;
+  // Checkpoints: asked at every batch boundary whether to copy the table (executor_stage.h).
+  // Not owned; outlives the pipeline.
+  executor::ImageSink* image_sink = nullptr;
 };
 
 // The per-batch results of the commit stage (commit/commit_stage.h), under the names the

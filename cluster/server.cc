@@ -61,13 +61,18 @@ Status ServerImpl::Init(const Config& config, const std::string& node) {
   if (workload.ok()) {
     const uint64_t txns_in_flight = static_cast<uint64_t>(config.GetInt("batch.txns")) *
                                     static_cast<uint64_t>(config.GetInt("engine.batches_in_flight"));
-    if (Status s = workloads::CheckMemoryFits(workload.value(), 1, txns_in_flight); !s.ok()) {
+    // A checkpoint's copy of the table is a second table.
+    const uint64_t tables = config.GetString("server.checkpoint_dir").empty() ? 1 : 2;
+    if (Status s = workloads::CheckMemoryFits(workload.value(), tables, txns_in_flight); !s.ok()) {
       errors.push_back(s.message());
     }
   }
   if (const std::string& dir = config.GetString("server.dump_state_dir");
       !dir.empty() && ::access(dir.c_str(), W_OK | X_OK) != 0) {
     errors.push_back("server.dump_state_dir: cannot write in '" + dir + "': " + std::strerror(errno));
+  }
+  if (!config.GetString("server.checkpoint_dir").empty() && topo_->partitions() > 1) {
+    errors.push_back("server.checkpoint_dir: a partitioned row takes no checkpoints yet (one partition only)");
   }
   if (!errors.empty()) {
     std::string msg = "invalid config for node " + node + ":";
@@ -204,6 +209,22 @@ Status ServerImpl::Start() {
   po.deliver_outcomes = true;
   po.track_digest = true;
   po.executors_wait_for_replication = mode_ == "sync";
+  if (const std::string& dir = c.GetString("server.checkpoint_dir"); !dir.empty()) {
+    CheckpointerOptions co;
+    co.dir = dir + "/" + me_.name;
+    co.every_batches = static_cast<uint64_t>(c.GetInt("server.checkpoint_every_batches"));
+    co.keep = static_cast<int>(c.GetInt("server.checkpoint_keep"));
+    co.base.cluster_id = topo_->ClusterId();
+    co.base.partition = me_.partition;
+    co.base.partitions = topo_->partitions();
+    co.base.record_size = workload_.Layout().size();
+    co.base.capacity = table_->capacity();
+    co.base.stream_next.assign(Streams(), 0);
+    co.identity = [this] { return Identity(); };
+    checkpointer_ = std::make_unique<Checkpointer>(co, *table_, [this] { return sessions_->Encode(); });
+    QR_RETURN_IF_ERROR(checkpointer_->Start());
+    po.image_sink = checkpointer_.get();
+  }
   MakeMonitor();
   if (replicated) MakeReporter();
   service_ = std::make_unique<ClientService>(so, h);
@@ -230,6 +251,7 @@ Status ServerImpl::Start() {
         // The session table is replicated state: its digest goes into the one replicas compare.
         const uint64_t d = b.digest ^ Mix64(sessions_->Digest());
         monitor_->RecordOwn(b.batch, d);
+        if (checkpointer_) checkpointer_->OnCommitted(b.batch, d);
         // The test hook lies about the digest, so tests can see the leader notice.
         if (reporter_ && role() != NodeRole::kLeader) reporter_->RecordApplied(b.batch, wrong && b.batch >= wrong_from ? ~d : d);
       });
@@ -623,8 +645,10 @@ Status ServerImpl::Shutdown() {
   StopAll();
   if (!skip_dump.empty()) {
     if (!config_->GetString("server.dump_state_dir").empty()) log->warn("{} no dump: {}", Identity(), skip_dump);
-  } else if (Status d = Dump(); !d.ok() && result.ok()) {
-    result = d;
+  } else {
+    // A clean stop leaves a checkpoint of the last batch: a restart then needs no log.
+    if (checkpointer_) checkpointer_->WriteFinal(*table_, sessions_->Digest());
+    if (Status d = Dump(); !d.ok() && result.ok()) result = d;
   }
   if (!result.ok()) log->warn("{} stopped: {}", Identity(), result.ToString());
   return result;
@@ -646,6 +670,7 @@ void ServerImpl::StopAll() {
   if (reporter_) reporter_->Stop(0);
   if (row_) row_->Stop();
   if (pipeline_) pipeline_->Stop();
+  if (checkpointer_) checkpointer_->Stop();  // after the executors: a write in progress finishes
   if (planner_) planner_->Stop();
   if (replicator_) replicator_->Stop();
 }

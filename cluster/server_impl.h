@@ -41,6 +41,7 @@
 #include "cluster/pipeline.h"
 #include "cluster/protocol.h"
 #include "cluster/replica_monitor.h"
+#include "cluster/checkpointer.h"
 #include "cluster/session_store.h"
 #include "cluster/row/row_server.h"
 #include "cluster/topology.h"
@@ -137,6 +138,9 @@ class ServerImpl {
   std::string kill_before_reply_file_;  // server.test_kill_before_reply_file + "." + node
 
   std::unique_ptr<storage::Table> table_;
+  // server.checkpoint_dir: writes checkpoints in the background (one partition only). Declared
+  // before the pipeline, whose executors call it: it outlives them.
+  std::unique_ptr<Checkpointer> checkpointer_;
   std::unique_ptr<replication::Replicator> replicator_;
   std::unique_ptr<Pipeline> pipeline_;
   std::unique_ptr<LocalPlanner> planner_;  // created by a promotion (watch thread), then fixed

@@ -2,6 +2,7 @@
 // line, and which followers the replication backend gave up on.
 #include <sys/resource.h>
 
+#include <chrono>
 #include <map>
 #include <string>
 
@@ -132,6 +133,19 @@ std::string ServerImpl::StatsLine() const {
       line += " duplicates=" + std::to_string(sc.duplicates) + " expired=" + std::to_string(sc.expired) +
               " refused=" + std::to_string(sc.refused);
     }
+  }
+  if (checkpointer_) {
+    const CheckpointStats cs = checkpointer_->Stats();
+    line += " checkpoints=" + std::to_string(cs.written);
+    if (cs.any) {
+      const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+      line += " checkpoint_batch=" + std::to_string(cs.last_batch) +
+              " checkpoint_age_s=" + std::to_string((now_ms - cs.last_unix_ms) / 1000);
+    }
+    if (cs.skipped > 0) line += " checkpoints_skipped=" + std::to_string(cs.skipped);
+    if (!cs.last_error.empty()) line += " checkpoint_error=\"" + cs.last_error + "\"";
   }
   if (s.role == "leader") {
     line += " replicated_mb=" + std::to_string(static_cast<double>(replicated_bytes_.load()) / 1e6);

@@ -112,6 +112,10 @@ uint64_t SessionStore::Digest() const {
   std::lock_guard<std::mutex> lk(mu_);
   return table_.Digest();
 }
+std::string SessionStore::Encode() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return table_.Encode();
+}
 size_t SessionStore::sessions() const {
   std::lock_guard<std::mutex> lk(mu_);
   return table_.sessions();

@@ -78,6 +78,8 @@ class SessionStore {
   void ClearInFlight();
 
   uint64_t Digest() const;
+  // The table's canonical bytes (planner/session_table.h Encode): a checkpoint's session table.
+  std::string Encode() const;
   size_t sessions() const;
   uint64_t outcomes() const;
   SessionStoreCounters counters() const;

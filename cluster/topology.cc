@@ -3,6 +3,7 @@
 #include <map>
 #include <set>
 
+#include "common/hash.h"
 #include "workloads/workload.h"
 
 namespace qrstore::cluster {
@@ -145,6 +146,12 @@ Result<storage::KeyMapper> PartitionMapFor(const Config& config, const Topology&
   }
   return storage::KeyMapper(range_fn ? storage::KeyMapper::Kind::kRange : storage::KeyMapper::Kind::kHash, partitions,
                             key_space);
+}
+
+uint64_t Topology::ClusterId() const {
+  std::string id = name_ + "/" + std::to_string(partitions_);
+  for (const NodeInfo& n : nodes_) id += "," + n.name;
+  return Hash64(id);
 }
 
 }  // namespace qrstore::cluster

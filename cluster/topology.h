@@ -62,6 +62,10 @@ class Topology {
   const NodeInfo& Leader(uint32_t partition) const { return At(partition, 0); }
   // The replication group of `partition`: its nodes by row (row 0 first).
   std::vector<const NodeInfo*> Group(uint32_t partition) const;
+  // Names this cluster in its checkpoints (another cluster's are refused): a hash of
+  // cluster.name, the partition count and the node names in cluster.nodes order; not of hosts
+  // or ports (a cluster moved to other ports is the same cluster).
+  uint64_t ClusterId() const;
 
  private:
   std::string name_;

@@ -15,6 +15,7 @@ trap 'rm -rf "$TMP"' EXIT
 # Arguments that take each program past its own flag checks to the config stage.
 declare -A base_args=(
   [qrstore-bench]="--txns 1"
+  [qrstore-checkpoint]="--config configs/cluster-raft.yaml --node n0"
   [qrstore-client]="--config configs/cluster-raft.yaml --txns 1"
   [qrstore-server]="--config configs/cluster-raft.yaml --node n0"
   [qrstore-repl-bench]="--backend none"

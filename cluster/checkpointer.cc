@@ -1,0 +1,170 @@
+#include "cluster/checkpointer.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "common/check.h"
+#include "common/clock.h"
+#include "common/hash.h"
+#include "common/logging.h"
+#include "common/report.h"
+
+namespace qrstore::cluster {
+
+Checkpointer::Checkpointer(CheckpointerOptions options, const storage::Table& table,
+                           std::function<std::string()> encode_sessions)
+    : opt_(std::move(options)), encode_sessions_(std::move(encode_sessions)) {
+  QR_CHECK(opt_.every_batches >= 1 && opt_.keep >= 1 && opt_.identity);
+  // Sized once, here: a copy at a boundary allocates nothing.
+  image_.Prepare(table);
+}
+
+Status Checkpointer::Start() {
+  std::error_code ec;
+  std::filesystem::create_directories(opt_.dir, ec);
+  if (ec) return Status::IoError("server.checkpoint_dir: cannot create '" + opt_.dir + "': " + ec.message());
+  if (::access(opt_.dir.c_str(), W_OK | X_OK) != 0) {
+    return Status::IoError("server.checkpoint_dir: cannot write in '" + opt_.dir + "': " + std::strerror(errno));
+  }
+  thread_ = NamedThread("checkpoint", [this] { Loop(); });
+  return Status::Ok();
+}
+
+void Checkpointer::Stop() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.Join();
+}
+
+storage::TableImage* Checkpointer::Want(uint64_t b) {
+  if (!Candidate(b)) return nullptr;
+  std::lock_guard<std::mutex> lk(mu_);
+  if (state_ != State::kIdle || stop_) {
+    ++stats_.skipped;
+    return nullptr;
+  }
+  state_ = State::kTaking;
+  batch_ = b;
+  have_image_ = false;
+  copy_start_ns_ = NowNanos();
+  return &image_;
+}
+
+void Checkpointer::Taken(uint64_t b) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    QR_CHECK(state_ == State::kTaking && batch_ == b);
+    have_image_ = true;
+    stats_.last_copy_ms = static_cast<double>(NowNanos() - copy_start_ns_) / 1e6;
+  }
+  cv_.notify_all();
+}
+
+void Checkpointer::OnCommitted(uint64_t b, uint64_t digest) {
+  {
+    // The commit of b may come before or after the executors' Want(b): capture while a
+    // checkpoint of b may still be taken (idle: Want(b) has not come yet, and it will find the
+    // writer idle, since only Want leaves kIdle).
+    std::lock_guard<std::mutex> lk(mu_);
+    committed_any_ = true;
+    last_batch_ = b;
+    last_digest_ = digest;
+    if (!Candidate(b)) return;
+    if (!(state_ == State::kIdle || (state_ == State::kTaking && batch_ == b))) return;
+  }
+  std::string sessions = encode_sessions_();  // this thread's: the sink applies sessions here too
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    have_state_ = true;
+    state_batch_ = b;
+    state_digest_ = digest;
+    state_sessions_ = std::move(sessions);
+  }
+  cv_.notify_all();
+}
+
+CheckpointStats Checkpointer::Stats() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return stats_;
+}
+
+void Checkpointer::Loop() {
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    cv_.wait(lk, [&] {
+      return stop_ || (state_ == State::kTaking && have_image_ && have_state_ && state_batch_ == batch_);
+    });
+    if (stop_) return;
+    state_ = State::kWriting;
+    const uint64_t b = batch_, digest = state_digest_;
+    std::string sessions = std::move(state_sessions_);
+    have_state_ = false;
+    lk.unlock();
+    Write(b, digest, sessions, [this](const storage::RecordEmit& emit) { image_.ForEach(emit); });
+    lk.lock();
+    state_ = State::kIdle;
+  }
+}
+
+void Checkpointer::WriteFinal(const storage::Table& table, uint64_t sessions_digest) {
+  Stop();  // no background write runs beside this one
+  uint64_t b = 0, digest = 0;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!committed_any_) return;  // nothing committed since start: the last checkpoint stands
+    b = last_batch_;
+    digest = last_digest_;
+  }
+  if (const uint64_t now = table.Digest() ^ Mix64(sessions_digest); now != digest) {
+    Logger("server")->warn("{} no checkpoint at stop: the table is not the state after batch {} (digest {} there, {} "
+                           "now: executed batches that never committed)",
+                           opt_.identity(), b, Hex(digest), Hex(now));
+    return;
+  }
+  Write(b, digest, encode_sessions_(), [&table](const storage::RecordEmit& emit) { table.ForEach(emit); });
+}
+
+void Checkpointer::Write(uint64_t b, uint64_t digest, const std::string& sessions,
+                         const storage::RecordSource& records) {
+  storage::CheckpointMeta meta = opt_.base;
+  meta.batch = b;
+  meta.digest = digest;
+  meta.stream_next.assign(opt_.base.stream_next.size(), b + 1);  // every stream has a slice in every batch
+  meta.created_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();  // shown as an age only
+  const int64_t t0 = NowNanos();
+  auto path = storage::WriteCheckpoint(opt_.dir, meta, records, sessions, opt_.keep);
+  const double secs = static_cast<double>(NowNanos() - t0) / 1e9;
+  auto log = Logger("server");
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!path.ok()) {
+    // Not fatal: the node serves on; the next candidate tries again. Said once per failure.
+    stats_.last_error = path.status().message();
+    log->warn("{} checkpoint of batch {} failed: {}", opt_.identity(), b, stats_.last_error);
+    return;
+  }
+  struct stat st {};
+  const uint64_t bytes = ::stat(path.value().c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+  ++stats_.written;
+  stats_.any = true;
+  stats_.last_batch = b;
+  stats_.last_unix_ms = meta.created_unix_ms;
+  stats_.last_bytes = bytes;
+  stats_.last_write_s = secs;
+  stats_.last_error.clear();
+  log->info("{} checkpoint of batch {}: {} ({:.1f} MB, copy {:.1f} ms, written in {:.2f} s)", opt_.identity(), b,
+            path.value(), static_cast<double>(bytes) / 1e6, stats_.last_copy_ms, secs);
+}
+
+}  // namespace qrstore::cluster

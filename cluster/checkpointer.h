@@ -1,0 +1,107 @@
+// Checkpointer: writes a node's checkpoints in the background while execution goes on (issue 21;
+// storage/checkpoint.h is the file, storage/table_image.h the copy).
+//
+// When. Candidate batches are every `every_batches`-th (b + 1 a multiple of it), the same on
+// every replica. At a candidate's end the executors copy the table into the image if the writer
+// is idle (Want); otherwise that candidate is skipped (a write slower than every_batches batches
+// makes checkpoints rarer, never queues them). The commit stage's hook for the same batch gives
+// the rest of the state at that boundary: the state digest (table and session table) and the
+// session table's encoding, captured only while a checkpoint of that batch may still be taken.
+// Once both halves of a batch are in, the "checkpoint" thread writes the file (temp, fsync,
+// rename; the newest `keep` kept) and the image is free for the next candidate.
+//
+// Threads. Want / Taken: an executor thread with the ring's lock held (quick, never blocking:
+// they only take this object's lock). OnCommitted: the commit thread that finished the batch
+// (outside the ring's lock), after the sink applied its session entries. Stats: any thread.
+// The writer thread: Start / Stop from the controlling thread. Lock order: ring lock, then mu_.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+
+#include "common/status.h"
+#include "common/thread.h"
+#include "executor/executor_stage.h"
+#include "storage/checkpoint.h"
+#include "storage/table_image.h"
+
+namespace qrstore::cluster {
+
+struct CheckpointerOptions {
+  std::string dir;              // this node's checkpoint directory (created by Start if missing)
+  uint64_t every_batches = 0;   // >= 1
+  int keep = 2;                 // >= 1
+  storage::CheckpointMeta base; // cluster id, partition(s), record size, capacity, streams (stream_next's size)
+  std::function<std::string()> identity;  // for log lines ("[n1 follower]": the role changes)
+};
+
+// What the status line shows (any thread).
+struct CheckpointStats {
+  uint64_t written = 0;          // checkpoints written since start
+  bool any = false;              // last_batch and the rest are valid
+  uint64_t last_batch = 0;
+  int64_t last_unix_ms = 0;      // when it was written (shown as an age)
+  uint64_t last_bytes = 0;
+  double last_write_s = 0;       // writing the file (after the copy)
+  double last_copy_ms = 0;       // the executors' pause for the copy
+  uint64_t skipped = 0;          // candidates skipped (the writer was busy)
+  std::string last_error;        // the last failed write ("": none)
+};
+
+class Checkpointer : public executor::ImageSink {
+ public:
+  // `encode_sessions` returns the session table's bytes (called by OnCommitted's thread).
+  Checkpointer(CheckpointerOptions options, const storage::Table& table, std::function<std::string()> encode_sessions);
+  ~Checkpointer() override { Stop(); }
+  Checkpointer(const Checkpointer&) = delete;
+  Checkpointer& operator=(const Checkpointer&) = delete;
+
+  // Creates the directory (and parents) if missing, checks it is writable, starts the thread.
+  Status Start();
+  // Stops the thread (a write in progress finishes first). Idempotent.
+  void Stop();
+
+  // executor::ImageSink
+  storage::TableImage* Want(uint64_t b) override;
+  void Taken(uint64_t b) override;
+  // Batch b committed with state digest `digest` (sessions applied).
+  void OnCommitted(uint64_t b, uint64_t digest);
+  // Clean stop, the pipeline stopped (nothing runs): a checkpoint of `table` as it is, at the
+  // last batch OnCommitted saw, unless the table's state digest (table digest mixed with
+  // `sessions_digest`, as the server's) differs from that batch's: then it holds executed
+  // batches that never committed, and the checkpoint is skipped (said in the log). A restart
+  // after a clean stop then needs no log at all.
+  void WriteFinal(const storage::Table& table, uint64_t sessions_digest);
+
+  CheckpointStats Stats() const;
+  bool Candidate(uint64_t b) const { return (b + 1) % opt_.every_batches == 0; }
+
+ private:
+  void Loop();
+  void Write(uint64_t b, uint64_t digest, const std::string& sessions, const storage::RecordSource& records);
+
+  const CheckpointerOptions opt_;
+  const std::function<std::string()> encode_sessions_;
+  storage::TableImage image_;  // the executors' during a copy, the writer's while writing
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  enum class State { kIdle, kTaking, kWriting } state_ = State::kIdle;  // guarded by mu_
+  uint64_t batch_ = 0;           // guarded by mu_: the batch being taken or written
+  bool have_image_ = false;      // guarded by mu_: Taken(batch_) came
+  int64_t copy_start_ns_ = 0;    // guarded by mu_
+  bool have_state_ = false;      // guarded by mu_: OnCommitted(state_batch_) came while idle or taking
+  uint64_t state_batch_ = 0;     // guarded by mu_
+  uint64_t state_digest_ = 0;    // guarded by mu_
+  std::string state_sessions_;   // guarded by mu_
+  bool committed_any_ = false;   // guarded by mu_: OnCommitted came (last_*: its latest)
+  uint64_t last_batch_ = 0, last_digest_ = 0;  // guarded by mu_
+  bool stop_ = false;            // guarded by mu_
+  CheckpointStats stats_;        // guarded by mu_
+  NamedThread thread_;
+};
+
+}  // namespace qrstore::cluster

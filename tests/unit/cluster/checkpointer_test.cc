@@ -1,0 +1,187 @@
+// Checkpointer (cluster/checkpointer.h) without a pipeline: the test plays the executors (Want,
+// copying the image, Taken) and the commit stage (OnCommitted), in both orders, and reads the
+// files back with storage/checkpoint.h.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "cluster/checkpointer.h"
+#include "common/hash.h"
+#include "storage/checkpoint.h"
+#include "storage/table.h"
+
+using namespace qrstore;
+
+namespace {
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/qrstore-checkpointer-test.XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+void Fill(storage::Table* t, uint64_t keys, int64_t base) {
+  std::string rec(t->layout().size(), '\0');
+  for (uint64_t k = 0; k < keys; ++k) {
+    storage::SetCounter(rec.data(), base + static_cast<int64_t>(k));
+    if (t->Find(k) != nullptr) {
+      std::memcpy(t->Find(k), rec.data(), rec.size());
+    } else {
+      REQUIRE(t->Insert(k, rec.data()).ok());
+    }
+  }
+}
+
+// Waits (bounded) until the writer has written `n` checkpoints.
+bool WaitWritten(const cluster::Checkpointer& c, uint64_t n) {
+  for (int i = 0; i < 500; ++i) {
+    if (c.Stats().written >= n) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+struct Fixture {
+  TempDir dir;
+  storage::Table table{storage::RecordLayout{4, 8}, 100};
+  cluster::CheckpointerOptions opt;
+  std::string sessions = "the session table's bytes";
+  Fixture() {
+    Fill(&table, 100, 0);
+    opt.dir = dir.path + "/n1";
+    opt.every_batches = 10;
+    opt.keep = 2;
+    opt.base.cluster_id = 7;
+    opt.base.record_size = table.layout().size();
+    opt.base.capacity = table.capacity();
+    opt.base.stream_next.assign(2, 0);
+    opt.identity = [] { return std::string("[n1 test]"); };
+  }
+  storage::CheckpointExpect Expect() const {
+    storage::CheckpointExpect e;
+    e.cluster_id = 7;
+    e.record_size = table.layout().size();
+    e.capacity = table.capacity();
+    return e;
+  }
+  // Reads the newest checkpoint: its batch, digest, table digest and blob.
+  void ReadNewest(storage::CheckpointMeta* meta, uint64_t* table_digest, std::string* extra) const {
+    std::unique_ptr<storage::Table> t;
+    auto path = storage::LoadNewestCheckpoint(
+        opt.dir, Expect(), [&] { return std::make_unique<storage::Table>(table.layout(), table.capacity()); }, &t,
+        meta, extra, nullptr);
+    REQUIRE(path.ok());
+    *table_digest = t->Digest();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("checkpointer: only every Nth batch is a candidate, and an image is taken only while idle", "[checkpoint]") {
+  Fixture f;
+  cluster::Checkpointer c(f.opt, f.table, [&] { return f.sessions; });
+  REQUIRE(c.Start().ok());
+  CHECK(c.Want(8) == nullptr);  // not a candidate: (8 + 1) % 10 != 0
+  storage::TableImage* img = c.Want(9);
+  REQUIRE(img != nullptr);
+  CHECK(c.Want(19) == nullptr);  // busy with batch 9: skipped, not queued
+  CHECK(c.Stats().skipped == 1);
+  // Executors copy (one share here), then the commit of 9 comes: the file is written.
+  img->CopyShare(f.table, 0, 1);
+  c.Taken(9);
+  const uint64_t digest9 = f.table.Digest() ^ Mix64(1);
+  Fill(&f.table, 100, 1000);  // execution goes on after the copy: not in the checkpoint
+  c.OnCommitted(9, digest9);
+  REQUIRE(WaitWritten(c, 1));
+  storage::CheckpointMeta meta;
+  uint64_t td = 0;
+  std::string extra;
+  f.ReadNewest(&meta, &td, &extra);
+  CHECK(meta.batch == 9);
+  CHECK(meta.digest == digest9);
+  CHECK(meta.stream_next == std::vector<uint64_t>{10, 10});
+  CHECK(td == (digest9 ^ Mix64(1)));  // the table as copied at the boundary, not as it is now
+  CHECK(extra == f.sessions);
+  CHECK(c.Stats().last_batch == 9);
+}
+
+TEST_CASE("checkpointer: the commit of a batch may come before its image", "[checkpoint]") {
+  Fixture f;
+  cluster::Checkpointer c(f.opt, f.table, [&] { return f.sessions; });
+  REQUIRE(c.Start().ok());
+  const uint64_t digest = f.table.Digest() ^ Mix64(2);
+  c.OnCommitted(19, digest);  // idle: the state of 19 is kept until its image comes
+  storage::TableImage* img = c.Want(19);
+  REQUIRE(img != nullptr);
+  img->CopyShare(f.table, 0, 1);
+  c.Taken(19);
+  REQUIRE(WaitWritten(c, 1));
+  storage::CheckpointMeta meta;
+  uint64_t td = 0;
+  std::string extra;
+  f.ReadNewest(&meta, &td, &extra);
+  CHECK(meta.batch == 19);
+  CHECK(meta.digest == digest);
+  // A commit of another batch never completes an image of this one.
+  img = c.Want(29);
+  REQUIRE(img != nullptr);
+  img->CopyShare(f.table, 0, 1);
+  c.Taken(29);
+  c.OnCommitted(28, digest);
+  c.OnCommitted(39, digest);  // a later candidate while taking 29: ignored
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(c.Stats().written == 1);
+  c.OnCommitted(29, digest);
+  REQUIRE(WaitWritten(c, 2));
+  f.ReadNewest(&meta, &td, &extra);
+  CHECK(meta.batch == 29);
+}
+
+TEST_CASE("checkpointer: the final checkpoint at a clean stop, only of a committed state", "[checkpoint]") {
+  Fixture f;
+  {
+    cluster::Checkpointer c(f.opt, f.table, [&] { return f.sessions; });
+    REQUIRE(c.Start().ok());
+    c.WriteFinal(f.table, 3);  // nothing committed since start: nothing written
+    CHECK(c.Stats().written == 0);
+  }
+  {
+    cluster::Checkpointer c(f.opt, f.table, [&] { return f.sessions; });
+    REQUIRE(c.Start().ok());
+    c.OnCommitted(4, f.table.Digest() ^ Mix64(3));  // not a candidate: only remembered
+    c.WriteFinal(f.table, 3);
+    CHECK(c.Stats().written == 1);
+    storage::CheckpointMeta meta;
+    uint64_t td = 0;
+    std::string extra;
+    f.ReadNewest(&meta, &td, &extra);
+    CHECK(meta.batch == 4);
+    CHECK(td == f.table.Digest());
+  }
+  {
+    // The table moved on past the last committed batch (executed, never committed): skipped.
+    cluster::Checkpointer c(f.opt, f.table, [&] { return f.sessions; });
+    REQUIRE(c.Start().ok());
+    c.OnCommitted(5, f.table.Digest() ^ Mix64(3));
+    Fill(&f.table, 100, 5000);
+    c.WriteFinal(f.table, 3);
+    CHECK(c.Stats().written == 0);
+  }
+}
+
+TEST_CASE("checkpointer: a directory it cannot create is an error naming it", "[checkpoint]") {
+  Fixture f;
+  f.opt.dir = "/proc/qrstore-no-such/n1";
+  cluster::Checkpointer c(f.opt, f.table, [&] { return f.sessions; });
+  Status st = c.Start();
+  CHECK(!st.ok());
+  CHECK(st.message().find("/proc/qrstore-no-such/n1") != std::string::npos);
+}
