@@ -110,7 +110,7 @@ void Checkpointer::Loop() {
     std::string sessions = std::move(state_sessions_);
     have_state_ = false;
     lk.unlock();
-    Write(b, digest, sessions, [this](const storage::RecordEmit& emit) { image_.ForEach(emit); });
+    Write(b, digest, sessions, [this](const storage::RecordEmit& emit) { image_.ForEach(emit); }, false);
     lk.lock();
     state_ = State::kIdle;
   }
@@ -131,11 +131,11 @@ void Checkpointer::WriteFinal(const storage::Table& table, uint64_t sessions_dig
                            opt_.identity(), b, Hex(digest), Hex(now));
     return;
   }
-  Write(b, digest, encode_sessions_(), [&table](const storage::RecordEmit& emit) { table.ForEach(emit); });
+  Write(b, digest, encode_sessions_(), [&table](const storage::RecordEmit& emit) { table.ForEach(emit); }, true);
 }
 
 void Checkpointer::Write(uint64_t b, uint64_t digest, const std::string& sessions,
-                         const storage::RecordSource& records) {
+                         const storage::RecordSource& records, bool at_stop) {
   storage::CheckpointMeta meta = opt_.base;
   meta.batch = b;
   meta.digest = digest;
@@ -163,8 +163,9 @@ void Checkpointer::Write(uint64_t b, uint64_t digest, const std::string& session
   stats_.last_bytes = bytes;
   stats_.last_write_s = secs;
   stats_.last_error.clear();
-  log->info("{} checkpoint of batch {}: {} ({:.1f} MB, copy {:.1f} ms, written in {:.2f} s)", opt_.identity(), b,
-            path.value(), static_cast<double>(bytes) / 1e6, stats_.last_copy_ms, secs);
+  const std::string copy = at_stop ? std::string("at stop") : fmt::format("copy {:.1f} ms", stats_.last_copy_ms);
+  log->info("{} checkpoint of batch {}: {} ({:.1f} MB, {}, written in {:.2f} s)", opt_.identity(), b, path.value(),
+            static_cast<double>(bytes) / 1e6, copy, secs);
 }
 
 }  // namespace qrstore::cluster

@@ -81,7 +81,9 @@ class Checkpointer : public executor::ImageSink {
 
  private:
   void Loop();
-  void Write(uint64_t b, uint64_t digest, const std::string& sessions, const storage::RecordSource& records);
+  // `at_stop`: the final one, written from the stopped table (no copy).
+  void Write(uint64_t b, uint64_t digest, const std::string& sessions, const storage::RecordSource& records,
+             bool at_stop);
 
   const CheckpointerOptions opt_;
   const std::function<std::string()> encode_sessions_;
