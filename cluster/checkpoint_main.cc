@@ -20,6 +20,7 @@
 #include <string>
 #include <system_error>
 
+#include "cluster/checkpointer.h"
 #include "cluster/cluster_config.h"
 #include "cluster/topology.h"
 #include "common/cli.h"
@@ -68,42 +69,25 @@ std::string Size(uint64_t bytes) {
   return buf;
 }
 
-// Reads and checks `r.path` in full into a fresh table; on success *table holds it.
+// Reads and checks `r.path` in full (cluster/checkpointer.h ValidateNodeCheckpoint: the
+// server's restart checks the same); on success *table holds it.
 void Validate(const storage::CheckpointExpect& expect, const workloads::WorkloadOptions& workload,
               const planner::SessionLimits& limits, FileReport* r, std::unique_ptr<storage::Table>* table) {
   std::error_code ec;
   const uintmax_t bytes = std::filesystem::file_size(r->path, ec);
   r->bytes = ec ? 0 : bytes;  // a file gone meanwhile: ReadCheckpoint says so
-  auto t = std::make_unique<storage::Table>(workload.Layout(), workload.RecordCount());
-  std::string extra;
-  Status st = storage::ReadCheckpoint(r->path, expect, t.get(), &r->meta, &extra);
+  planner::SessionTable sessions;
+  Status st = ValidateNodeCheckpoint(r->path, expect, workload.Layout(), limits, table, &sessions, &r->meta,
+                                     &r->meta_known);
   if (!st.ok()) {
-    // Messages start with "<path>: "; the line already names the file.
+    // The line already names the file.
     const std::string prefix = r->path + ": ";
     r->error = st.message().rfind(prefix, 0) == 0 ? st.message().substr(prefix.size()) : st.message();
     return;
   }
-  r->meta_known = true;
-  if (r->meta.batch != r->name_batch) {
-    r->error = "the header says batch " + std::to_string(r->meta.batch) + ", the file name " +
-               std::to_string(r->name_batch);
-    return;
-  }
-  auto sessions = planner::SessionTable::Decode(extra, limits);
-  if (!sessions.ok()) {
-    r->error = sessions.status().message();  // "session table: ..." or "session limits: ..."
-    return;
-  }
   r->sessions_known = true;
-  r->sessions = sessions->sessions();
-  r->outcomes = sessions->outcomes();
-  // The node's state digest (cluster/server.cc: table digest mixed with the sessions').
-  const uint64_t digest = t->Digest() ^ Mix64(sessions->Digest());
-  if (digest != r->meta.digest) {
-    r->error = "digest mismatch: header says " + Hex(r->meta.digest) + ", records and sessions give " + Hex(digest);
-    return;
-  }
-  *table = std::move(t);
+  r->sessions = sessions.sessions();
+  r->outcomes = sessions.outcomes();
 }
 
 void Print(const FileReport& r, bool json, int64_t now_ms) {

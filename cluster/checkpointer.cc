@@ -18,6 +18,32 @@
 
 namespace qrstore::cluster {
 
+Status ValidateNodeCheckpoint(const std::string& path, const storage::CheckpointExpect& expect,
+                              storage::RecordLayout layout, const planner::SessionLimits& limits,
+                              std::unique_ptr<storage::Table>* table, planner::SessionTable* sessions,
+                              storage::CheckpointMeta* meta, bool* meta_known) {
+  *meta_known = false;
+  auto t = std::make_unique<storage::Table>(layout, expect.capacity);
+  std::string extra;
+  if (Status st = storage::ReadCheckpoint(path, expect, t.get(), meta, &extra); !st.ok()) return st;
+  *meta_known = true;
+  const std::string name = std::filesystem::path(path).filename().string();
+  if (name != storage::CheckpointFileName(meta->batch)) {
+    return Status::Corruption(path + ": the header says batch " + std::to_string(meta->batch) + ", the file name is " +
+                              name);
+  }
+  auto decoded = planner::SessionTable::Decode(extra, limits);
+  if (!decoded.ok()) return Status::Corruption(path + ": " + decoded.status().message());
+  const uint64_t digest = t->Digest() ^ Mix64(decoded->Digest());
+  if (digest != meta->digest) {
+    return Status::Corruption(path + ": digest mismatch: header says " + Hex(meta->digest) + ", records and sessions give " +
+                              Hex(digest));
+  }
+  *table = std::move(t);
+  *sessions = std::move(decoded).value();
+  return Status::Ok();
+}
+
 Checkpointer::Checkpointer(CheckpointerOptions options, const storage::Table& table,
                            std::function<std::string()> encode_sessions)
     : opt_(std::move(options)), encode_sessions_(std::move(encode_sessions)) {

@@ -19,12 +19,14 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 
 #include "common/status.h"
 #include "common/thread.h"
 #include "executor/executor_stage.h"
+#include "planner/session_table.h"
 #include "storage/checkpoint.h"
 #include "storage/table_image.h"
 
@@ -50,6 +52,18 @@ struct CheckpointStats {
   uint64_t skipped = 0;          // candidates skipped (the writer was busy)
   std::string last_error;        // the last failed write ("": none)
 };
+
+// One of a node's checkpoint files, checked in full: the file itself (storage/checkpoint.h
+// ReadCheckpoint against `expect`), its header batch against its name, its session table
+// decoded under `limits`, and the state digest recomputed from the records and the session
+// table (the server's: table digest ^ Mix64(sessions digest)) against the header's. On OK
+// *table and *sessions hold it; on error (the message starts with "<path>: ") they are unspecified
+// and *meta_known says whether *meta was read. Used by the server's restart and by
+// qrstore-checkpoint.
+Status ValidateNodeCheckpoint(const std::string& path, const storage::CheckpointExpect& expect,
+                              storage::RecordLayout layout, const planner::SessionLimits& limits,
+                              std::unique_ptr<storage::Table>* table, planner::SessionTable* sessions,
+                              storage::CheckpointMeta* meta, bool* meta_known);
 
 class Checkpointer : public executor::ImageSink {
  public:

@@ -30,6 +30,7 @@
 #include "common/thread.h"
 #include "planner/eq.h"
 #include "replication/factory.h"
+#include "storage/checkpoint.h"
 #include "storage/table.h"
 #include "workloads/workload.h"
 
@@ -110,12 +111,16 @@ Status ServerImpl::Init(const Config& config, const std::string& node) {
   // (the table's dense region is allocated untouched, so with range partitioning the other
   // partitions' pages are never resident; with hash partitioning every page holds keys of
   // every partition).
-  table_ = std::make_unique<storage::Table>(workload_.Layout(), workload_.RecordCount());
-  std::function<bool(storage::Key)> mine;
-  if (topo_->partitions() > 1) {
-    mine = [map = partition_map_, p = me_.partition](storage::Key k) { return map.Of(k) == p; };
+  // A restart: the newest valid checkpoint, if server.checkpoint_dir holds one (docs/recovery.md).
+  if (!config.GetString("server.checkpoint_dir").empty()) RestoreCheckpoint();
+  if (!table_) {
+    table_ = std::make_unique<storage::Table>(workload_.Layout(), workload_.RecordCount());
+    std::function<bool(storage::Key)> mine;
+    if (topo_->partitions() > 1) {
+      mine = [map = partition_map_, p = me_.partition](storage::Key k) { return map.Of(k) == p; };
+    }
+    QR_RETURN_IF_ERROR(workloads::LoadTable(workload_, table_.get(), mine));
   }
-  QR_RETURN_IF_ERROR(workloads::LoadTable(workload_, table_.get(), mine));
   if (topo_->partitions() > 1 && topo_->replication_factor() == 0) return Status::Ok();  // nothing to replicate
 
   // The replication backend's member list, role and ids, from cluster.nodes.
@@ -132,6 +137,10 @@ Status ServerImpl::Init(const Config& config, const std::string& node) {
       "replication.zookeeper.followers=" + std::to_string(topo_->replication_factor()),
       "replication.zookeeper.follower_id=" + me_.name,
   };
+  // One config serves every node: each keeps its raft disk log in its own folder below the dir.
+  if (const std::string& d = config.GetString("replication.raft.dir"); !d.empty()) {
+    derived.push_back("replication.raft.dir=" + d + "/" + me_.name);
+  }
   if (topo_->partitions() > 1 && backend_ == "zookeeper") {
     // One stream of znodes per (partition, source): each partition's group under its own root.
     derived.push_back("replication.zookeeper.root=" + config.GetString("replication.zookeeper.root") + "/p" +
@@ -199,10 +208,11 @@ Status ServerImpl::Start() {
   h.report_connection = [this](const std::string& n, bool up) { monitor_->SetConnected(n, up); };
   h.sessions = true;
   sessions_ = std::make_unique<SessionStore>(session_limits_, workload_.Layout().size(), session_values_);
+  if (restored_) sessions_->Restore(std::move(restored_sessions_));
   const bool replicated = topo_->replication_factor() > 0;
   // The pieces the handlers use exist before the port opens.
   PipelineOptions po = engine_.pipeline;
-  po.first_batch = 0;
+  po.first_batch = restored_ ? restored_next_ : 0;
   // Replayed slices carry no plain reads (nothing to capture); outcomes go to clients from the
   // batch this node starts planning at (Promote), none before.
   po.capture_reads = true;
@@ -261,6 +271,7 @@ Status ServerImpl::Start() {
     fo.planners = engine_.planner.planners;
     fo.ranges = po.ranges;
     fo.window = po.batches_in_flight + 2;
+    fo.first_batch = po.first_batch;
     feed_ = std::make_unique<FollowerFeed>(fo, pipeline_.get(), replicator_.get(),
                                            [this](uint64_t) { reporter_->MarkEnded(); });
   }
@@ -274,7 +285,7 @@ Status ServerImpl::Start() {
   // 3. The pipeline and the front-end: every node starts as a follower; row 0 of a fresh
   // cluster is promoted at once (every stream empty), the others when the backend says so.
   QR_RETURN_IF_ERROR(pipeline_->Start());
-  if (leader_ && replicator_->IsLeader(kGroup)) {
+  if (leader_ && !resuming_ && replicator_->IsLeader(kGroup)) {
     // (its feed and reporter never start: every stream is empty)
     QR_RETURN_IF_ERROR(Promote(/*initial=*/true));
   } else if (replicated) {
@@ -292,6 +303,45 @@ Status ServerImpl::Start() {
   return Status::Ok();
 }
 
+void ServerImpl::RestoreCheckpoint() {
+  auto log = Logger("server");
+  const std::string dir = config_->GetString("server.checkpoint_dir") + "/" + me_.name;
+  auto files = storage::ListCheckpoints(dir);
+  if (!files.ok() || files->empty()) {
+    log->info("{} no checkpoint in {}: starting from the initial table", Identity(), dir);
+    return;
+  }
+  storage::CheckpointExpect expect;
+  expect.cluster_id = topo_->ClusterId();
+  expect.partition = me_.partition;
+  expect.partitions = topo_->partitions();
+  expect.record_size = workload_.Layout().size();
+  expect.capacity = workload_.RecordCount();
+  for (const std::string& path : files.value()) {
+    std::unique_ptr<storage::Table> t;
+    planner::SessionTable sessions(session_limits_);
+    storage::CheckpointMeta meta;
+    bool meta_known = false;
+    if (Status st = ValidateNodeCheckpoint(path, expect, workload_.Layout(), session_limits_, &t, &sessions, &meta,
+                                           &meta_known);
+        !st.ok()) {
+      log->warn("{} refused checkpoint {}", Identity(), st.message());
+      continue;
+    }
+    table_ = std::move(t);
+    restored_sessions_ = std::move(sessions);
+    restored_ = true;
+    restored_next_ = meta.batch + 1;
+    log->warn("{} restored from {}: the state after batch {} ({} records, {} sessions, digest {}); applying the "
+              "group's batches from {} on",
+              Identity(), path, meta.batch, table_->size(), restored_sessions_.sessions(), Hex(meta.digest),
+              restored_next_);
+    return;
+  }
+  log->warn("{} no valid checkpoint in {} ({} refused): starting from the initial table", Identity(), dir,
+            files->size());
+}
+
 Status ServerImpl::StartReplication() {
   if (Status st = replicator_->Start(); !st.ok()) {
     const bool disk_log = st.code() == StatusCode::kCorruption || st.code() == StatusCode::kIoError;
@@ -302,7 +352,9 @@ Status ServerImpl::StartReplication() {
     return Status(st.code() == StatusCode::kInvalidArgument ? Status::InvalidArgument(where + st.message())
                                                               : Status::Unavailable(where + st.message()));
   }
-  return leader_ ? WaitForLeadership() : Status::Ok();
+  // A restored node joins as a follower whatever its row; the backend may promote it later.
+  resuming_ = restored_;
+  return leader_ && !restored_ ? WaitForLeadership() : Status::Ok();
 }
 
 void ServerImpl::MakeMonitor() {
@@ -401,11 +453,14 @@ Status ServerImpl::WaitForLeadership() {
     if (ready) {
       for (uint32_t p = 0; p < next.size(); ++p) {
         if (next[p] != 0) {
-          return Status::InvalidArgument(
-              "replication (" + backend_ + "): stream " + std::to_string(p) + " already holds batches up to " +
-              std::to_string(next[p]) + " from an earlier run; this leader starts from the initial table and cannot "
-              "resume (leader restarts come with failover): use a fresh " +
-              (backend_ == "zookeeper" ? std::string("replication.zookeeper.root") : std::string("raft log")));
+          // A restart (a disk log, or a ZooKeeper root that holds an earlier run's batches): this
+          // node applies them as a follower from the initial table first; the watch thread then
+          // promotes it as after any election (server_roles.cc).
+          Logger("server")->warn("{} stream {} already holds batches up to {} from an earlier run: this node "
+                                 "applies them as a follower first, then takes over",
+                                 Identity(), p, next[p] - 1);
+          resuming_ = true;
+          return Status::Ok();
         }
       }
       return Status::Ok();

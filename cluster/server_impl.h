@@ -87,6 +87,9 @@ class ServerImpl {
   // Starts the replication backend (errors name the key at fault); row 0 then waits until it
   // leads a fresh stream.
   Status StartReplication();
+  // Init: loads the newest valid checkpoint of server.checkpoint_dir/<node> into table_ (the
+  // refused ones are logged); none: table_ stays empty (the initial table is loaded).
+  void RestoreCheckpoint();
   // The digest monitor over the group's other members (every node keeps its own digests, so a
   // promoted leader checks its followers at once); a follower's reporter to its leader.
   void MakeMonitor();
@@ -138,6 +141,14 @@ class ServerImpl {
   std::string kill_before_reply_file_;  // server.test_kill_before_reply_file + "." + node
 
   std::unique_ptr<storage::Table> table_;
+  // A restart from a checkpoint (Init, RestoreCheckpoint): the node starts at restored_next_
+  // as a follower, with the checkpoint's session table.
+  bool restored_ = false;
+  uint64_t restored_next_ = 0;
+  planner::SessionTable restored_sessions_;
+  // The node does not start as a fresh cluster's leader: restored, or the streams hold an
+  // earlier run's batches (it follows first; the backend may promote it).
+  bool resuming_ = false;
   // server.checkpoint_dir: writes checkpoints in the background (one partition only). Declared
   // before the pipeline, whose executors call it: it outlives them.
   std::unique_ptr<Checkpointer> checkpointer_;

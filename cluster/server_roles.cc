@@ -141,6 +141,16 @@ Status ServerImpl::Promote(bool initial) {
   }
   const uint64_t term = replicator_->Leader(kGroup).term;
   role_.store(NodeRole::kPromoting, std::memory_order_release);
+  if (const uint64_t end = *std::max_element(next.begin(), next.end()); restored_ && end < restored_next_) {
+    // This node's checkpoint holds batches the group's log does not: they were committed (a
+    // checkpoint is written only then), so the log lost them. The node fails (it must not
+    // serve that state), and so will any other member that restored past the log.
+    return Status::Corruption("the group's log holds batches below " + std::to_string(end) +
+                              " only, but this node restored the state after batch " +
+                              std::to_string(restored_next_ - 1) +
+                              " from its checkpoint: the log lost committed batches (a raft memory log does not "
+                              "survive a restart of the whole group: use replication.raft.log: disk)");
+  }
   if (!initial) {
     log->warn("{} the replication backend made this node leader (term {}): applying every replicated batch first",
               Identity(), term);

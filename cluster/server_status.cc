@@ -46,7 +46,10 @@ proto::NodeStatus ServerImpl::NodeStatusNow() const {
   s.partition = me_.partition;
   s.row = me_.row;
   const PipelineStats ps = PipeStats();
-  s.committed_batches = ps.committed_batches;
+  // Absolute (the next batch id to commit), also after a restart from a checkpoint: what the
+  // followers' digest reports and the monitor count in.
+  const uint64_t first = restored_ ? restored_next_ : 0;
+  s.committed_batches = first + ps.committed_batches;
   s.last_digest = ps.last_digest;
   s.committed_txns = ps.committed;
   s.aborted_txns = ps.aborted;
@@ -76,7 +79,7 @@ proto::NodeStatus ServerImpl::NodeStatusNow() const {
   }
   if (monitor_ && role == NodeRole::kLeader) {
     s.digest_mismatches = monitor_->mismatches();
-    s.followers = monitor_->Views(ps.committed_batches);
+    s.followers = monitor_->Views(s.committed_batches);
     const std::map<std::string, std::string> stranded = StrandedFollowers();
     for (proto::FollowerView& f : s.followers) {
       if (auto it = stranded.find(f.node); it != stranded.end()) {

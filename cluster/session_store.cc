@@ -112,6 +112,11 @@ uint64_t SessionStore::Digest() const {
   std::lock_guard<std::mutex> lk(mu_);
   return table_.Digest();
 }
+void SessionStore::Restore(planner::SessionTable table) {
+  std::lock_guard<std::mutex> lk(mu_);
+  table_ = std::move(table);
+}
+
 std::string SessionStore::Encode() const {
   std::lock_guard<std::mutex> lk(mu_);
   return table_.Encode();

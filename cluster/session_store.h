@@ -80,6 +80,8 @@ class SessionStore {
   uint64_t Digest() const;
   // The table's canonical bytes (planner/session_table.h Encode): a checkpoint's session table.
   std::string Encode() const;
+  // A restart: the table of the checkpoint the node starts from (before any Apply).
+  void Restore(planner::SessionTable table);
   size_t sessions() const;
   uint64_t outcomes() const;
   SessionStoreCounters counters() const;

@@ -527,6 +527,13 @@ void RaftReplicator::OnCommitted(uint32_t group, std::vector<Entry>& committed) 
     s.commit_next = meta.batch_id + 1;
     auto w = s.waiting.find(meta.batch_id);
     if (w == s.waiting.end() && own) continue;  // the application has its own batch
+    if (w == s.waiting.end() && !s.waiting.empty() && meta.batch_id < s.waiting.begin()->first) {
+      // The application asks for later batches only (it resumes from a checkpoint): it will
+      // never ask for this one, so it is not buffered (a long log replayed from its start
+      // would otherwise fill the buffer and pause applying before the batches it wants).
+      ++g.skipped;
+      continue;
+    }
     // The payload is a view into the entry's buffer (shared with the log): no copy.
     SharedBytes payload = e.data.bytes().Substr(offset);
     if (w != s.waiting.end()) {

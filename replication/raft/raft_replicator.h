@@ -14,7 +14,8 @@
 //  - Every member hands committed batches to ReceiveData per stream, in batch order, each
 //    once: re-committed duplicates are dropped, a gap is a bug (checked). Batches this member
 //    proposed itself as leader (the application already has them) are not buffered; all others
-//    wait in a per-group buffer until the application asks. The buffer is bounded
+//    wait in a per-group buffer until the application asks (a batch below the lowest one the
+//    application is waiting for is dropped: it resumed from a checkpoint past it). The buffer is bounded
 //    (replication.raft.max_buffered_bytes): when full, the member pauses applying committed
 //    entries, and beyond the log budget refuses new entries from the leader (Raft retries), so
 //    an application that stops calling ReceiveData never makes the member grow without bound.
@@ -163,6 +164,7 @@ class RaftReplicator : public Replicator, private DriverListener {
     Term ready_term = 0;  // term of the last entry committed while this member led
     uint64_t buffered_bytes = 0;
     uint64_t duplicates = 0;
+    uint64_t skipped = 0;      // committed batches below every receive the application posted
     uint64_t lag_waits = 0;    // times proposals started waiting for a live follower
     bool lag_waiting = false;  // the first waiting proposal is waiting now
   };

@@ -243,10 +243,10 @@ case_raft_garbage() {
   stop_node "$p0"
   stop_node "$p1"
   local seg
-  seg=$(ls "$TMP"/rg-raft-n0/group-0/seg-*.log | head -1)
+  seg=$(ls "$TMP"/rg-raft-n0/n0/group-0/seg-*.log | head -1)  # (each node logs in <dir>/<node>)
   head -c "$(stat -c %s "$seg")" /dev/urandom >"$seg"
   expect_start_refused "garbage segment" "not a raft log segment" "$TMP/rg-again.err"
-  head -c 36 /dev/urandom >"$TMP/rg-raft-n0/group-0/hardstate"
+  head -c 36 /dev/urandom >"$TMP/rg-raft-n0/n0/group-0/hardstate"
   expect_start_refused "garbage hard state" "hardstate: bad magic" "$TMP/rg-hs.err"
 }
 
