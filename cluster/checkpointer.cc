@@ -192,6 +192,7 @@ void Checkpointer::Write(uint64_t b, uint64_t digest, const std::string& session
   const std::string copy = at_stop ? std::string("at stop") : fmt::format("copy {:.1f} ms", stats_.last_copy_ms);
   log->info("{} checkpoint of batch {}: {} ({:.1f} MB, {}, written in {:.2f} s)", opt_.identity(), b, path.value(),
             static_cast<double>(bytes) / 1e6, copy, secs);
+  if (opt_.on_written) opt_.on_written(b);
 }
 
 }  // namespace qrstore::cluster

@@ -38,6 +38,9 @@ struct CheckpointerOptions {
   int keep = 2;                 // >= 1
   storage::CheckpointMeta base; // cluster id, partition(s), record size, capacity, streams (stream_next's size)
   std::function<std::string()> identity;  // for log lines ("[n1 follower]": the role changes)
+  // Called (writer thread) after checkpoint of batch b was written, with b: the raft disk log
+  // may then drop what a restart no longer needs. May be empty.
+  std::function<void(uint64_t b)> on_written;
 };
 
 // What the status line shows (any thread).

@@ -231,6 +231,8 @@ Status ServerImpl::Start() {
     co.base.capacity = table_->capacity();
     co.base.stream_next.assign(Streams(), 0);
     co.identity = [this] { return Identity(); };
+    // A restart replays the raft disk log from the batch after the newest checkpoint on.
+    co.on_written = [this](uint64_t b) { replicator_->RetainFrom(kGroup, b + 1); };
     checkpointer_ = std::make_unique<Checkpointer>(co, *table_, [this] { return sessions_->Encode(); });
     QR_RETURN_IF_ERROR(checkpointer_->Start());
     po.image_sink = checkpointer_.get();
@@ -281,6 +283,9 @@ Status ServerImpl::Start() {
 
   // 2. Replication; row 0 waits until the backend makes it leader of a fresh stream.
   QR_RETURN_IF_ERROR(StartReplication());
+  // With checkpoints, the log keeps what a restart replays: everything after the checkpoint
+  // this node started from (none: all of it) until the next one is written.
+  if (checkpointer_ && replicated) replicator_->RetainFrom(kGroup, restored_ ? restored_next_ : 0);
 
   // 3. The pipeline and the front-end: every node starts as a follower; row 0 of a fresh
   // cluster is promoted at once (every stream empty), the others when the backend says so.

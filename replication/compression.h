@@ -99,6 +99,7 @@ class CompressingReplicator final : public Replicator {
   GroupHealth Health(uint32_t group) const override { return inner_->Health(group); }
   LeaderView Leader(uint32_t group) const override { return inner_->Leader(group); }
   void CancelReceives(uint32_t group) override { inner_->CancelReceives(group); }
+  void RetainFrom(uint32_t group, uint64_t batch) override { inner_->RetainFrom(group, batch); }
 
   Replicator* inner() { return inner_.get(); }
   // Payloads rejected as corrupt so far (any thread).

@@ -94,6 +94,13 @@ class Replicator {
   // starts leading cancels the receives it posted for batches it will now plan itself (they
   // must not be satisfied by its own proposals). Later ReceiveData calls are served as usual.
   virtual void CancelReceives(uint32_t group) = 0;
+  // The application checkpointed its state after batch `batch` - 1 (every stream): a restart
+  // of this member replays its own log from `batch` on, so a backend whose log survives a
+  // restart (raft with replication.raft.log: disk) keeps every entry of a batch >= `batch`
+  // from now on, and may compact those below. Called with growing values (any thread); a
+  // backend without a durable log of its own ignores it. (Pure, so a wrapper cannot forget to
+  // pass it on.)
+  virtual void RetainFrom(uint32_t group, uint64_t batch) = 0;
 };
 
 }  // namespace qrstore::replication

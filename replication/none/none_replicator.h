@@ -106,6 +106,7 @@ class NoneReplicator final : public Replicator {
   // Roles come from replication.role: a leader knows it leads; a follower knows no leader.
   LeaderView Leader(uint32_t group) const override;
   void CancelReceives(uint32_t group) override { hub_->CancelOwner(owner_id_, group); }
+  void RetainFrom(uint32_t, uint64_t) override {}  // nothing durable: nothing to keep
 
  private:
   Status CheckStream(const ReplicateMeta& meta) const;

@@ -356,7 +356,10 @@ void Driver::CompactLogs() {
     Index upto = 0;
     uint64_t bytes = log.bytes;
     for (const auto& [index, size] : log.sizes) {
-      if (bytes <= options_.max_log_bytes || index > applied || index >= c.last_index()) break;
+      if (bytes <= options_.max_log_bytes || index > applied || index >= c.last_index() ||
+          index > log.compact_ceiling) {
+        break;
+      }
       upto = index;
       bytes -= size;
     }

@@ -154,6 +154,9 @@ class Driver {
   // ---- raft thread only (from tasks and listener callbacks) ----
   Core& core(uint32_t group) { return *cores_[group]; }
   void SetApplyPaused(uint32_t group, bool paused);
+  // Raft thread only: entries above `index` are never compacted, whatever max_log_bytes says
+  // (the application's restart needs them: RaftReplicator::RetainFrom). Default: no ceiling.
+  void SetCompactCeiling(uint32_t group, Index index) { logs_[group].compact_ceiling = index; }
   const DriverOptions& options() const { return options_; }
 
  private:
@@ -161,6 +164,7 @@ class Driver {
     std::deque<std::pair<Index, uint64_t>> sizes;  // retained entries (index, data bytes)
     uint64_t bytes = 0;
     bool apply_paused = false;
+    Index compact_ceiling = ~Index{0};  // SetCompactCeiling
     Role role = Role::kFollower;
     Term term = 0;
     NodeId leader = kNoNode;

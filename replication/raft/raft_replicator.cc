@@ -511,6 +511,7 @@ void RaftReplicator::OnCommitted(uint32_t group, std::vector<Entry>& committed) 
     meta.group = group;
     size_t offset = 0;
     if (!DecodeBatchEntryHeader(e.data, &meta, &offset).ok()) continue;  // logged at persist
+    if (g.retain_from != UINT64_MAX) g.above_ceiling.emplace_back(e.index, meta.batch_id);
     Stream& s = g.streams[meta.planner];
     if (!s.commit_started) {
       s.commit_started = true;
@@ -546,7 +547,37 @@ void RaftReplicator::OnCommitted(uint32_t group, std::vector<Entry>& committed) 
     }
   }
   if (g.buffered_bytes > options_.max_buffered_bytes) driver_->SetApplyPaused(group, true);
+  if (g.retain_from != UINT64_MAX) AdvanceCeiling(group);
   PublishView(group);
+}
+
+void RaftReplicator::RetainFrom(uint32_t group, uint64_t batch) {
+  if (!options_.disk_log || group >= groups_.size() || !driver_) return;
+  driver_->Submit(Driver::Lane::kControl, [this, group, batch](Status st) -> bool {
+    if (!st.ok()) return true;  // stopping
+    Group& g = groups_[group];
+    if (g.retain_from == UINT64_MAX) {
+      // From now on: nothing committed before this call is known here, so keep it all (the
+      // ceiling starts at the log's first entry) until committed entries move it.
+      g.ceiling = driver_->core(group).first_index() > 0 ? driver_->core(group).first_index() - 1 : 0;
+      g.retain_from = batch;
+    } else {
+      g.retain_from = std::max(g.retain_from, batch);
+    }
+    AdvanceCeiling(group);
+    return true;
+  });
+}
+
+void RaftReplicator::AdvanceCeiling(uint32_t group) {
+  Group& g = groups_[group];
+  // Entries of different streams interleave: the ceiling stops at the first entry of a batch to
+  // keep (a later entry of an older batch of another stream is kept too: harmless).
+  while (!g.above_ceiling.empty() && g.above_ceiling.front().second < g.retain_from) {
+    g.ceiling = g.above_ceiling.front().first;
+    g.above_ceiling.pop_front();
+  }
+  driver_->SetCompactCeiling(group, g.ceiling);
 }
 
 void RaftReplicator::MaybeUnpause(uint32_t group) {

@@ -27,8 +27,10 @@
 // replication.raft.dir/group-<g>/ and re-delivers every committed batch still in its log from
 // the start of the log (the application is in memory and starts empty); then it catches up
 // from the leader. With log=memory it rejoins empty and catches up from the leader's log (see
-// the safety caveat in log_storage.h). Logs are compacted to replication.raft.max_log_bytes;
-// there are no snapshots, so a member further behind than that cannot catch up (logged).
+// the safety caveat in log_storage.h). Logs are compacted to replication.raft.max_log_bytes,
+// but with the disk log never past what the application's restart replays (RetainFrom: the
+// batches after its last checkpoint); there are no snapshots, so a member further behind than
+// the leader's log cannot catch up (logged).
 //
 // Flow control. Proposals wait while the followers the quorum needs (the best placed ones,
 // among those heard from within 2 election timeouts and not stranded) lack more than
@@ -51,6 +53,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -131,6 +134,9 @@ class RaftReplicator : public Replicator, private DriverListener {
   LeaderView Leader(uint32_t group) const override;
   // On the raft thread: every waiting receive of the group fails with kAborted.
   void CancelReceives(uint32_t group) override;
+  // With the disk log: entries of batches >= `batch` are kept (Driver::SetCompactCeiling);
+  // with the memory log (lost on a restart anyway): ignored.
+  void RetainFrom(uint32_t group, uint64_t batch) override;
 
   RaftGroupStatus GroupStatus(uint32_t group) const;
   // OK, or the storage failure that stopped the driver.
@@ -165,6 +171,12 @@ class RaftReplicator : public Replicator, private DriverListener {
     uint64_t buffered_bytes = 0;
     uint64_t duplicates = 0;
     uint64_t skipped = 0;      // committed batches below every receive the application posted
+    // RetainFrom (disk log): entries of batches >= retain_from are kept. Committed data
+    // entries above the ceiling, (index, batch) in commit order, until one of a batch >=
+    // retain_from is at the front; the ceiling is the last index below it.
+    uint64_t retain_from = UINT64_MAX;  // UINT64_MAX: no rule
+    Index ceiling = 0;
+    std::deque<std::pair<Index, uint64_t>> above_ceiling;
     uint64_t lag_waits = 0;    // times proposals started waiting for a live follower
     bool lag_waiting = false;  // the first waiting proposal is waiting now
   };
@@ -188,6 +200,8 @@ class RaftReplicator : public Replicator, private DriverListener {
   void NotePersistedEntry(Group& g, const Entry& e);
   void RecomputeLogNext(Group& g);
   void MaybeUnpause(uint32_t group);
+  // Raft thread: moves g's compaction ceiling past every committed entry below retain_from.
+  void AdvanceCeiling(uint32_t group);
   void PublishView(uint32_t group);
   static bool LeaderReady(const Group& g) { return g.role == Role::kLeader && g.ready_term == g.term && g.term > 0; }
   Status CheckMeta(const ReplicateMeta& meta) const;

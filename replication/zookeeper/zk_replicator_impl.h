@@ -197,6 +197,9 @@ class ZkReplicator final : public Replicator {
   // Queued to the worker, which fails every waiting receive of the group with kAborted before it
   // admits any request queued after this call.
   void CancelReceives(uint32_t group) override;
+  // Retention follows the followers' progress (zk_retention.h), not checkpoints: a restarted
+  // follower resumes from the batches still retained (docs/recovery.md).
+  void RetainFrom(uint32_t, uint64_t) override {}
   void MuteEpochWatch(bool muted) { epoch_watch_muted_.store(muted, std::memory_order_release); }
 
  private:

@@ -213,6 +213,7 @@ class TamperBackend final : public Replicator {
   GroupHealth Health(uint32_t) const override { return {}; }
   LeaderView Leader(uint32_t) const override { return {}; }
   void CancelReceives(uint32_t) override {}
+  void RetainFrom(uint32_t, uint64_t) override {}
   std::map<uint64_t, std::string> frames;
 };
 

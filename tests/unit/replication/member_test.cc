@@ -51,6 +51,7 @@ class ScriptedBackend final : public Replicator {
   GroupHealth Health(uint32_t) const override { return {}; }
   LeaderView Leader(uint32_t) const override { return {}; }
   void CancelReceives(uint32_t) override {}
+  void RetainFrom(uint32_t, uint64_t) override {}
 
   // Waits for n outstanding requests and takes them.
   std::deque<Request> Take(size_t n) {
