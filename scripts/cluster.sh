@@ -6,6 +6,9 @@
 #   scripts/cluster.sh status CONFIG                    role, batches, lag, digest agreement per node
 #   scripts/cluster.sh logs CONFIG [NODE] [--lines N]   the tail of every node's log (or one node's)
 #   scripts/cluster.sh kill CONFIG NODE [SIGNAL]        send SIGNAL (default KILL) to one node (tests)
+#   scripts/cluster.sh restart CONFIG NODE              kill NODE (SIGKILL, as a crash) and start it again:
+#                                                       with server.checkpoint_dir it restarts from its newest
+#                                                       checkpoint and catches up (docs/recovery.md)
 #
 # up: applies the overrides to every node, waits until each prints its ready line (on a
 # time-out or an early exit it names the node and prints the tail of its log), and, when the
@@ -38,7 +41,7 @@ ready_timeout="${QRSTORE_READY_TIMEOUT_S:-90}"
 stop_timeout="${QRSTORE_STOP_TIMEOUT_S:-60}"
 
 die() { echo "cluster.sh: $*" >&2; exit 1; }
-usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; }
 
 [[ $# -ge 1 ]] || { usage; exit 2; }
 cmd="$1"; shift
@@ -278,11 +281,32 @@ cmd_kill() {
   exit 2
 }
 
+cmd_restart() {
+  local target="${extra[0]:-}" list n host rest pid
+  [[ -n "$target" ]] || { echo "cluster.sh: restart CONFIG NODE" >&2; exit 2; }
+  list="$(nodes)" || exit 2
+  awk -v t="$target" '$1 == t { f = 1 } END { exit !f }' <<<"$list" ||
+    { echo "cluster.sh: no node $target in $config" >&2; exit 2; }
+  while read -r n host rest; do
+    [[ "$n" == "$target" ]] || continue
+    pid="$(node_pid "$n" "$host")"
+    if [[ -n "$pid" ]]; then
+      on_host "$host" "kill -KILL $pid"
+      for _ in $(seq 100); do [[ -z "$(node_pid "$n" "$host")" ]] && break; sleep 0.1; done
+      [[ -z "$(node_pid "$n" "$host")" ]] || die "node $n (pid $pid) did not die"
+      echo "cluster.sh: killed node $n (pid $pid)"
+    fi
+  done <<<"$list"
+  extra=()
+  cmd_up  # starts what is not running: this node, with the cluster's saved overrides
+}
+
 case "$cmd" in
   up) cmd_up ;;
+  restart) cmd_restart ;;
   down) cmd_down ;;
   status) cmd_status ;;
   logs) cmd_logs ;;
   kill) cmd_kill ;;
-  *) echo "cluster.sh: unknown command '$cmd' (up|down|status|logs|kill; see --help)" >&2; exit 2 ;;
+  *) echo "cluster.sh: unknown command '$cmd' (up|down|status|logs|kill|restart; see --help)" >&2; exit 2 ;;
 esac

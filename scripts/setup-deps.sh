@@ -12,6 +12,7 @@ pkgs=(
   default-jre-headless python3
   clang libclang-rt-14-dev
   gdb  # scripts/cluster.sh down saves a hung node's thread stacks with it
+  ccache  # scripts/test.sh compiles through it: a rerun rebuilds only what changed
 )
 
 missing=()

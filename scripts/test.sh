@@ -5,8 +5,9 @@
 # ThreadSanitizer and runs them, builds the unit and integration tests with clang under
 # AddressSanitizer + UBSan (build-fuzz/, shared with the fuzz targets) and runs them, then a
 # short fuzz smoke of every fuzz target (clang, libFuzzer, ASan + UBSan; QRSTORE_FUZZ_SECONDS
-# each, default 15; libFuzzer seed QRSTORE_FUZZ_SEED, default 1, so a commit's smoke is the same on
-# every run). Exits non-zero on any failure.
+# each, default 10; libFuzzer seed QRSTORE_FUZZ_SEED, default 1, so a commit's smoke is the same on
+# every run). The builds go through ccache when installed (setup-deps installs it). Exits non-zero
+# on any failure.
 # Usage: scripts/test.sh [--no-tsan] [--no-asan] [--no-fuzz] [extra ctest args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +23,7 @@ for a in "$@"; do
     --no-asan) asan=0 ;;
     --no-fuzz) fuzz=0 ;;
     -h|--help)
-      sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
       exit 0 ;;
     *) ctest_args+=("$a") ;;
   esac
@@ -35,6 +36,15 @@ stage() { echo "== [$(printf '%dm%02ds' $((SECONDS / 60)) $((SECONDS % 60)))] $*
 
 stage "installing dependencies (quiet, idempotent)"
 scripts/setup-deps.sh
+
+# The three builds (Release, TSan, ASan + fuzz) go through ccache when it is there: the first
+# run fills the cache (and costs a little more), later runs on this machine compile only what
+# changed, from any checkout (paths below the checkout are hashed relative to it). CMake reads
+# these when it configures a build folder for the first time.
+if command -v ccache >/dev/null 2>&1; then
+  export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
+  export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-10G}"
+fi
 
 stage "building (Release) into build/"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -91,7 +101,8 @@ if [ "$asan" = 1 ]; then
      UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" ctest --output-on-failure -j"$jobs" -L "unit|integration" -LE "fuzz|rss|slow" --timeout 600)
 fi
 if [ "$fuzz" = 1 ]; then
-  stage "fuzz smoke: every fuzz target for ${QRSTORE_FUZZ_SECONDS:-15} s, $jobs at a time (build-fuzz/)"
-  scripts/fuzz.sh --seconds "${QRSTORE_FUZZ_SECONDS:-15}" --parallel "$jobs" --seed "${QRSTORE_FUZZ_SEED:-1}"
+  stage "fuzz smoke: every fuzz target for ${QRSTORE_FUZZ_SECONDS:-10} s, $jobs at a time (build-fuzz/)"
+  scripts/fuzz.sh --seconds "${QRSTORE_FUZZ_SECONDS:-10}" --parallel "$jobs" --seed "${QRSTORE_FUZZ_SEED:-1}"
 fi
+command -v ccache >/dev/null 2>&1 && echo "   ccache: $(ccache --show-stats 2>/dev/null | grep -iE '^ *(hits|cache hit)' | head -2 | tr -s ' ' | tr '\n' ';')"
 stage "all tests passed"

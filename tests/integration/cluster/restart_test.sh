@@ -7,7 +7,8 @@
 #             takes over; the client, running all along, finds it and sends again what was
 #             unanswered (its sessions came back with the checkpoints and the log);
 #   follower  the memory log, n2 killed and started again 2 s later: it loads its checkpoint,
-#             catches up from the leader and agrees with it; the leader never stops;
+#             catches up from the leader and agrees with it; the leader never stops; then once
+#             more with `cluster.sh restart` (killed and started again at once);
 #   all-memory  the memory log, every node killed and started again: the batches after the
 #             checkpoints are gone with the logs, so whoever is elected refuses to lead (it would
 #             serve a state that skipped committed batches), says why, and stops; nobody serves.
@@ -109,6 +110,15 @@ for n in "${nodes[@]}"; do
   [[ -n "$line" ]] || fail "$n did not restore a checkpoint: $(grep -h "checkpoint" "$run/$n.log" | tail -3)"
   note "$(echo "$line" | cut -c1-200)"
 done
+
+if [[ "$how" == follower ]]; then
+  # Once more, with the command made for it: killed and started again at once.
+  sleep 2
+  "$QR_SRC/scripts/cluster.sh" restart "$cfg" n2 >"$QR_TMP/restart.out" 2>&1 ||
+    fail "cluster.sh restart failed: $(tail -20 "$QR_TMP/restart.out")"
+  (($(grep -c "restored from" "$run/n2.log") >= 2)) || fail "n2 did not restore a checkpoint after cluster.sh restart"
+  note "cluster.sh restart: $(grep -h "restored from" "$run/n2.log" | tail -1 | cut -c1-160)"
+fi
 
 wait "$client" || fail "the client failed: $(tail -5 "$QR_TMP/client.err")"
 c="$QR_TMP/client.out"
