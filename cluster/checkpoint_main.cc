@@ -22,6 +22,7 @@
 
 #include "cluster/checkpointer.h"
 #include "cluster/cluster_config.h"
+#include "cluster/session_store.h"
 #include "cluster/topology.h"
 #include "common/cli.h"
 #include "common/exit_codes.h"
@@ -148,8 +149,8 @@ int Main(int argc, char** argv) {
   const std::string node = cli.Get("node");
   auto me = topo->Find(node);
   if (!me.ok()) return Fail(kExitBadInput, cli.Get("config") + ": " + me.status().message());
-  const std::string base_dir = config->GetString("server.checkpoint_dir");
-  if (base_dir.empty()) {
+  const std::string dir = NodeCheckpointDir(config.value(), node);
+  if (dir.empty()) {
     return Fail(kExitBadInput, "server.checkpoint_dir is empty: this cluster takes no checkpoints (set it, or pass "
                                "--server.checkpoint_dir=DIR as the servers were)");
   }
@@ -159,19 +160,8 @@ int Main(int argc, char** argv) {
   // One table per file checked, plus the newest valid one kept for --dump.
   if (Status s = workloads::CheckMemoryFits(workload.value(), 2, 0); !s.ok()) return Fail(kExitBadInput, s.message());
 
-  planner::SessionLimits limits;  // as the server's Init reads them
-  limits.max_sessions = static_cast<uint32_t>(config->GetInt("server.session_max_sessions"));
-  limits.max_outcomes_per_session = static_cast<uint32_t>(config->GetInt("server.session_max_outcomes_per_session"));
-  limits.max_outcomes = static_cast<uint64_t>(config->GetInt("server.session_max_outcomes"));
-  limits.max_value_bytes = config->GetBool("server.session_read_values")
-                               ? static_cast<uint64_t>(config->GetInt("server.session_max_value_bytes"))
-                               : 0;
-  storage::CheckpointExpect expect;
-  expect.cluster_id = topo->ClusterId();
-  expect.partition = me.value()->partition;
-  expect.partitions = topo->partitions();
-  expect.record_size = workload->Layout().size();
-  expect.capacity = workload->RecordCount();  // the server's table capacity
+  const planner::SessionLimits limits = SessionLimitsFromConfig(config.value());  // as the server's
+  const storage::CheckpointExpect expect = NodeCheckpointIdentity(topo.value(), me.value()->partition, workload.value());
 
   const std::string dump = cli.Get("dump");
   const bool dump_existed = !dump.empty() && ::access(dump.c_str(), F_OK) == 0;
@@ -182,7 +172,6 @@ int Main(int argc, char** argv) {
     if (!dump.empty() && !dump_existed) std::remove(dump.c_str());  // leave no empty dump behind
   };
 
-  const std::string dir = base_dir + "/" + node;
   auto paths = storage::ListCheckpoints(dir);
   if (!paths.ok() || paths->empty()) {
     drop_probe();

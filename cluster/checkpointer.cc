@@ -18,6 +18,22 @@
 
 namespace qrstore::cluster {
 
+std::string NodeCheckpointDir(const Config& config, const std::string& node) {
+  const std::string& dir = config.GetString("server.checkpoint_dir");
+  return dir.empty() ? std::string() : dir + "/" + node;
+}
+
+storage::CheckpointExpect NodeCheckpointIdentity(const Topology& topo, uint32_t partition,
+                                                 const workloads::WorkloadOptions& workload) {
+  storage::CheckpointExpect e;
+  e.cluster_id = topo.ClusterId();
+  e.partition = partition;
+  e.partitions = topo.partitions();
+  e.record_size = workload.Layout().size();
+  e.capacity = workload.RecordCount();  // the server's table capacity
+  return e;
+}
+
 Status ValidateNodeCheckpoint(const std::string& path, const storage::CheckpointExpect& expect,
                               storage::RecordLayout layout, const planner::SessionLimits& limits,
                               std::unique_ptr<storage::Table>* table, planner::SessionTable* sessions,

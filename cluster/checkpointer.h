@@ -23,12 +23,15 @@
 #include <mutex>
 #include <string>
 
+#include "cluster/topology.h"
+#include "common/config.h"
 #include "common/status.h"
 #include "common/thread.h"
 #include "executor/executor_stage.h"
 #include "planner/session_table.h"
 #include "storage/checkpoint.h"
 #include "storage/table_image.h"
+#include "workloads/workload.h"
 
 namespace qrstore::cluster {
 
@@ -55,6 +58,13 @@ struct CheckpointStats {
   uint64_t skipped = 0;          // candidates skipped (the writer was busy)
   std::string last_error;        // the last failed write ("": none)
 };
+
+// A node's checkpoint folder: <server.checkpoint_dir>/<node> ("" when checkpoint_dir is empty).
+std::string NodeCheckpointDir(const Config& config, const std::string& node);
+// What a node's checkpoints carry and are checked against: the cluster (Topology::ClusterId),
+// the node's partition, the record size and the table capacity its server uses.
+storage::CheckpointExpect NodeCheckpointIdentity(const Topology& topo, uint32_t partition,
+                                                 const workloads::WorkloadOptions& workload);
 
 // One of a node's checkpoint files, checked in full: the file itself (storage/checkpoint.h
 // ReadCheckpoint against `expect`), its header batch against its name, its session table

@@ -99,13 +99,8 @@ Status ServerImpl::Init(const Config& config, const std::string& node) {
   if (const std::string& f = config.GetString("server.test_kill_before_reply_file"); !f.empty()) {
     kill_before_reply_file_ = f + "." + node;
   }
-  session_limits_.max_sessions = static_cast<uint32_t>(config.GetInt("server.session_max_sessions"));
-  session_limits_.max_outcomes_per_session = static_cast<uint32_t>(config.GetInt("server.session_max_outcomes_per_session"));
-  session_limits_.max_outcomes = static_cast<uint64_t>(config.GetInt("server.session_max_outcomes"));
   session_values_ = config.GetBool("server.session_read_values");
-  // Read values are kept only when the followers get them too (cluster/session_store.h).
-  session_limits_.max_value_bytes =
-      session_values_ ? static_cast<uint64_t>(config.GetInt("server.session_max_value_bytes")) : 0;
+  session_limits_ = SessionLimitsFromConfig(config);
 
   // The initial table: the workload's records; a node of a row holds its own partition's only
   // (the table's dense region is allocated untouched, so with range partitioning the other
@@ -219,16 +214,17 @@ Status ServerImpl::Start() {
   po.deliver_outcomes = true;
   po.track_digest = true;
   po.executors_wait_for_replication = mode_ == "sync";
-  if (const std::string& dir = c.GetString("server.checkpoint_dir"); !dir.empty()) {
+  if (const std::string dir = NodeCheckpointDir(c, me_.name); !dir.empty()) {
     CheckpointerOptions co;
-    co.dir = dir + "/" + me_.name;
+    co.dir = dir;
     co.every_batches = static_cast<uint64_t>(c.GetInt("server.checkpoint_every_batches"));
     co.keep = static_cast<int>(c.GetInt("server.checkpoint_keep"));
-    co.base.cluster_id = topo_->ClusterId();
-    co.base.partition = me_.partition;
-    co.base.partitions = topo_->partitions();
-    co.base.record_size = workload_.Layout().size();
-    co.base.capacity = table_->capacity();
+    const storage::CheckpointExpect id = NodeCheckpointIdentity(*topo_, me_.partition, workload_);
+    co.base.cluster_id = id.cluster_id;
+    co.base.partition = id.partition;
+    co.base.partitions = id.partitions;
+    co.base.record_size = id.record_size;
+    co.base.capacity = id.capacity;
     co.base.stream_next.assign(Streams(), 0);
     co.identity = [this] { return Identity(); };
     // A restart replays the raft disk log from the batch after the newest checkpoint on.
@@ -310,18 +306,13 @@ Status ServerImpl::Start() {
 
 void ServerImpl::RestoreCheckpoint() {
   auto log = Logger("server");
-  const std::string dir = config_->GetString("server.checkpoint_dir") + "/" + me_.name;
+  const std::string dir = NodeCheckpointDir(*config_, me_.name);
   auto files = storage::ListCheckpoints(dir);
   if (!files.ok() || files->empty()) {
     log->info("{} no checkpoint in {}: starting from the initial table", Identity(), dir);
     return;
   }
-  storage::CheckpointExpect expect;
-  expect.cluster_id = topo_->ClusterId();
-  expect.partition = me_.partition;
-  expect.partitions = topo_->partitions();
-  expect.record_size = workload_.Layout().size();
-  expect.capacity = workload_.RecordCount();
+  const storage::CheckpointExpect expect = NodeCheckpointIdentity(*topo_, me_.partition, workload_);
   for (const std::string& path : files.value()) {
     std::unique_ptr<storage::Table> t;
     planner::SessionTable sessions(session_limits_);

@@ -4,6 +4,18 @@
 
 namespace qrstore::cluster {
 
+planner::SessionLimits SessionLimitsFromConfig(const Config& config) {
+  planner::SessionLimits l;
+  l.max_sessions = static_cast<uint32_t>(config.GetInt("server.session_max_sessions"));
+  l.max_outcomes_per_session = static_cast<uint32_t>(config.GetInt("server.session_max_outcomes_per_session"));
+  l.max_outcomes = static_cast<uint64_t>(config.GetInt("server.session_max_outcomes"));
+  // Read values are kept only when the followers get them too (session_store.h).
+  l.max_value_bytes = config.GetBool("server.session_read_values")
+                          ? static_cast<uint64_t>(config.GetInt("server.session_max_value_bytes"))
+                          : 0;
+  return l;
+}
+
 namespace {
 
 using proto::ResultCode;

@@ -34,6 +34,7 @@
 
 #include "cluster/protocol.h"
 #include "commit/outcome.h"
+#include "common/config.h"
 #include "planner/session_table.h"
 #include "storage/txn.h"
 
@@ -57,6 +58,9 @@ struct SessionStoreCounters {
   uint64_t expired = 0;         // leader: answered kExpired
   uint64_t refused = 0;         // leader: unknown session or bad seq
 };
+
+// The session table's limits from server.session_* (every node of a group reads the same).
+planner::SessionLimits SessionLimitsFromConfig(const Config& config);
 
 class SessionStore {
  public:
