@@ -60,6 +60,12 @@ struct GroupHealth {
   std::string self_stranded;
   // Leader: the followers it has given up on, in member order.
   std::vector<StrandedMember> stranded;
+  // Non-zero: the group can no longer bring this member's application up to date batch by
+  // batch (what it needs was compacted or cleaned away); it can continue from a state whose
+  // next batch is >= this (a checkpoint of batch >= resume_needs_next - 1), which the group's
+  // leader (Leader()) holds. raft: its leader's standing snapshot offer; the member takes it by
+  // itself once the application waits for batches >= it (ReceiveData).
+  uint64_t resume_needs_next = 0;
 };
 
 // Who leads a group, as far as this member knows (status replies, "not leader" hints).

@@ -22,6 +22,7 @@ const char* MessageTypeName(MessageType type) {
     case MessageType::kAppendResponse: return "AppendResponse";
     case MessageType::kPreVoteRequest: return "PreVoteRequest";
     case MessageType::kPreVoteResponse: return "PreVoteResponse";
+    case MessageType::kSnapshotRequest: return "SnapshotRequest";
   }
   return "Unknown";
 }
@@ -184,6 +185,7 @@ void Core::BecomeFollower(Term term, NodeId leader) {
   role_ = Role::kFollower;
   pre_campaign_ = false;
   if (leader != leader_) stranded_log_start_ = 0;  // only the leader that said so knows
+  if (snapshot_offer_ && (snapshot_offer_->leader != leader || snapshot_offer_->term != term_)) snapshot_offer_.reset();
   leader_ = leader;
   progress_.clear();
   votes_granted_.clear();
@@ -381,8 +383,10 @@ void Core::Step(const Message& m) {
     return;
   }
   if (m.term > term_) {
-    // Only a leader sends AppendRequests, so its sender is this term's leader.
-    BecomeFollower(m.term, m.type == MessageType::kAppendRequest ? m.from : kNoNode);
+    // Only a leader sends AppendRequests (and snapshot requests), so its sender is this term's
+    // leader.
+    const bool from_leader = m.type == MessageType::kAppendRequest || m.type == MessageType::kSnapshotRequest;
+    BecomeFollower(m.term, from_leader ? m.from : kNoNode);
   } else if (m.term < term_) {
     // Answer stale requests with our term so the stale candidate or leader steps down;
     // stale responses carry nothing of use.
@@ -390,7 +394,7 @@ void Core::Step(const Message& m) {
       Message r = NewMessage(MessageType::kVoteResponse, m.from);
       r.reject = true;
       Send(std::move(r));
-    } else if (m.type == MessageType::kAppendRequest) {
+    } else if (m.type == MessageType::kAppendRequest || m.type == MessageType::kSnapshotRequest) {
       Message r = NewMessage(MessageType::kAppendResponse, m.from);
       r.reject = true;
       r.log_index = m.log_index;
@@ -406,6 +410,7 @@ void Core::Step(const Message& m) {
     case MessageType::kVoteResponse: StepVoteResponse(m); break;
     case MessageType::kAppendRequest: StepAppendRequest(m); break;
     case MessageType::kAppendResponse: StepAppendResponse(m); break;
+    case MessageType::kSnapshotRequest: StepSnapshotRequest(m); break;
     case MessageType::kPreVoteRequest:
     case MessageType::kPreVoteResponse: break;  // handled above
   }
@@ -528,10 +533,62 @@ void Core::StepAppendRequest(const Message& m) {
     AppendEntry(e);
   }
   const Index last_new = m.log_index + m.entries.size();
+  if (m.hint == 0) snapshot_offer_.reset();  // the leader catches this member up from its log
   // Entries after last_new may be stale leftovers of an older term: never commit beyond it.
   const Index new_commit = std::min(m.commit, last_new);
   if (new_commit > commit_) commit_ = new_commit;
   r.hint = last_new;
+  Send(std::move(r));
+}
+
+void Core::StepSnapshotRequest(const Message& m) {
+  if (role_ == Role::kLeader) {
+    stats_.messages_ignored++;  // two leaders in one term cannot happen
+    return;
+  }
+  if (role_ == Role::kCandidate) BecomeFollower(term_, m.from);
+  pre_campaign_ = false;
+  if (leader_ != m.from) snapshot_offer_.reset();
+  leader_ = m.from;
+  ResetElectionTimer();
+  stranded_log_start_ = m.log_index + 1;
+
+  Message r = NewMessage(MessageType::kAppendResponse, m.from);
+  r.log_index = m.log_index;
+  if (m.log_index < commit_ || TermAt(m.log_index) == m.log_term) {
+    // Nothing to install: this log holds what the leader's does up to there (committed, or the
+    // same term at m.log_index). The leader goes on with appends from the match.
+    snapshot_offer_.reset();
+    stranded_log_start_ = 0;
+    r.hint = m.log_index < commit_ ? commit_ : m.log_index;
+    Send(std::move(r));
+    return;
+  }
+  snapshot_offer_ = SnapshotOffer{m.from, m.term, m.log_index, m.log_term, m.hint};
+  r.reject = true;
+  r.hint = last_index() + 1;
+  Send(std::move(r));
+}
+
+void Core::InstallSnapshot() {
+  QR_CHECK(snapshot_offer_.has_value(), "InstallSnapshot without an offer");
+  QR_CHECK(!ready_outstanding_, "InstallSnapshot with a Ready outstanding");
+  const SnapshotOffer o = *snapshot_offer_;
+  snapshot_offer_.reset();
+  if (role_ != Role::kFollower || o.leader != leader_ || o.term != term_ || o.index < commit_) return;
+  entries_.clear();
+  end_bytes_.clear();
+  base_bytes_ = 0;
+  first_index_ = o.index + 1;
+  prev_term_ = o.index_term;
+  commit_ = applied_ = o.index;
+  persisted_ = handed_ = pending_persisted_ = o.index;
+  stranded_log_start_ = 0;
+  snapshot_installed_ = SnapshotPoint{o.index, o.index_term};
+  stats_.snapshots_installed++;
+  Message r = NewMessage(MessageType::kAppendResponse, leader_);
+  r.log_index = o.index;
+  r.hint = o.index;
   Send(std::move(r));
 }
 
@@ -657,11 +714,27 @@ void Core::SendHeartbeat(Progress* p, Index stranded_from) {
   Send(std::move(m));
 }
 
+void Core::SendSnapshot(Progress* p) {
+  Message m = NewMessage(MessageType::kSnapshotRequest, p->id);
+  m.log_index = first_index_ - 1;
+  m.log_term = prev_term_;
+  m.commit = commit_;
+  m.hint = snapshot_tag_;
+  p->last_sent_tick = ticks_;
+  stats_.snapshots_sent++;
+  Send(std::move(m));
+}
+
 bool Core::MaybeSendAppend(Progress* p, bool heartbeat) {
   if (p->next < first_index_) {
-    // Its next entry was compacted away: it cannot be caught up (see lagging_members()), only
-    // kept from starting elections, and told so (hint = where this log starts now).
-    if (heartbeat) SendHeartbeat(p, /*stranded_from=*/first_index_);
+    // Its next entry was compacted away: it cannot be caught up from the log (see
+    // lagging_members()). Each heartbeat offers it a snapshot (with a tag), or only keeps it
+    // from starting elections and tells it so (hint = where this log starts now).
+    if (heartbeat && snapshot_tag_ != 0) {
+      SendSnapshot(p);
+    } else if (heartbeat) {
+      SendHeartbeat(p, /*stranded_from=*/first_index_);
+    }
     return heartbeat;
   }
   if (p->probing) {
@@ -714,7 +787,7 @@ bool Core::HasReady() const {
   // optimization on disk, and it rides along with the next Ready.
   const HardState hs = CurrentHardState();
   if (hs.term != last_hard_state_.term || hs.voted_for != last_hard_state_.voted_for) return true;
-  if (last_index() > handed_ || !outbox_.empty()) return true;
+  if (last_index() > handed_ || !outbox_.empty() || snapshot_installed_) return true;
   if (role_ == Role::kLeader && append_pending_) return true;
   return !apply_paused_ && applied_ < commit_;
 }
@@ -726,6 +799,8 @@ Ready Core::TakeReady() {
     BroadcastAppends(/*heartbeat=*/false);
   }
   Ready rd;
+  rd.snapshot = snapshot_installed_;
+  snapshot_installed_.reset();
   const HardState hs = CurrentHardState();
   if (hs != last_hard_state_) {
     rd.hard_state = hs;

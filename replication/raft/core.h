@@ -71,10 +71,19 @@
 // and depose a working leader when it comes back (Ongaro's thesis, 9.6).
 // Proposals are batched: appends for them are built at the next TakeReady().
 //
-// There are no snapshots: a member whose next needed entry was compacted away on the leader
-// cannot be caught up any more. The leader reports it by lagging_members() and tells it so
-// (its heartbeats carry hint = the leader's first index; stranded_log_start() on the member).
-// Compact only up to compactable_index() to avoid that.
+// Snapshots. A member whose next needed entry was compacted away on the leader cannot be caught
+// up from the log. The leader reports it by lagging_members(). If its owner named the state
+// that stands in for the compacted prefix (SetSnapshotTag: an opaque tag, e.g. "a checkpoint at
+// or after batch B"), each heartbeat to that member is a kSnapshotRequest: "every entry up to my
+// first index - 1 is committed; continue after it if your application holds state `tag`". The
+// member records the offer (snapshot_offer()); its owner, once its application holds that state
+// (it may have to fetch it from a peer, outside Raft), calls InstallSnapshot(): the member drops
+// its whole log, continues at the offer's index + 1 (the next Ready carries `snapshot` for its
+// storage) and answers, so the leader catches it up from there. Without a tag the member is only
+// told it is stranded (heartbeats carry hint = the leader's first index; stranded_log_start()).
+// Why dropping the member's whole log is safe: it keeps its log when its entry at the offer's
+// index has the offer's term (log matching: nothing to drop); otherwise its entries after that
+// index all differ from the leader's (log matching again), so none of them is committed.
 #pragma once
 
 #include <algorithm>
@@ -154,6 +163,7 @@ enum class MessageType : uint8_t {
   kAppendResponse,
   kPreVoteRequest,   // CoreOptions::pre_vote: "would you vote for me in term `term`?"
   kPreVoteResponse,
+  kSnapshotRequest,  // leader -> a member its log can no longer catch up (see Snapshots above)
 };
 const char* MessageTypeName(MessageType type);
 
@@ -168,6 +178,11 @@ const char* MessageTypeName(MessageType type);
 //                    entries (consecutive indexes from log_index+1), commit = leader commit,
 //                    hint = 0, or (an empty append to a member whose next entry was compacted
 //                    away) the index the leader's log starts at: "you are stranded".
+//   kSnapshotRequest: term, log_index/log_term = the entry before the leader's first one (all
+//                    committed), commit, hint = the leader's snapshot tag (opaque, non-zero).
+//                    Answered with a kAppendResponse: success (hint = match) once installed or
+//                    when the member's log already agrees at log_index; else rejected with
+//                    log_index echoed and hint = its last index + 1 (the leader stays in touch).
 //   kAppendResponse: term, log_index = the request's prev index (to spot stale responses),
 //                    reject=false: hint = the follower's match index (last entry known to
 //                    agree with the leader); reject=true: hint = the index the leader should
@@ -205,8 +220,28 @@ struct PersistentState {
                                // the driver keeps it when it compacts its stored log
 };
 
+// A leader's offer to this member (kSnapshotRequest): continue after `index` (term
+// `index_term`) once the application holds the state `tag` names.
+struct SnapshotOffer {
+  NodeId leader = kNoNode;
+  Term term = 0;        // the leader's term
+  Index index = 0;
+  Term index_term = 0;
+  uint64_t tag = 0;
+  bool operator==(const SnapshotOffer&) const = default;
+};
+
+// An installed snapshot: the log is empty and continues at index + 1, after an entry of `term`.
+struct SnapshotPoint {
+  Index index = 0;
+  Term term = 0;
+};
+
 // The outputs of a Core since the last TakeReady(); see the contract at the top.
 struct Ready {
+  // Persist FIRST when set: drop the whole stored log, which then continues at index + 1
+  // (hard_state and entries below come after it).
+  std::optional<SnapshotPoint> snapshot;
   std::optional<HardState> hard_state;  // persist if set
   std::vector<Entry> entries;   // append to the log; if entries[0].index <= last stored index,
                                 // truncate the stored log from entries[0].index first
@@ -271,6 +306,8 @@ struct CoreStats {
   uint64_t messages_ignored = 0;  // other group, unknown sender, stale term, impossible state
   uint64_t appends_rejected = 0;  // AppendRequests this member rejected (log mismatch)
   uint64_t entries_truncated = 0; // conflicting suffix entries dropped by this member
+  uint64_t snapshots_sent = 0;    // leader: kSnapshotRequests sent
+  uint64_t snapshots_installed = 0;
 };
 
 class Core {
@@ -340,9 +377,20 @@ class Core {
   // Follower: asking for pre-votes (pre_vote), its term unchanged.
   bool pre_campaigning() const { return pre_campaign_; }
   // Follower: non-zero when the current leader said it can no longer catch this member up
-  // (the entries it needs were compacted away; there are no snapshots): the index the
-  // leader's log starts at. Reset by the next append that says otherwise, or a new leader.
+  // from its log (the entries it needs were compacted away): the index the leader's log
+  // starts at. Reset by the next append that says otherwise, or a new leader.
   Index stranded_log_start() const { return stranded_log_start_; }
+  // Leader: the tag its snapshot requests carry (0: none are sent; stranded members are only
+  // told so). The owner keeps it true: an application holding the state `tag` names needs no
+  // entry at or below first_index() - 1, whenever this is called and as the log is compacted.
+  void SetSnapshotTag(uint64_t tag) { snapshot_tag_ = tag; }
+  uint64_t snapshot_tag() const { return snapshot_tag_; }
+  // Follower: the current leader's standing offer (cleared by a new leader or term, or by
+  // an append that catches this member up without it).
+  const std::optional<SnapshotOffer>& snapshot_offer() const { return snapshot_offer_; }
+  // Follower, with an offer, no Ready outstanding: takes it (see Snapshots above). The next
+  // Ready carries `snapshot` (persist it first) and the acknowledgement to the leader.
+  void InstallSnapshot();
   // Data bytes of the entries after `index` (all held entries if index was compacted).
   uint64_t BytesAfter(Index index) const;
   // Leader only: the replication progress of member id (match index; 0 if unknown).
@@ -382,6 +430,7 @@ class Core {
   void StepPreVoteResponse(const Message& m);
   void StepAppendRequest(const Message& m);
   void StepAppendResponse(const Message& m);
+  void StepSnapshotRequest(const Message& m);
 
   void Send(Message m);
   Message NewMessage(MessageType type, NodeId to) const;
@@ -399,6 +448,8 @@ class Core {
   // member that is still in this term): keeps p from campaigning and carries the commit.
   // `stranded_from` (hint) non-zero tells p that this log starts there, past what it needs.
   void SendHeartbeat(Progress* p, Index stranded_from = 0);
+  // Leader: a kSnapshotRequest to p (whose next entry was compacted away).
+  void SendSnapshot(Progress* p);
   // Leader: p answered within 2 election timeouts.
   bool Live(const Progress& p) const;
   // Ticks without progress after which an outstanding append is considered lost.
@@ -440,6 +491,9 @@ class Core {
   Index commit_ = 0;
   Index applied_ = 0;
   Index stranded_log_start_ = 0;  // follower: see stranded_log_start()
+  uint64_t snapshot_tag_ = 0;     // leader: SetSnapshotTag
+  std::optional<SnapshotOffer> snapshot_offer_;  // follower
+  std::optional<SnapshotPoint> snapshot_installed_;  // for the next Ready
   bool apply_paused_ = false;
   int election_elapsed_ = 0;
   int randomized_election_ticks_ = 0;

@@ -219,6 +219,8 @@ void Driver::Run() {
       deferred_.pop_front();
     }
 
+    ConsiderSnapshotOffers();
+
     const int64_t now = NowMillis();
     if (now >= next_tick) {
       if (!options_.isolate_file.empty()) {
@@ -272,23 +274,28 @@ bool Driver::ProcessReadies() {
     counters_.readies.fetch_add(1, std::memory_order_relaxed);
     Ready& r = readies[g];
     LogStorage& storage = *storages_[g];
-    if (r.hard_state) {
-      Status st = storage.SaveHardState(*r.hard_state);
+    // Each write is synced at once with fsync=always, else once per storage below.
+    auto wrote = [&](Status st) {
       if (st.ok() && options_.fsync == FsyncPolicy::kAlways) st = sync(g);
       if (!st.ok()) {
         Fail(st);
         return false;
       }
       to_sync[g] = true;
+      return true;
+    };
+    if (r.snapshot) {
+      // First: the stored log is dropped and continues after the snapshot point.
+      if (!wrote(storage.ResetTo(r.snapshot->index, r.snapshot->term))) return false;
+      GroupLog& log = logs_[g];
+      log.sizes.clear();
+      log.bytes = 0;
+      Logger("raft")->info("[{} g{}] installed a snapshot: the log continues after index {} (term {})",
+                           options_.identity, g, r.snapshot->index, r.snapshot->term);
     }
+    if (r.hard_state && !wrote(storage.SaveHardState(*r.hard_state))) return false;
     if (!r.entries.empty()) {
-      Status st = storage.Append(r.entries);
-      if (st.ok() && options_.fsync == FsyncPolicy::kAlways) st = sync(g);
-      if (!st.ok()) {
-        Fail(st);
-        return false;
-      }
-      to_sync[g] = true;
+      if (!wrote(storage.Append(r.entries))) return false;
       GroupLog& log = logs_[g];
       const Index first = r.entries.front().index;
       while (!log.sizes.empty() && log.sizes.back().first >= first) {
@@ -352,6 +359,13 @@ void Driver::CompactLogs() {
     GroupLog& log = logs_[g];
     if (log.bytes <= options_.max_log_bytes) continue;  // keep history up to the budget
     Core& c = *cores_[g];
+    if (c.role() == Role::kLeader && c.snapshot_tag() > 0 && log.bytes <= 2 * options_.max_log_bytes) {
+      // A stranded member that answers is working toward the current offer (fetching a
+      // checkpoint, restarting): moving the log start now could make that offer stale.
+      bool recovering = false;
+      for (const MemberProgress& m : c.member_progress()) recovering = recovering || (m.stranded && m.live);
+      if (recovering) continue;
+    }
     const Index applied = c.applied_index();
     Index upto = 0;
     uint64_t bytes = log.bytes;
@@ -374,6 +388,7 @@ void Driver::CompactLogs() {
       Fail(st);
       return;
     }
+    listener_->OnCompacted(g, c.first_index());
   }
 }
 
@@ -404,10 +419,11 @@ void Driver::NoteStranded() {
     if (!now.empty()) {
       std::string ids;
       for (NodeId m : now) ids += (ids.empty() ? "" : ", ") + std::to_string(m);
-      Logger("raft")->warn("[{} g{}] member(s) {} cannot be caught up: the entries they need were compacted away (the "
-                           "log starts at index {}, replication.raft.max_log_bytes {}) and there are no snapshots; "
-                           "their lag only grows",
-                           options_.identity, g, ids, c.first_index(), options_.max_log_bytes);
+      Logger("raft")->warn("[{} g{}] member(s) {} cannot be caught up from the log: the entries they need were "
+                           "compacted away (the log starts at index {}, replication.raft.max_log_bytes {}); {}",
+                           options_.identity, g, ids, c.first_index(), options_.max_log_bytes,
+                           c.snapshot_tag() > 0 ? "they are offered to continue from a checkpoint"
+                                                : "there is no checkpoint to continue them from: their lag only grows");
     } else {
       Logger("raft")->info("[{} g{}] no stranded member any more", options_.identity, g);
     }
@@ -427,14 +443,31 @@ void Driver::NoteStranded() {
     listener_->OnSelfStrandedChanged(g, c.leader(), start, c.last_index());
     if (!changed) continue;
     if (start > 0) {
-      Logger("raft")->warn("[{} g{}] stranded: the leader (member {}) can no longer catch this member up: its log "
-                           "starts at index {}, this member's ends at {} (it was away while the leader's log "
-                           "passed replication.raft.max_log_bytes; there are no snapshots); the group goes on "
-                           "without it",
+      Logger("raft")->warn("[{} g{}] stranded: the leader (member {}) can no longer catch this member up from its "
+                           "log: it starts at index {}, this member's ends at {} (it was away while the leader's log "
+                           "passed replication.raft.max_log_bytes); the group goes on without it until it continues "
+                           "from a checkpoint",
                            options_.identity, g, c.leader(), start, c.last_index());
     } else {
       Logger("raft")->info("[{} g{}] no longer stranded", options_.identity, g);
     }
+  }
+}
+
+void Driver::ConsiderSnapshotOffers() {
+  for (uint32_t g = 0; g < cores_.size(); ++g) {
+    Core& c = *cores_[g];
+    GroupLog& log = logs_[g];
+    const std::optional<SnapshotOffer>& offer = c.snapshot_offer();
+    if (!offer) {
+      if (log.offer_reported) {
+        log.offer_reported = false;
+        listener_->OnSnapshotOffer(g, nullptr);
+      }
+      continue;
+    }
+    log.offer_reported = true;
+    if (listener_->OnSnapshotOffer(g, &*offer)) c.InstallSnapshot();
   }
 }
 

@@ -66,7 +66,10 @@ struct DriverOptions {
   size_t max_uncommitted_bytes = 64 << 20;
   size_t max_apply_bytes = 64 << 20;
   // In-memory log budget per group: older applied entries are compacted beyond it (first
-  // those every member has, then, if still over, those a lagging member would need).
+  // those every member has, then, if still over, those a lagging member would need). While a
+  // member the log no longer covers is live (it answers snapshot offers: it is fetching a
+  // checkpoint to continue from), the leader's log start holds still, up to twice this budget,
+  // so the offer it is working toward stays good.
   uint64_t max_log_bytes = 256ull << 20;
   FsyncPolicy fsync = FsyncPolicy::kBatch;
   size_t inbox_messages = 16384;  // peer messages waiting for the raft thread
@@ -105,6 +108,20 @@ class DriverListener {
     (void)leader;
     (void)leader_log_start;
     (void)last_index;
+  }
+  // The log now starts at `first_index` (entries below it were compacted away).
+  virtual void OnCompacted(uint32_t group, Index first_index) {
+    (void)group;
+    (void)first_index;
+  }
+  // This member's leader offers it a snapshot (core.h, Snapshots): return true to install it
+  // now (the application holds the state offer->tag names; the driver then calls
+  // Core::InstallSnapshot and persists it before the acknowledgement goes out). Asked every
+  // loop iteration while the offer stands; once with nullptr when it is gone.
+  virtual bool OnSnapshotOffer(uint32_t group, const SnapshotOffer* offer) {
+    (void)group;
+    (void)offer;
+    return false;
   }
   // The driver stopped after a storage failure `st` (a full disk, an I/O error); called once,
   // after the queued tasks were aborted. Nothing will commit on this member any more: fail
@@ -157,6 +174,8 @@ class Driver {
   // Raft thread only: entries above `index` are never compacted, whatever max_log_bytes says
   // (the application's restart needs them: RaftReplicator::RetainFrom). Default: no ceiling.
   void SetCompactCeiling(uint32_t group, Index index) { logs_[group].compact_ceiling = index; }
+  // Raft thread only: Core::SetSnapshotTag of the group (a leader offers snapshots with it).
+  void SetSnapshotTag(uint32_t group, uint64_t tag) { cores_[group]->SetSnapshotTag(tag); }
   const DriverOptions& options() const { return options_; }
 
  private:
@@ -171,6 +190,7 @@ class Driver {
     std::vector<NodeId> stranded;  // as last reported (NoteStranded)
     Index stranded_log_start = 0;  // the first index last reported with them
     Index self_stranded = 0;       // follower: the leader's first index, as last reported
+    bool offer_reported = false;   // OnSnapshotOffer was asked about a standing offer
   };
 
   void Run();
@@ -181,6 +201,8 @@ class Driver {
   // Reports changes of each group's stranded members, and of this member being stranded
   // (log + listener); once per tick.
   void NoteStranded();
+  // Asks the listener about each group's standing snapshot offer; installs accepted ones.
+  void ConsiderSnapshotOffers();
   void OnPeerMessage(Message&& m);  // transport thread: enqueue only
   void Fail(const Status& st);
   void LogStats();

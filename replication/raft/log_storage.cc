@@ -72,6 +72,14 @@ Status MemoryLogStorage::Sync() {
   return Status::Ok();
 }
 
+Status MemoryLogStorage::ResetTo(Index index, Term term) {
+  entries_.clear();
+  first_index_ = index + 1;
+  last_index_ = index;
+  prev_term_ = term;
+  return Status::Ok();
+}
+
 Status MemoryLogStorage::Compact(Index upto) {
   // Keep at least the last entry (its term is the log's last term).
   upto = std::min(upto, last_index_ > 0 ? last_index_ - 1 : 0);
@@ -560,6 +568,23 @@ Status DiskLogStorage::Sync() {
     dir_dirty_ = false;
   }
   return Status::Ok();
+}
+
+Status DiskLogStorage::ResetTo(Index index, Term term) {
+  // Every old segment goes first, then one empty segment says where the log continues: a crash
+  // in between leaves an empty log from index 1 (Open drops a torn header), never a mix.
+  CloseActive();
+  active_dirty_ = false;
+  for (const Segment& seg : segments_) {
+    std::error_code ec;
+    fs::remove(seg.path, ec);
+    if (ec) return Status::IoError("remove " + seg.path + ": " + ec.message());
+  }
+  segments_.clear();
+  dir_dirty_ = true;
+  empty_next_index_ = index + 1;
+  empty_prev_term_ = term;
+  return StartSegment(index + 1, term);
 }
 
 Status DiskLogStorage::Compact(Index upto) {

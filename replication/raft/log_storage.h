@@ -65,6 +65,11 @@ class LogStorage {
   virtual Status Sync() = 0;
   // May drop entries <= upto (disk: whole segments only). Never drops the last entry.
   virtual Status Compact(Index upto) = 0;
+  // An installed snapshot (Ready::snapshot): drops every stored entry; the log continues at
+  // index + 1 after an entry of `term` (what a restart recovers; made durable by Sync()). A
+  // crash midway leaves either the old log or an empty one from index 1 (the member is then
+  // offered the snapshot again); the hard state is kept.
+  virtual Status ResetTo(Index index, Term term) = 0;
   virtual Index first_index() const = 0;  // first stored entry (or next index if empty)
   virtual Index last_index() const = 0;   // first_index()-1 when empty
   // Number of Sync() calls that reached the device (for stats and tests of the fsync plumbing).
@@ -79,6 +84,7 @@ class MemoryLogStorage : public LogStorage {
   Status SaveHardState(const HardState& hard) override;
   Status Sync() override;
   Status Compact(Index upto) override;
+  Status ResetTo(Index index, Term term) override;
   Index first_index() const override { return first_index_; }
   Index last_index() const override { return last_index_; }
   uint64_t syncs() const override { return syncs_; }
@@ -121,6 +127,7 @@ class DiskLogStorage : public LogStorage {
   Status SaveHardState(const HardState& hard) override;
   Status Sync() override;
   Status Compact(Index upto) override;
+  Status ResetTo(Index index, Term term) override;
   Index first_index() const override;
   Index last_index() const override;
   uint64_t syncs() const override { return syncs_; }

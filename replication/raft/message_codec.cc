@@ -47,7 +47,7 @@ Result<MessageHead> DecodeHead(std::string_view bytes) {
   if (!r.GetU8(&version)) return Corrupt("truncated before the version");
   if (version != kMessageCodecVersion) return Corrupt("unknown codec version " + std::to_string(version));
   if (!r.GetU8(&type)) return Corrupt("truncated before the type");
-  if (type > static_cast<uint8_t>(MessageType::kPreVoteResponse)) {
+  if (type > static_cast<uint8_t>(MessageType::kSnapshotRequest)) {
     return Corrupt("bad message type " + std::to_string(type));
   }
   m.type = static_cast<MessageType>(type);

@@ -512,6 +512,7 @@ void RaftReplicator::OnCommitted(uint32_t group, std::vector<Entry>& committed) 
     size_t offset = 0;
     if (!DecodeBatchEntryHeader(e.data, &meta, &offset).ok()) continue;  // logged at persist
     if (g.retain_from != UINT64_MAX) g.above_ceiling.emplace_back(e.index, meta.batch_id);
+    g.log_batches.push_back({e.index, meta.planner, meta.batch_id});
     Stream& s = g.streams[meta.planner];
     if (!s.commit_started) {
       s.commit_started = true;
@@ -552,7 +553,7 @@ void RaftReplicator::OnCommitted(uint32_t group, std::vector<Entry>& committed) 
 }
 
 void RaftReplicator::RetainFrom(uint32_t group, uint64_t batch) {
-  if (!options_.disk_log || group >= groups_.size() || !driver_) return;
+  if (group >= groups_.size() || !driver_) return;
   driver_->Submit(Driver::Lane::kControl, [this, group, batch](Status st) -> bool {
     if (!st.ok()) return true;  // stopping
     Group& g = groups_[group];
@@ -578,6 +579,91 @@ void RaftReplicator::AdvanceCeiling(uint32_t group) {
     g.above_ceiling.pop_front();
   }
   driver_->SetCompactCeiling(group, g.ceiling);
+  UpdateSnapshotTag(group);
+}
+
+void RaftReplicator::OnCompacted(uint32_t group, Index first_index) {
+  Group& g = groups_[group];
+  while (!g.log_batches.empty() && g.log_batches.front().index < first_index) g.log_batches.pop_front();
+  UpdateSnapshotTag(group);
+}
+
+void RaftReplicator::UpdateSnapshotTag(uint32_t group) {
+  Group& g = groups_[group];
+  Core& core = driver_->core(group);
+  uint64_t tag = 0;
+  // Only with checkpoints (RetainFrom): compaction then never passes the batch after this
+  // member's newest one, so that checkpoint is always recent enough for the tag.
+  if (g.retain_from != UINT64_MAX) {
+    std::map<uint32_t, uint64_t> first;  // by planner: its first batch at or after first_index
+    for (const Group::LogBatch& b : g.log_batches) {
+      if (b.index < core.first_index()) continue;
+      first.emplace(b.planner, b.batch);
+      if (first.size() == options_.planners) break;
+    }
+    for (uint32_t p = 0; p < options_.planners; ++p) {
+      auto it = first.find(p);
+      const Stream& s = g.streams[p];
+      // A stream with no committed entry in the log: what it commits next.
+      tag = std::max(tag, it != first.end() ? it->second : (s.commit_started ? s.commit_next : 0));
+    }
+    // Batch ids start at 0 and 0 means "no offers": a tag of 0 would be a log that still holds
+    // every batch, which strands nobody.
+    tag = std::max<uint64_t>(tag, 1);
+  }
+  driver_->SetSnapshotTag(group, tag);
+}
+
+bool RaftReplicator::OnSnapshotOffer(uint32_t group, const SnapshotOffer* offer) {
+  Group& g = groups_[group];
+  const uint64_t tag = offer != nullptr ? offer->tag : 0;
+  bool ready = offer != nullptr && tag > 0;
+  for (uint32_t p = 0; ready && p < options_.planners; ++p) {
+    const Stream& s = g.streams[p];
+    ready = !s.waiting.empty() && s.waiting.begin()->first >= tag;
+  }
+  if (!ready) {
+    if (offer != nullptr && g.offer_tag_logged != tag) {
+      g.offer_tag_logged = tag;
+      Logger("raft")->warn("[{} g{}] the leader (member {}) offers to continue this member after index {} once it "
+                           "holds the state before batch {} (a checkpoint of batch {} or later); this member's "
+                           "application is not there yet",
+                           identity_, group, offer->leader, offer->index, tag, tag - 1);
+    }
+    std::lock_guard<std::mutex> lock(view_mu_);
+    views_[group].status.offer_next_batch = offer != nullptr ? tag : 0;
+    return false;
+  }
+  // Taken: the log restarts after offer->index, and each stream's next committed batch is the
+  // one its application waits for (the leader's log holds every batch >= tag after the point;
+  // older ones that come along are dropped as already applied).
+  for (auto& [planner, s] : g.streams) {
+    for (auto& [batch, bytes] : s.buffered) g.buffered_bytes -= bytes.size();
+    s.buffered.clear();
+    s.commit_started = true;
+    s.commit_next = s.waiting.empty() ? 0 : s.waiting.begin()->first;
+    s.log_next = s.commit_next;
+  }
+  g.unapplied.clear();
+  g.log_batches.clear();
+  g.log_starts_at_one = false;
+  g.last_persisted = offer->index;
+  g.above_ceiling.clear();
+  g.ceiling = offer->index;
+  g.offer_tag_logged = 0;
+  ++g.snapshots_installed;
+  if (g.retain_from != UINT64_MAX) AdvanceCeiling(group);
+  MaybeUnpause(group);
+  Logger("raft")->info("[{} g{}] takes the leader's snapshot offer: continues after index {}, its application "
+                       "waiting for batch {} or later",
+                       identity_, group, offer->index, tag);
+  {
+    std::lock_guard<std::mutex> lock(view_mu_);
+    views_[group].status.offer_next_batch = 0;
+    views_[group].status.snapshots_installed = g.snapshots_installed;
+  }
+  PublishView(group);
+  return true;
 }
 
 void RaftReplicator::MaybeUnpause(uint32_t group) {
@@ -634,15 +720,18 @@ GroupHealth RaftReplicator::Health(uint32_t group) const {
     m.member = st.stranded_members[i];
     m.reason = "the leader's raft log starts at index " + std::to_string(st.log_start) + ", past this member's " +
                "last known entry " + std::to_string(st.stranded_matches[i]) + " (" + budget +
-               "; no snapshots yet): it cannot be caught up";
+               "): it cannot be caught up from the log, only from a checkpoint";
     h.stranded.push_back(std::move(m));
   }
   if (st.stranded_leader_log_start > 0) {
     h.self_stranded = "the raft leader (member " + std::to_string(st.stranded_leader) + ") no longer holds the entries this " +
                       "member needs: its log starts at index " + std::to_string(st.stranded_leader_log_start) +
                       ", this member's ends at " + std::to_string(st.stranded_last_index) + " (" + budget +
-                      "; no snapshots yet)";
+                      (st.offer_next_batch > 0 ? "; it continues this member from a checkpoint of batch " +
+                                                     std::to_string(st.offer_next_batch - 1) + " or later)"
+                                               : "; it has no checkpoint to continue it from)");
   }
+  h.resume_needs_next = st.offer_next_batch;
   return h;
 }
 
@@ -660,6 +749,7 @@ void RaftReplicator::OnRoleChanged(uint32_t group, Role role, Term term, NodeId 
   }
   g.role = role;
   g.term = term;
+  if (role == Role::kLeader) UpdateSnapshotTag(group);
   {
     std::lock_guard<std::mutex> lock(view_mu_);
     views_[group].status.leader = leader;

@@ -28,16 +28,18 @@
 // the start of the log (the application is in memory and starts empty); then it catches up
 // from the leader. With log=memory it rejoins empty and catches up from the leader's log (see
 // the safety caveat in log_storage.h). Logs are compacted to replication.raft.max_log_bytes,
-// but with the disk log never past what the application's restart replays (RetainFrom: the
-// batches after its last checkpoint); there are no snapshots, so a member further behind than
-// the leader's log cannot catch up (logged).
+// but never past what the application's restart replays (RetainFrom: the batches after its
+// last checkpoint). A member further behind than the leader's log is offered a snapshot
+// (core.h, Snapshots): it takes it by itself once its application waits for the batches the
+// log holds whole (RaftGroupStatus::offer_next_batch, Health().resume_needs_next until then:
+// the application restarts from a checkpoint fetched from the leader).
 //
 // Flow control. Proposals wait while the followers the quorum needs (the best placed ones,
 // among those heard from within 2 election timeouts and not stranded) lack more than
 // replication.raft.max_lag_bytes. A follower behind them (slow, paused, just restarted) never
 // holds the group back: it is caught up while the log still holds what it needs, and once
 // compaction passes its position it is stranded (Health(), GroupStatus; the leader's
-// heartbeats tell it so) until a state transfer brings it back (not built yet).
+// heartbeats tell it so) until it continues from a checkpoint (above).
 //
 // Back-pressure. ReplicateData blocks its caller while DriverOptions::task_queue (4096)
 // proposals wait for the raft thread, and proposals wait (queued, not failed) while this
@@ -114,6 +116,10 @@ struct RaftGroupStatus {
   Index stranded_leader_log_start = 0;
   Index stranded_last_index = 0;
   NodeId stranded_leader = kNoNode;
+  // Follower: the leader's standing snapshot offer (Core::snapshot_offer): it continues this
+  // member from its log once the application waits for batches >= offer_next_batch (0: none).
+  uint64_t offer_next_batch = 0;
+  uint64_t snapshots_installed = 0;
 };
 
 class RaftReplicator : public Replicator, private DriverListener {
@@ -134,8 +140,10 @@ class RaftReplicator : public Replicator, private DriverListener {
   LeaderView Leader(uint32_t group) const override;
   // On the raft thread: every waiting receive of the group fails with kAborted.
   void CancelReceives(uint32_t group) override;
-  // With the disk log: entries of batches >= `batch` are kept (Driver::SetCompactCeiling);
-  // with the memory log (lost on a restart anyway): ignored.
+  // Entries of batches >= `batch` are kept (Driver::SetCompactCeiling), and as leader this
+  // member offers the members its log cannot catch up any more to continue them after its
+  // first index once their application waits for batches >= `batch` (Core::SetSnapshotTag):
+  // it restarted from a checkpoint at or after batch - 1 (its own or one fetched from a peer).
   void RetainFrom(uint32_t group, uint64_t batch) override;
 
   RaftGroupStatus GroupStatus(uint32_t group) const;
@@ -175,6 +183,16 @@ class RaftReplicator : public Replicator, private DriverListener {
     // entries above the ceiling, (index, batch) in commit order, until one of a batch >=
     // retain_from is at the front; the ceiling is the last index below it.
     uint64_t retain_from = UINT64_MAX;  // UINT64_MAX: no rule
+    uint64_t offer_tag_logged = 0;      // the last snapshot offer this member logged refusing
+    // Committed data entries still in the log, (index, planner, batch) in index order: what a
+    // leader's snapshot tag is computed from (UpdateSnapshotTag).
+    struct LogBatch {
+      Index index;
+      uint32_t planner;
+      uint64_t batch;
+    };
+    std::deque<LogBatch> log_batches;
+    uint64_t snapshots_installed = 0;
     Index ceiling = 0;
     std::deque<std::pair<Index, uint64_t>> above_ceiling;
     uint64_t lag_waits = 0;    // times proposals started waiting for a live follower
@@ -192,6 +210,8 @@ class RaftReplicator : public Replicator, private DriverListener {
   void OnRoleChanged(uint32_t group, Role role, Term term, NodeId leader) override;
   void OnStrandedChanged(uint32_t group, const std::vector<MemberProgress>& stranded, Index log_start) override;
   void OnSelfStrandedChanged(uint32_t group, NodeId leader, Index leader_log_start, Index last_index) override;
+  bool OnSnapshotOffer(uint32_t group, const SnapshotOffer* offer) override;
+  void OnCompacted(uint32_t group, Index first_index) override;
   void OnFailed(const Status& st) override;
 
   // Raft thread.
@@ -202,6 +222,12 @@ class RaftReplicator : public Replicator, private DriverListener {
   void MaybeUnpause(uint32_t group);
   // Raft thread: moves g's compaction ceiling past every committed entry below retain_from.
   void AdvanceCeiling(uint32_t group);
+  // Raft thread: the tag this member offers snapshots with as leader (Core::SetSnapshotTag):
+  // the batch from which every stream's batches are all in the log after its first index
+  // (for each stream, the batch of its first committed entry there; the stream's next batch if
+  // it has none), so a member whose application waits for that batch or later can continue
+  // after first_index - 1. 0 (no offers) without RetainFrom (no checkpoints to fetch).
+  void UpdateSnapshotTag(uint32_t group);
   void PublishView(uint32_t group);
   static bool LeaderReady(const Group& g) { return g.role == Role::kLeader && g.ready_term == g.term && g.term > 0; }
   Status CheckMeta(const ReplicateMeta& meta) const;

@@ -431,6 +431,80 @@ TEST_CASE("raft replicator: a member the log no longer covers is reported strand
   for (auto& m : r) m->Stop();
 }
 
+TEST_CASE("raft replicator: a member behind the log continues from a checkpoint the leader offers",
+          "[raft][integration]") {
+  // As above, member 2 is down while the leader's log passes its budget, but every member keeps
+  // what follows batch 120 (RetainFrom(121): "a checkpoint of batch 120 exists"). Started with an
+  // application that waits from batch 0, member 2 is offered to continue after the leader's
+  // first index and says it is not there yet (Health().resume_needs_next: the first batch the
+  // log holds whole); an application that restarted from a checkpoint of batch 120 (it asks for
+  // 121 on) takes the offer by itself and receives every later batch, in order, while the
+  // leader never stops.
+  const auto ports = testing::FreePorts(3);
+  const std::vector<std::string> extra = SmallLogBudget();
+  std::vector<std::unique_ptr<RaftReplicator>> r;
+  for (int i = 0; i < 2; ++i) {
+    r.push_back(testing::MakeReplicator(ports, i, extra));
+    REQUIRE(r.back() != nullptr);
+  }
+  for (auto& m : r) REQUIRE(m->Start().ok());
+  REQUIRE(WaitForLeader(r, 0) == 0);
+  constexpr uint64_t kBatches = 200;  // 20 MB
+  for (auto& m : r) m->RetainFrom(0, 121);
+  testing::Collector lead, f1;
+  for (uint64_t b = 0; b < kBatches; ++b) r[1]->ReceiveData({0, 0, b}, f1.ReceiveCb());
+  for (uint64_t b = 0; b < kBatches; ++b) {
+    r[0]->ReplicateData({0, 0, b}, testing::Payload(0, b, 100000), lead.ReplicateCb());
+  }
+  REQUIRE(lead.WaitCount(kBatches, kTimeoutMs));
+  REQUIRE(WaitFor([&] { return r[0]->GroupStatus(0).stranded_members == std::vector<NodeId>{2}; }, kTimeoutMs));
+  {
+    auto m2 = testing::MakeReplicator(ports, 2, extra);
+    REQUIRE(m2 != nullptr);
+    REQUIRE(m2->Start().ok());
+    testing::Collector early;
+    for (uint64_t b = 0; b < 5; ++b) m2->ReceiveData({0, 0, b}, early.ReceiveCb());
+    // (the driver reports being stranded once a tick, the offer as it comes)
+    GroupHealth h;
+    REQUIRE(WaitFor(
+        [&] {
+          h = m2->Health(0);
+          return h.resume_needs_next > 0 && h.self_stranded.find("or later") != std::string::npos;
+        },
+        kTimeoutMs));
+    // The offer names the first batch the leader's log still holds whole: past what member 2
+    // waits for, never past the batch after the retained point.
+    CHECK(h.resume_needs_next > 5);
+    CHECK(h.resume_needs_next <= 121);
+    CHECK(h.self_stranded.find("checkpoint of batch " + std::to_string(h.resume_needs_next - 1) + " or later") !=
+          std::string::npos);
+    CHECK(m2->GroupStatus(0).snapshots_installed == 0);
+    m2->Stop();
+  }
+  // Restarted "from its checkpoint of batch 120".
+  r.push_back(testing::MakeReplicator(ports, 2, extra));
+  REQUIRE(r.back() != nullptr);
+  REQUIRE(r[2]->Start().ok());
+  testing::Collector f2;
+  for (uint64_t b = 121; b < kBatches + 20; ++b) r[2]->ReceiveData({0, 0, b}, f2.ReceiveCb());
+  for (uint64_t b = kBatches; b < kBatches + 20; ++b) {
+    r[0]->ReplicateData({0, 0, b}, testing::Payload(0, b, 100000), lead.ReplicateCb());
+  }
+  REQUIRE(lead.WaitCount(kBatches + 20, kTimeoutMs));
+  REQUIRE(f2.WaitCount(kBatches + 20 - 121, kTimeoutMs));
+  const auto got = f2.bytes();
+  for (const auto& [b, st] : f2.statuses()) {
+    INFO("batch " << b);
+    REQUIRE(st.ok());
+    REQUIRE(got.at(b) == testing::Payload(0, b, 100000));
+  }
+  CHECK(r[2]->GroupStatus(0).snapshots_installed == 1);
+  CHECK(r[2]->Health(0).resume_needs_next == 0);
+  REQUIRE(WaitFor([&] { return r[0]->GroupStatus(0).stranded_members.empty(); }, kTimeoutMs));
+  REQUIRE(f1.WaitCount(kBatches, kTimeoutMs));
+  for (auto& m : r) m->Stop();
+}
+
 TEST_CASE("raft replicator: config errors name every bad key", "[raft][integration]") {
   Result<Config> config = Config::LoadString(
       testing::TestSchema(), "",

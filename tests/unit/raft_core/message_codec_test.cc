@@ -34,7 +34,8 @@ Message Sample(MessageType type) {
 
 const MessageType kAllTypes[] = {MessageType::kVoteRequest,    MessageType::kVoteResponse,
                                  MessageType::kAppendRequest,  MessageType::kAppendResponse,
-                                 MessageType::kPreVoteRequest, MessageType::kPreVoteResponse};
+                                 MessageType::kPreVoteRequest, MessageType::kPreVoteResponse,
+                                 MessageType::kSnapshotRequest};
 
 }  // namespace
 
@@ -99,7 +100,7 @@ TEST_CASE("raft codec: corrupt fields are rejected with a message naming them") 
   Result<Message> r = with_byte(0, 1);  // version 1 (payloads inline) is no longer spoken
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().message().find("version") != std::string::npos);
-  r = with_byte(1, 6);  // one past kPreVoteResponse
+  r = with_byte(1, 7);  // one past kSnapshotRequest
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().message().find("type") != std::string::npos);
   r = with_byte(1, static_cast<char>(0xff));

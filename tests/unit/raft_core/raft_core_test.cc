@@ -665,6 +665,94 @@ TEST_CASE("raft flow control: a stranded member is out of the quorum's lag, and 
   CHECK(c.core(l).role() == Role::kLeader);
 }
 
+TEST_CASE("raft snapshots: a stranded member is offered one, takes it when its owner says, and catches up") {
+  TestCluster c(3, 0);
+  const NodeId l = c.ElectLeader();
+  c.Deliver();
+  c.Crash(2);
+  for (int i = 0; i < 5; ++i) c.Propose(l, "a" + std::to_string(i));
+  c.Deliver();
+  const Index point = c.core(l).applied_index();
+  c.core(l).Compact(point);  // past everything member 2 has
+  c.Restart(2);
+  // Without a tag the member is only told it is stranded: no offer.
+  REQUIRE(c.RunUntil([&] { return c.core(2).stranded_log_start() == point + 1; }, 50));
+  CHECK_FALSE(c.core(2).snapshot_offer().has_value());
+  CHECK(c.core(l).stats().snapshots_sent == 0);
+
+  c.core(l).SetSnapshotTag(42);
+  REQUIRE(c.RunUntil([&] { return c.core(2).snapshot_offer().has_value(); }, 50));
+  const SnapshotOffer o = *c.core(2).snapshot_offer();
+  CHECK(o.leader == l);
+  CHECK(o.index == point);
+  CHECK(o.index_term == c.core(l).term());
+  CHECK(o.tag == 42);
+  // Declined (its owner does nothing) for a while: it stays stranded, answers (so the leader
+  // hears from it) and the group goes on.
+  for (int i = 0; i < 30; ++i) {
+    c.TickAll();
+    c.Deliver();
+  }
+  CHECK(c.core(l).lagging_members() == std::vector<NodeId>{2});
+  CHECK(c.core(2).last_index() < point);
+  const Index more = c.Propose(l, "after");
+  c.Deliver();
+
+  // Taken: the member's log continues after the point, and the leader catches it up from there.
+  c.core(2).InstallSnapshot();
+  CHECK(c.core(2).first_index() == point + 1);
+  CHECK(c.core(2).commit_index() == point);
+  CHECK(c.core(2).stats().snapshots_installed == 1);
+  c.Process(2);
+  CHECK(c.node(2).stored.first_index == point + 1);
+  CHECK(c.node(2).stored.entries.empty());
+  c.node(2).applied.clear();
+  c.Deliver();
+  REQUIRE(c.RunUntil([&] { return c.core(2).commit_index() >= more; }, 50));
+  CHECK(c.core(l).lagging_members().empty());
+  CHECK(c.core(2).stranded_log_start() == 0);
+  CHECK_FALSE(c.core(2).snapshot_offer().has_value());
+  // It got exactly the entries after the point, in order.
+  REQUIRE_FALSE(c.node(2).applied.empty());
+  CHECK(c.node(2).applied.front().index == point + 1);
+  CHECK(c.node(2).applied.back().data == EntryData("after"));
+  // And it restarts from what it stored.
+  c.Crash(2);
+  c.Restart(2);
+  CHECK(c.core(2).first_index() == point + 1);
+  CHECK(c.core(2).last_index() >= more);
+}
+
+TEST_CASE("raft snapshots: a member whose log already agrees at the point keeps it") {
+  TestCluster c(3, 0);
+  const NodeId l = c.ElectLeader();
+  for (int i = 0; i < 3; ++i) c.Propose(l, "a" + std::to_string(i));
+  c.Deliver();
+  c.core(l).SetSnapshotTag(7);
+  // A snapshot request for a point member 1 has: answered as a match, no offer, no install.
+  Message m;
+  m.type = MessageType::kSnapshotRequest;
+  m.group = 7;
+  m.from = l;
+  m.to = 1;
+  m.term = c.core(l).term();
+  m.log_index = c.core(1).last_index();
+  m.log_term = c.core(1).last_term();
+  m.commit = c.core(l).commit_index();
+  m.hint = 7;
+  const Index last = c.core(1).last_index();
+  c.core(1).Step(m);
+  CHECK_FALSE(c.core(1).snapshot_offer().has_value());
+  CHECK(c.core(1).last_index() == last);
+  Ready rd = c.core(1).TakeReady();
+  CHECK_FALSE(rd.snapshot.has_value());
+  REQUIRE(rd.messages.size() == 1);
+  CHECK(rd.messages[0].type == MessageType::kAppendResponse);
+  CHECK_FALSE(rd.messages[0].reject);
+  CHECK(rd.messages[0].hint == last);
+  c.core(1).Advance();
+}
+
 TEST_CASE("raft pre-vote: a member cut off and back neither raises the term nor deposes the leader") {
   // Without pre-vote (the control) the cut-off member's term climbs with every timeout, and
   // when it comes back its higher term makes the leader step down: one member away decides

@@ -19,6 +19,11 @@ namespace qrstore::replication::raft::testing {
 
 // Applies one Ready's writes to a stored log, as a driver would.
 inline void PersistReady(PersistentState* s, const Ready& rd) {
+  if (rd.snapshot) {  // first: the log continues after the snapshot point
+    s->entries.clear();
+    s->first_index = rd.snapshot->index + 1;
+    s->prev_term = rd.snapshot->term;
+  }
   if (rd.hard_state) s->hard = *rd.hard_state;
   if (rd.entries.empty()) return;
   const Index first = rd.entries.front().index;

@@ -35,6 +35,7 @@ class CheckingStorage : public LogStorage {
     return Status::Ok();
   }
   Status Compact(Index upto) override { return inner_.Compact(upto); }
+  Status ResetTo(Index index, Term term) override { return inner_.ResetTo(index, term); }
   Index first_index() const override { return inner_.first_index(); }
   Index last_index() const override { return inner_.last_index(); }
   uint64_t syncs() const override { return syncs_; }

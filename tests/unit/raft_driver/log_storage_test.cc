@@ -149,6 +149,41 @@ TEST_CASE("raft disk log: compaction drops whole segments and keeps prev_term", 
   REQUIRE(st.entries.front().index == st.first_index);
 }
 
+TEST_CASE("raft disk log: an installed snapshot drops the log, which continues after it across a restart",
+          "[raft_driver][log]") {
+  TempDir dir;
+  {
+    auto log = OpenDisk(dir.path, 2000);
+    REQUIRE(log->Append(Entries(1, 60, 1)).ok());
+    REQUIRE(log->Sync().ok());
+    REQUIRE(log->ResetTo(500, 3).ok());  // far past the stored log
+    REQUIRE(log->first_index() == 501);
+    REQUIRE(log->last_index() == 500);
+    REQUIRE(log->Append(Entries(501, 510, 4)).ok());
+    REQUIRE(log->Sync().ok());
+  }
+  auto log = OpenDisk(dir.path, 2000);
+  PersistentState st = log->Recovered();
+  REQUIRE(st.first_index == 501);
+  REQUIRE(st.prev_term == 3);
+  REQUIRE(st.entries == Entries(501, 510, 4));
+  REQUIRE(Segments(dir.path).size() == 1);
+  // And reset with nothing after it: an empty log that still knows where it continues.
+  REQUIRE(log->ResetTo(800, 5).ok());
+  REQUIRE(log->Sync().ok());
+  log.reset();
+  auto again = OpenDisk(dir.path, 2000);
+  CHECK(again->Recovered().first_index == 801);
+  CHECK(again->Recovered().prev_term == 5);
+  CHECK(again->Recovered().entries.empty());
+  MemoryLogStorage mem(/*retain_entries=*/true);
+  REQUIRE(mem.Append(Entries(1, 5, 1)).ok());
+  REQUIRE(mem.ResetTo(9, 2).ok());
+  CHECK(mem.Recovered().first_index == 10);
+  CHECK(mem.Recovered().prev_term == 2);
+  CHECK(mem.Recovered().entries.empty());
+}
+
 TEST_CASE("raft disk log: a torn tail is truncated at restart", "[raft_driver][log]") {
   TempDir dir;
   {
