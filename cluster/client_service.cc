@@ -234,6 +234,17 @@ void ClientService::HandleFrame(Conn* c, uint8_t type, std::string_view body) {
       Send(c, proto::Frame(MsgType::kStatusReply, proto::EncodeStatusReply(s)));
       return;
     }
+    case MsgType::kCheckpointFetch: {
+      proto::CheckpointFetch req;
+      if (Status st = proto::DecodeCheckpointFetch(body, &req); !st.ok()) return SendError(c, 0, st);
+      if (!handler_.checkpoint_fetch) {
+        return SendError(c, req.request_id, Status::NotFound(opt_.node + " keeps no checkpoints"));
+      }
+      Result<std::string> chunk = handler_.checkpoint_fetch(req);
+      if (!chunk.ok()) return SendError(c, req.request_id, chunk.status());
+      Send(c, proto::Frame(MsgType::kCheckpointChunk, chunk.value()));
+      return;
+    }
     case MsgType::kFollowerReport: {
       proto::FollowerReport r;
       if (Status st = proto::DecodeFollowerReport(body, &r); !st.ok()) return SendError(c, 0, st);

@@ -1,5 +1,6 @@
 // ClientService: a server's client port (cluster/protocol.h over nng streams on TCP). Clients
-// send transaction requests, status requests; followers send digest reports to their leader.
+// send transaction requests, status requests; followers send digest reports to their leader;
+// a node behind its group's log fetches a checkpoint of this one (kCheckpointFetch).
 //
 // Shape. A "cli-accept" thread accepts connections (at most server.max_connections; one more
 // gets an error reply and is closed) and reaps finished ones. Each connection has a reader
@@ -77,6 +78,9 @@ struct ClientServiceHandler {
   // this node does not lead).
   std::function<Status(const proto::FollowerReport&)> report;
   std::function<void(const std::string& node, bool connected)> report_connection;
+  // A piece of one of this node's checkpoints (cluster/checkpoint_transfer.h): the encoded
+  // kCheckpointChunk body, or an error to answer. Empty: fetches get an error.
+  std::function<Result<std::string>(const proto::CheckpointFetch&)> checkpoint_fetch;
   // This node takes client sessions (one partition). Else kOpenSession gets an error and the
   // txns of a request that names a session are rejected.
   bool sessions = false;

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/codec.h"
+#include "common/hash.h"
 
 namespace qrstore::cluster::proto {
 
@@ -92,6 +93,8 @@ const char* MsgTypeName(MsgType t) {
     case MsgType::kFollowerReport: return "follower-report";
     case MsgType::kOpenSession: return "open-session";
     case MsgType::kSessionOpened: return "session-opened";
+    case MsgType::kCheckpointFetch: return "checkpoint-fetch";
+    case MsgType::kCheckpointChunk: return "checkpoint-chunk";
   }
   return "?";
 }
@@ -540,6 +543,66 @@ Status DecodeFollowerReport(std::string_view body, FollowerReport* out) {
     if (!GetVarint(r, &d.batch) || !r.GetU64(&d.digest)) return Bad("follower report", "truncated digest");
   }
   if (!r.done()) return Bad("follower report", "trailing bytes");
+  return Status::Ok();
+}
+
+// --- kCheckpointFetch / kCheckpointChunk ---------------------------------------------------
+
+std::string EncodeCheckpointFetch(const CheckpointFetch& f) {
+  Writer w(48);
+  w.PutU64(f.request_id);
+  w.PutVarint(f.min_batch);
+  w.PutU64(f.batch);
+  w.PutVarint(f.offset);
+  w.PutVarint(f.max_bytes);
+  return w.Release();
+}
+
+Status DecodeCheckpointFetch(std::string_view body, CheckpointFetch* out) {
+  Reader r(body);
+  if (!r.GetU64(&out->request_id) || !GetVarint(r, &out->min_batch) || !r.GetU64(&out->batch) ||
+      !GetVarint(r, &out->offset) || !GetVarint32(r, &out->max_bytes)) {
+    return Bad("checkpoint-fetch request", "truncated");
+  }
+  if (out->max_bytes == 0 || out->max_bytes > kMaxCheckpointChunk) {
+    return Bad("checkpoint-fetch request", "max_bytes " + std::to_string(out->max_bytes) + " not in [1, " +
+                                               std::to_string(kMaxCheckpointChunk) + "]");
+  }
+  if (!r.done()) return Bad("checkpoint-fetch request", "trailing bytes");
+  return Status::Ok();
+}
+
+uint64_t ChunkChecksum(std::string_view data) {
+  constexpr uint64_t kSeed = 0x636b70746368756eULL;  // "ckptchun"
+  return BulkHash64(data.data(), data.size(), kSeed);
+}
+
+std::string EncodeCheckpointChunk(const CheckpointChunk& c) {
+  Writer w(48 + c.data.size());
+  w.PutU64(c.request_id);
+  w.PutVarint(c.batch);
+  w.PutVarint(c.file_bytes);
+  w.PutVarint(c.offset);
+  w.PutBytes(c.data);
+  w.PutU64(c.checksum);
+  return w.Release();
+}
+
+Status DecodeCheckpointChunk(std::string_view body, CheckpointChunk* out) {
+  Reader r(body);
+  uint64_t n = 0;
+  if (!r.GetU64(&out->request_id) || !GetVarint(r, &out->batch) || !GetVarint(r, &out->file_bytes) ||
+      !GetVarint(r, &out->offset) || !GetVarint(r, &n) || n > kMaxCheckpointChunk || !r.GetRaw(n, &out->data) ||
+      !r.GetU64(&out->checksum)) {
+    return Bad("checkpoint-chunk reply", "truncated or oversized");
+  }
+  if (!r.done()) return Bad("checkpoint-chunk reply", "trailing bytes");
+  if (out->offset > out->file_bytes || out->data.size() > out->file_bytes - out->offset) {
+    return Bad("checkpoint-chunk reply", "bytes [" + std::to_string(out->offset) + ", " +
+                                             std::to_string(out->offset + out->data.size()) + ") outside a file of " +
+                                             std::to_string(out->file_bytes));
+  }
+  if (ChunkChecksum(out->data) != out->checksum) return Bad("checkpoint-chunk reply", "checksum mismatch");
   return Status::Ok();
 }
 

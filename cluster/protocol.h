@@ -27,6 +27,9 @@
 //                    whichever node leads later. A txn request names its session and gives
 //                    every txn a sequence number; a txn sent again with the same (session, seq)
 //                    is answered from the replicated session table, never executed twice.
+//   kCheckpointFetch node -> peer: a piece of one of the peer's checkpoint files (a member the
+//   kCheckpointChunk group can no longer catch up from its log fetches one: docs/recovery.md);
+//                    the chunk carries its own checksum, the file its checksums throughout.
 //
 // Canonical form: Encode(Decode(bytes)) == bytes for every accepted body (decoders reject
 // overlong varints, unknown codes and trailing bytes), so fuzzers can check round trips.
@@ -63,8 +66,10 @@ enum class MsgType : uint8_t {
   kFollowerReport = 7,
   kOpenSession = 8,
   kSessionOpened = 9,
+  kCheckpointFetch = 10,
+  kCheckpointChunk = 11,
 };
-constexpr uint8_t kMaxMsgType = 9;
+constexpr uint8_t kMaxMsgType = 11;
 const char* MsgTypeName(MsgType t);
 
 struct FrameHeader {
@@ -297,5 +302,33 @@ struct FollowerReport {
 };
 std::string EncodeFollowerReport(const FollowerReport& r);
 Status DecodeFollowerReport(std::string_view body, FollowerReport* out);
+
+// --- kCheckpointFetch / kCheckpointChunk ---------------------------------------------------
+// `batch` kAnyCheckpoint asks for the newest checkpoint of batch >= min_batch (the reply names
+// the one chosen); later pieces name that batch, so a file replaced meanwhile is not mixed in
+// (the reply is then an error: start again).
+constexpr uint64_t kAnyCheckpoint = UINT64_MAX;
+constexpr uint32_t kMaxCheckpointChunk = 8u << 20;
+struct CheckpointFetch {
+  uint64_t request_id = 0;
+  uint64_t min_batch = 0;
+  uint64_t batch = kAnyCheckpoint;
+  uint64_t offset = 0;
+  uint32_t max_bytes = 1u << 20;  // 1..kMaxCheckpointChunk
+};
+std::string EncodeCheckpointFetch(const CheckpointFetch& f);
+Status DecodeCheckpointFetch(std::string_view body, CheckpointFetch* out);
+struct CheckpointChunk {
+  uint64_t request_id = 0;
+  uint64_t batch = 0;        // the checkpoint's batch
+  uint64_t file_bytes = 0;   // the whole file's size
+  uint64_t offset = 0;       // of `data` in the file
+  std::string_view data;     // a view into the decoded body (valid while it lives)
+  uint64_t checksum = 0;     // ChunkChecksum(data)
+};
+uint64_t ChunkChecksum(std::string_view data);
+std::string EncodeCheckpointChunk(const CheckpointChunk& c);
+// Checks the checksum, and that the chunk lies within the file.
+Status DecodeCheckpointChunk(std::string_view body, CheckpointChunk* out);
 
 }  // namespace qrstore::cluster::proto

@@ -164,6 +164,10 @@ Status ServerImpl::Start() {
   so.records = workload_.RecordCount();
   ClientServiceHandler h;
   h.status = [this] { return NodeStatusNow(); };
+  if (const std::string dir = NodeCheckpointDir(c, me_.name); !dir.empty()) {
+    // Peers that fell behind their group's log fetch this node's checkpoints.
+    h.checkpoint_fetch = [dir](const proto::CheckpointFetch& req) { return ServeCheckpointChunk(dir, req); };
+  }
   if (topo_->partitions() > 1) {
     // A partitioned row keeps the roles of its config.
     role_.store(leader_ ? NodeRole::kLeader : NodeRole::kFollower);
@@ -510,6 +514,7 @@ void ServerImpl::WatchLoop() {
     if (roles) {
       lk.unlock();
       RoleTick();
+      RecoveryTick();
       lk.lock();
       if (watch_stop_) return;
     }
@@ -546,6 +551,11 @@ Status ServerImpl::fail_stop(bool* deposed) const {
   std::lock_guard<std::mutex> lk(mu_);
   if (deposed != nullptr) *deposed = deposed_;
   return fail_stop_;
+}
+
+bool ServerImpl::restart_requested() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return restart_;
 }
 
 Status ServerImpl::health() const {
@@ -674,7 +684,7 @@ Status ServerImpl::Shutdown() {
     } else if (!idle.ok()) {
       result = idle;
     }
-  } else if (std::string why = SelfStranded(); !why.empty()) {
+  } else if (std::string why = SelfStranded(); !why.empty() || restart_requested()) {
     // Its leader's end will never reach it: nothing to wait for.
     result = Status::Unavailable("stranded, not waiting for the leader's end (applied " +
                                  std::to_string(pipeline_->committed_batches()) + " batches): " + why);
@@ -719,6 +729,7 @@ void ServerImpl::StopAll() {
   if (service_) service_->Stop(5000);
   if (feed_) feed_->Stop();
   if (reporter_) reporter_->Stop(0);
+  if (fetcher_) fetcher_->Stop();  // the watch thread, its only user, has stopped
   if (row_) row_->Stop();
   if (pipeline_) pipeline_->Stop();
   if (checkpointer_) checkpointer_->Stop();  // after the executors: a write in progress finishes
@@ -755,5 +766,6 @@ proto::NodeStatus Server::NodeStatusNow() const { return impl_->NodeStatusNow();
 Status Server::Shutdown() { return impl_->Shutdown(); }
 Status Server::health() const { return impl_->health(); }
 Status Server::fail_stop(bool* deposed) const { return impl_->fail_stop(deposed); }
+bool Server::restart_requested() const { return impl_->restart_requested(); }
 
 }  // namespace qrstore::cluster

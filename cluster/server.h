@@ -59,6 +59,9 @@ class Server {
   // Non-OK once the node must stop by itself: it was deposed (*deposed true: exit
   // kExitDeposed), or the backend made it leader and it could not take over (exit 1).
   Status fail_stop(bool* deposed) const;
+  // fail_stop's reason is a restart: the node fetched a peer's checkpoint to load (server_main
+  // re-executes itself after Shutdown).
+  bool restart_requested() const;
 
  private:
   explicit Server(std::unique_ptr<ServerImpl> impl);

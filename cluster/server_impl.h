@@ -42,6 +42,7 @@
 #include "cluster/protocol.h"
 #include "cluster/replica_monitor.h"
 #include "cluster/checkpointer.h"
+#include "cluster/checkpoint_transfer.h"
 #include "cluster/session_store.h"
 #include "cluster/row/row_server.h"
 #include "cluster/topology.h"
@@ -72,6 +73,9 @@ class ServerImpl {
   // Non-OK once this node must stop by itself (deposed, or a promotion that failed while the
   // backend made it leader): the reason; *deposed tells which.
   Status fail_stop(bool* deposed) const;
+  // True once fail_stop says the node stops to restart itself: it fetched a checkpoint from a
+  // peer (its group could not catch it up from the log) and loads it at the restart.
+  bool restart_requested() const;
 
   ~ServerImpl() { StopAll(); }
 
@@ -110,6 +114,12 @@ class ServerImpl {
   // The node's pipeline state, whichever front-end runs it.
   PipelineStats PipeStats() const { return row_ ? row_->node()->Stats() : pipeline_->Stats(); }
   Status PipeHealth() const { return row_ ? row_->health() : (pipeline_ ? pipeline_->health() : Status::Ok()); }
+
+  // --- recovery (server_roles.cc) ---
+  // Watch thread, a follower with checkpoints: when the backend can no longer catch this node
+  // up from its log (GroupHealth::resume_needs_next, for 1 s and past this node's position),
+  // fetches the leader's checkpoint (CheckpointFetcher), then asks for a restart (fail_stop).
+  void RecoveryTick();
 
   // --- roles (server_roles.cc) ---
   // One look at the backend (watch thread, every kRolePollMs): follows a new leader, promotes
@@ -185,6 +195,14 @@ class ServerImpl {
   bool role_changing_ = false;    // guarded by mu_: a promotion is running
   Status fail_stop_;              // guarded by mu_
   bool deposed_ = false;          // guarded by mu_
+  bool restart_ = false;          // guarded by mu_: fail_stop_ is a restart to load a fetched checkpoint
+  std::string recovery_note_;     // guarded by mu_: what the recovery is doing, for status ("" none)
+  // Recovery (watch thread only).
+  std::unique_ptr<net::StreamNet> fetch_net_;
+  std::unique_ptr<CheckpointFetcher> fetcher_;
+  std::string fetch_source_;
+  int64_t behind_since_ns_ = 0;   // resume_needs_next first seen (0: not now)
+  int64_t next_fetch_ns_ = 0;     // after a failed transfer: not before
 
   // Replication failures reported by callbacks, acted on by the watch thread.
   mutable std::mutex mu_;

@@ -9,7 +9,12 @@
 // itself: the backend made it leader and it could not take over.
 #include <malloc.h>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <csignal>
+#include <cstdlib>
+#include <cstring>
 #include <cstdio>
 #include <ctime>
 #include <memory>
@@ -139,9 +144,32 @@ int Main(int argc, char** argv) {
       next_stats = NowNanos() + stats_ms * 1'000'000;
     }
   }
+  const bool restart = server.value()->restart_requested();
   const Status failed_before = server.value()->health();
   const Status stop = server.value()->Shutdown();
   log->info("{}", server.value()->StatsLine());
+  if (restart) {
+    // The node fetched a peer's checkpoint (its group could not catch it up from the log): it
+    // starts again, as the same process (pid, arguments, output), and loads it. Every socket
+    // and file of this run closes with the server first. Bounded: a node that keeps needing
+    // transfers without ever catching up stops instead.
+    constexpr int kMaxRestarts = 20;
+    const char* env = std::getenv("QRSTORE_TRANSFER_RESTARTS");
+    const int restarts = env != nullptr ? std::atoi(env) : 0;
+    if (restarts >= kMaxRestarts) {
+      return Fail(kExitFailed, "gave up after " + std::to_string(restarts) +
+                                   " restarts to load fetched checkpoints (the node never caught up); start it again "
+                                   "by hand: " + self_stop.message());
+    }
+    server.value().reset();
+    setenv("QRSTORE_TRANSFER_RESTARTS", std::to_string(restarts + 1).c_str(), 1);
+    log->warn("restarting ({} of at most {}): {}", restarts + 1, kMaxRestarts, self_stop.message());
+    log->flush();
+    std::fflush(stdout);
+    std::fflush(stderr);
+    execv("/proc/self/exe", argv);
+    return Fail(kExitFailed, std::string("could not restart (execv /proc/self/exe): ") + std::strerror(errno));
+  }
   if (!self_stop.ok()) return Fail(deposed ? kExitDeposed : kExitFailed, self_stop.message());
   if (!failed_before.ok()) return Fail(kExitFailed, "stopped after a failure: " + failed_before.message());
   if (!stop.ok()) return Fail(kExitFailed, "unclean stop: " + stop.message());

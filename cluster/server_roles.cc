@@ -254,4 +254,65 @@ PlannedHook ServerImpl::ReplicateHook() {
   };
 }
 
+void ServerImpl::RecoveryTick() {
+  if (!checkpointer_ || role() != NodeRole::kFollower) return;
+  auto log = Logger("server");
+  if (fetcher_) {
+    fetcher_->Tick();
+    const CheckpointFetchProgress p = fetcher_->progress();
+    std::optional<Result<uint64_t>> r = fetcher_->result();
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!r) {
+      recovery_note_ = "fetching the checkpoint of batch " + std::to_string(p.batch) + " from " + fetch_source_ + ": " +
+                       std::to_string(p.done_bytes >> 20) + " of " + std::to_string(p.file_bytes >> 20) + " MiB";
+      return;
+    }
+    if (r->ok()) {
+      if (roles_frozen_ || !fail_stop_.ok()) return;  // stopping anyway; the file is kept
+      restart_ = true;
+      recovery_note_ = "restarting to load the checkpoint of batch " + std::to_string(r->value()) + " fetched from " +
+                       fetch_source_;
+      fail_stop_ = Status::Unavailable(recovery_note_);
+      log->warn("{} {}", Identity(), recovery_note_);
+      return;
+    }
+    log->warn("{} the checkpoint transfer from {} failed: {}; trying again in 2 s", Identity(), fetch_source_,
+              r->status().message());
+    recovery_note_ = "the checkpoint transfer from " + fetch_source_ + " failed (" + r->status().message() +
+                     "); trying again";
+    next_fetch_ns_ = NowNanos() + 2'000'000'000;
+    behind_since_ns_ = 0;
+    // The fetcher's thread has ended (it has a result): dropping it only joins.
+    fetcher_.reset();
+    return;
+  }
+  const uint64_t need = replicator_->Health(kGroup).resume_needs_next;
+  const uint64_t at = (restored_ ? restored_next_ : 0) + PipeStats().committed_batches;
+  if (need == 0 || at >= need) {
+    behind_since_ns_ = 0;
+    return;
+  }
+  // The offer may be taken by itself in a moment (a restarted node whose own checkpoint is
+  // recent enough posts its receives just after it starts): give it a second.
+  const int64_t now = NowNanos();
+  if (behind_since_ns_ == 0) behind_since_ns_ = now;
+  if (now - behind_since_ns_ < 1'000'000'000 || now < next_fetch_ns_) return;
+  const NodeInfo* src = LeaderNode(replicator_->Leader(kGroup));
+  if (src == nullptr || src->name == me_.name) return;
+  CheckpointFetchOptions o;
+  if (!fetch_net_) fetch_net_ = net::MakeNngStreamNet();
+  o.net = fetch_net_.get();
+  o.source_node = src->name;
+  o.source_address = src->client_address();
+  o.dir = NodeCheckpointDir(*config_, me_.name);
+  o.min_batch = need - 1;
+  o.identity = Identity();
+  fetch_source_ = src->name;
+  log->warn("{} the group cannot catch this node up from its log (it is at batch {}; the leader {} continues it "
+            "from a checkpoint of batch {} or later): fetching {}'s newest checkpoint",
+            Identity(), at, src->name, need - 1, src->name);
+  fetcher_ = std::make_unique<CheckpointFetcher>(std::move(o));
+  fetcher_->Start();
+}
+
 }  // namespace qrstore::cluster

@@ -35,9 +35,16 @@ proto::NodeStatus ServerImpl::NodeStatusNow() const {
     // Stranded comes first: with zookeeper, the batch it can no longer read also fails its
     // apply, and "stranded" is the reason, not a second problem.
     if (std::string why = SelfStranded(); !why.empty()) {
-      s.state = "stranded";
-      s.error = "stranded: " + why + "; the group goes on without it (there is no state transfer yet to bring it "
-                "back)";
+      std::string note;
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        note = recovery_note_;
+      }
+      s.state = note.empty() ? "stranded" : "recovering";
+      s.error = "stranded: " + why + "; the group goes on without it" +
+                (note.empty() ? (checkpointer_ ? std::string(" until it continues from a checkpoint")
+                                               : std::string(" (no server.checkpoint_dir: nothing brings it back)"))
+                              : "; " + note);
     }
   }
   s.backend = backend_;

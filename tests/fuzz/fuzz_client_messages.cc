@@ -35,7 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (DecodeHeader(all.data(), &h).ok()) QR_CHECK(h.version == kVersion);
   }
   const std::string_view body = all.substr(1);
-  switch (data[0] % 9) {
+  switch (data[0] % 11) {
     case 0: RoundTrip<TxnRequest>(body, DecodeTxnRequest, EncodeTxnRequest); break;
     case 1: RoundTrip<TxnReply>(body, DecodeTxnReply, EncodeTxnReply); break;
     case 2: RoundTrip<ErrorReply>(body, DecodeError, EncodeError); break;
@@ -45,6 +45,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 6: RoundTrip<FollowerReport>(body, DecodeFollowerReport, EncodeFollowerReport); break;
     case 7: RoundTrip<OpenSession>(body, DecodeOpenSession, EncodeOpenSession); break;
     case 8: RoundTrip<SessionOpened>(body, DecodeSessionOpened, EncodeSessionOpened); break;
+    case 9: RoundTrip<CheckpointFetch>(body, DecodeCheckpointFetch, EncodeCheckpointFetch); break;
+    case 10: RoundTrip<CheckpointChunk>(body, DecodeCheckpointChunk, EncodeCheckpointChunk); break;
   }
   return 0;
 }

@@ -380,6 +380,18 @@ int main(int argc, char** argv) {
   Write(root / "fuzz_client_messages", "txn-request-session", std::string(1, '\0') + proto::EncodeTxnRequest(req));
   Write(root / "fuzz_client_messages", "open-session", std::string(1, '\7') + proto::EncodeOpenSession({8}));
   Write(root / "fuzz_client_messages", "session-opened", std::string(1, '\10') + proto::EncodeSessionOpened({8, 300}));
+  Write(root / "fuzz_client_messages", "checkpoint-fetch",
+        std::string(1, '\11') + proto::EncodeCheckpointFetch({9, 120, proto::kAnyCheckpoint, 0, 1 << 20}));
+  {
+    proto::CheckpointChunk chunk;
+    chunk.request_id = 9;
+    chunk.batch = 140;
+    chunk.file_bytes = 100;
+    chunk.offset = 40;
+    chunk.data = "a piece of a checkpoint file";
+    chunk.checksum = proto::ChunkChecksum(chunk.data);
+    Write(root / "fuzz_client_messages", "checkpoint-chunk", std::string(1, '\12') + proto::EncodeCheckpointChunk(chunk));
+  }
   proto::TxnReply rep;
   rep.request_id = 7;
   rep.record_bytes = 4;

@@ -134,5 +134,34 @@ print(str(v).lower() if isinstance(v, bool) else v)
 PY
 }
 
+# wait_n2_stranded CONFIG CLIENT_PID: until the leader's status row for n2 says stranded (60 s;
+# fails if the client ends first).
+wait_n2_stranded() {
+  local deadline=$((SECONDS + 60)) state
+  while ((SECONDS < deadline)); do
+    state="$(qr_client "$1" --status --client.connect_timeout_ms=1000 2>/dev/null | awk '$1 == "n2" { print $7 }' || true)"
+    [[ "$state" == stranded ]] && break
+    kill -0 "$2" 2>/dev/null || fail "the client ended before n2 was stranded: $(tail -3 "$QR_TMP/client.err")"
+    sleep 0.1
+  done
+  [[ "$state" == stranded ]] || fail "the leader never reported n2 stranded: $(qr_client "$1" --status 2>&1 || true)"
+  note "the leader reports n2 stranded while it is away"
+}
+
+# commits_never_stop CLIENT_JSON: the client's commits per second (its --json summary) never
+# 0 over at least 20 inner seconds, but for at most one dip (a resume); the first and last are
+# partial.
+commits_never_stop() {
+  python3 - "$1" <<'PY'
+import json, sys
+line = [l for l in open(sys.argv[1]).read().splitlines() if l.strip()][-1]
+per = json.loads(line)["committed_per_interval"]
+inner = per[1:-1]
+zeros = sum(1 for c in inner if c == 0)
+print("-- commits per second:", per)
+sys.exit(0 if len(inner) >= 20 and zeros <= 1 else 1)
+PY
+}
+
 # Sum of the counters (second column) of a dump: money, for the transfer workload.
 dump_sum() { awk -F'\t' '{ s += $2 } END { print s + 0 }' "$1"; }

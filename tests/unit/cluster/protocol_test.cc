@@ -252,6 +252,8 @@ TEST_CASE("protocol: random bytes never crash a decoder and what decodes re-enco
   NotLeaderReply nl;
   OpenSession os;
   SessionOpened so;
+  CheckpointFetch cf;
+  CheckpointChunk cc;
   for (int i = 0; i < 20000; ++i) {
     std::string b(rng.Uniform(64), '\0');
     for (char& c : b) c = static_cast<char>(rng.Uniform(4) == 0 ? 0 : rng.Next());
@@ -263,5 +265,50 @@ TEST_CASE("protocol: random bytes never crash a decoder and what decodes re-enco
     if (DecodeNotLeader(b, &nl).ok()) CHECK(EncodeNotLeader(nl) == b);
     if (DecodeOpenSession(b, &os).ok()) CHECK(EncodeOpenSession(os) == b);
     if (DecodeSessionOpened(b, &so).ok()) CHECK(EncodeSessionOpened(so) == b);
+    if (DecodeCheckpointFetch(b, &cf).ok()) CHECK(EncodeCheckpointFetch(cf) == b);
+    if (DecodeCheckpointChunk(b, &cc).ok()) CHECK(EncodeCheckpointChunk(cc) == b);
   }
+}
+
+TEST_CASE("protocol: checkpoint fetches and pieces round trip; a piece that lies is refused") {
+  CheckpointFetch f{5, 120, kAnyCheckpoint, 4096, 1 << 20};
+  CheckpointFetch f2;
+  REQUIRE(DecodeCheckpointFetch(EncodeCheckpointFetch(f), &f2).ok());
+  CHECK(f2.request_id == 5);
+  CHECK(f2.min_batch == 120);
+  CHECK(f2.batch == kAnyCheckpoint);
+  CHECK(f2.offset == 4096);
+  CHECK(f2.max_bytes == (1u << 20));
+  for (uint32_t bad : {0u, kMaxCheckpointChunk + 1}) {
+    f.max_bytes = bad;
+    Status st = DecodeCheckpointFetch(EncodeCheckpointFetch(f), &f2);
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.message().find("max_bytes") != std::string::npos);
+  }
+
+  const std::string data = "a piece of the file";
+  CheckpointChunk c;
+  c.request_id = 5;
+  c.batch = 140;
+  c.file_bytes = 1000;
+  c.offset = 980;
+  c.data = data;
+  c.checksum = ChunkChecksum(c.data);
+  const std::string body = EncodeCheckpointChunk(c);
+  CheckpointChunk d;
+  REQUIRE(DecodeCheckpointChunk(body, &d).ok());
+  CHECK(d.batch == 140);
+  CHECK(d.offset == 980);
+  CHECK(d.data == c.data);
+  // A flipped byte in the data fails the checksum.
+  std::string flipped = body;
+  flipped[flipped.size() - 9] ^= 1;
+  Status st = DecodeCheckpointChunk(flipped, &d);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.message().find("checksum") != std::string::npos);
+  // A piece that runs past the file's end.
+  c.offset = 990;
+  st = DecodeCheckpointChunk(EncodeCheckpointChunk(c), &d);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.message().find("outside a file of 1000") != std::string::npos);
 }
