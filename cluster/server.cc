@@ -132,6 +132,11 @@ Status ServerImpl::Init(const Config& config, const std::string& node) {
       "replication.zookeeper.followers=" + std::to_string(topo_->replication_factor()),
       "replication.zookeeper.follower_id=" + me_.name,
   };
+  // A memory-log member restarted from a checkpoint may have voted and acknowledged before, and
+  // forgotten it: it votes again only once a leader has caught it up (crash-stop model).
+  if (restored_ && config.GetString("replication.raft.log") == "memory") {
+    derived.push_back("replication.raft.vote_after_catch_up=true");
+  }
   // One config serves every node: each keeps its raft disk log in its own folder below the dir.
   if (const std::string& d = config.GetString("replication.raft.dir"); !d.empty()) {
     derived.push_back("replication.raft.dir=" + d + "/" + me_.name);

@@ -100,6 +100,7 @@ Core::Core(CoreOptions options, PersistentState restored)
 
   persisted_ = handed_ = pending_persisted_ = last_index();
   last_hard_state_ = restored.hard;
+  caught_up_ = !options_.vote_after_catch_up;
   ResetElectionTimer();
 }
 
@@ -281,13 +282,15 @@ void Core::Tick() {
   ++ticks_;
   if (!first_tick_done_) {
     first_tick_done_ = true;
-    if (options_.preferred_leader == options_.id && term_ == 0 && role_ == Role::kFollower) {
+    if (options_.preferred_leader == options_.id && term_ == 0 && role_ == Role::kFollower && caught_up_) {
       Campaign();
       return;
     }
   }
   if (role_ != Role::kLeader) {
-    if (++election_elapsed_ >= randomized_election_ticks_) {
+    if (++election_elapsed_ >= randomized_election_ticks_ && !caught_up_) {
+      ResetElectionTimer();  // not a candidate before it caught up (vote_after_catch_up)
+    } else if (election_elapsed_ >= randomized_election_ticks_) {
       // A candidate whose election went nowhere campaigns again in a new term (it already won
       // the pre-vote); a follower asks for pre-votes first.
       if (options_.pre_vote && role_ == Role::kFollower) {
@@ -423,7 +426,7 @@ void Core::StepVoteRequest(const Message& m) {
   // Section 5.4.1: grant only to a candidate whose log is at least as up to date as ours.
   const bool log_ok =
       m.log_term > last_term() || (m.log_term == last_term() && m.log_index >= last_index());
-  const bool settled = ticks_ >= options_.no_vote_ticks;
+  const bool settled = ticks_ >= options_.no_vote_ticks && caught_up_;
   Message r = NewMessage(MessageType::kVoteResponse, m.from);
   if (can_vote && log_ok && settled) {
     voted_for_ = m.from;  // persisted (Ready.hard_state) before the response is sent
@@ -442,7 +445,7 @@ void Core::StepPreVoteRequest(const Message& m) {
                                                                (voted_for_ == kNoNode && leader_ == kNoNode)));
   const bool log_ok =
       m.log_term > last_term() || (m.log_term == last_term() && m.log_index >= last_index());
-  const bool settled = ticks_ >= options_.no_vote_ticks;
+  const bool settled = ticks_ >= options_.no_vote_ticks && caught_up_;
   Message r = NewMessage(MessageType::kPreVoteResponse, m.from);
   if (!InLease() && can_vote && log_ok && settled) {
     r.term = m.term;  // nothing is recorded: a pre-vote promises nothing
@@ -537,6 +540,7 @@ void Core::StepAppendRequest(const Message& m) {
   // Entries after last_new may be stale leftovers of an older term: never commit beyond it.
   const Index new_commit = std::min(m.commit, last_new);
   if (new_commit > commit_) commit_ = new_commit;
+  if (last_new >= m.commit) caught_up_ = true;  // it holds all its leader had committed
   r.hint = last_new;
   Send(std::move(r));
 }

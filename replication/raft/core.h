@@ -281,6 +281,11 @@ struct CoreOptions {
   // that election finish before it votes again. A heuristic, not a proof: durable storage
   // needs 0.
   int no_vote_ticks = 0;
+  // A member that may have forgotten its votes and acknowledgements (its log did not survive a
+  // restart: the in-memory log) neither votes, pre-votes nor campaigns until an append from a
+  // leader brought its log up to that leader's commit (caught_up()). Liveness cost: while it is
+  // not caught up the group needs a majority without it.
+  bool vote_after_catch_up = false;
   // Entries <= applied were already applied before the restart (the application keeps its
   // own state durable); the first Ready re-delivers committed entries after it. 0: the
   // application is in-memory and every committed entry still in the log is re-delivered.
@@ -374,6 +379,8 @@ class Core {
   uint64_t quorum_lag_bytes() const;
   // Leader only (empty elsewhere): every follower's position, in member order.
   std::vector<MemberProgress> member_progress() const;
+  // False while vote_after_catch_up keeps this member from voting (see CoreOptions).
+  bool caught_up() const { return caught_up_; }
   // Follower: asking for pre-votes (pre_vote), its term unchanged.
   bool pre_campaigning() const { return pre_campaign_; }
   // Follower: non-zero when the current leader said it can no longer catch this member up
@@ -500,6 +507,7 @@ class Core {
   int heartbeat_elapsed_ = 0;
   int quorum_check_elapsed_ = 0;
   bool first_tick_done_ = false;
+  bool caught_up_ = true;  // CoreOptions::vote_after_catch_up
   int64_t ticks_ = 0;  // ticks since construction (for no_vote_ticks)
   std::vector<NodeId> votes_granted_;   // candidate: votes; pre-candidate: pre-votes
   std::vector<NodeId> votes_rejected_;

@@ -49,6 +49,7 @@ Status Driver::Start() {
     co.preferred_leader = options_.preferred_leader;
     co.check_quorum = options_.check_quorum;
     co.pre_vote = options_.pre_vote;
+    co.vote_after_catch_up = options_.vote_after_catch_up;
     co.applied = 0;  // the application is in memory: re-deliver every committed entry we hold
     if (!restored.entries.empty() || restored.hard.term > 0) {
       Logger("raft")->info("[{} g{}] restored term {} vote {} commit {} log [{}, {}]", options_.identity, g,
@@ -342,6 +343,16 @@ void Driver::NoteRoleChanges() {
   for (uint32_t g = 0; g < cores_.size(); ++g) {
     const Core& c = *cores_[g];
     GroupLog& log = logs_[g];
+    if (c.caught_up() != log.caught_up) {
+      log.caught_up = c.caught_up();
+      if (log.caught_up) {
+        Logger("raft")->info("[{} g{}] caught up with the leader's commit: votes and may campaign again",
+                             options_.identity, g);
+      } else {
+        Logger("raft")->warn("[{} g{}] restarted without its log (replication.raft.vote_after_catch_up): neither "
+                             "votes nor campaigns until a leader has caught it up", options_.identity, g);
+      }
+    }
     if (c.role() == log.role && c.term() == log.term && c.leader() == log.leader) continue;
     if (c.role() != log.role || c.leader() != log.leader) {
       Logger("raft")->info("[{} g{}] {} term {} leader {}", options_.identity, g, RoleName(c.role()), c.term(),

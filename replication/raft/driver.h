@@ -61,6 +61,7 @@ struct DriverOptions {
   uint64_t seed = 1;  // core seeds are derived from (seed, node, group)
   bool check_quorum = true;
   bool pre_vote = true;  // CoreOptions::pre_vote
+  bool vote_after_catch_up = false;  // CoreOptions::vote_after_catch_up
   size_t max_append_bytes = 4 << 20;
   size_t max_inflight_appends = 64;
   size_t max_uncommitted_bytes = 64 << 20;
@@ -191,6 +192,7 @@ class Driver {
     Index stranded_log_start = 0;  // the first index last reported with them
     Index self_stranded = 0;       // follower: the leader's first index, as last reported
     bool offer_reported = false;   // OnSnapshotOffer was asked about a standing offer
+    bool caught_up = true;         // Core::caught_up, as last logged
   };
 
   void Run();

@@ -27,6 +27,10 @@ void AddConfigKeys(ConfigSchema* schema) {
   schema->AddBool("replication.raft.pre_vote", true,
                   "a member whose election timer fires first asks the others whether they would vote for it "
                   "(PreVote), so one that was cut off, paused or restarted cannot depose a working leader");
+  schema->AddBool("replication.raft.vote_after_catch_up", false,
+                  "this member neither votes nor campaigns until a leader caught its log up to that leader's "
+                  "commit: for a member whose log did not survive a restart (log=memory), which may have "
+                  "forgotten its votes; the server sets it when a memory-log member restarts from a checkpoint");
   schema->AddString("replication.raft.log", "memory", "Raft log storage", {"memory", "disk"});
   schema->AddString("replication.raft.dir", "", "directory of the disk log (required when log=disk)");
   schema->AddString("replication.raft.fsync", "batch",
@@ -100,6 +104,7 @@ Result<RaftReplicatorOptions> RaftOptionsFromConfig(const Config& config) {
   d.preferred_leader = preferred < 0 ? kNoNode : static_cast<NodeId>(preferred);
   d.seed = static_cast<uint64_t>(config.GetInt("replication.raft.seed"));
   d.pre_vote = config.GetBool("replication.raft.pre_vote");
+  d.vote_after_catch_up = config.GetBool("replication.raft.vote_after_catch_up");
   if (const std::string& f = config.GetString("replication.raft.test_isolate_file"); !f.empty()) {
     d.isolate_file = f + "." + std::to_string(config.GetInt("replication.raft.node_id"));
   }

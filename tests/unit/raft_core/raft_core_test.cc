@@ -723,6 +723,76 @@ TEST_CASE("raft snapshots: a stranded member is offered one, takes it when its o
   CHECK(c.core(2).last_index() >= more);
 }
 
+TEST_CASE("raft vote_after_catch_up: a member restarted without its log neither votes nor campaigns until caught up") {
+  CoreOptions o;
+  o.group = 7;
+  o.id = 2;
+  o.members = {0, 1, 2};
+  o.election_ticks = 10;
+  o.pre_vote = true;
+  o.vote_after_catch_up = true;
+  Core c(o, PersistentState{});
+  CHECK_FALSE(c.caught_up());
+  for (int i = 0; i < 100; ++i) c.Tick();  // many election timeouts
+  CHECK(c.role() == Role::kFollower);
+  CHECK_FALSE(c.pre_campaigning());
+  CHECK(c.stats().elections_started == 0);
+  auto answer = [&](MessageType type, Term term) {
+    Message m;
+    m.type = type;
+    m.group = 7;
+    m.from = 1;
+    m.to = 2;
+    m.term = term;
+    c.Step(m);
+    Ready rd = c.TakeReady();
+    c.Advance();
+    REQUIRE(rd.messages.size() == 1);
+    return rd.messages[0];
+  };
+  CHECK(answer(MessageType::kPreVoteRequest, 5).reject);
+  CHECK(answer(MessageType::kVoteRequest, 5).reject);
+  CHECK(c.voted_for() == kNoNode);
+  // An append from the leader of term 5 with everything it committed (here: nothing yet).
+  Message a;
+  a.type = MessageType::kAppendRequest;
+  a.group = 7;
+  a.from = 0;
+  a.to = 2;
+  a.term = 5;
+  a.entries.push_back(Entry{5, 1, ""});
+  a.commit = 1;
+  c.Step(a);
+  while (c.HasReady()) {
+    Ready rd = c.TakeReady();
+    c.Advance();
+  }
+  CHECK(c.caught_up());
+  // Now it votes again (a new term, the log as up to date as its own), once its leader's lease
+  // ran out.
+  for (int i = 0; i < 25; ++i) c.Tick();
+  while (c.HasReady()) {
+    Ready rd = c.TakeReady();
+    c.Advance();
+  }
+  Message v;
+  v.type = MessageType::kVoteRequest;
+  v.group = 7;
+  v.from = 1;
+  v.to = 2;
+  v.term = 6;
+  v.log_index = 1;
+  v.log_term = 5;
+  c.Step(v);
+  bool granted = false;
+  while (c.HasReady()) {
+    Ready rd = c.TakeReady();
+    for (const Message& m : rd.messages) granted = granted || (m.type == MessageType::kVoteResponse && !m.reject);
+    c.Advance();
+  }
+  CHECK(granted);
+}
+
 TEST_CASE("raft snapshots: a member whose log already agrees at the point keeps it") {
   TestCluster c(3, 0);
   const NodeId l = c.ElectLeader();
