@@ -68,6 +68,10 @@ const cluster::NodeInfo& LiveLeader(const cluster::Topology& topo, uint32_t part
   return best != nullptr ? *best : topo.Leader(partition);
 }
 
+// More batches behind its leader than this, a serving follower shows "catching-up" (a follower
+// in step is a handful of batches behind: those in flight).
+constexpr uint64_t kCatchingUpBatches = 50;
+
 int StatusMain(const cluster::Topology& topo, int timeout_ms) {
   std::vector<std::string> errors;
   auto all = AllStatus(topo, timeout_ms, &errors);
@@ -77,8 +81,8 @@ int StatusMain(const cluster::Topology& topo, int timeout_ms) {
   }
   // leader: whom the node believes leads its group, with the backend's term (raft) or epoch
   // (zookeeper): "n1@2".
-  std::printf("%-12s %-9s %-11s %10s %12s %8s %-10s %-10s %s\n", "node", "role", "state", "batches", "committed", "lag",
-              "digest", "leader", "error");
+  std::printf("%-12s %-9s %-11s %10s %12s %8s %-10s %-10s %-14s %s\n", "node", "role", "state", "batches", "committed",
+              "lag", "digest", "leader", "checkpoint", "error");
   for (const cluster::NodeInfo& n : topo.nodes()) {
     auto it = all.find(n.name);
     if (it == all.end()) {
@@ -91,8 +95,8 @@ int StatusMain(const cluster::Topology& topo, int timeout_ms) {
           error += "; stranded (as its leader sees it): " + v->second.note;
         }
       }
-      std::printf("%-12s %-9s %-11s %10s %12s %8s %-10s %-10s %s\n", n.name.c_str(), "-", "down", "-", "-", lag.c_str(),
-                  digest.c_str(), "-", error.c_str());
+      std::printf("%-12s %-9s %-11s %10s %12s %8s %-10s %-10s %-14s %s\n", n.name.c_str(), "-", "down", "-", "-",
+                  lag.c_str(), digest.c_str(), "-", "-", error.c_str());
       continue;
     }
     const proto::NodeStatus& s = it->second;
@@ -108,9 +112,18 @@ int StatusMain(const cluster::Topology& topo, int timeout_ms) {
       digest = s.digest_mismatches > 0 ? "MISMATCH" : "reference";
     }
     const std::string leader = s.leader.empty() ? "-" : s.leader + "@" + std::to_string(s.term);
-    std::printf("%-12s %-9s %-11s %10" PRIu64 " %12" PRIu64 " %8s %-10s %-10s %s\n", n.name.c_str(), s.role.c_str(),
-                s.state.c_str(), s.committed_batches, s.committed_txns, lag.c_str(), digest.c_str(), leader.c_str(),
-                error.empty() ? "-" : error.c_str());
+    // A serving follower further behind its leader than a few batches in flight is catching up.
+    std::string state = s.state;
+    if (auto v = views.find(n.name); v != views.end() && state == "serving" && !v->second.stranded &&
+                                     v->second.lag_batches > kCatchingUpBatches) {
+      state = "catching-up";
+    }
+    // The newest checkpoint it wrote: "<batch>/<age>s".
+    const std::string checkpoint =
+        s.has_checkpoint ? std::to_string(s.checkpoint_batch) + "/" + std::to_string(s.checkpoint_age_s) + "s" : "-";
+    std::printf("%-12s %-9s %-11s %10" PRIu64 " %12" PRIu64 " %8s %-10s %-10s %-14s %s\n", n.name.c_str(),
+                s.role.c_str(), state.c_str(), s.committed_batches, s.committed_txns, lag.c_str(), digest.c_str(),
+                leader.c_str(), checkpoint.c_str(), error.empty() ? "-" : error.c_str());
   }
   std::fflush(stdout);
   for (const auto& e : errors) std::fprintf(stderr, "qrstore-client: %s: no answer: %s\n", topo.name().c_str(), e.c_str());

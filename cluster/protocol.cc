@@ -474,6 +474,9 @@ std::string EncodeStatusReply(const NodeStatus& s) {
   }
   w.PutVarint(s.sessions);
   w.PutVarint(s.session_outcomes);
+  w.PutU8(s.has_checkpoint ? 1 : 0);
+  w.PutVarint(s.checkpoint_batch);
+  w.PutVarint(s.checkpoint_age_s);
   return w.Release();
 }
 
@@ -510,6 +513,10 @@ Status DecodeStatusReply(std::string_view body, NodeStatus* out) {
   if (!GetString(r, &out->leader) || !GetVarint(r, &out->term)) return Bad("status reply", "truncated leader");
   if (!GetVarint(r, &out->sessions) || !GetVarint(r, &out->session_outcomes)) {
     return Bad("status reply", "truncated session counts");
+  }
+  if (!GetBool(r, &out->has_checkpoint) || !GetVarint(r, &out->checkpoint_batch) ||
+      !GetVarint(r, &out->checkpoint_age_s)) {
+    return Bad("status reply", "truncated checkpoint");
   }
   if (!r.done()) return Bad("status reply", "trailing bytes");
   return Status::Ok();

@@ -259,7 +259,7 @@ struct NodeStatus {
   uint64_t request_id = 0;
   std::string node;
   std::string role;        // "leader" | "follower" | "promoting" | "deposed"
-  std::string state;       // "serving" | "stopping" | "failed" | "catching-up" ...
+  std::string state;       // "serving" | "stopping" | "failed" | "stranded" | "recovering"
   std::string error;       // why, when failed ("" otherwise)
   std::string backend;     // replication.backend
   std::string mode;        // replication.mode
@@ -285,6 +285,11 @@ struct NodeStatus {
   // The replicated client-session table (planner/session_table.h): sessions and outcomes held.
   uint64_t sessions = 0;
   uint64_t session_outcomes = 0;
+  // server.checkpoint_dir: the newest checkpoint this process wrote (has_checkpoint false: none
+  // yet, or no checkpoints), and how old it is.
+  bool has_checkpoint = false;
+  uint64_t checkpoint_batch = 0;
+  uint64_t checkpoint_age_s = 0;
 };
 std::string EncodeStatusReply(const NodeStatus& s);
 Status DecodeStatusReply(std::string_view body, NodeStatus* out);

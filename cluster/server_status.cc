@@ -2,6 +2,7 @@
 // line, and which followers the replication backend gave up on.
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <string>
@@ -70,6 +71,17 @@ proto::NodeStatus ServerImpl::NodeStatusNow() const {
   if (sessions_) {
     s.sessions = sessions_->sessions();
     s.session_outcomes = sessions_->outcomes();
+  }
+  if (checkpointer_) {
+    const CheckpointStats cs = checkpointer_->Stats();
+    if (cs.any) {
+      const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+      s.has_checkpoint = true;
+      s.checkpoint_batch = cs.last_batch;
+      s.checkpoint_age_s = static_cast<uint64_t>(std::max<int64_t>(0, now_ms - cs.last_unix_ms) / 1000);
+    }
   }
   const ClientServiceCounters cc = service_->counters();
   s.rejected_txns = cc.rejected_txns;
@@ -147,12 +159,9 @@ std::string ServerImpl::StatsLine() const {
   if (checkpointer_) {
     const CheckpointStats cs = checkpointer_->Stats();
     line += " checkpoints=" + std::to_string(cs.written);
-    if (cs.any) {
-      const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                 std::chrono::system_clock::now().time_since_epoch())
-                                 .count();
-      line += " checkpoint_batch=" + std::to_string(cs.last_batch) +
-              " checkpoint_age_s=" + std::to_string((now_ms - cs.last_unix_ms) / 1000);
+    if (s.has_checkpoint) {
+      line += " checkpoint_batch=" + std::to_string(s.checkpoint_batch) +
+              " checkpoint_age_s=" + std::to_string(s.checkpoint_age_s);
     }
     if (cs.skipped > 0) line += " checkpoints_skipped=" + std::to_string(cs.skipped);
     if (!cs.last_error.empty()) line += " checkpoint_error=\"" + cs.last_error + "\"";

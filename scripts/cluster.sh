@@ -3,7 +3,8 @@
 #
 #   scripts/cluster.sh up CONFIG [--key=value ...]      start every node of CONFIG's cluster.nodes
 #   scripts/cluster.sh down CONFIG                      stop what `up` started, leaders first
-#   scripts/cluster.sh status CONFIG                    role, batches, lag, digest agreement per node
+#   scripts/cluster.sh status CONFIG                    role, state, batches, lag, digest agreement,
+#                                                       newest checkpoint per node
 #   scripts/cluster.sh logs CONFIG [NODE] [--lines N]   the tail of every node's log (or one node's)
 #   scripts/cluster.sh kill CONFIG NODE [SIGNAL]        send SIGNAL (default KILL) to one node (tests)
 #   scripts/cluster.sh restart CONFIG NODE              kill NODE (SIGKILL, as a crash) and start it again:
