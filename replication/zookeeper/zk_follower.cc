@@ -529,7 +529,9 @@ std::string ZkReplicator::ProgressBytes() const {
   }
   std::vector<StreamProgress> progress;
   for (const auto& [key, n] : next) {
-    if (n > 0) progress.push_back({key.first, key.second, n});
+    // A restart of this member starts after its newest checkpoint (RetainFrom): ask the
+    // leader's cleanup to keep from there.
+    if (n > 0) progress.push_back({key.first, key.second, n, std::min(n, RetainedFrom(key.first))});
   }
   return EncodeProgress(progress);
 }

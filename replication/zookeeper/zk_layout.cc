@@ -12,7 +12,8 @@ namespace {
 
 constexpr uint32_t kMarkerMagic = 0x4d4b5a51;    // "QZKM"
 constexpr uint32_t kProgressMagic = 0x504b5a51;  // "QZKP"
-constexpr uint8_t kVersion = 1;         // progress; markers of version 1 have no epoch
+constexpr uint8_t kVersion = 1;         // markers of version 1 have no epoch
+constexpr uint8_t kProgressVersion = 2;  // progress (version 1 had no keep_from; still read)
 constexpr uint8_t kMarkerVersion = 2;   // markers: version 1 + the epoch
 constexpr size_t kIdDigits = 20;                 // enough for any uint64
 constexpr size_t kChunkDigits = 6;
@@ -224,14 +225,15 @@ Status DecodeMarker(std::string_view bytes, MarkerHeader* header, std::string_vi
 }
 
 std::string EncodeProgress(const std::vector<StreamProgress>& progress) {
-  Writer w(8 + progress.size() * 16);
+  Writer w(8 + progress.size() * 24);
   w.PutU32(kProgressMagic);
-  w.PutU8(kVersion);
+  w.PutU8(kProgressVersion);
   w.PutVarint(progress.size());
   for (const auto& p : progress) {
     w.PutU32(p.group);
     w.PutU32(p.planner);
     w.PutU64(p.next_batch_id);
+    w.PutU64(p.keep_from);
   }
   return w.Release();
 }
@@ -244,15 +246,26 @@ Status DecodeProgress(std::string_view bytes, std::vector<StreamProgress>* progr
   r.GetU32(&magic);
   r.GetU8(&version);
   if (!r.ok() || magic != kProgressMagic) return Status::Corruption("zookeeper follower progress: bad magic or truncated");
-  if (version != kVersion) return Status::Corruption("zookeeper follower progress: unknown version " + std::to_string(version));
-  if (!r.GetCount(&count, 16)) return Status::Corruption("zookeeper follower progress: bad entry count");
+  if (version != 1 && version != kProgressVersion) {
+    return Status::Corruption("zookeeper follower progress: unknown version " + std::to_string(version));
+  }
+  const size_t entry_bytes = version == 1 ? 16 : 24;
+  if (!r.GetCount(&count, entry_bytes)) return Status::Corruption("zookeeper follower progress: bad entry count");
   std::vector<StreamProgress> out(count);
   for (auto& p : out) {
     r.GetU32(&p.group);
     r.GetU32(&p.planner);
     r.GetU64(&p.next_batch_id);
+    p.keep_from = p.next_batch_id;
+    if (version >= 2) r.GetU64(&p.keep_from);
   }
   if (!r.ok() || !r.done()) return Status::Corruption("zookeeper follower progress: truncated or trailing bytes");
+  for (const auto& p : out) {
+    if (p.keep_from > p.next_batch_id) {
+      return Status::Corruption("zookeeper follower progress: keep_from " + std::to_string(p.keep_from) +
+                                " past next batch " + std::to_string(p.next_batch_id));
+    }
+  }
   *progress = std::move(out);
   return Status::Ok();
 }

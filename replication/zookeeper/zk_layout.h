@@ -96,11 +96,15 @@ std::string EncodeMarker(const MarkerHeader& header, std::string_view chunk0);
 Status DecodeMarker(std::string_view bytes, MarkerHeader* header, std::string_view* chunk0);
 MarkerHeader MakeMarkerHeader(std::string_view payload, uint64_t chunk_bytes);
 
-// A follower's progress: for each stream, the next batch id it needs (= batches consumed).
+// A follower's progress: for each stream, the next batch id it needs (= batches consumed), and
+// the first one a restart of it would need (<= next_batch_id: the batch after its application's
+// newest checkpoint, Replicator::RetainFrom; = next_batch_id without checkpoints). Encoded as
+// version 2; version 1 (no keep_from) still decodes, with keep_from = next_batch_id.
 struct StreamProgress {
   uint32_t group = 0;
   uint32_t planner = 0;
   uint64_t next_batch_id = 0;
+  uint64_t keep_from = 0;
   bool operator==(const StreamProgress&) const = default;
 };
 std::string EncodeProgress(const std::vector<StreamProgress>& progress);

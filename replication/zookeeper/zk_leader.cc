@@ -480,7 +480,10 @@ void ZkReplicator::FinishCleanupRound() {
     RetentionFollower f;
     f.id = id;
     f.live = round_live_.count(id) != 0;
-    for (const auto& e : progress) f.next[{e.group, e.planner}] = e.next_batch_id;
+    for (const auto& e : progress) {
+      f.next[{e.group, e.planner}] = e.next_batch_id;
+      f.keep_from[{e.group, e.planner}] = e.keep_from;
+    }
     in.registered.push_back(std::move(f));
   }
   RetentionPlan plan = PlanRetention(in);

@@ -197,9 +197,20 @@ class ZkReplicator final : public Replicator {
   // Queued to the worker, which fails every waiting receive of the group with kAborted before it
   // admits any request queued after this call.
   void CancelReceives(uint32_t group) override;
-  // Retention follows the followers' progress (zk_retention.h), not checkpoints: a restarted
-  // follower resumes from the batches still retained (docs/recovery.md).
-  void RetainFrom(uint32_t, uint64_t) override {}
+  // The application's restart needs batches >= `batch` of the group (its newest checkpoint):
+  // this member's progress asks the leader's cleanup to keep them (zk_retention.h rule 1; the
+  // byte budget, rule 2, still applies). Any thread.
+  void RetainFrom(uint32_t group, uint64_t batch) override {
+    std::lock_guard<std::mutex> lock(retain_mu_);
+    uint64_t& r = retain_from_[group];
+    r = std::max(r, batch);
+  }
+  // RetainFrom's batch of the group (UINT64_MAX: none told).
+  uint64_t RetainedFrom(uint32_t group) const {
+    std::lock_guard<std::mutex> lock(retain_mu_);
+    auto it = retain_from_.find(group);
+    return it == retain_from_.end() ? UINT64_MAX : it->second;
+  }
   void MuteEpochWatch(bool muted) { epoch_watch_muted_.store(muted, std::memory_order_release); }
 
  private:
@@ -319,6 +330,8 @@ class ZkReplicator final : public Replicator {
   std::map<StreamKey, uint64_t> next_ids_;      // guarded by next_mu_
   std::set<StreamKey> broken_;                  // guarded by next_mu_
   // Health() is read from any thread; the worker publishes whole snapshots here.
+  mutable std::mutex retain_mu_;
+  std::map<uint32_t, uint64_t> retain_from_;  // guarded by retain_mu_: RetainFrom, by group
   mutable std::mutex health_mu_;
   std::map<uint32_t, GroupHealth> health_;      // by group; guarded by health_mu_
   // Leader() and IsLeader() are polled from any thread; the worker publishes each group's view.

@@ -18,6 +18,12 @@ uint64_t NextOf(const RetentionFollower& f, const StreamKey& key) {
   return it == f.next.end() ? 0 : it->second;
 }
 
+// Where a restart of the follower would start reading the stream (<= NextOf).
+uint64_t KeepOf(const RetentionFollower& f, const StreamKey& key) {
+  auto it = f.keep_from.find(key);
+  return std::min(NextOf(f, key), it == f.keep_from.end() ? UINT64_MAX : it->second);
+}
+
 // The oldest batch still in ZooKeeper, or where the stream's next batch will be.
 uint64_t OldestKept(const RetentionStream& s) { return s.kept->empty() ? s.first_unkept : s.kept->begin()->first; }
 
@@ -69,7 +75,7 @@ RetentionPlan PlanRetention(const RetentionInput& in) {
     for (const auto& [key, s] : in.streams) {
       uint64_t min_next = UINT64_MAX;
       for (size_t i = 0; i < followers.size(); ++i) {
-        if (counts(i, key.first)) min_next = std::min(min_next, NextOf(*followers[i], key));
+        if (counts(i, key.first)) min_next = std::min(min_next, KeepOf(*followers[i], key));
       }
       if (min_next == UINT64_MAX) continue;  // every follower is stranded here: rule 2 decides
       // Keep the last consumed batch: a restarted leader finds where the stream ends from it.

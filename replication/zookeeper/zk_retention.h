@@ -16,7 +16,8 @@
 //
 // Rules, per round, in this order (at most max_deletes deletions in all):
 //  1. Consumed (F > 0 and at least F followers registered): on each stream, delete the batches
-//     below the least progress of the registered followers not stranded in its group, keeping
+//     below the least progress of the registered followers not stranded in its group (for each,
+//     where its restart would start: keep_from, at or before what it consumed), keeping
 //     the last consumed batch (a restarted leader finds where the stream ends from it). A dead
 //     follower's progress still counts here, but only within the byte budget (rule 2): a
 //     follower that restarts before R bytes went past it resumes where it stopped.
@@ -62,6 +63,10 @@ struct RetentionFollower {
   std::string id;
   bool live = false;
   std::map<StreamKey, uint64_t> next;  // next batch id it needs (= batches consumed); absent = 0
+  // The first batch a restart of it would need (its newest checkpoint's next batch; <= next);
+  // absent = next. Rule 1 keeps from there, so a follower restarted from its checkpoint finds
+  // what follows it; rules 2 and 3 go by `next`.
+  std::map<StreamKey, uint64_t> keep_from;
 };
 
 struct RetentionInput {

@@ -213,7 +213,7 @@ void WriteZkLayouts(const std::filesystem::path& dir) {
   Write(dir, "marker-chunked", std::string(1, '\0') + zk::EncodeMarker(chunked, std::string_view(payload).substr(0, 1000)));
   Write(dir, "marker-inline", std::string(1, '\0') + zk::EncodeMarker(zk::MakeMarkerHeader("abc", 1000), "abc"));
   Write(dir, "marker-empty", std::string(1, '\0') + zk::EncodeMarker(zk::MakeMarkerHeader("", 1000), ""));
-  Write(dir, "progress", std::string(1, '\1') + zk::EncodeProgress({{0, 0, 17}, {0, 1, 300}, {2, 0, 1ull << 40}}));
+  Write(dir, "progress", std::string(1, '\1') + zk::EncodeProgress({{0, 0, 17, 17}, {0, 1, 300, 250}, {2, 0, 1ull << 40, 1ull << 40}}));
   Write(dir, "progress-empty", std::string(1, '\1') + zk::EncodeProgress({}));
   Write(dir, "name-marker", std::string(1, '\2') + zk::MarkerName(42));
   Write(dir, "name-chunk", std::string(1, '\2') + zk::ChunkName(42, 3));

@@ -175,7 +175,7 @@ TEST_CASE("zk layout: epoch and election paths, election znode names") {
 }
 
 TEST_CASE("zk layout: progress round trip and corruption") {
-  std::vector<StreamProgress> p = {{0, 0, 5}, {0, 1, 0}, {7, 3, UINT64_MAX}};
+  std::vector<StreamProgress> p = {{0, 0, 5, 3}, {0, 1, 0, 0}, {7, 3, UINT64_MAX, 17}};
   std::string enc = EncodeProgress(p);
   std::vector<StreamProgress> d;
   REQUIRE(DecodeProgress(enc, &d).ok());
@@ -186,6 +186,17 @@ TEST_CASE("zk layout: progress round trip and corruption") {
     CHECK(DecodeProgress(std::string_view(enc).substr(0, n), &d).code() == StatusCode::kCorruption);
   }
   CHECK(DecodeProgress(enc + "z", &d).code() == StatusCode::kCorruption);
+  // keep_from past the next batch is refused.
+  CHECK(DecodeProgress(EncodeProgress({{0, 0, 5, 6}}), &d).code() == StatusCode::kCorruption);
+  {
+    // Version 1 (no keep_from), written by an earlier build: keep_from = next.
+    std::string v1 = enc.substr(0, 4) + std::string(1, '\1') + std::string(1, '\1') + std::string(4, '\0') +
+                     std::string(4, '\0') + std::string("\x09\0\0\0\0\0\0\0", 8);
+    REQUIRE(DecodeProgress(v1, &d).ok());
+    REQUIRE(d.size() == 1);
+    CHECK(d[0].next_batch_id == 9);
+    CHECK(d[0].keep_from == 9);
+  }
   // A huge count with few bytes is rejected before allocating.
   std::string huge = enc.substr(0, 5) + std::string("\xff\xff\xff\xff\x0f", 5);
   CHECK(DecodeProgress(huge, &d).code() == StatusCode::kCorruption);

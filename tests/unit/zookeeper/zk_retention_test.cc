@@ -30,9 +30,10 @@ class Scenario {
     return *this;
   }
   Scenario& Follower(const std::string& id, bool live, std::map<StreamKey, uint64_t> next) {
-    in_.registered.push_back(RetentionFollower{id, live, std::move(next)});
+    in_.registered.push_back(RetentionFollower{id, live, std::move(next), {}});
     return *this;
   }
+  RetentionInput& Input() { return in_; }
   Scenario& MaxDeletes(size_t n) {
     in_.max_deletes = n;
     return *this;
@@ -86,6 +87,24 @@ TEST_CASE("zk retention: followers keeping up: consumed batches go, the last con
   CHECK(p.stranded.empty());
   CHECK_FALSE(p.held_back);
   CHECK(p.waiting_for.empty());
+}
+
+TEST_CASE("zk retention: consumed batches after a follower's checkpoint stay (keep_from), within retain_bytes") {
+  Scenario sc(2, 1'000'000);
+  sc.Stream(kS0, 0, 100, 1000).Follower("a", true, {{kS0, 100}}).Follower("b", true, {{kS0, 90}});
+  RetentionInput& in = sc.Input();
+  in.registered[1].keep_from[kS0] = 60;  // b's restart would start at 60
+  RetentionPlan p = sc.Plan();
+  CHECK(Deletes(p, kS0).consumed == 59);  // ids 0..58: 59 stays too (the last consumed rule)
+  CHECK(p.stranded.empty());
+  CHECK_FALSE(p.held_back);
+  // The byte budget still decides: with 20 KB kept at most, what the majority read goes.
+  Scenario tight(2, 20'000);
+  tight.Stream(kS0, 0, 100, 1000).Follower("a", true, {{kS0, 100}}).Follower("b", true, {{kS0, 90}});
+  tight.Input().registered[1].keep_from[kS0] = 60;
+  RetentionPlan q = tight.Plan();
+  CHECK(q.kept_bytes_after <= 20'000);
+  CHECK(Deletes(q, kS0).evicted > 0);
 }
 
 TEST_CASE("zk retention: a dead follower's progress holds batches back only within retain_bytes") {
