@@ -295,6 +295,9 @@ cmd_restart() {
       on_host "$host" "kill -KILL $pid"
       for _ in $(seq 100); do [[ -z "$(node_pid "$n" "$host")" ]] && break; sleep 0.1; done
       [[ -z "$(node_pid "$n" "$host")" ]] || die "node $n (pid $pid) did not die"
+      # Its launcher writes <node>.exit just after: wait for it, or it could land after `up`
+      # started the node again and read as the new process's exit.
+      for _ in $(seq 50); do on_host "$host" "test -f '$run/$n.exit'" && break; sleep 0.1; done
       echo "cluster.sh: killed node $n (pid $pid)"
     fi
   done <<<"$list"

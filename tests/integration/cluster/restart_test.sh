@@ -21,13 +21,26 @@
 #   - `down` stops every node cleanly; their dumps are identical;
 #   - exactly once: YCSB's update counters sum to exactly the write ops the client saw
 #     committed (a lost txn makes the sum smaller, one run twice larger).
-# Usage: restart_test.sh all|follower|all-memory
+#   follower-zk  as `follower`, with the zookeeper backend: n2 resumes from its checkpoint and
+#             the batches ZooKeeper still keeps (those after its checkpoint, though it had read
+#             past them).
+# Usage: restart_test.sh all|follower|all-memory|follower-zk
 source "$(dirname "$0")/lib.sh"
-how="${1:?all, follower or all-memory}"
+how="${1:?all, follower, all-memory or follower-zk}"
+backend=raft
+[[ "$how" == follower-zk ]] && backend=zookeeper how=follower
 cfg="$QR_TMP/restart.yaml"
-qr_config "$cfg" raft 3 "ycsb:" "  records: 20000" "  ops_per_txn: 8" "batch:" "  txns: 2000" "  timeout_ms: 5"
+qr_config "$cfg" "$backend" 3 "ycsb:" "  records: 20000" "  ops_per_txn: 8" "batch:" "  txns: 2000" "  timeout_ms: 5"
 ck="$QR_TMP/checkpoints"
 opts=(--server.checkpoint_dir="$ck")
+if [[ "$backend" == zookeeper ]]; then
+  [[ -n "${QRSTORE_ZK_HOSTS:-}" ]] && opts+=("--replication.zookeeper.hosts=$QRSTORE_ZK_HOSTS")
+  # ZooKeeper keeps 128 MB (the default 32 MB is gone in the 2 s n2 is away at this load: a
+  # follower further behind than the retained batches needs a state transfer, not built yet for
+  # ZooKeeper). Within it, the batches after n2's checkpoint stay even though n2 had read past
+  # them before it was killed (its progress says where its restart starts: keep_from).
+  opts+=(--replication.zookeeper.retain_bytes=134217728)
+fi
 if [[ "$how" == all ]]; then
   # A 2 MiB log budget in 256 KiB segments (about 70 batches of this load) and a checkpoint every
   # 200 batches: the byte budget alone would compact past each node's last checkpoint; the log

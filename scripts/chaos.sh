@@ -1,0 +1,474 @@
+#!/usr/bin/env bash
+# chaos.sh: runs qrstore-client against a replicated group while it kills (SIGKILL), pauses
+# (SIGSTOP/SIGCONT) and restarts random nodes on a schedule drawn from a seed, then checks that
+# nothing was lost, run twice or left in doubt (docs/chaos.md).
+#
+#   scripts/chaos.sh CONFIG --duration-s S [--seed K] [options] [--key=value ...]
+#
+#   --duration-s S         the client's run (and the window of the events), seconds, >= 20
+#   --seed K               the schedule's seed and the client's workload seed (default 1); the
+#                          same seed, CONFIG and options print the same schedule: a replay
+#   --downtime-ms MIN-MAX  how long a killed node stays down before it is started again
+#                          (default 500-3000; with raft a node further behind than the leader's
+#                          log fetches the leader's checkpoint; with ZooKeeper, one further
+#                          behind than the retained batches is stranded: docs/recovery.md)
+#   --pause-ms MIN-MAX     how long a paused node stays stopped (default 500-3000)
+#   --gap-ms MIN-MAX       quiet time before each event (default 1500-5000)
+#   --warmup-s W           no event in the first W seconds (default 4: every node checkpoints)
+#   --quiet-s Q            no event in the last Q seconds (default 8: the group settles)
+#   --connections C, --outstanding K, --target-tps T
+#                          the client's load (default 2, 2000, 0 = no limit)
+#   --checkpoint-every N   server.checkpoint_every_batches (default 20: several per run)
+#   --dir DIR              work folder: run/ (cluster.sh's run folder, unless QRSTORE_RUN_DIR is
+#                          set), checkpoints/, dump/, client.out, client.err, chaos.log (default
+#                          a new /tmp/qrstore-chaos.XXXXXX; its checkpoints and dumps are
+#                          removed after a passing run)
+#   --dry-run              print the schedule and exit
+#   --key=value            overrides for every node and the client, as for cluster.sh up (e.g.
+#                          --workload.kind=transfer, --replication.zookeeper.session_timeout_ms=2000)
+#
+# Events, one at a time, each waiting until the group is whole again (every node running and
+# answering, one leader serving, every follower caught up) so that never more than one member
+# (a minority of a group of three or more) is down or paused: kill (SIGKILL, then
+# `cluster.sh up` after the downtime: it restarts from its newest checkpoint), pause (SIGSTOP,
+# SIGCONT after the pause), restart (`cluster.sh restart`: killed and started at once). A target
+# is a node of the group or "leader" (whoever leads when the event comes). A node that exits by
+# itself is started again: a deposed leader (exit 3, by design) is counted; any other exit status
+# fails the run. Checked at the end: the client ran without error and has no txn in doubt,
+# every node serving and caught up, `cluster.sh down` clean, every node's dump identical, and
+# exactly once: money conserved (workload.kind transfer) or YCSB's update counters summing to
+# the client's update_ops_committed. A ledger of what happened is printed last.
+# Set by chaos.sh (before the overrides, which win): server.checkpoint_dir=DIR/checkpoints,
+# server.checkpoint_every_batches; after them: server.dump_state_dir=DIR/dump.
+# Exit status: 0 every check passed; 1 a check failed; 2 bad input.
+# Programs: $QRSTORE_BIN (default build/bin). Time-outs: QRSTORE_CHAOS_SETTLE_S (default 60) for
+# the group to be whole again after an event.
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")/.." && pwd)"
+bin="${QRSTORE_BIN:-$here/build/bin}"
+cluster_sh="$here/scripts/cluster.sh"
+settle_timeout_s="${QRSTORE_CHAOS_SETTLE_S:-60}"
+# A follower at most this many batches behind its leader counts as caught up (under load a
+# follower is always a few batches behind).
+readonly kCaughtUpLagBatches=50
+readonly kEventsMax=10000
+
+usage() { sed -n "2,$(($(grep -n "^set -euo" "$0" | cut -d: -f1) - 1))p" "$0" | sed 's/^# \{0,1\}//'; }
+bad() { echo "chaos.sh: $*" >&2; echo "chaos.sh: see scripts/chaos.sh --help" >&2; exit 2; }
+
+# --- arguments ---------------------------------------------------------------------------------
+config=""
+duration_s=""
+seed=1
+downtime_ms="500-3000"
+pause_ms="500-3000"
+gap_ms="1500-5000"
+warmup_s=4
+quiet_s=8
+connections=2
+outstanding=2000
+target_tps=0
+checkpoint_every=20
+dir=""
+dry_run=0
+overrides=()
+argv=()  # the command line less --dry-run: what replays this run
+for a in "$@"; do [[ "$a" == --dry-run ]] || argv+=("$a"); done
+
+is_uint() { [[ "$1" =~ ^[0-9]+$ ]] && ((${#1} <= 12)); }
+is_range() { [[ "$1" =~ ^[0-9]{1,9}-[0-9]{1,9}$ ]] && ((${1%-*} <= ${1#*-})); }
+
+while (($# > 0)); do
+  a="$1"
+  case "$a" in
+    -h|--help) usage; exit 0 ;;
+    --dry-run) dry_run=1; shift; continue ;;
+    --*.*=*) overrides+=("$a"); shift; continue ;;
+  esac
+  # Flags with a value: --flag V or --flag=V.
+  case "$a" in
+    --duration-s|--seed|--downtime-ms|--pause-ms|--gap-ms|--warmup-s|--quiet-s|--connections|--outstanding|\
+    --target-tps|--checkpoint-every|--dir)
+      (($# >= 2)) || bad "$a needs a value"
+      flag="$a"; val="$2"; shift 2 ;;
+    --duration-s=*|--seed=*|--downtime-ms=*|--pause-ms=*|--gap-ms=*|--warmup-s=*|--quiet-s=*|--connections=*|\
+    --outstanding=*|--target-tps=*|--checkpoint-every=*|--dir=*)
+      flag="${a%%=*}"; val="${a#*=}"; shift ;;
+    -*) bad "unknown flag '$a'" ;;
+    *)
+      [[ -z "$config" ]] || bad "one CONFIG only (got '$config' and '$a')"
+      config="$a"; shift; continue ;;
+  esac
+  case "$flag" in
+    --duration-s) is_uint "$val" || bad "--duration-s: expected whole seconds (got '$val')"; duration_s="$val" ;;
+    --seed) is_uint "$val" || bad "--seed: expected a non-negative integer (got '$val')"; seed="$val" ;;
+    --downtime-ms) is_range "$val" || bad "--downtime-ms: expected MIN-MAX in ms, MIN <= MAX (got '$val')"; downtime_ms="$val" ;;
+    --pause-ms) is_range "$val" || bad "--pause-ms: expected MIN-MAX in ms, MIN <= MAX (got '$val')"; pause_ms="$val" ;;
+    --gap-ms) is_range "$val" || bad "--gap-ms: expected MIN-MAX in ms, MIN <= MAX (got '$val')"; gap_ms="$val" ;;
+    --warmup-s) is_uint "$val" || bad "--warmup-s: expected whole seconds (got '$val')"; warmup_s="$val" ;;
+    --quiet-s) is_uint "$val" || bad "--quiet-s: expected whole seconds (got '$val')"; quiet_s="$val" ;;
+    --connections) is_uint "$val" && ((val >= 1)) || bad "--connections: expected a count >= 1 (got '$val')"; connections="$val" ;;
+    --outstanding) is_uint "$val" && ((val >= 1)) || bad "--outstanding: expected a count >= 1 (got '$val')"; outstanding="$val" ;;
+    --target-tps) is_uint "$val" || bad "--target-tps: expected txns per second, 0 = no limit (got '$val')"; target_tps="$val" ;;
+    --checkpoint-every) is_uint "$val" && ((val >= 1)) || bad "--checkpoint-every: expected batches >= 1 (got '$val')"; checkpoint_every="$val" ;;
+    --dir) [[ -n "$val" ]] || bad "--dir: empty"; dir="$val" ;;
+  esac
+done
+[[ -n "$config" ]] || bad "no CONFIG given"
+[[ -f "$config" ]] || bad "config '$config' is not a file"
+[[ -n "$duration_s" ]] || bad "--duration-s S is required"
+((duration_s >= 20)) || bad "--duration-s: at least 20 s (got $duration_s)"
+((warmup_s + quiet_s < duration_s)) || bad "--warmup-s $warmup_s + --quiet-s $quiet_s leave no time for events in $duration_s s"
+config="$(cd "$(dirname "$config")" && pwd)/$(basename "$config")"
+[[ -x "$bin/qrstore-server" && -x "$bin/qrstore-client" ]] || {
+  echo "chaos.sh: no $bin/qrstore-server or qrstore-client: build first (cmake --build build)" >&2; exit 2; }
+
+server() { "$bin/qrstore-server" --config "$config" "${overrides[@]+"${overrides[@]}"}" "$@"; }
+get() { server --get "$1"; }
+name="$(get cluster.name 2>/dev/null)" || { get cluster.name >/dev/null || true; bad "CONFIG or an override is invalid (above)"; }
+backend="$(get replication.backend)"
+kind="$(get workload.kind)"
+list="$(server --list-nodes)" || bad "the node list of $config is invalid (above)"
+nodes=()
+while read -r n _ _ _ part _; do
+  ((part == 0)) || bad "$config is a partitioned row (partition $part): chaos runs on one group (no failover in rows yet)"
+  nodes+=("$n")
+done <<<"$list"
+group=${#nodes[@]}
+[[ "$backend" == raft || "$backend" == zookeeper ]] ||
+  bad "replication.backend is '$backend': chaos needs one that fails over (raft or zookeeper)"
+((group >= 3)) || bad "$group member(s): chaos needs a group of at least 3 (a majority stays up while one is away)"
+
+# --- the schedule: from the seed only ----------------------------------------------------------
+# A 64-bit LCG (Knuth's MMIX constants) in bash arithmetic, which wraps modulo 2^64: the same
+# numbers from a seed on every machine and bash version (bash's $RANDOM sequence changed in 5.1;
+# awk's rand differs between mawk and gawk).
+rng=$((seed * 2862933555777941757 + 3037000493))
+rand() {  # rand N: sets r to a number in [0, N)
+  rng=$((rng * 6364136223846793005 + 1442695040888963407))
+  r=$((((rng >> 33) & 0x7fffffff) % $1))
+}
+rand_in() {  # rand_in MIN-MAX: sets r to a number in [MIN, MAX]
+  local lo="${1%-*}" hi="${1#*-}"
+  rand $((hi - lo + 1)); r=$((lo + r))
+}
+
+ev_at=() ev_action=() ev_target=() ev_ms=()
+t=$((warmup_s * 1000))
+end_ms=$(((duration_s - quiet_s) * 1000))
+for ((i = 0; i < kEventsMax; i++)); do
+  rand_in "$gap_ms"; t=$((t + r))
+  rand 100
+  if ((r < 40)); then action=kill; rand_in "$downtime_ms"; ms=$r
+  elif ((r < 75)); then action=pause; rand_in "$pause_ms"; ms=$r
+  else action=restart; ms=0
+  fi
+  # One event in three aims at whoever leads then; the others at a node drawn from the group
+  # (which may be the leader too).
+  rand 3
+  if ((r == 0)); then target=leader; else rand "$group"; target="${nodes[$r]}"; fi
+  ((t + ms <= end_ms)) || break
+  ev_at+=("$t") ev_action+=("$action") ev_target+=("$target") ev_ms+=("$ms")
+  t=$((t + ms))
+done
+events=${#ev_at[@]}
+
+secs() { printf '%d.%01d' $(($1 / 1000)) $((($1 % 1000) / 100)); }
+echo "chaos: $config (cluster $name, $backend, $kind, group of $group: ${nodes[*]}; one member away at a time)"
+echo "chaos: seed $seed, $duration_s s, $events events; replay: scripts/chaos.sh ${argv[*]}"
+echo "chaos: schedule (offset, action, node, duration; each event also waits until the group is whole):"
+for ((i = 0; i < events; i++)); do
+  d="$(secs "${ev_ms[$i]}")s"
+  [[ "${ev_action[$i]}" == restart ]] && d="-"
+  printf 'chaos:   %7ss  %-8s %-8s %s\n' "+$(secs "${ev_at[$i]}")" "${ev_action[$i]}" "${ev_target[$i]}" "$d"
+done
+((dry_run == 0)) || exit 0
+
+# --- the run -----------------------------------------------------------------------------------
+if [[ -z "$dir" ]]; then
+  dir="$(mktemp -d /tmp/qrstore-chaos.XXXXXX)"
+else
+  mkdir -p "$dir"
+  dir="$(cd "$dir" && pwd)"
+fi
+export QRSTORE_RUN_DIR="${QRSTORE_RUN_DIR:-$dir/run}"
+run="$QRSTORE_RUN_DIR/$name"
+dump="$dir/dump"
+# A cluster of this name already running from this run folder is not chaos.sh's to kill or stop.
+for n in "${nodes[@]}"; do
+  p="$(cat "$run/$n.pid" 2>/dev/null || true)"
+  if [[ -n "$p" ]] && kill -0 "$p" 2>/dev/null && tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "--node $n"; then
+    echo "chaos.sh: node $n of $name is already running (pid $p, run folder $run): stop it first (scripts/cluster.sh down $config)" >&2
+    exit 2
+  fi
+done
+rm -rf "$dir/checkpoints" "$dump"
+mkdir -p "$dump" "$QRSTORE_RUN_DIR"
+node_opts=(--server.checkpoint_dir="$dir/checkpoints" --server.checkpoint_every_batches="$checkpoint_every"
+  "${overrides[@]+"${overrides[@]}"}" --server.dump_state_dir="$dump")
+exec 3>>"$dir/chaos.log"
+t0_s=$SECONDS
+start_ms=$(($(date +%s%N) / 1000000))
+now_ms() { echo $(($(date +%s%N) / 1000000 - start_ms)); }
+say() { local line; line="chaos: [+$(secs "$(now_ms)")s] $*"; echo "$line"; echo "$line" >&3; }
+
+# Counts for the ledger.
+kills=0 pauses=0 restarts=0 starts=0 deposed=0 leader_hits=0 skipped=0 unsettled=0
+problems=()
+problem() { problems+=("$*"); say "PROBLEM: $*"; }
+
+paused=""        # the node now stopped by SIGSTOP, if any
+away=""          # the node now killed on purpose, if any
+client_pid=""
+downed=0
+cleanup() {
+  local code=$?
+  trap - EXIT INT TERM
+  if [[ -n "$paused" ]]; then "$cluster_sh" kill "$config" "$paused" CONT >/dev/null 2>&1 || true; fi
+  if [[ -n "$client_pid" ]] && kill -0 "$client_pid" 2>/dev/null; then kill -TERM "$client_pid" 2>/dev/null || true; fi
+  if ((downed == 0)); then
+    QRSTORE_STOP_TIMEOUT_S=20 "$cluster_sh" down "$config" >>"$dir/down.out" 2>&1 || true
+  fi
+  if [[ -n "$client_pid" ]]; then
+    for _ in $(seq 50); do kill -0 "$client_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$client_pid" 2>/dev/null || true
+  fi
+  exit "$code"
+}
+trap cleanup EXIT
+trap 'say "interrupted"; exit 1' INT TERM
+
+say "work folder $dir; run folder $run"
+"$cluster_sh" up "$config" "${node_opts[@]}" >"$dir/up.out" 2>&1 || { cat "$dir/up.out" >&2; problem "cluster.sh up failed"; exit 1; }
+say "$group nodes up (cluster.sh up: $dir/up.out)"
+
+"$bin/qrstore-client" --config "$config" "${overrides[@]+"${overrides[@]}"}" --duration-s "$duration_s" \
+  --connections "$connections" --outstanding "$outstanding" --target-tps "$target_tps" --seed "$seed" --json \
+  >"$dir/client.out" 2>"$dir/client.err" &
+client_pid=$!
+client_t0_ms=$(now_ms)
+say "client started (pid $client_pid): $duration_s s, $connections connections x $outstanding in flight, target $target_tps txn/s (0: no limit)"
+
+# Status rows: node role state batches committed lag digest leader error... (a paused node never
+# answers: a short connect time-out).
+status() {
+  timeout 20 "$bin/qrstore-client" --config "$config" "${overrides[@]+"${overrides[@]}"}" --status \
+    --client.connect_timeout_ms=1000 2>/dev/null || true
+}
+leader_now() { status | awk 'NR > 1 && $2 == "leader" && $3 == "serving" { print $1; exit }'; }
+# Whole: every node answers, exactly one leader serving, every follower serving, caught up and
+# not disagreeing.
+whole() {
+  status | awk -v lag_max="$kCaughtUpLagBatches" -v n="$group" '
+    NR == 1 { next }
+    { rows++ }
+    $2 == "leader" && $3 == "serving" && $7 != "MISMATCH" { leaders++; next }
+    $2 == "follower" && $3 == "serving" && $6 ~ /^[0-9]+$/ && $6 <= lag_max && ($7 == "agrees" || $7 == "behind") { ok++; next }
+    { bad++ }
+    END { exit !(rows == n && leaders == 1 && ok == n - 1 && bad == 0) }'
+}
+
+# The checkpoint NODE's last start loaded, as its log says.
+restored() {
+  grep -ho 'restored from [^ ]*: the state after batch [0-9]*' "$run/$1.log" | tail -1 |
+    sed 's|restored from .*/\(checkpoint-[0-9]*\.qrc\):|restored from \1:|' || true
+}
+
+# A node that ended without being killed by us: note its exit status and start it again.
+restart_exited() {
+  local n code p
+  for n in "${nodes[@]}"; do
+    [[ "$n" != "$away" && -f "$run/$n.exit" ]] || continue
+    # (the .exit of a process `cluster.sh restart` killed may land just after the new one started)
+    p="$(cat "$run/$n.pid" 2>/dev/null || true)"
+    if [[ -n "$p" ]] && kill -0 "$p" 2>/dev/null; then rm -f "$run/$n.exit"; continue; fi
+    code="$(cat "$run/$n.exit")"
+    if [[ "$code" == 3 ]]; then
+      deposed=$((deposed + 1))
+      say "$n exited with status 3 (a deposed leader, by design): $(grep -h 'stopping by itself' "$run/$n.log" | tail -1 | cut -c1-160)"
+    else
+      problem "$n exited by itself with status $code: $(tail -n 3 "$run/$n.log" | tr '\n' ' ' | cut -c1-400)"
+    fi
+    if "$cluster_sh" up "$config" "${node_opts[@]}" >>"$dir/up.out" 2>&1; then
+      starts=$((starts + 1))
+      say "started $n again: $(restored "$n")"
+    else
+      problem "cluster.sh up could not start $n again: $(tail -n 5 "$dir/up.out" | tr '\n' ' ')"
+    fi
+  done
+}
+
+# Sleeps MS milliseconds, watching for nodes that exit meanwhile.
+watch_for() {
+  local until=$(($(now_ms) + $1))
+  while (($(now_ms) < until)); do
+    restart_exited
+    sleep 0.2
+  done
+}
+
+# Waits (bounded) until the group is whole; returns 1 if it never became so.
+settle() {
+  local deadline=$((SECONDS + settle_timeout_s))
+  while ((SECONDS < deadline)); do
+    restart_exited
+    whole && return 0
+    sleep 0.3
+  done
+  return 1
+}
+
+client_running() { kill -0 "$client_pid" 2>/dev/null; }
+
+for ((i = 0; i < events; i++)); do
+  at=$((client_t0_ms + ev_at[i]))
+  ((at <= $(now_ms))) || watch_for $((at - $(now_ms)))
+  if ! settle; then
+    problem "the group was not whole ${settle_timeout_s} s after the last event: $(status | tr -s ' ' | tr '\n' ';')"
+    skipped=$((events - i))
+    unsettled=1
+    break
+  fi
+  if ! client_running || (($(now_ms) - client_t0_ms + ev_ms[i] > (duration_s - quiet_s / 2) * 1000)); then
+    skipped=$((events - i))
+    say "skipping the last $skipped event(s): the run is ending (the group took longer than planned to settle)"
+    break
+  fi
+  action="${ev_action[$i]}" target="${ev_target[$i]}" ms="${ev_ms[$i]}"
+  node="$target"
+  if [[ "$target" == leader ]]; then
+    node="$(leader_now)"
+    [[ -n "$node" ]] || { problem "event $((i + 1)): no leader serving to aim at: $(status | tr -s ' ' | tr '\n' ';')"; continue; }
+  fi
+  lead="$(leader_now)"
+  [[ "$node" == "$lead" ]] && leader_hits=$((leader_hits + 1))
+  role="follower"; [[ "$node" == "$lead" ]] && role="leader"
+  case "$action" in
+    kill)
+      say "event $((i + 1))/$events: kill $node ($role), down for $(secs "$ms") s"
+      away="$node"
+      "$cluster_sh" kill "$config" "$node" KILL >>"$dir/events.out" 2>&1 || say "(kill: $node was not running)"
+      kills=$((kills + 1))
+      watch_for "$ms"
+      away=""
+      rm -f "$run/$node.exit"  # (killed on purpose: not an exit by itself)
+      if "$cluster_sh" up "$config" "${node_opts[@]}" >>"$dir/up.out" 2>&1; then
+        restarts=$((restarts + 1))
+        say "started $node again: $(restored "$node")"
+      else
+        problem "cluster.sh up could not start $node again: $(tail -n 5 "$dir/up.out" | tr '\n' ' ')"
+      fi
+      ;;
+    pause)
+      say "event $((i + 1))/$events: pause $node ($role) for $(secs "$ms") s"
+      paused="$node"
+      "$cluster_sh" kill "$config" "$node" STOP >>"$dir/events.out" 2>&1 || say "(pause: $node was not running)"
+      pauses=$((pauses + 1))
+      watch_for "$ms"
+      "$cluster_sh" kill "$config" "$node" CONT >>"$dir/events.out" 2>&1 || true
+      paused=""
+      say "resumed $node"
+      ;;
+    restart)
+      say "event $((i + 1))/$events: restart $node ($role): killed and started at once"
+      away="$node"
+      if "$cluster_sh" restart "$config" "$node" >>"$dir/up.out" 2>&1; then
+        restarts=$((restarts + 1))
+        say "restarted $node: $(restored "$node")"
+      else
+        problem "cluster.sh restart $node failed: $(tail -n 5 "$dir/up.out" | tr '\n' ' ')"
+      fi
+      away=""
+      ;;
+  esac
+done
+say "events done: $kills kill(s), $pauses pause(s), $((restarts - kills)) restart(s); waiting for the group and the client"
+((unsettled)) || settle || problem "the group was not whole ${settle_timeout_s} s after the last event: $(status | tr -s ' ' | tr '\n' ';')"
+
+# --- the end: the client's verdict, the nodes' state, their dumps ------------------------------
+deadline=$((SECONDS + duration_s + 120))
+while client_running && ((SECONDS < deadline)); do restart_exited; sleep 0.5; done
+if client_running; then
+  problem "the client did not end within $((duration_s + 120)) s of the last event"
+  kill -TERM "$client_pid" 2>/dev/null || true
+fi
+client_code=0
+wait "$client_pid" || client_code=$?
+client_pid=""
+out="$dir/client.out"
+field() {
+  python3 - "$out" "$1" <<'PY' 2>/dev/null || echo "?"
+import json, sys
+lines = [l for l in open(sys.argv[1]).read().splitlines() if l.strip().startswith("{")]
+v = json.loads(lines[-1])
+for k in sys.argv[2].split("."):
+    v = v[k]
+print(str(v).lower() if isinstance(v, bool) else v)
+PY
+}
+checks=()
+pass() { checks+=("ok    $*"); }
+flunk() { checks+=("FAIL  $*"); problems+=("$*"); }
+
+((client_code == 0)) && pass "the client exited 0" ||
+  flunk "the client exited with $client_code: $(grep -E '^qrstore-client:| E \[' "$dir/client.err" | tail -n 3 | tr '\n' ' ' | cut -c1-400)"
+in_doubt="$(field in_doubt)"
+[[ "$in_doubt" == 0 ]] && pass "in_doubt 0" || flunk "in_doubt $in_doubt (the client's json)"
+[[ "$(field replicas_agree)" == true ]] && pass "the client saw every replica agree" ||
+  flunk "replicas_agree $(field replicas_agree): $(field replicas_detail)"
+final_status="$(status)"
+if whole; then pass "every node serving, the followers caught up (status)"; else flunk "not every node serving or caught up: $(echo "$final_status" | tr -s ' ' | tr '\n' ';')"; fi
+
+# Failovers seen: each promotion is logged by the node that took over ("leads from batch").
+promotions="$(cat "$run"/*.log 2>/dev/null | grep -c 'leads from batch' || true)"
+restored="$(cat "$run"/*.log 2>/dev/null | grep -c 'restored from' || true)"
+stranded="$(cat "$run"/*.log 2>/dev/null | grep -ci 'stranded' || true)"
+fetched="$(cat "$run"/*.log 2>/dev/null | grep -c 'I \[server\].* fetched .*checkpoint-.* from ' || true)"
+offers="$(cat "$run"/*.log 2>/dev/null | grep -c "takes the leader's snapshot offer" || true)"
+
+downed=1
+if QRSTORE_STOP_TIMEOUT_S=60 "$cluster_sh" down "$config" >"$dir/down.out" 2>&1; then
+  pass "cluster.sh down stopped every node cleanly"
+else
+  flunk "cluster.sh down was not clean: $(grep -v 'stopped cleanly' "$dir/down.out" | head -n 8 | tr '\n' ' ' | cut -c1-600)"
+fi
+first="" same=1
+for n in "${nodes[@]}"; do
+  f="$dump/$n.tsv"
+  if [[ ! -s "$f" ]]; then flunk "no dump from $n ($f)"; same=0; continue; fi
+  if [[ -z "$first" ]]; then first="$f"
+  elif ! cmp -s "$first" "$f"; then flunk "dumps differ: $(basename "$first") vs $n.tsv: $(diff "$first" "$f" | head -3 | tr '\n' ' ')"; same=0
+  fi
+done
+((same)) && pass "every node's dump identical (${nodes[*]})"
+if [[ -n "$first" ]]; then
+  total="$(awk -F'\t' '{ s += $2 } END { printf "%d", s }' "$first")"
+  if [[ "$kind" == transfer ]]; then
+    want=$(($(get transfer.accounts) * $(get transfer.initial_balance)))
+    [[ "$total" == "$want" ]] && pass "money conserved: $total" || flunk "money not conserved: $total, want $want"
+  else
+    acked="$(field update_ops_committed)"
+    [[ "$total" == "$acked" ]] && pass "exactly once: the update counters sum to $total = update_ops_committed" ||
+      flunk "the update counters sum to $total, the client saw $acked update ops committed (lost if less, twice if more)"
+  fi
+fi
+
+echo "chaos: ledger (seed $seed, $duration_s s, $config, cluster $name, $backend, $kind):"
+echo "chaos:   events           $((events - skipped)) of $events run ($leader_hits aimed at the leader)"
+echo "chaos:   kills            $kills (each started again after its downtime)"
+echo "chaos:   pauses           $pauses"
+echo "chaos:   restarts         $restarts (after a kill or cluster.sh restart), $starts more of nodes that exited by themselves"
+echo "chaos:   deposed exits    $deposed (status 3: a leader that found itself deposed)"
+echo "chaos:   failovers        $promotions promotion(s) in the nodes' logs ('leads from batch'); the client moved $(field failovers) time(s)"
+echo "chaos:   checkpoints      $restored restart(s) from a checkpoint ('restored from'); $fetched checkpoint transfer(s) ('fetched'); $offers snapshot offer(s) taken (raft)"
+echo "chaos:   stranded         $stranded log line(s) naming a stranded member"
+echo "chaos:   txns             $(field committed_total) committed ($(field throughput_tps) txn/s), $(field aborted_total) aborted, $(field retried) sent again, in_doubt $(field in_doubt), longest without a commit $(field unavailable_ms) ms"
+for c in "${checks[@]}"; do echo "chaos:   $c"; done
+if ((${#problems[@]} > 0)); then
+  echo "chaos: FAILED (${#problems[@]} problem(s)); replay: scripts/chaos.sh ${argv[*]}; logs in $run, the client's in $dir" >&2
+  for p in "${problems[@]}"; do echo "chaos:   - $p" >&2; done
+  exit 1
+fi
+rm -rf "$dir/checkpoints" "$dump"
+echo "chaos: PASS ($(($SECONDS - t0_s)) s; logs in $run)"
