@@ -66,7 +66,7 @@ cleanup() { "$here/scripts/cluster.sh" down "$config" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
 echo "catchup-bench: $config, $victim away ${away} s under full load, checkpoints in $ck; host: $(lscpu | sed -n 's/^Model name: *//p')"
-"$here/scripts/cluster.sh" up "$config" "${opts[@]}" "--server.dump_state_dir=$dumps" >"$out/up.log" 2>&1 ||
+"$here/scripts/cluster.sh" up "$config" --fresh "${opts[@]}" "--server.dump_state_dir=$dumps" >"$out/up.log" 2>&1 ||
   die "the cluster did not start: $(tail -5 "$out/up.log")"
 duration=$((5 + away + 20 + 30))
 "$bin/qrstore-client" --config "$config" "${opts[@]}" --duration-s "$duration" --json --client.progress_interval_ms=1000 \

@@ -240,7 +240,7 @@ trap cleanup EXIT
 trap 'say "interrupted"; exit 1' INT TERM
 
 say "work folder $dir; run folder $run"
-"$cluster_sh" up "$config" "${node_opts[@]}" >"$dir/up.out" 2>&1 || { cat "$dir/up.out" >&2; problem "cluster.sh up failed"; exit 1; }
+"$cluster_sh" up "$config" --fresh "${node_opts[@]}" >"$dir/up.out" 2>&1 || { cat "$dir/up.out" >&2; problem "cluster.sh up failed"; exit 1; }
 say "$group nodes up (cluster.sh up: $dir/up.out)"
 
 "$bin/qrstore-client" --config "$config" "${overrides[@]+"${overrides[@]}"}" --duration-s "$duration_s" \

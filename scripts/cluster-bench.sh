@@ -131,7 +131,7 @@ run_cluster() {
   local ov=("${w[@]}" "--ycsb.theta=$theta" "--replication.mode=$mode" "--replication.compression=$comp")
   [[ -n "$mp" ]] && ov+=("--ycsb.mp_ratio=$mp")
   local tag="$wl-$theta-$(basename "$cfg" .yaml)${mp:+-mp$mp}-$mode-$comp"
-  scripts/cluster.sh up "$cfg" "${ov[@]}" >"$out/$tag.up" 2>&1 || { cat "$out/$tag.up" >&2; return 1; }
+  scripts/cluster.sh up "$cfg" --fresh "${ov[@]}" >"$out/$tag.up" 2>&1 || { cat "$out/$tag.up" >&2; return 1; }
   local -a pin=()
   if ((pin_leader)); then
     pin_nodes "$cfg"

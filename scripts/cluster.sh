@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # cluster.sh: launch, inspect and stop a qrstore cluster described by a config file.
 #
-#   scripts/cluster.sh up CONFIG [--key=value ...]      start every node of CONFIG's cluster.nodes
+#   scripts/cluster.sh up CONFIG [--fresh] [--key=value ...]
+#                                                       start every node of CONFIG's cluster.nodes;
+#                                                       --fresh first deletes the cluster's raft logs
+#                                                       and checkpoints (a new, empty cluster)
 #   scripts/cluster.sh down CONFIG                      stop what `up` started, leaders first
 #   scripts/cluster.sh status CONFIG                    role, state, batches, lag, digest agreement,
 #                                                       newest checkpoint per node
@@ -19,6 +22,12 @@
 # initial table and refuses old streams). `up` is idempotent: nodes already running are left
 # alone, so `up` after a node died restarts just that node (with the overrides of the first up).
 # The overrides are saved in the run folder and used by down/status/logs and scripts/ycsb.sh.
+# Data: a relative replication.raft.dir or server.checkpoint_dir (e.g. --replication.raft.dir=data/raft)
+# is taken below the run folder, so every run folder has its own; an `up` with no node running
+# (given the same overrides) resumes what the cluster's data holds (each node loads its newest
+# checkpoint and replays its raft log: docs/recovery.md) unless --fresh, which deletes each
+# node's <dir>/<node> first. The scripts that need a new cluster (main-job, cluster-bench,
+# failover-timeline, catchup-bench, chaos) pass --fresh.
 #
 # Run folder: $QRSTORE_RUN_DIR/<cluster.name> (default run/<cluster.name> in this checkout):
 # per node <node>.pid, <node>.log (stderr), <node>.out (stdout), <node>.exit (exit code);
@@ -55,8 +64,10 @@ config="$(cd "$(dirname "$config")" && pwd)/$(basename "$config")"
 
 overrides=()
 extra=()
+fresh=0
 for a in "$@"; do
   case "$a" in
+    --fresh) fresh=1 ;;
     --*.*=*) overrides+=("$a") ;;
     *) extra+=("$a") ;;
   esac
@@ -147,7 +158,22 @@ cmd_up() {
       root="$(server "${all[@]+"${all[@]}"}" --get replication.zookeeper.root)"
       all+=("--replication.zookeeper.root=${root%/}/$name-$(date +%Y%m%d%H%M%S)-$$")
     fi
+    # Relative data folders live in the run folder (absolute from now on: saved below).
+    local key dir
+    for key in replication.raft.dir server.checkpoint_dir; do
+      dir="$(server "${all[@]+"${all[@]}"}" --get "$key" 2>/dev/null || true)"
+      if [[ -n "$dir" && "$dir" != /* ]]; then
+        dir="$run/$dir"
+        all+=("--$key=$dir")
+      fi
+      if ((fresh)) && [[ -n "$dir" ]]; then
+        while read -r n host _; do on_host "$host" "rm -rf '$dir/$n'"; done <<<"$list"
+        echo "cluster.sh: --fresh: deleted each node's $key folder below $dir"
+      fi
+    done
     printf '%s\n' "${all[@]+"${all[@]}"}" >"$run/overrides"
+  elif ((fresh)); then
+    die "--fresh with $running node(s) of $name running: stop them first (down)"
   elif ((${#overrides[@]} > 0)); then
     echo "cluster.sh: $running node(s) already running: the new overrides apply to the nodes started now" >&2
   fi

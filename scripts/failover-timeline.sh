@@ -66,7 +66,7 @@ cluster() { "$here/scripts/cluster.sh" "$@"; }
 all=("${overrides[@]+"${overrides[@]}"}" "--server.dump_state_dir=$out/dump")
 cleanup() { cluster down "$config" >"$out/down.log" 2>&1 || true; }
 trap cleanup EXIT
-cluster up "$config" "${all[@]}" >"$out/up.log" 2>&1 || { cat "$out/up.log" >&2; die "the cluster did not start"; }
+cluster up "$config" --fresh "${all[@]}" >"$out/up.log" 2>&1 || { cat "$out/up.log" >&2; die "the cluster did not start"; }
 status() { "$bin/qrstore-client" --config "$config" "${all[@]}" --status --client.connect_timeout_ms=1000 2>/dev/null || true; }
 leader() { status | awk 'NR > 1 && $2 == "leader" && $3 == "serving" { print $1; exit }'; }
 

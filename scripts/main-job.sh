@@ -19,5 +19,5 @@ cmake --build build -j"$(nproc 2>/dev/null || echo 2)" --target qrstore-server q
 export QRSTORE_RUN_DIR="${QRSTORE_RUN_DIR:-$(pwd)/run}"
 down() { scripts/cluster.sh down "$config" || true; }
 trap down EXIT
-scripts/cluster.sh up "$config"
+scripts/cluster.sh up "$config" --fresh  # a new, empty cluster each time (its data: run/<name>/data)
 scripts/ycsb.sh "$config" --duration-s 20 --warmup-s 2 "$@"
