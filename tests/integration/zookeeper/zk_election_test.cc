@@ -192,13 +192,14 @@ TEST_CASE("zk election: the leader stops, a follower takes over its streams (F=2
 
   leader->Stop();  // its session closes: its election znode goes at once
   {
-    // Its progress znode says what it has (everything it wrote), for its successor's cleanup.
+    // Its progress znode says what it has (everything it wrote), for its successor's cleanup (and,
+    // with no checkpoints told (RetainFrom), that a restart of it starts there too: keep_from).
     ZkInspector zk(hosts);
     std::string bytes;
     REQUIRE(zk.Get(ConsumerPath(root, "m0"), &bytes));
     std::vector<StreamProgress> progress;
     REQUIRE(DecodeProgress(bytes, &progress).ok());
-    CHECK(progress == std::vector<StreamProgress>{{0, 0, 20}, {0, 1, 19}});
+    CHECK(progress == std::vector<StreamProgress>{{0, 0, 20, 20}, {0, 1, 19, 19}});
   }
   Replicator* w = nullptr;
   REQUIRE(PollUntil(
