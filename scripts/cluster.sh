@@ -150,7 +150,9 @@ cmd_up() {
       hosts="$(server "${all[@]+"${all[@]}"}" --get replication.zookeeper.hosts)"
       if [[ -z "$hosts" ]]; then
         # ZooKeeper keeps its last 500 transactions in its heap: batches of ~1 MB need ~1 GB.
-        hosts="$("$here/scripts/zk-server.sh" start "$run/zk" --heap-mb "${QRSTORE_ZK_HEAP_MB:-1024}")" ||
+        # Its ports must not be the nodes' (not listening yet: they start after it).
+        hosts="$(QRSTORE_ZK_AVOID_PORTS="$(awk '{ print $3, $4 }' <<<"$list" | tr '\n' ' ')" \
+          "$here/scripts/zk-server.sh" start "$run/zk" --heap-mb "${QRSTORE_ZK_HEAP_MB:-1024}")" ||
           die "could not start a local ZooKeeper (see $run/zk)"
         echo "cluster.sh: started ZooKeeper at $hosts for $name (stopped by down)"
         all+=("--replication.zookeeper.hosts=$hosts")

@@ -39,10 +39,12 @@ usage() {
 # Ports currently listening (TCP), one per line.
 listening_ports() { ss -Htln 2>/dev/null | awk '{n=split($4,a,":"); print a[n]}' | sort -u; }
 
-# Prints N distinct free ports in [20000, 60000), never 2181.
+# Prints N distinct free ports in [20000, 60000), never 2181, none listed in
+# QRSTORE_ZK_AVOID_PORTS (ports the caller has handed out but nothing listens on yet: a
+# cluster's nodes, which cluster.sh starts after its ZooKeeper).
 pick_ports() {
   local n="$1" used picked=() p tries=0
-  used="$(listening_ports)"
+  used="$(listening_ports; tr ' ,' '\n\n' <<<"${QRSTORE_ZK_AVOID_PORTS:-}")"
   while ((${#picked[@]} < n)); do
     ((tries++ < 10000)) || die "could not find $n free ports"
     p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
