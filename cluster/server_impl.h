@@ -111,6 +111,9 @@ class ServerImpl {
   std::map<std::string, std::string> StrandedFollowers() const;
   // Follower: why the backend can no longer bring this node up to date ("" if it can).
   std::string SelfStranded() const;
+  // Batches [0, this) committed here, counted from the group's start (a node restored from a
+  // checkpoint starts at restored_next_).
+  uint64_t AbsoluteCommittedBatches() const { return (restored_ ? restored_next_ : 0) + PipeStats().committed_batches; }
   // The node's pipeline state, whichever front-end runs it.
   PipelineStats PipeStats() const { return row_ ? row_->node()->Stats() : pipeline_->Stats(); }
   Status PipeHealth() const { return row_ ? row_->health() : (pipeline_ ? pipeline_->health() : Status::Ok()); }

@@ -287,7 +287,7 @@ void ServerImpl::RecoveryTick() {
     return;
   }
   const uint64_t need = replicator_->Health(kGroup).resume_needs_next;
-  const uint64_t at = (restored_ ? restored_next_ : 0) + PipeStats().committed_batches;
+  const uint64_t at = AbsoluteCommittedBatches();
   if (need == 0 || at >= need) {
     behind_since_ns_ = 0;
     return;

@@ -1,4 +1,5 @@
-// The pure Raft core: one member of one Raft group, as a deterministic state machine.
+// The pure Raft core: one member of one Raft group, as a deterministic state machine
+// (core.cc; compaction, stranded members and snapshots in core_compaction.cc).
 //
 // What it is. Core implements leader election and log replication (Raft, Ongaro & Ousterhout,
 // sections 5.1-5.4) with no I/O, no clock, no threads and no global state. The caller (the

@@ -571,6 +571,7 @@ void RaftReplicator::RetainFrom(uint32_t group, uint64_t batch) {
       g.retain_from = std::max(g.retain_from, batch);
     }
     AdvanceCeiling(group);
+    UpdateSnapshotTag(group);  // the rule may have just been set (the tag only depends on it and the log start)
     return true;
   });
 }
@@ -584,7 +585,6 @@ void RaftReplicator::AdvanceCeiling(uint32_t group) {
     g.above_ceiling.pop_front();
   }
   driver_->SetCompactCeiling(group, g.ceiling);
-  UpdateSnapshotTag(group);
 }
 
 void RaftReplicator::OnCompacted(uint32_t group, Index first_index) {
@@ -658,6 +658,7 @@ bool RaftReplicator::OnSnapshotOffer(uint32_t group, const SnapshotOffer* offer)
   g.offer_tag_logged = 0;
   ++g.snapshots_installed;
   if (g.retain_from != UINT64_MAX) AdvanceCeiling(group);
+  UpdateSnapshotTag(group);
   MaybeUnpause(group);
   Logger("raft")->info("[{} g{}] takes the leader's snapshot offer: continues after index {}, its application "
                        "waiting for batch {} or later",

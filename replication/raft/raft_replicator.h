@@ -227,6 +227,8 @@ class RaftReplicator : public Replicator, private DriverListener {
   // (for each stream, the batch of its first committed entry there; the stream's next batch if
   // it has none), so a member whose application waits for that batch or later can continue
   // after first_index - 1. 0 (no offers) without RetainFrom (no checkpoints to fetch).
+  // It depends only on the rule and on where the log starts: recomputed when either changes
+  // (RetainFrom, OnCompacted, a snapshot taken) and on becoming leader, not per commit.
   void UpdateSnapshotTag(uint32_t group);
   void PublishView(uint32_t group);
   static bool LeaderReady(const Group& g) { return g.role == Role::kLeader && g.ready_term == g.term && g.term > 0; }
