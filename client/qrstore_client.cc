@@ -24,7 +24,9 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cinttypes>
 #include <cstdio>
 #include <map>
@@ -64,6 +66,20 @@ int Fail(int code, const std::string& msg) {
 }
 double Ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
 
+// SIGINT / SIGTERM: the run ends as if its time were up (no more requests, the in-flight ones
+// are answered, the summary is printed); a second one kills as usual (SA_RESETHAND).
+std::atomic<bool> g_interrupted{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "set from a signal handler");
+extern "C" void OnInterrupt(int) { g_interrupted.store(true, std::memory_order_relaxed); }
+void CatchInterrupts() {
+  struct sigaction sa {};
+  sa.sa_handler = OnInterrupt;
+  sa.sa_flags = SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
 int64_t ProcessCpuNanos() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
@@ -102,6 +118,7 @@ int Main(int argc, char** argv) {
                   "most K in flight each; the CPU per txn of two configs compares best at the same load.\n"
                   "The first failed txn or error reply stops every connection's sending (the run has failed).\n"
                   "Progress goes to stderr once per second; --json makes the last stdout line a JSON object.\n"
+                  "SIGINT/SIGTERM ends the run early as if its time were up (the summary follows); again kills.\n"
                   "Exit status: 0 ok; 1 failed (failed/rejected txns, error replies, a broken or stalled\n"
                   "connection, replicas that disagree, verify); 2 bad input (flags, config, workload file).");
   cli.AddValue("config", "FILE", "the cluster config the servers run (e.g. configs/cluster-raft.yaml)");
@@ -341,6 +358,7 @@ int Main(int argc, char** argv) {
       static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(
                               std::chrono::system_clock::now().time_since_epoch()).count()) / 1e6;
   if (has_txns || warmup_ns == 0) open_window();
+  CatchInterrupts();
   for (auto& l : lc) l->Start();
   const int64_t interval = config.GetInt("client.progress_interval_ms") * 1'000'000;
   int64_t next_report = interval > 0 ? start + interval : INT64_MAX;
@@ -350,7 +368,7 @@ int Main(int argc, char** argv) {
   constexpr size_t kMaxTimeline = 1 << 16;
   std::vector<uint64_t> timeline;
   int64_t last_report = start, last_progress = start;
-  bool broken = false, stalled = false, capped = false, gave_up = false;
+  bool broken = false, stalled = false, capped = false, gave_up = false, interrupted = false;
   // Failover (follow): when the first connection lost its leader, the next look for a leader,
   // its back-off; failovers done; the longest time without a commit (unavailable_ms).
   // An episode lasts from a loss until the first commit after it: a leader that keeps refusing
@@ -474,6 +492,11 @@ int Main(int argc, char** argv) {
     if (broken) break;
     if (signal.stopping()) {
       log->warn("a txn failed or an error reply came: no more requests (the run has failed)");
+      break;
+    }
+    if (g_interrupted.load(std::memory_order_relaxed)) {
+      interrupted = true;
+      log->warn("interrupted: no more requests; the ones in flight are answered, then the summary (again to kill)");
       break;
     }
     if (all([](LoadConnection& l) { return l.Done(); })) {
@@ -681,6 +704,10 @@ int Main(int argc, char** argv) {
   std::printf("  committed      %" PRIu64 "  aborted %" PRIu64 "  rejected %" PRIu64 "  failed %" PRIu64
               "  errors %" PRIu64 "  (whole run: %" PRIu64 " submitted, %" PRIu64 " committed)\n",
               w_committed, w_aborted, rejected, failed, errors.count(), submitted, committed_total);
+  if (interrupted) {
+    std::printf("  interrupted    by SIGINT/SIGTERM: the run ended early (%s)\n",
+                has_txns ? "before all its txns were sent: a failed run" : "what ran is reported");
+  }
   std::printf("  fates          write ops committed %" PRIu64 " (whole run); in doubt %" PRIu64 " txns (%" PRIu64
               " write ops): outcome unknown (answered failed or lost in flight without a session, expired, or "
               "unanswered at the end), executed or not\n",
@@ -780,6 +807,7 @@ int Main(int argc, char** argv) {
     j.Int("rejected", rejected);
     j.Int("failed", failed);
     j.Int("errors", errors.count());
+    j.Bool("interrupted", interrupted);
     j.Int("committed_total", committed_total);
     // Whole run: what an exactly-once check needs (the table's update counters sum to at least
     // update_ops_committed and at most that plus update_ops_in_doubt).
@@ -845,6 +873,7 @@ int Main(int argc, char** argv) {
                                  (first_errors.empty() ? "" : ": " + first_errors[0]));
   }
   if (!replicas_agree) return Fail(kExitFailed, "the replicas do not agree with the leader: " + agreement.message());
+  if (interrupted && has_txns) return Fail(kExitFailed, "interrupted before its " + std::to_string(total_txns) + " txns were sent");
   if (verify_failed) return Fail(kExitFailed, "verify " + verify_text);
   return kExitOk;
 }

@@ -88,6 +88,7 @@ write_server_files() {
   cat >"$sdir/zoo.cfg" <<EOF
 # Written by scripts/zk-server.sh for a throw-away test server.
 tickTime=1000
+maxSessionTimeout=60000
 initLimit=10
 syncLimit=5
 dataDir=$sdir/data

@@ -278,7 +278,10 @@ TEST_CASE("zookeeper ensemble of 3: the ZooKeeper leader is killed mid-stream / 
   REQUIRE(rc == 0);
   REQUIRE_FALSE(hosts.empty());
 
-  GroupSpec spec(3, 1, 1, "none", {"replication.zookeeper.hosts=" + hosts});
+  // A long session: a loaded machine (the sanitizer builds, three JVMs on two cores) once took
+  // 38 s to elect the ensemble's next leader, and the default 10 s session had expired by then
+  // (zk-server.sh allows sessions up to 60 s).
+  GroupSpec spec(3, 1, 1, "none", {"replication.zookeeper.hosts=" + hosts, "replication.zookeeper.session_timeout_ms=45000"});
   std::unique_ptr<Replicator> leader = spec.Create(0).value();
   REQUIRE(leader->Start().ok());
   std::vector<std::unique_ptr<Replicator>> followers;
