@@ -43,11 +43,17 @@ listening_ports() { ss -Htln 2>/dev/null | awk '{n=split($4,a,":"); print a[n]}'
 # QRSTORE_ZK_AVOID_PORTS (ports the caller has handed out but nothing listens on yet: a
 # cluster's nodes, which cluster.sh starts after its ZooKeeper).
 pick_ports() {
-  local n="$1" used picked=() p tries=0
+  local n="$1" used picked=() p tries=0 lo=20000 span=40000 eph
   used="$(listening_ports; tr ' ,' '\n\n' <<<"${QRSTORE_ZK_AVOID_PORTS:-}")"
+  # Below the kernel's ephemeral range when there is room: a port picked in it can be taken
+  # by an outgoing connection (the servers' own, to each other) before the server binds it;
+  # a server whose election port is taken exits 3 s after it started serving (ZooKeeper's
+  # "unable to bind quorum port", exit code 14), which a test once met mid-stream.
+  read -r eph _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || eph=""
+  if [[ "$eph" =~ ^[0-9]+$ ]] && ((eph >= 12000)); then lo=10000 span=$((eph - 10000)); fi
   while ((${#picked[@]} < n)); do
     ((tries++ < 10000)) || die "could not find $n free ports"
-    p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+    p=$((lo + (RANDOM * 32768 + RANDOM) % span))
     if grep -qx "$p" <<<"$used"; then continue; fi
     if [[ " ${picked[*]-} " == *" $p "* ]]; then continue; fi
     picked+=("$p")
