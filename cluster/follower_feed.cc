@@ -29,8 +29,12 @@ bool DecodeEndMarker(std::string_view bytes, uint64_t* end) {
 }
 
 FollowerFeed::FollowerFeed(FollowerFeedOptions options, Pipeline* pipeline, replication::Replicator* replicator,
-                           std::function<void(uint64_t end)> on_end)
-    : opt_(options), pipeline_(pipeline), replicator_(replicator), on_end_(std::move(on_end)) {
+                           std::function<void(uint64_t end)> on_end, std::function<void()> on_resume)
+    : opt_(options),
+      pipeline_(pipeline),
+      replicator_(replicator),
+      on_end_(std::move(on_end)),
+      on_resume_(std::move(on_resume)) {
   QR_CHECK(opt_.planners >= 1 && opt_.window >= 1);
   for (uint32_t p = 0; p < opt_.planners; ++p) {
     streams_.push_back(std::make_unique<Stream>());
@@ -65,8 +69,49 @@ Status FollowerFeed::health() const {
 
 bool FollowerFeed::ended(uint64_t* end) const {
   std::lock_guard<std::mutex> lk(mu_);
+  return EndedLocked(end);
+}
+
+bool FollowerFeed::EndedLocked(uint64_t* end) const {
+  if (opt_.continue_after_end) {
+    // Every stream's last applied batch is the marker, the same batch on each.
+    for (const auto& s : streams_) {
+      if (!s->at_marker || s->applied != streams_[0]->applied) return false;
+    }
+    if (end != nullptr) *end = streams_[0]->applied - 1;
+    return true;
+  }
   if (ended_ && end != nullptr) *end = end_;
   return ended_;
+}
+
+bool FollowerFeed::WaitEnded(int64_t timeout_ms, uint64_t* end) {
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] { return stop_ || !health_.ok() || EndedLocked(nullptr); });
+  return EndedLocked(end);
+}
+
+bool FollowerFeed::ApplyMarker(uint32_t p, uint64_t b) {
+  planner::PlannedSlice* slice = pipeline_->BeginSlice(b, p);
+  if (slice == nullptr) return false;  // the pipeline failed, stopped or ended
+  slice->Reset(b, p, opt_.executors);
+  pipeline_->PublishSlice(b, p, 0, /*replicated=*/true);
+  bool now_ended = false;
+  uint64_t end = 0;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    streams_[p]->applied = b + 1;
+    streams_[p]->at_marker = true;
+    now_ended = EndedLocked(&end);
+  }
+  cv_.notify_all();  // WaitEnded, DrainTo
+  if (now_ended) {
+    Logger("follower")->info("the leader's input ended at batch {}: applied as an empty batch; the group goes on "
+                             "after it under whoever leads next",
+                             end);
+    if (on_end_) on_end_(end);
+  }
+  return true;
 }
 
 uint64_t FollowerFeed::received_batches() const {
@@ -96,7 +141,7 @@ Status FollowerFeed::DrainTo(const std::vector<uint64_t>& next, int64_t timeout_
   };
   cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] { return stop_ || !health_.ok() || ended_ || done(); });
   if (!health_.ok()) return health_;
-  if (ended_) return Status::Unavailable("the leader's end marker (batch " + std::to_string(end_) + ") arrived: "
+  if (ended_ && !opt_.continue_after_end) return Status::Unavailable("the leader's end marker (batch " + std::to_string(end_) + ") arrived: "
                                                 "the group was stopping");
   if (done()) return Status::Ok();
   if (stop_) return Status::Aborted("the feed stopped");
@@ -163,6 +208,11 @@ void FollowerFeed::Loop(uint32_t p) {
         StopWith(Status::Corruption("follower: end marker for batch " + std::to_string(end) + " delivered as " + where));
         return;
       }
+      if (opt_.continue_after_end) {
+        if (!ApplyMarker(p, b)) return;
+        Request(p, b + opt_.window);
+        continue;
+      }
       bool first = false;
       {
         std::lock_guard<std::mutex> lk(mu_);
@@ -185,13 +235,19 @@ void FollowerFeed::Loop(uint32_t p) {
       return;
     }
     pipeline_->PublishSlice(b, p, NowNanos() - t0, /*replicated=*/true);
-    bool draining = false;
+    bool draining = false, resumed = false;
     {
       std::lock_guard<std::mutex> lk(mu_);
+      resumed = EndedLocked(nullptr);
       s.applied = b + 1;
+      s.at_marker = false;
       draining = limit_[p] != UINT64_MAX;
     }
     if (draining) cv_.notify_all();  // DrainTo waits for this
+    if (resumed) {
+      Logger("follower")->info("batch {} followed the leader's end marker: the group went on", b);
+      if (on_resume_) on_resume_();
+    }
     Request(p, b + opt_.window);
   }
 }

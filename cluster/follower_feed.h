@@ -8,8 +8,13 @@
 // or crashes the process.
 //
 // End of stream: a leader that shuts down cleanly after batch E-1 replicates an end marker as
-// batch E of every stream (EncodeEndMarker); the feed then tells the pipeline the input ends at
-// E, so the follower knows it has everything the leader committed.
+// batch E of every stream (EncodeEndMarker). By default (a partitioned row) the feed then tells
+// the pipeline the input ends at E, so the follower knows it has everything the leader committed.
+// With continue_after_end (one replication group per partition, whose members take over) the
+// marker is an empty batch E applied like any other and the feed goes on with E + 1: the group
+// continues after it under whoever leads next (a cleanly stopped group that is started again,
+// every member replaying the marker; or the old leader alone stopped cleanly). ended() then
+// says the last thing every stream applied is that marker, and the node's own stop ends there.
 //
 // Threads: one "replay-<p>" thread per stream. ReceiveData callbacks (library threads) only
 // store the bytes in the stream's inbox and notify. Memory: at most `window` received but not
@@ -52,13 +57,18 @@ struct FollowerFeedOptions {
   // validated for this node's place in the row (keys of its partition only).
   bool row = false;
   planner::RowPlace place;
+  // See "End of stream" above; `executors` sizes the empty batch a marker stands for.
+  bool continue_after_end = false;
+  uint32_t executors = 1;
 };
 
 class FollowerFeed {
  public:
-  // `on_end` (optional) is called once, on a replay thread, when the end marker arrived.
+  // `on_end` (optional) is called on a replay thread when the end marker arrived (once; with
+  // continue_after_end, each time every stream has applied a marker); `on_resume` (optional,
+  // continue_after_end) when a batch after a marker arrived: the group went on.
   FollowerFeed(FollowerFeedOptions options, Pipeline* pipeline, replication::Replicator* replicator,
-               std::function<void(uint64_t end)> on_end = nullptr);
+               std::function<void(uint64_t end)> on_end = nullptr, std::function<void()> on_resume = nullptr);
   ~FollowerFeed();
   FollowerFeed(const FollowerFeed&) = delete;
   FollowerFeed& operator=(const FollowerFeed&) = delete;
@@ -68,8 +78,11 @@ class FollowerFeed {
 
   // OK, or the error that stopped applying (a bad slice, a replication error).
   Status health() const;
-  // Whether an end marker arrived, and its batch.
+  // Whether an end marker arrived, and its batch (continue_after_end: whether the last batch
+  // every stream applied is the marker of batch *end, nothing after it yet).
   bool ended(uint64_t* end) const;
+  // continue_after_end: waits until ended(), the feed failed or stopped, or timeout_ms passed.
+  bool WaitEnded(int64_t timeout_ms, uint64_t* end);
   // Batches received (fully, every stream) so far: the least per-stream count.
   uint64_t received_batches() const;
   // Promotion (this node starts leading): stream p applies batches below next[p] and no more,
@@ -84,16 +97,21 @@ class FollowerFeed {
   struct Stream {
     std::map<uint64_t, std::pair<Status, SharedBytes>> inbox;  // guarded by mu_
     uint64_t applied = 0;                                      // guarded by mu_: next batch to apply
+    bool at_marker = false;  // guarded by mu_: continue_after_end, the last batch applied was a marker
     NamedThread thread;
   };
   void Loop(uint32_t p);
   void Request(uint32_t p, uint64_t batch);
   void StopWith(Status status);
+  // continue_after_end: applies the marker of batch b on stream p as an empty slice.
+  bool ApplyMarker(uint32_t p, uint64_t b);
+  bool EndedLocked(uint64_t* end) const;
 
   const FollowerFeedOptions opt_;
   Pipeline* const pipeline_;
   replication::Replicator* const replicator_;
   const std::function<void(uint64_t)> on_end_;
+  const std::function<void()> on_resume_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;          // guarded by mu_

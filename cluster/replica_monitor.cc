@@ -157,10 +157,10 @@ void DigestReporter::SetLeader(const std::string& address) {
   cv_.notify_all();
 }
 
-void DigestReporter::MarkEnded() {
+void DigestReporter::MarkEnded(bool ended) {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    ended_ = true;
+    ended_ = ended;
   }
   cv_.notify_all();
 }

@@ -83,8 +83,9 @@ class DigestReporter {
 
   // The pipeline's batch hook calls this (quick: a deque push).
   void RecordApplied(uint64_t batch, uint64_t digest);
-  // The leader's end marker arrived (the next report says so).
-  void MarkEnded();
+  // The leader's end marker arrived (true), or a batch after it did (false: the group went on
+  // under a new leader); the next report says so.
+  void MarkEnded(bool ended);
   // The group's leader changed: reports go to `address` from now on (the connection to the
   // old one is dropped; "" = none known: wait). Digests not yet sent go to the new leader.
   void SetLeader(const std::string& address);

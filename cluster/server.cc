@@ -279,8 +279,13 @@ Status ServerImpl::Start() {
     fo.ranges = po.ranges;
     fo.window = po.batches_in_flight + 2;
     fo.first_batch = po.first_batch;
-    feed_ = std::make_unique<FollowerFeed>(fo, pipeline_.get(), replicator_.get(),
-                                           [this](uint64_t) { reporter_->MarkEnded(); });
+    // A leader's clean stop is not the group's end: its markers are an empty batch, and the
+    // group goes on after them when it is started again (or when the others elect a leader).
+    fo.continue_after_end = true;
+    fo.executors = po.executors;
+    feed_ = std::make_unique<FollowerFeed>(
+        fo, pipeline_.get(), replicator_.get(), [this](uint64_t) { reporter_->MarkEnded(true); },
+        [this] { reporter_->MarkEnded(false); });
   }
   if (Status st = service_->Start(); !st.ok()) {
     return Status::Unavailable("cluster.nodes[" + std::to_string(me_.index) + "].client_port: " + st.message());
@@ -696,15 +701,34 @@ Status ServerImpl::Shutdown() {
     skip_dump = "this node is stranded";
     reporter_->Stop(1000);  // a last report
   } else {
-    Status idle = pipeline_->WaitIdle(drain_timeout_ms_);
+    // The leader's end markers (an empty batch E on every stream) end this follower's input: it
+    // applies everything before them and stops. Without them (its leader still runs, or is gone)
+    // it waits server.drain_timeout_ms for them.
+    const int64_t deadline = NowNanos() + drain_timeout_ms_ * 1'000'000;
     uint64_t end = 0;
+    bool ended = false;
+    while (!(ended = feed_->WaitEnded(100, &end)) && NowNanos() < deadline && PipeHealth().ok() &&
+           feed_->health().ok()) {
+    }
+    Status idle;
+    if (ended) {
+      feed_->Stop();
+      pipeline_->EndInput(end + 1);
+      idle = pipeline_->WaitIdle(std::max<int64_t>((deadline - NowNanos()) / 1'000'000, 1000));
+    } else if (Status h = feed_->health(); !h.ok()) {
+      idle = h;
+    } else if (Status ph = PipeHealth(); !ph.ok()) {
+      idle = ph;
+    } else {
+      idle = Status::Timeout("no end marker");
+    }
     if (!idle.ok()) {
       result = Status(idle.code() == StatusCode::kTimeout
                           ? Status::Timeout("the leader's end was not reached within server.drain_timeout_ms; "
                                             "applied " + std::to_string(pipeline_->committed_batches()) + " batches")
                           : idle);
-    } else if (feed_->ended(&end)) {
-      log->info("{} applied every batch of the leader ({})", Identity(), end);
+    } else {
+      log->info("{} applied every batch of the leader (its input ended at batch {})", Identity(), end);
     }
     reporter_->Stop(1000);  // a last report
   }

@@ -65,9 +65,8 @@ void ServerImpl::RoleTick() {
     // Reports go to the leader the backend names; while it names none, to the last one.
     if (reporter_ && ln != nullptr && ln->name != me_.name) reporter_->SetLeader(ln->client_address());
     if (!replicator_->IsLeader(kGroup)) return;
-    // The old leader ended its input (it stopped cleanly: the group is being stopped, node by
-    // node): nothing to take over; this node stops when told to.
-    if (feed_ && feed_->ended(nullptr)) return;
+    // (An old leader that stopped cleanly left end markers: an empty batch, and this node goes
+    // on after it: a group stopped and started again, or the old leader alone stopped.)
     bool failed = false;
     {
       std::lock_guard<std::mutex> lk(mu_);

@@ -69,7 +69,7 @@ Status RowServer::Start() {
     fo.row = true;
     fo.place = planner::RowPlace{ctx_.partition_map, me.partition};
     feed_ = std::make_unique<FollowerFeed>(fo, node_->pipeline(), ctx_.replicator, [this](uint64_t end) {
-      ctx_.reporter->MarkEnded();
+      ctx_.reporter->MarkEnded(true);
       node_->SetEnd(end);
     });
     QR_RETURN_IF_ERROR(feed_->Start());

@@ -28,7 +28,7 @@ const storage::RecordLayout kLayout{2, 8};
 constexpr uint64_t kKeys = 100;
 
 struct Rig {
-  explicit Rig(const std::string& hub, uint32_t planners = 2) {
+  explicit Rig(const std::string& hub, uint32_t planners = 2, bool continue_after_end = false) {
     replication::none::NoneOptions lo;
     lo.planners = planners;
     lo.hub = hub;
@@ -54,7 +54,18 @@ struct Rig {
     FollowerFeedOptions fopt;
     fopt.planners = planners;
     fopt.ranges = po.ranges;
-    feed = std::make_unique<FollowerFeed>(fopt, pipeline.get(), follower.get());
+    fopt.continue_after_end = continue_after_end;
+    fopt.executors = po.executors;
+    feed = std::make_unique<FollowerFeed>(
+        fopt, pipeline.get(), follower.get(),
+        [this](uint64_t end) {
+          std::lock_guard<std::mutex> lk(mu);
+          ends.push_back(end);
+        },
+        [this] {
+          std::lock_guard<std::mutex> lk(mu);
+          ++resumes;
+        });
     REQUIRE(feed->Start().ok());
   }
   ~Rig() {
@@ -76,6 +87,15 @@ struct Rig {
     planner.PlanSlice(b, p, txns, &s);
     return planner::EncodeSlice(s);
   }
+  // Batch b of both streams (seeds 2b+1, 2b+2), applied to `expect` by the serial reference too.
+  void ReplicateBatch(uint64_t b, storage::Table* expect) {
+    for (uint32_t p = 0; p < 2; ++p) {
+      Replicate(b, p, Slice(b, p, b * 2 + p + 1));
+      for (const auto& t : testing::RandomTxns(b * 2 + p + 1, 20, testing::GenOptions{kKeys, 0, 4, 20, 0, 0, 0})) {
+        testing::SerialApply(expect, t);
+      }
+    }
+  }
   // Bounded wait for the feed to stop with an error (a failure, not a hang).
   Status WaitError() {
     const int64_t deadline = NowNanos() + 10'000'000'000;
@@ -86,6 +106,8 @@ struct Rig {
   storage::Table table{kLayout, kKeys};
   std::mutex mu;
   std::set<uint64_t> outcome_batches;  // guarded by mu: batches whose outcomes the sink got
+  std::vector<uint64_t> ends;          // guarded by mu: on_end calls
+  int resumes = 0;                     // guarded by mu: on_resume calls
   PipelineOptions po;
   std::unique_ptr<replication::Replicator> leader, follower;
   std::unique_ptr<Pipeline> pipeline;
@@ -203,4 +225,61 @@ TEST_CASE("follower feed: DrainTo applies every batch below the streams' ends an
   CHECK(rig.table.Digest() == expect.Digest());
   std::lock_guard<std::mutex> lk(rig.mu);
   CHECK(rig.outcome_batches == std::set<uint64_t>{4});  // none of the replayed batches' outcomes
+}
+
+TEST_CASE("follower feed, continue_after_end: an end marker is an empty batch; the group goes on after it under a "
+          "new leader, and the next marker ends it again") {
+  Rig rig("feed-continue", 2, /*continue_after_end=*/true);
+  storage::Table expect(kLayout, kKeys);
+  testing::LoadTable(&expect, kKeys, 0);
+  for (uint64_t b = 0; b < 3; ++b) rig.ReplicateBatch(b, &expect);
+  // The old leader stopped cleanly: markers at batch 3. Only one stream's so far: not ended.
+  rig.Replicate(3, 0, cluster::EncodeEndMarker(3));
+  uint64_t end = 0;
+  CHECK_FALSE(rig.feed->WaitEnded(100, &end));
+  rig.Replicate(3, 1, cluster::EncodeEndMarker(3));
+  REQUIRE(rig.feed->WaitEnded(10000, &end));
+  CHECK(end == 3);
+  // The marker is batch 3 (empty) and the input goes on: a promotion's drain to the streams'
+  // ends (4: the marker counts) completes, and batch 3 commits.
+  REQUIRE(rig.feed->DrainTo({4, 4}, 10000).ok());
+  const int64_t deadline = NowNanos() + 10'000'000'000;
+  while (rig.pipeline->committed_batches() < 4 && NowNanos() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  CHECK(rig.pipeline->committed_batches() == 4);
+  CHECK(rig.table.Digest() == expect.Digest());
+  {
+    std::lock_guard<std::mutex> lk(rig.mu);
+    CHECK(rig.ends == std::vector<uint64_t>{3});
+    CHECK(rig.resumes == 0);
+  }
+}
+
+TEST_CASE("follower feed, continue_after_end: batches after a marker resume the feed (ended no more); a later marker "
+          "ends it where the node's stop ends its input") {
+  Rig rig("feed-resume", 2, /*continue_after_end=*/true);
+  storage::Table expect(kLayout, kKeys);
+  testing::LoadTable(&expect, kKeys, 0);
+  rig.ReplicateBatch(0, &expect);
+  for (uint32_t p = 0; p < 2; ++p) rig.Replicate(1, p, cluster::EncodeEndMarker(1));
+  uint64_t end = 0;
+  REQUIRE(rig.feed->WaitEnded(10000, &end));
+  CHECK(end == 1);
+  // A new leader's batches 2 and 3, then its own clean stop at 4.
+  rig.ReplicateBatch(2, &expect);
+  rig.ReplicateBatch(3, &expect);
+  for (uint32_t p = 0; p < 2; ++p) rig.Replicate(4, p, cluster::EncodeEndMarker(4));
+  REQUIRE(rig.feed->WaitEnded(10000, &end));
+  CHECK(end == 4);
+  // The node's stop: the input ends after the marker's batch.
+  rig.feed->Stop();
+  rig.pipeline->EndInput(end + 1);
+  REQUIRE(rig.pipeline->WaitIdle(10000).ok());
+  CHECK(rig.pipeline->committed_batches() == 5);
+  CHECK(rig.table.Digest() == expect.Digest());
+  CHECK(rig.feed->health().ok());
+  std::lock_guard<std::mutex> lk(rig.mu);
+  CHECK(rig.ends == std::vector<uint64_t>{1, 4});
+  CHECK(rig.resumes == 1);
 }
