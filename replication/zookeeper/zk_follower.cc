@@ -328,6 +328,30 @@ void ZkReplicator::FollowerCompletion(ZkEvent& ev) {
     }
     // Cleanup deletes from the oldest up and always keeps the newest batch, so a request
     // below the oldest marker asks for a deleted batch.
+    if (any && !s.fetches.empty() && s.fetches.begin()->first < oldest &&
+        s.fetches.begin()->second.state != FetchState::kReady && RetainedFrom(key.first) != UINT64_MAX) {
+      // The application keeps checkpoints (RetainFrom): it can continue from a state whose next
+      // batch is >= `oldest` (the leader keeps the batches after its own newest checkpoint,
+      // zk_retention.h rule 1). The receives stay posted; Health() says what it needs.
+      bool raised = false;
+      {
+        std::lock_guard<std::mutex> lock(health_mu_);
+        uint64_t& need = health_[key.first].resume_needs_next;
+        raised = oldest > need;
+        need = std::max(need, oldest);
+      }
+      if (raised) {
+        const std::string why = "follower '" + follower_id_ + "' fell behind: batch " +
+                                std::to_string(s.fetches.begin()->first) + " of stream " +
+                                StreamName(key.first, key.second) +
+                                " was deleted from ZooKeeper (the oldest kept is " + std::to_string(oldest) +
+                                "): it continues from a checkpoint of batch " + std::to_string(oldest - 1) +
+                                " or later (the leader's, fetched by its application)";
+        log_->warn("{}{}", ident_, why);
+        SetSelfStranded(key.first, why);
+      }
+      return;
+    }
     while (any && !s.fetches.empty() && s.fetches.begin()->first < oldest &&
            s.fetches.begin()->second.state != FetchState::kReady) {
       auto it = s.fetches.begin();
@@ -340,7 +364,8 @@ void ZkReplicator::FollowerCompletion(ZkEvent& ev) {
           " of stream " + StreamName(key.first, key.second) + " was deleted from ZooKeeper (the oldest kept is " +
           std::to_string(oldest) +
           "; past replication.zookeeper.retain_bytes the leader deletes what the followers a majority needs have "
-          "read): it cannot catch up from ZooKeeper any more and needs a state transfer (not built yet)");
+          "read): it cannot catch up from ZooKeeper any more and needs a state transfer (with checkpoints, "
+          "server.checkpoint_dir, it fetches the leader's)");
       log_->error("{}", st.message());
       SetSelfStranded(key.first, st.message());
       cb(meta, st, {});

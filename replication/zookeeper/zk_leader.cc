@@ -472,6 +472,7 @@ void ZkReplicator::FinishCleanupRound() {
     if (!Leading(key.first)) continue;  // deposed: it writes (and deletes) nothing any more
     in.streams[key] = RetentionStream{&s.kept, s.kept_bytes,
                                       s.batches.empty() ? s.next_id : s.batches.front().meta.batch_id};
+    if (const uint64_t own = LeaderRetainedFrom(key.first); own != UINT64_MAX) in.leader_keep_from[key.first] = own;
   }
   for (const auto& [id, progress] : round_progress_) {
     // Its own progress and live znodes (kept from when it read as a follower) are no reason to
@@ -535,6 +536,7 @@ void ZkReplicator::FinishCleanupRound() {
     // What this member learned as a reader (a promoted one may have been stranded) stays.
     for (const auto& [group, h] : health_) {
       if (!h.self_stranded.empty()) health[group].self_stranded = h.self_stranded;
+      health[group].resume_needs_next = h.resume_needs_next;
     }
     health_ = std::move(health);
   }

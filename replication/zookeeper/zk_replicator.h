@@ -52,7 +52,10 @@
 // leader starts no new batch (flow control). A majority thus never waits on a minority: a slow
 // or dead follower loses the batches it has not read, becomes stranded (Health() names it on
 // the leader; the leader logs it once), and when it asks for a deleted batch gets kNotFound
-// saying it fell behind and needs a state transfer (not built yet), also in its own Health().
+// saying it fell behind and needs a state transfer, also in its own Health(); with checkpoints
+// (RetainFrom told) its receives stay posted instead and Health().resume_needs_next says from
+// which batch on it can continue: its application fetches the leader's newest checkpoint, whose
+// following batches the leader keeps (zk_retention.h rule 1).
 // With F = 1 the leader waits for its one follower while that is live (both members are the
 // majority of two) and goes on without it once its session is gone.
 //

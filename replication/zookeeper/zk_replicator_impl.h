@@ -202,12 +202,24 @@ class ZkReplicator final : public Replicator {
   // byte budget, rule 2, still applies). Any thread.
   void RetainFrom(uint32_t group, uint64_t batch) override {
     std::lock_guard<std::mutex> lock(retain_mu_);
-    uint64_t& r = retain_from_[group];
-    r = std::max(r, batch);
+    auto [it, fresh] = retain_from_.try_emplace(group, batch);
+    if (!fresh && batch > it->second) {
+      retain_before_[group] = it->second;
+      it->second = batch;
+    }
   }
   // RetainFrom's batch of the group (UINT64_MAX: none told).
   uint64_t RetainedFrom(uint32_t group) const {
     std::lock_guard<std::mutex> lock(retain_mu_);
+    auto it = retain_from_.find(group);
+    return it == retain_from_.end() ? UINT64_MAX : it->second;
+  }
+  // The leader's floor (zk_retention.h leader_keep_from): the RetainFrom before the newest one,
+  // so a member fetching the leader's newest checkpoint still finds what follows it when the
+  // leader writes its next checkpoint meanwhile (UINT64_MAX: none told).
+  uint64_t LeaderRetainedFrom(uint32_t group) const {
+    std::lock_guard<std::mutex> lock(retain_mu_);
+    if (auto b = retain_before_.find(group); b != retain_before_.end()) return b->second;
     auto it = retain_from_.find(group);
     return it == retain_from_.end() ? UINT64_MAX : it->second;
   }
@@ -332,6 +344,7 @@ class ZkReplicator final : public Replicator {
   // Health() is read from any thread; the worker publishes whole snapshots here.
   mutable std::mutex retain_mu_;
   std::map<uint32_t, uint64_t> retain_from_;  // guarded by retain_mu_: RetainFrom, by group
+  std::map<uint32_t, uint64_t> retain_before_;  // guarded by retain_mu_: the one before it
   mutable std::mutex health_mu_;
   std::map<uint32_t, GroupHealth> health_;      // by group; guarded by health_mu_
   // Leader() and IsLeader() are polled from any thread; the worker publishes each group's view.

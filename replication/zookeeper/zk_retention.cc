@@ -79,7 +79,10 @@ RetentionPlan PlanRetention(const RetentionInput& in) {
       }
       if (min_next == UINT64_MAX) continue;  // every follower is stranded here: rule 2 decides
       // Keep the last consumed batch: a restarted leader finds where the stream ends from it.
-      const uint64_t keep_from = min_next == 0 ? 0 : min_next - 1;
+      uint64_t keep_from = min_next == 0 ? 0 : min_next - 1;
+      if (auto lk = in.leader_keep_from.find(key.first); lk != in.leader_keep_from.end()) {
+        keep_from = std::min(keep_from, lk->second);
+      }
       Cursor& c = cur[key];
       while (budget > 0 && c.left > 0 && c.it->first < keep_from) {
         take(c);
@@ -200,7 +203,8 @@ std::string StrandedReason(const StrandedFollower& s, uint64_t retain_bytes) {
   return "follower '" + s.id + "' fell behind: it has read [0, " + std::to_string(s.next) + ") of stream " +
          StreamName(s.group, s.planner) + more + " but the oldest batch kept is " + std::to_string(s.oldest_kept) +
          " (replication.zookeeper.retain_bytes " + std::to_string(retain_bytes) +
-         "): it cannot catch up from ZooKeeper any more and needs a state transfer (not built yet)";
+         "): it cannot catch up from ZooKeeper any more and needs a state transfer (with checkpoints, it fetches the "
+         "leader's)";
 }
 
 std::string StrandedWarning(const StrandedFollower& s, uint64_t retain_bytes) {
@@ -212,7 +216,8 @@ std::string StrandedWarning(const StrandedFollower& s, uint64_t retain_bytes) {
          " (it has read [0, " + std::to_string(s.next) + ") of stream " + StreamName(s.group, s.planner) + more +
          ", the oldest kept is " + std::to_string(s.oldest_kept) + "; replication.zookeeper.retain_bytes " +
          std::to_string(retain_bytes) +
-         "): it cannot catch up from ZooKeeper any more and needs a state transfer (not built yet)";
+         "): it cannot catch up from ZooKeeper any more and needs a state transfer (with checkpoints, it fetches the "
+         "leader's)";
 }
 
 }  // namespace qrstore::replication::zookeeper

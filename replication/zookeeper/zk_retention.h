@@ -12,13 +12,15 @@
 // ends: at once on a clean Stop, after session_timeout_ms when the process was killed).
 // A follower is stranded in a group when its progress on some stream of the group is below that
 // stream's oldest kept batch: it needs a batch that was deleted and cannot catch up from
-// ZooKeeper any more (a state transfer would have to bring it back; not built yet).
+// ZooKeeper any more (with checkpoints, a state transfer brings it back: it fetches the
+// leader's newest checkpoint and continues after it).
 //
 // Rules, per round, in this order (at most max_deletes deletions in all):
 //  1. Consumed (F > 0 and at least F followers registered): on each stream, delete the batches
 //     below the least progress of the registered followers not stranded in its group (for each,
 //     where its restart would start: keep_from, at or before what it consumed), keeping
-//     the last consumed batch (a restarted leader finds where the stream ends from it). A dead
+//     the last consumed batch (a restarted leader finds where the stream ends from it), and the
+//     batches after the leader's own checkpoints (leader_keep_from). A dead
 //     follower's progress still counts here, but only within the byte budget (rule 2): a
 //     follower that restarts before R bytes went past it resumes where it stopped.
 //  2. Budget (R > 0, kept bytes > R): delete further, oldest first, from the stream that keeps
@@ -75,6 +77,12 @@ struct RetentionInput {
   size_t max_deletes = 256;   // per round
   std::map<StreamKey, RetentionStream> streams;
   std::vector<RetentionFollower> registered;  // any order; results come in id order
+  // By group: the batch after the leader's own checkpoint before its newest (RetainFrom; the
+  // one before, so that a newer checkpoint written during a transfer does not pull the batches
+  // away); absent = none. Rule 1 keeps from there too: a member too far behind fetches the
+  // leader's newest checkpoint and continues from the batches after it (a state transfer; the
+  // budget, rule 2, still applies).
+  std::map<uint32_t, uint64_t> leader_keep_from;
 };
 
 // How many of the oldest kept batches of a stream the round deletes, by rule.

@@ -41,8 +41,8 @@ opts=(--server.checkpoint_dir="$ck")
 if [[ "$backend" == zookeeper ]]; then
   [[ -n "${QRSTORE_ZK_HOSTS:-}" ]] && opts+=("--replication.zookeeper.hosts=$QRSTORE_ZK_HOSTS")
   # ZooKeeper keeps 128 MB (the default 32 MB is gone in the 2 s n2 is away at this load: a
-  # follower further behind than the retained batches needs a state transfer, not built yet for
-  # ZooKeeper). Within it, the batches after n2's checkpoint stay even though n2 had read past
+  # follower further behind than the retained batches would come back by a checkpoint transfer,
+  # which cluster_transfer_zookeeper_kill tests; this test is about resuming). Within it, the batches after n2's checkpoint stay even though n2 had read past
   # them before it was killed (its progress says where its restart starts: keep_from).
   opts+=(--replication.zookeeper.retain_bytes=134217728)
 fi

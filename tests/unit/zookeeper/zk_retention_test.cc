@@ -107,6 +107,31 @@ TEST_CASE("zk retention: consumed batches after a follower's checkpoint stay (ke
   CHECK(Deletes(q, kS0).evicted > 0);
 }
 
+TEST_CASE("zk retention: the batches after the leader's own newest checkpoint stay (leader_keep_from), within "
+          "retain_bytes") {
+  // Both followers read everything; the leader's checkpoint is of batch 69: a member too far
+  // behind fetches that checkpoint and reads on from 70.
+  Scenario sc(2, 1'000'000);
+  sc.Stream(kS0, 0, 100, 1000).Follower("a", true, {{kS0, 100}}).Follower("b", true, {{kS0, 100}});
+  sc.Input().leader_keep_from[0] = 70;
+  RetentionPlan p = sc.Plan();
+  CHECK(Deletes(p, kS0).consumed == 70);  // ids 0..69
+  CHECK(Deletes(p, kS0).evicted == 0);
+  CHECK(p.kept_bytes_after == 30 * 1000);
+  // Another group's floor does not hold this one.
+  Scenario other(2, 1'000'000);
+  other.Stream(kS0, 0, 100, 1000).Follower("a", true, {{kS0, 100}}).Follower("b", true, {{kS0, 100}});
+  other.Input().leader_keep_from[1] = 10;
+  CHECK(Deletes(other.Plan(), kS0).consumed == 99);
+  // The byte budget still decides.
+  Scenario tight(2, 20'000);
+  tight.Stream(kS0, 0, 100, 1000).Follower("a", true, {{kS0, 100}}).Follower("b", true, {{kS0, 100}});
+  tight.Input().leader_keep_from[0] = 70;
+  RetentionPlan q = tight.Plan();
+  CHECK(q.kept_bytes_after <= 20'000);
+  CHECK(Deletes(q, kS0).evicted > 0);
+}
+
 TEST_CASE("zk retention: a dead follower's progress holds batches back only within retain_bytes") {
   SECTION("within the budget it resumes where it stopped") {
     Scenario sc(2, 1'000'000);
@@ -136,7 +161,7 @@ TEST_CASE("zk retention: a dead follower's progress holds batches back only with
     CHECK(StrandedWarning(s, 50'000) ==
           "follower 'b' fell behind: deleting batches it has not read (it has read [0, 10) of stream g0/p0, the "
           "oldest kept is 50; replication.zookeeper.retain_bytes 50000): it cannot catch up from ZooKeeper any "
-          "more and needs a state transfer (not built yet)");
+          "more and needs a state transfer (with checkpoints, it fetches the leader's)");
     CHECK(Contains(StrandedReason(s, 50'000), "follower 'b' fell behind"));
     CHECK(Contains(StrandedReason(s, 50'000), "needs a state transfer"));
   }
