@@ -9,9 +9,9 @@
 #   --seed K               the schedule's seed and the client's workload seed (default 1); the
 #                          same seed, CONFIG and options print the same schedule: a replay
 #   --downtime-ms MIN-MAX  how long a killed node stays down before it is started again
-#                          (default 500-3000; with raft a node further behind than the leader's
-#                          log fetches the leader's checkpoint; with ZooKeeper, one further
-#                          behind than the retained batches is stranded: docs/recovery.md)
+#                          (default 500-3000; a node further behind than the leader's raft log,
+#                          or than the batches ZooKeeper keeps, fetches the leader's checkpoint:
+#                          docs/recovery.md)
 #   --pause-ms MIN-MAX     how long a paused node stays stopped (default 500-3000)
 #   --gap-ms MIN-MAX       quiet time before each event (default 1500-5000)
 #   --warmup-s W           no event in the first W seconds (default 4: every node checkpoints)
@@ -243,8 +243,10 @@ say "work folder $dir; run folder $run"
 "$cluster_sh" up "$config" --fresh "${node_opts[@]}" >"$dir/up.out" 2>&1 || { cat "$dir/up.out" >&2; problem "cluster.sh up failed"; exit 1; }
 say "$group nodes up (cluster.sh up: $dir/up.out)"
 
+pace=()
+((target_tps > 0)) && pace=(--target-tps "$target_tps")  # 0: no limit (the client takes no 0)
 "$bin/qrstore-client" --config "$config" "${overrides[@]+"${overrides[@]}"}" --duration-s "$duration_s" \
-  --connections "$connections" --outstanding "$outstanding" --target-tps "$target_tps" --seed "$seed" --json \
+  --connections "$connections" --outstanding "$outstanding" "${pace[@]+"${pace[@]}"}" --seed "$seed" --json \
   >"$dir/client.out" 2>"$dir/client.err" &
 client_pid=$!
 client_t0_ms=$(now_ms)
