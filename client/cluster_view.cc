@@ -3,10 +3,13 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "client/client.h"
 #include "cluster/cluster_config.h"
+#include "common/clock.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
 
@@ -66,6 +69,25 @@ const cluster::NodeInfo& LiveLeader(const cluster::Topology& topo, uint32_t part
     if (v > votes && n.ok()) best = n.value(), votes = v;
   }
   return best != nullptr ? *best : topo.Leader(partition);
+}
+
+void WaitForServingLeader(const cluster::Topology& topo, uint32_t partition, int timeout_ms, int64_t wait_ms) {
+  const auto group = topo.Group(partition);
+  std::vector<std::string> addresses;
+  for (const cluster::NodeInfo* n : group) addresses.push_back(n->client_address());
+  const int64_t wait_until = NowNanos() + wait_ms * 1'000'000;
+  bool said = false;
+  for (;;) {
+    const auto results = QueryStatuses(addresses, timeout_ms);
+    const bool any = std::any_of(results.begin(), results.end(), [](const auto& r) { return r.ok(); });
+    if (!any || ServingLeader(group, results) != nullptr || NowNanos() >= wait_until) return;
+    if (!said) {
+      Logger("client")->warn("no node of partition {} leads and serves yet: waiting (client.failover_timeout_ms)",
+                             partition);
+    }
+    said = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
 }
 
 // More batches behind its leader than this, a serving follower shows "catching-up" (a follower

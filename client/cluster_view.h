@@ -26,6 +26,10 @@ const cluster::NodeInfo* ServingLeader(const std::vector<const cluster::NodeInfo
 // The node of partition `partition` that leads it now: the one that says it leads and serves,
 // else the one the answering members name, else the config's row 0 (a fresh cluster's leader).
 const cluster::NodeInfo& LiveLeader(const cluster::Topology& topo, uint32_t partition, int timeout_ms);
+// While some member of `partition` answers and none leads and serves (a group just started or
+// restarted, still electing), waits for one, up to wait_ms, saying so once. Returns at once when
+// no member answers (the cluster is down: the caller fails naming it).
+void WaitForServingLeader(const cluster::Topology& topo, uint32_t partition, int timeout_ms, int64_t wait_ms);
 // --status: one line per node on stdout; the exit status (0: every node answered).
 int StatusMain(const cluster::Topology& topo, int timeout_ms);
 // The table the servers loaded wins over this client's copy of the config (see the .cc);

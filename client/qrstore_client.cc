@@ -237,23 +237,9 @@ int Main(int argc, char** argv) {
   }
   const int64_t stall_ns = config.GetInt("client.stall_timeout_ms") * 1'000'000;
   // One partition: whoever leads it now (the backend elects; row 0 only leads a fresh cluster).
-  // A group just started (or restarted) may not have elected yet: while some member answers
-  // and none leads and serves, wait for one, as after a failover, up to
-  // client.failover_timeout_ms. (No member answering: the cluster is down; the run fails at once.)
+  // A group just started (or restarted) may not have elected yet: wait for it, as after a failover.
   if (topo->partitions() == 1 && !cli.Has("node")) {
-    const auto group = topo->Group(0);
-    std::vector<std::string> addresses;
-    for (const cluster::NodeInfo* n : group) addresses.push_back(n->client_address());
-    const int64_t wait_until = NowNanos() + config.GetInt("client.failover_timeout_ms") * 1'000'000;
-    bool said = false;
-    for (;;) {
-      const auto results = QueryStatuses(addresses, std::min(connect_ms, 1000));
-      const bool any = std::any_of(results.begin(), results.end(), [](const auto& r) { return r.ok(); });
-      if (!any || ServingLeader(group, results) != nullptr || NowNanos() >= wait_until) break;
-      if (!said) log->warn("no node of partition 0 leads and serves yet: waiting (client.failover_timeout_ms)");
-      said = true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
+    WaitForServingLeader(topo.value(), 0, std::min(connect_ms, 1000), config.GetInt("client.failover_timeout_ms"));
   }
   std::string target = (topo->partitions() > 1 ? topo->Leader(0) : LiveLeader(topo.value(), 0, connect_ms))
                            .client_address();
