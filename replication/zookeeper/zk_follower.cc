@@ -331,8 +331,8 @@ void ZkReplicator::FollowerCompletion(ZkEvent& ev) {
     if (any && !s.fetches.empty() && s.fetches.begin()->first < oldest &&
         s.fetches.begin()->second.state != FetchState::kReady && RetainedFrom(key.first) != UINT64_MAX) {
       // The application keeps checkpoints (RetainFrom): it can continue from a state whose next
-      // batch is >= `oldest` (the leader keeps the batches after its own newest checkpoint,
-      // zk_retention.h rule 1). The receives stay posted; Health() says what it needs.
+      // batch is >= `oldest` (the leader keeps the batches after its own checkpoints,
+      // zk_retention.h rule 1 leader_keep_from). The receives stay posted; Health() says what it needs.
       bool raised = false;
       {
         std::lock_guard<std::mutex> lock(health_mu_);
