@@ -42,6 +42,12 @@ class TableImage {
     dense_.reset(new char[capacity_ * stride_]);
     present_.assign(t.present_.size(), 0);
   }
+  // Writes every page of the buffers once, so that the first copy does not fault them in: the
+  // executors' first pause was 0.5-1 s for 1M records of 100 bytes with three nodes on 2 cores,
+  // against about 50 ms for later ones. Prepare first; not while a copy runs.
+  void Prefault() {
+    if (dense_) std::memset(dense_.get(), 0, capacity_ * stride_);
+  }
 
   // Copies share i of n of `t` (see above). Prepare(t) first.
   void CopyShare(const Table& t, uint32_t i, uint32_t n) {
