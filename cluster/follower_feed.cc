@@ -228,7 +228,10 @@ void FollowerFeed::Loop(uint32_t p) {
     planner::PlannedSlice* slice = pipeline_->BeginSlice(b, p);
     if (slice == nullptr) return;  // the pipeline failed, stopped or ended
     const int64_t t0 = NowNanos();
-    Status st = planner::DecodeSlice(got.second.view(), slice);
+    std::string_view bytes = got.second.view();
+    RowHomeBundle bundle;  // holds the part `bytes` points into
+    Status st = opt_.row ? OwnPart(b, p, &bundle, &bytes) : Status::Ok();
+    if (st.ok()) st = planner::DecodeSlice(bytes, slice);
     if (st.ok()) st = planner::ValidateSlice(*slice, opt_.ranges, b, p, opt_.row ? &opt_.place : nullptr);
     if (!st.ok()) {
       StopWith(Status::Corruption("follower: bad slice (" + where + "), apply stopped: " + st.message()));
@@ -250,6 +253,30 @@ void FollowerFeed::Loop(uint32_t p) {
     }
     Request(p, b + opt_.window);
   }
+}
+
+Status FollowerFeed::OwnPart(uint64_t b, uint32_t p, RowHomeBundle* bundle, std::string_view* bytes) const {
+  // A stream of this partition's own home carries whole home slices (RowHomeBundle, Rule 1 of
+  // docs/partitioned-rows.md section 9.2): this node runs its own part. Every other stream
+  // carries the sub-slice a peer home sent.
+  const uint32_t parts = opt_.place.partitions.buckets();
+  const bool own_home = parts > 0 && opt_.planners % parts == 0 && p / (opt_.planners / parts) == opt_.place.partition;
+  const bool is_bundle = bytes->size() >= 2 && (*bytes)[0] == 'Q' && (*bytes)[1] == 'R';
+  if (own_home != is_bundle) {
+    return Status::Corruption(own_home ? "a stream of this partition's own home holds no home bundle"
+                                       : "a home bundle on a stream of another home");
+  }
+  if (!own_home) return Status::Ok();
+  Status st = DecodeRowMessage(*bytes, bundle);
+  if (!st.ok()) return st;
+  if (bundle->batch != b || bundle->slice != p || bundle->from != opt_.place.partition || bundle->parts.size() != parts) {
+    return Status::Corruption("a home bundle of batch " + std::to_string(bundle->batch) + ", slice " +
+                              std::to_string(bundle->slice) + ", home " + std::to_string(bundle->from) + " with " +
+                              std::to_string(bundle->parts.size()) + " parts (expected this stream's, " +
+                              std::to_string(parts) + " parts)");
+  }
+  *bytes = bundle->parts[bundle->from];
+  return Status::Ok();
 }
 
 }  // namespace qrstore::cluster

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "cluster/pipeline.h"
+#include "cluster/row/row_messages.h"
 #include "common/shared_bytes.h"
 #include "common/status.h"
 #include "common/thread.h"
@@ -106,6 +107,9 @@ class FollowerFeed {
   // continue_after_end: applies the marker of batch b on stream p as an empty slice.
   bool ApplyMarker(uint32_t p, uint64_t b);
   bool EndedLocked(uint64_t* end) const;
+  // A row follower: *bytes (stream p's entry of batch b) becomes the sub-slice this node runs;
+  // a home bundle is decoded into *bundle, which must outlive the view.
+  Status OwnPart(uint64_t b, uint32_t p, RowHomeBundle* bundle, std::string_view* bytes) const;
 
   const FollowerFeedOptions opt_;
   Pipeline* const pipeline_;

@@ -55,6 +55,18 @@ std::string EncodeRowMessage(const RowSubSlice& m) {
   return w.Release();
 }
 
+std::string EncodeRowMessage(const RowHomeBundle& m) {
+  size_t bytes = 32;
+  for (const std::string& part : m.parts) bytes += part.size() + 8;
+  Writer w = Begin(RowMsgKind::kHomeBundle, bytes);
+  w.PutVarint(m.batch);
+  w.PutVarint(m.slice);
+  w.PutVarint(m.from);
+  w.PutVarint(m.parts.size());
+  for (const std::string& part : m.parts) w.PutBytes(part);
+  return w.Release();
+}
+
 std::string EncodeRowMessage(const RowDepValues& m) {
   Writer w = Begin(RowMsgKind::kDepValues, 32 + m.values.size() * 6);
   w.PutVarint(m.batch);
@@ -115,7 +127,7 @@ Result<RowMsgKind> PeekRowMessage(std::string_view bytes) {
     return Corrupt("unknown", "version " + std::to_string(static_cast<uint8_t>(bytes[2])) + ", expected 1");
   }
   const auto k = static_cast<uint8_t>(bytes[3]);
-  if (k < 1 || k > 5) return Corrupt("unknown", "unknown kind " + std::to_string(k));
+  if (k < 1 || k > 6) return Corrupt("unknown", "unknown kind " + std::to_string(k));
   return static_cast<RowMsgKind>(k);
 }
 
@@ -128,6 +140,25 @@ Status DecodeRowMessage(std::string_view bytes, RowSubSlice* out) {
   if (out->from >= planner::kMaxPartitions) return Corrupt("sub-slice", "from partition " + std::to_string(out->from));
   if (!r.GetBytes(&out->slice_bytes)) return Corrupt("sub-slice", "truncated slice bytes");
   if (!r.done()) return Corrupt("sub-slice", "trailing bytes");
+  return Status::Ok();
+}
+
+Status DecodeRowMessage(std::string_view bytes, RowHomeBundle* out) {
+  Reader r(bytes);
+  QR_RETURN_IF_ERROR(Open(&r, RowMsgKind::kHomeBundle, "home bundle"));
+  uint64_t n = 0;
+  if (!r.GetVarint(&out->batch) || !GetU32(&r, &out->slice) || !GetU32(&r, &out->from)) {
+    return Corrupt("home bundle", "truncated or out-of-range header field");
+  }
+  if (!r.GetCount(&n, 1) || n > planner::kMaxPartitions) return Corrupt("home bundle", "bad or truncated part count");
+  if (out->from >= n) {
+    return Corrupt("home bundle", "home partition " + std::to_string(out->from) + " of " + std::to_string(n) + " parts");
+  }
+  out->parts.resize(n);
+  for (std::string& part : out->parts) {
+    if (!r.GetBytes(&part)) return Corrupt("home bundle", "truncated part");
+  }
+  if (!r.done()) return Corrupt("home bundle", "trailing bytes");
   return Status::Ok();
 }
 

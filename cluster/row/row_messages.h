@@ -23,7 +23,8 @@
 
 namespace qrstore::cluster {
 
-enum class RowMsgKind : uint8_t { kSubSlice = 1, kDepValues = 2, kVotes = 3, kReport = 4, kControl = 5 };
+// kHomeBundle never travels between nodes: it is a home's log entry (see RowHomeBundle).
+enum class RowMsgKind : uint8_t { kSubSlice = 1, kDepValues = 2, kVotes = 3, kReport = 4, kControl = 5, kHomeBundle = 6 };
 constexpr uint8_t kRowMsgVersion = 1;
 constexpr uint32_t kMaxRowItems = 1u << 24;  // values or votes in one message
 
@@ -33,6 +34,17 @@ struct RowSubSlice {
   uint32_t slice = 0;
   uint32_t from = 0;
   std::string slice_bytes;
+};
+// Home `from`'s whole home slice (batch, slice): one part per partition of the row, parts[p]
+// the EncodeSlice bytes of the sub-slice for partition p (the home's own part encoded for its
+// followers, the others exactly as sent to their partitions). The home's group replicates it
+// before any part leaves the home (docs/partitioned-rows.md, section 9.2, Rule 1), so a later
+// leader of that group holds every part a peer may have received. Its followers run parts[from].
+struct RowHomeBundle {
+  uint64_t batch = 0;
+  uint32_t slice = 0;
+  uint32_t from = 0;
+  std::vector<std::string> parts;
 };
 struct RowDepValue {
   uint32_t slot = 0;
@@ -77,6 +89,7 @@ std::string EncodeRowMessage(const RowReport& m);
 std::string EncodeRowMessage(const RowControl& m);
 std::string EncodeRowMessage(const RowDepValues& m);
 std::string EncodeRowMessage(const RowVotes& m);
+std::string EncodeRowMessage(const RowHomeBundle& m);
 
 // The kind of a framed message (magic and version checked).
 Result<RowMsgKind> PeekRowMessage(std::string_view bytes);
@@ -85,6 +98,8 @@ Status DecodeRowMessage(std::string_view bytes, RowDepValues* out);
 Status DecodeRowMessage(std::string_view bytes, RowVotes* out);
 Status DecodeRowMessage(std::string_view bytes, RowReport* out);
 Status DecodeRowMessage(std::string_view bytes, RowControl* out);
+// Also checks from < parts (at most planner::kMaxPartitions parts).
+Status DecodeRowMessage(std::string_view bytes, RowHomeBundle* out);
 
 // The receiver's checks on a sub-slice message, for partition `place.partition` of the row:
 // its slice decodes, is a row sub-slice, carries the message's (batch, slice) and passes

@@ -75,6 +75,7 @@ Status RowNode::Start() {
   watcher_ = NamedThread("row-watch", [this] { WatchLoop(); });
   if (opt_.follower) return Status::Ok();  // fed by the caller's FollowerFeed
   feeder_ = NamedThread("row-feed", [this] { FeedLoop(); });
+  if (opt_.replicate) sender_ = NamedThread("row-send", [this] { SendLoop(); });
   return planner_->Start();
 }
 
@@ -93,24 +94,78 @@ void RowNode::HomeSlicePlanned(uint64_t b, uint32_t planner, std::vector<planner
                                std::vector<storage::Txn>* txns, int64_t plan_ns) {
   const uint32_t s = opt_.partition * per_home_ + planner;
   commit_->Plan(b, s, std::move(*txns));
-  for (uint32_t p = 0; p < nparts_; ++p) {
-    if (p == opt_.partition) continue;
-    transport_->Send(p, EncodeRowMessage(RowSubSlice{b, s, opt_.partition, planner::EncodeSlice((*subs)[p])}));
+  if (!opt_.replicate) {
+    // No followers: nothing to make durable first; the parts go out at once.
+    for (uint32_t p = 0; p < nparts_; ++p) {
+      if (p == opt_.partition) continue;
+      transport_->Send(p, EncodeRowMessage(RowSubSlice{b, s, opt_.partition, planner::EncodeSlice((*subs)[p])}));
+    }
   }
-  std::string bytes;
+  // Rule 1: the whole home slice goes to this home's group first; its parts leave for the peers
+  // once that is confirmed (MarkReplicated). Its own part runs at once, speculatively.
+  std::string bundle;
+  HomeSend send;
   if (opt_.replicate) {
-    // Reads count in the cascade when the slice may abort: followers need them then.
-    const planner::PlannedSlice& own = (*subs)[opt_.partition];
-    bytes = planner::EncodeSlice(own, own.may_abort ? planner::SliceEncoding::kFull : planner::SliceEncoding::kWithoutReads);
+    RowHomeBundle hb{b, s, opt_.partition, std::vector<std::string>(nparts_)};
+    send.frames.resize(nparts_);
+    for (uint32_t p = 0; p < nparts_; ++p) {
+      const planner::PlannedSlice& sub = (*subs)[p];
+      if (p == opt_.partition) {
+        // Reads count in the cascade when the slice may abort: followers need them then.
+        hb.parts[p] = planner::EncodeSlice(sub, sub.may_abort ? planner::SliceEncoding::kFull : planner::SliceEncoding::kWithoutReads);
+      } else {
+        hb.parts[p] = planner::EncodeSlice(sub);  // as the peer gets it (a later leader re-sends these bytes)
+        send.frames[p] = EncodeRowMessage(RowSubSlice{b, s, opt_.partition, hb.parts[p]});
+      }
+    }
+    bundle = EncodeRowMessage(hb);
   }
   {
     std::lock_guard<std::mutex> lk(mu_);
     Inbound& in = inbox_[{b, s}];
     std::swap(in.slice, (*subs)[opt_.partition]);
     in.plan_ns = plan_ns;
-    in.bytes = std::move(bytes);
+    if (opt_.replicate) held_[{b, s}] = std::move(send);
   }
   cv_.notify_all();
+  if (opt_.replicate) opt_.replicate(b, s, std::move(bundle));  // this stream's batches come in order: one planner
+}
+
+void RowNode::MarkReplicated(uint64_t batch, uint32_t slice) {
+  if (!opt_.replicate || !OwnStream(slice)) {
+    pipeline_->MarkReplicated(batch, slice);
+    return;
+  }
+  bool published = false;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (auto h = held_.find({batch, slice}); h != held_.end()) {
+      to_send_.push_back(std::move(h->second));
+      held_.erase(h);
+    }
+    // The pipeline takes the confirmation only for a slice it holds: before the feed published
+    // it, the feed passes it on.
+    published = published_own_.erase({batch, slice}) != 0;
+    if (!published) replicated_early_.insert({batch, slice});
+  }
+  cv_.notify_all();
+  if (published) pipeline_->MarkReplicated(batch, slice);
+}
+
+void RowNode::SendLoop() {
+  for (;;) {
+    HomeSend hs;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return Halted() || !to_send_.empty(); });
+      if (Halted()) return;
+      hs = std::move(to_send_.front());
+      to_send_.pop_front();
+    }
+    for (uint32_t p = 0; p < hs.frames.size(); ++p) {
+      if (!hs.frames[p].empty() && !transport_->Send(p, hs.frames[p])) return;  // failed or stopped
+    }
+  }
 }
 
 bool RowNode::NoteEndLocked(uint32_t who, uint64_t b) {
@@ -177,8 +232,19 @@ void RowNode::FeedLoop() {
       if (slot == nullptr) return;  // failed or stopped
       std::swap(*slot, in.slice);
       pipeline_->PublishSlice(b, s, in.plan_ns, /*replicated=*/!opt_.replicate);
-      // The slice may be executing already: only the bytes, which the pipeline never reads, go on.
-      if (opt_.replicate) opt_.replicate(b, s, std::move(in.bytes));
+      if (opt_.replicate && OwnStream(s)) {
+        // Its bundle was proposed when it was planned; its confirmation may have come already.
+        bool replicated = false;
+        {
+          std::lock_guard<std::mutex> lk(mu_);
+          replicated = replicated_early_.erase({b, s}) != 0;
+          if (!replicated) published_own_.insert({b, s});
+        }
+        if (replicated) pipeline_->MarkReplicated(b, s);
+      } else if (opt_.replicate) {
+        // The slice may be executing already: only the bytes, which the pipeline never reads, go on.
+        opt_.replicate(b, s, std::move(in.bytes));
+      }
     }
   }
 }
@@ -379,6 +445,8 @@ Status RowNode::HandleFrame(uint32_t from, std::string_view frame) {
       if (planner_) planner_->Kick();
       return Status::Ok();
     }
+    case RowMsgKind::kHomeBundle:
+      return Status::Corruption("a home bundle over the row transport (it is a home's log entry, never sent)");
     case RowMsgKind::kDepValues: {
       RowDepValues m;
       QR_RETURN_IF_ERROR(DecodeRowMessage(frame, &m));
@@ -544,6 +612,7 @@ void RowNode::Stop() {
   if (planner_) planner_->Stop();
   feeder_.Join();
   watcher_.Join();
+  sender_.Join();
 }
 
 Status RowNode::health() const {

@@ -40,10 +40,12 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -71,10 +73,13 @@ struct RowNodeOptions {
   // A peer that sends nothing (frames or heartbeats, sent every fifth of this) for this long
   // fails the node naming it: hung, or cut off. A warning is logged at half of it.
   int64_t peer_timeout_ms = 10'000;
-  // A leader with followers: called (on the feed thread, stream by stream in batch order) with
-  // every sub-slice it publishes, its own and its peers', encoded for the followers of its
-  // partition; the pipeline commits a batch only once MarkReplicated came for each (Invariant 1
-  // per partition, so a home's reply waits for every partition its txn touched).
+  // A leader with followers: called, stream by stream in batch order, with what its group
+  // replicates: for each of its own home slices (on the planner thread, as soon as it is
+  // planned) the whole home slice (a RowHomeBundle: every partition's part), and for each peer's
+  // sub-slice (on the feed thread) the sub-slice as it came. The pipeline commits a batch only
+  // once MarkReplicated came for each (Invariant 1 per partition, so a home's reply waits for
+  // every partition its txn touched), and a home slice's parts leave for the peers only once its
+  // bundle is replicated (Rule 1: docs/partitioned-rows.md, section 9.2).
   std::function<void(uint64_t batch, uint32_t slice, std::string bytes)> replicate;
   // A node of a follower row: it never plans; its pipeline is fed by the caller (a FollowerFeed
   // over its partition's replication stream: pipeline()), and it exchanges only dependency
@@ -111,7 +116,9 @@ class RowNode final : public executor::RowSender, public RowHome {
     if (planner_) planner_->CloseInput();
   }
   // Replication of sub-slice (batch, slice) is confirmed (leader with followers; any thread).
-  void MarkReplicated(uint64_t batch, uint32_t slice) { pipeline_->MarkReplicated(batch, slice); }
+  // For one of this home's own streams that is its home slice's bundle: its parts go to the
+  // peers now (Rule 1, below).
+  void MarkReplicated(uint64_t batch, uint32_t slice);
   // A follower: the replication stream ended at batch `end` (the leaders' row end).
   void SetEnd(uint64_t end);
   Pipeline* pipeline() { return pipeline_.get(); }
@@ -149,6 +156,12 @@ class RowNode final : public executor::RowSender, public RowHome {
     int64_t plan_ns = 0;
     std::string bytes;  // with opt_.replicate: what the followers get
   };
+  // Rule 1: a home slice's frames for its peers, held until its bundle is replicated.
+  struct HomeSend {
+    std::vector<std::string> frames;  // [partition]; empty for this node's own
+  };
+  bool OwnStream(uint32_t slice) const { return slice / per_home_ == opt_.partition; }
+  void SendLoop();  // "row-send": the frames of replicated home slices, in the order replicated
   void OnFrame(uint32_t from, std::string_view frame);
   Status HandleFrame(uint32_t from, std::string_view frame);
   void FeedLoop();
@@ -186,6 +199,13 @@ class RowNode final : public executor::RowSender, public RowHome {
   std::condition_variable cv_;
   std::map<std::pair<uint64_t, uint32_t>, Inbound> inbox_;        // guarded by mu_: (batch, slice)
   std::map<uint64_t, std::vector<uint8_t>> empty_;                // guarded by mu_: batch -> [slice] listed no txn
+  // Rule 1 (with followers), for this home's own streams: frames waiting for their bundle's
+  // replication, frames to send, and which slices the feed published before (published_own_)
+  // or after (replicated_early_) their replication was confirmed. All bounded by the batch window.
+  std::map<std::pair<uint64_t, uint32_t>, HomeSend> held_;        // guarded by mu_
+  std::deque<HomeSend> to_send_;                                  // guarded by mu_
+  std::set<std::pair<uint64_t, uint32_t>> published_own_;         // guarded by mu_
+  std::set<std::pair<uint64_t, uint32_t>> replicated_early_;      // guarded by mu_
   uint64_t committed_ = 0;                                        // guarded by mu_: batches committed here
   int64_t peer_opened_ = -1;                                      // guarded by mu_: highest batch a peer planned
   std::vector<int64_t> ends_;                                     // guarded by mu_: [partition] input end, -1 unknown
@@ -209,6 +229,7 @@ class RowNode final : public executor::RowSender, public RowHome {
 
   NamedThread feeder_;
   NamedThread watcher_;
+  NamedThread sender_;
   std::unique_ptr<std::atomic<int64_t>[]> last_heard_ns_;  // [partition] when its last frame came
   bool started_ = false;
 };

@@ -1,10 +1,12 @@
 // Fuzz target: the row messages (cluster/row/row_messages.h), what a node of a partitioned row reads
-// from its peers. The first byte, modulo 6, picks the decoder (0 sub-slice, 1 dependency values,
-// 2 votes, 3 the one PeekRowMessage names, 4 report, 5 control); the rest is the message.
+// from its peers, and the home bundle a home's group replicates. The first byte, modulo 7, picks
+// the decoder (0 sub-slice, 1 dependency values, 2 votes, 3 the one PeekRowMessage names,
+// 4 report, 5 control, 6 home bundle); the rest is the message.
 // Contract: no crash and no allocation beyond what the input can hold; a decoded message
 // re-encodes to exactly the input (every encoding is canonical); a refused one gets kCorruption
 // with a message naming the row message. A decoded sub-slice is also opened for partition 1 of
-// a 2-partition row: it passes the receiver's checks or is refused, never half-accepted.
+// a 2-partition row: it passes the receiver's checks or is refused, never half-accepted; so is a
+// decoded home bundle's own part (what its home's followers run).
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -34,24 +36,38 @@ void Check(std::string_view bytes) {
     QR_CHECK(o.ok() || o.code() == StatusCode::kCorruption, "opening a sub-slice: %s", o.ToString().c_str());
     if (o.ok()) QR_CHECK(out.row && out.batch == m.batch && out.planner == m.slice);
   }
+  if constexpr (std::is_same_v<M, RowHomeBundle>) {
+    QR_CHECK(m.from < m.parts.size(), "a decoded home bundle without its home's part");
+    planner::PlannedSlice out;
+    const Status o = planner::DecodeSlice(m.parts[m.from], &out);
+    QR_CHECK(o.ok() || o.code() == StatusCode::kCorruption, "a home bundle's own part: %s", o.ToString().c_str());
+  }
 }
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string_view bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
-  uint8_t pick = data[0] % 6;
+  uint8_t pick = data[0] % 7;
   if (pick == 3) {
     Result<RowMsgKind> k = PeekRowMessage(bytes);
     if (!k.ok()) return 0;
-    pick = static_cast<uint8_t>(k.value()) - 1;  // 0..4: kReport is 4
+    switch (k.value()) {  // the selector of the kind it names
+      case RowMsgKind::kSubSlice: pick = 0; break;
+      case RowMsgKind::kDepValues: pick = 1; break;
+      case RowMsgKind::kVotes: pick = 2; break;
+      case RowMsgKind::kReport: pick = 4; break;
+      case RowMsgKind::kControl: pick = 5; break;
+      case RowMsgKind::kHomeBundle: pick = 6; break;
+    }
   }
   switch (pick) {
     case 0: Check<RowSubSlice>(bytes); break;
     case 1: Check<RowDepValues>(bytes); break;
     case 2: Check<RowVotes>(bytes); break;
     case 4: Check<RowReport>(bytes); break;
-    default: Check<RowControl>(bytes); break;
+    case 5: Check<RowControl>(bytes); break;
+    default: Check<RowHomeBundle>(bytes); break;
   }
   return 0;
 }

@@ -346,8 +346,8 @@ int main(int argc, char** argv) {
     rp.PlanSlices(seed, 0, Txns(seed * 11, 8, 256), &subs);
     for (const auto& sub : subs) Write(root / "fuzz_slice", "seed-" + std::to_string(n++), std::string(1, '\1') + planner::EncodeSlice(sub));
   }
-  // Row messages: a selector byte (0 sub-slice, 1 values, 2 votes, 3 peek, 4 report, 5 control),
-  // then the message.
+  // Row messages: a selector byte (0 sub-slice, 1 values, 2 votes, 3 peek, 4 report, 5 control,
+  // 6 home bundle), then the message.
   {
     const storage::KeyMapper parts(storage::KeyMapper::Kind::kRange, 2, 256);
     planner::RowPlanner rp(parts, storage::KeyMapper::Within(parts, 2), 0);
@@ -369,6 +369,10 @@ int main(int argc, char** argv) {
     Write(root / "fuzz_row_messages", "report-peek", std::string(1, '\3') + cluster::EncodeRowMessage(report));
     Write(root / "fuzz_row_messages", "control",
           std::string(1, '\5') + cluster::EncodeRowMessage(cluster::RowControl{1, cluster::RowControlKind::kFinished, 12}));
+    const std::string bundle = cluster::EncodeRowMessage(cluster::RowHomeBundle{
+        5, 1, 0, {planner::EncodeSlice(subs[0], planner::SliceEncoding::kWithoutReads), planner::EncodeSlice(subs[1])}});
+    Write(root / "fuzz_row_messages", "home-bundle", std::string(1, '\6') + bundle);
+    Write(root / "fuzz_row_messages", "home-bundle-peek", std::string(1, '\3') + bundle);
   }
   // Client messages: a selector byte, then the body.
   proto::TxnRequest req;

@@ -167,3 +167,28 @@ TEST_CASE("row messages: reports and control messages round-trip and refuse malf
   cbad[5] = 9;  // from (1 byte), then the control kind
   CHECK(DecodeRowMessage(cbad, &c2).message().find("unknown control kind 9") != std::string::npos);
 }
+
+TEST_CASE("row messages: a home bundle round-trips, names its home's part and refuses malformed input") {
+  RowHomeBundle hb{42, 5, 1, {"QS2-part-for-0", "QS2-own-part", ""}};
+  const std::string bb = EncodeRowMessage(hb);
+  CHECK(PeekRowMessage(bb).value() == RowMsgKind::kHomeBundle);
+  RowHomeBundle h2;
+  REQUIRE(DecodeRowMessage(bb, &h2).ok());
+  CHECK(h2.batch == 42);
+  CHECK(h2.slice == 5);
+  CHECK(h2.from == 1);
+  CHECK(h2.parts == hb.parts);
+  CHECK(EncodeRowMessage(h2) == bb);
+  RequireRefusedWhenCut<RowHomeBundle>(bb);
+
+  // The home must be one of the parts: a bundle without its home's part is refused.
+  const std::string no_home = EncodeRowMessage(RowHomeBundle{42, 5, 3, {"a", "b", "c"}});
+  Status s = DecodeRowMessage(no_home, &h2);
+  CHECK(s.code() == StatusCode::kCorruption);
+  CHECK(s.message().find("home partition 3 of 3 parts") != std::string::npos);
+  // A bundle is not a sub-slice, nor the other way round (the kind is checked).
+  RowSubSlice sub;
+  CHECK(DecodeRowMessage(bb, &sub).message().find("kind 6, expected 1") != std::string::npos);
+  CHECK(DecodeRowMessage(EncodeRowMessage(RowSubSlice{1, 0, 0, "x"}), &h2).message().find("kind 1, expected 6") !=
+        std::string::npos);
+}

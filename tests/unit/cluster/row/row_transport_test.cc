@@ -13,20 +13,13 @@
 
 #include "cluster/row/row_transport.h"
 #include "common/clock.h"
+#include "tests/unit/cluster/row/loopback_addresses.h"
 
 using namespace qrstore;
 using namespace qrstore::cluster;
 
 namespace {
 
-std::vector<std::string> FreeAddresses(size_t n) {
-  // Listen on port 0 is not offered by the transport: pick ports from a range unlikely to clash
-  // and let Listen fail loudly if one is taken.
-  static int next = 20000 + static_cast<int>(NowNanos() % 12000);  // below the ephemeral range
-  std::vector<std::string> out;
-  for (size_t i = 0; i < n; ++i) out.push_back("127.0.0.1:" + std::to_string(next++));
-  return out;
-}
 
 struct Node {
   std::mutex mu;
@@ -73,7 +66,7 @@ void ConnectAll(std::vector<std::unique_ptr<Node>>& nodes) {
 }  // namespace
 
 TEST_CASE("row transport: frames arrive in order, named by sender, small and large") {
-  const auto addrs = FreeAddresses(3);
+  const auto addrs = testing::LoopbackAddresses(3);
   std::vector<std::unique_ptr<Node>> nodes;
   for (uint32_t i = 0; i < 3; ++i) nodes.push_back(std::make_unique<Node>(i, addrs));
   ConnectAll(nodes);
@@ -103,7 +96,7 @@ TEST_CASE("row transport: frames arrive in order, named by sender, small and lar
 }
 
 TEST_CASE("row transport: a peer closing early fails the others naming it; after ExpectClose it is quiet") {
-  const auto addrs = FreeAddresses(3);
+  const auto addrs = testing::LoopbackAddresses(3);
   std::vector<std::unique_ptr<Node>> nodes;
   for (uint32_t i = 0; i < 3; ++i) nodes.push_back(std::make_unique<Node>(i, addrs));
   ConnectAll(nodes);
@@ -121,7 +114,7 @@ TEST_CASE("row transport: a peer closing early fails the others naming it; after
 }
 
 TEST_CASE("row transport: an oversized frame fails the receiver; Connect names a peer that never comes") {
-  const auto addrs = FreeAddresses(2);
+  const auto addrs = testing::LoopbackAddresses(2);
   std::vector<std::unique_ptr<Node>> nodes;
   nodes.push_back(std::make_unique<Node>(0, addrs, 1 << 20));
   nodes.push_back(std::make_unique<Node>(1, addrs, 1 << 10));
@@ -131,7 +124,7 @@ TEST_CASE("row transport: an oversized frame fails the receiver; Connect names a
   CHECK(nodes[1]->failures[0].find("sent a frame of 2000 bytes (at most 1024)") != std::string::npos);
   for (auto& n : nodes) n->t->Stop();
 
-  const auto lonely = FreeAddresses(2);
+  const auto lonely = testing::LoopbackAddresses(2);
   Node alone(0, lonely);
   REQUIRE(alone.t->Listen().ok());
   const Status s = alone.t->Connect(300);
