@@ -94,6 +94,38 @@ void WaitForServingLeader(const cluster::Topology& topo, uint32_t partition, int
 // in step is a handful of batches behind: those in flight).
 constexpr uint64_t kCatchingUpBatches = 50;
 
+// A partitioned row's summary under the node table: each partition's group (who leads it, as
+// its members say, and how many of them serve) and each row (serving when every node of it
+// serves; else which nodes do not, and how they are).
+namespace {
+void PrintRowSummary(const cluster::Topology& topo, const std::map<std::string, proto::NodeStatus>& all) {
+  std::printf("\n%-10s %-10s %s\n", "partition", "leader", "members serving");
+  for (uint32_t q = 0; q < topo.partitions(); ++q) {
+    std::string leader = "none";
+    uint32_t serving = 0;
+    const std::vector<const cluster::NodeInfo*> group = topo.Group(q);
+    for (const cluster::NodeInfo* n : group) {
+      auto it = all.find(n->name);
+      if (it == all.end()) continue;
+      if (it->second.state == "serving") ++serving;
+      if (it->second.role == "leader") leader = n->name + "@" + std::to_string(it->second.term);
+    }
+    std::printf("%-10u %-10s %u of %zu\n", q, leader.c_str(), serving, group.size());
+  }
+  std::printf("\n%-10s %s\n", "row", "state");
+  for (uint32_t r = 0; r < topo.rows(); ++r) {
+    std::string missing;
+    for (uint32_t q = 0; q < topo.partitions(); ++q) {
+      const cluster::NodeInfo& n = topo.At(q, r);
+      auto it = all.find(n.name);
+      const std::string state = it == all.end() ? "down" : it->second.state;
+      if (state != "serving") missing += (missing.empty() ? "" : ", ") + n.name + " " + state;
+    }
+    std::printf("%-10u %s\n", r, missing.empty() ? "serving" : ("not serving: " + missing).c_str());
+  }
+}
+}  // namespace
+
 int StatusMain(const cluster::Topology& topo, int timeout_ms) {
   std::vector<std::string> errors;
   auto all = AllStatus(topo, timeout_ms, &errors);
@@ -147,6 +179,7 @@ int StatusMain(const cluster::Topology& topo, int timeout_ms) {
                 s.role.c_str(), state.c_str(), s.committed_batches, s.committed_txns, lag.c_str(), digest.c_str(),
                 leader.c_str(), checkpoint.c_str(), error.empty() ? "-" : error.c_str());
   }
+  if (topo.partitions() > 1) PrintRowSummary(topo, all);
   std::fflush(stdout);
   for (const auto& e : errors) std::fprintf(stderr, "qrstore-client: %s: no answer: %s\n", topo.name().c_str(), e.c_str());
   return errors.empty() ? kExitOk : kExitFailed;

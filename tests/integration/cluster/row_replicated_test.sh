@@ -45,6 +45,13 @@ agree "$QR_TMP/ycsb.out"
 verify="$(json_field "$QR_TMP/ycsb.out" verify)"
 [[ "$verify" == ok:* ]] || fail "verify: $verify"
 note "ycsb: $verify; followers agree"
+# cluster.sh status: under the node table, each partition's leader and each row's state.
+status="$("$QR_SRC/scripts/cluster.sh" status "$cfg" 2>&1)" || fail "status failed: $status"
+for q in 0 1 2; do
+  grep -Eq "^$q +p${q}r0@[0-9]+ +2 of 2\$" <<<"$status" || fail "status: partition $q's leader and members: $status"
+done
+for r in 0 1; do grep -Eq "^$r +serving\$" <<<"$status" || fail "status: row $r not serving: $status"; done
+note "status: each partition's leader and each row serving"
 qr_down "$cfg"
 follower_dumps_equal "$cfg"
 

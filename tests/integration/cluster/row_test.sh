@@ -101,6 +101,7 @@ for p in p0 p2; do
 done
 status="$(qr_client "$cfg" --status 2>&1 || true)"
 grep -q "failed" <<<"$status" || fail "no node reports failed: $status"
+grep -Eq "^0 +not serving: .*p1 down" <<<"$status" || fail "status: row 0 does not name p1 down: $status"
 note "p1 killed: p0 and p2 failed naming it; the client stopped after $((SECONDS - t0)) s"
 if qr_down "$cfg" >"$QR_TMP/down.out" 2>&1; then fail "down reported a clean stop after a failure"; fi
 grep -q "stopped after a failure: .*row peer 1" "$run/p0.log" || fail "p0's exit does not name the failure"
