@@ -50,7 +50,8 @@ Status SyncDir(const std::string& dir) {
 
 }  // namespace
 
-Result<std::string> ServeCheckpointChunk(const std::string& dir, const proto::CheckpointFetch& req) {
+Result<std::string> ServeCheckpointChunk(const std::string& dir, const proto::CheckpointFetch& req,
+                                         uint64_t* served_batch) {
   std::string path;
   uint64_t batch = 0;
   if (req.batch == proto::kAnyCheckpoint) {
@@ -105,6 +106,7 @@ Result<std::string> ServeCheckpointChunk(const std::string& dir, const proto::Ch
   proto::CheckpointChunk c;
   c.request_id = req.request_id;
   c.batch = batch;
+  if (served_batch != nullptr) *served_batch = batch;
   c.file_bytes = size;
   c.offset = req.offset;
   c.data = data;

@@ -39,7 +39,9 @@ namespace qrstore::cluster {
 // The reply body (kCheckpointChunk) for `req` from the checkpoint folder `dir`, or an error:
 // kNotFound when there is no such checkpoint (none of batch >= min_batch, or the batch named is
 // no longer kept), kIoError naming the file when the OS fails.
-Result<std::string> ServeCheckpointChunk(const std::string& dir, const proto::CheckpointFetch& req);
+// *served_batch (if given): the batch of the checkpoint a chunk was served from.
+Result<std::string> ServeCheckpointChunk(const std::string& dir, const proto::CheckpointFetch& req,
+                                         uint64_t* served_batch = nullptr);
 
 struct CheckpointFetchOptions {
   net::StreamNet* net = nullptr;

@@ -171,7 +171,16 @@ Status ServerImpl::Start() {
   h.status = [this] { return NodeStatusNow(); };
   if (const std::string dir = NodeCheckpointDir(c, me_.name); !dir.empty()) {
     // Peers that fell behind their group's log fetch this node's checkpoints.
-    h.checkpoint_fetch = [dir](const proto::CheckpointFetch& req) { return ServeCheckpointChunk(dir, req); };
+    // While one fetches, this node (as leader) keeps the batches after that checkpoint for a
+    // while, even if it checkpoints again meanwhile (more than once, when checkpoints come
+    // faster than a transfer and a restart): the member would otherwise find them deleted
+    // (ZooKeeper) and fetch again, perhaps forever.
+    h.checkpoint_fetch = [this, dir](const proto::CheckpointFetch& req) {
+      uint64_t b = 0;
+      Result<std::string> chunk = ServeCheckpointChunk(dir, req, &b);
+      if (chunk.ok() && replicator_) replicator_->HoldFrom(kGroup, b + 1, kFetchHoldMs);
+      return chunk;
+    };
   }
   if (topo_->partitions() > 1) {
     // A partitioned row keeps the roles of its config.

@@ -57,6 +57,9 @@ namespace qrstore::cluster {
 
 // Each process hosts one replication group: its own partition's (replication.groups=1).
 constexpr uint32_t kGroup = 0;
+// How long a checkpoint fetch keeps, on the leader, the batches after that checkpoint
+// (Replicator::HoldFrom): a transfer, a restart from the file and the first reads.
+constexpr int64_t kFetchHoldMs = 60'000;
 
 enum class NodeRole : int { kFollower = 0, kPromoting = 1, kLeader = 2, kDeposed = 3 };
 const char* NodeRoleName(NodeRole r);

@@ -107,6 +107,12 @@ class Replicator {
   // backend without a durable log of its own ignores it. (Pure, so a wrapper cannot forget to
   // pass it on.)
   virtual void RetainFrom(uint32_t group, uint64_t batch) = 0;
+  // A member is fetching this member's checkpoint of batch `batch` - 1 (a state transfer): as
+  // leader, keep the batches >= `batch` it will read after restarting from it, for `for_ms`
+  // (or until the byte budget says otherwise), even if this member checkpoints again
+  // meanwhile. A backend whose leader does not drop batches on a schedule of its own (raft
+  // offers a snapshot instead) ignores it. Any thread. (Pure, as RetainFrom.)
+  virtual void HoldFrom(uint32_t group, uint64_t batch, int64_t for_ms) = 0;
 };
 
 }  // namespace qrstore::replication

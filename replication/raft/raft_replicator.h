@@ -145,6 +145,9 @@ class RaftReplicator : public Replicator, private DriverListener {
   // first index once their application waits for batches >= `batch` (Core::SetSnapshotTag):
   // it restarted from a checkpoint at or after batch - 1 (its own or one fetched from a peer).
   void RetainFrom(uint32_t group, uint64_t batch) override;
+  // Nothing to hold: a member that restarts from a fetched checkpoint continues after the
+  // leader's log start by its snapshot offer (docs/recovery.md).
+  void HoldFrom(uint32_t, uint64_t, int64_t) override {}
 
   RaftGroupStatus GroupStatus(uint32_t group) const;
   // OK, or the storage failure that stopped the driver.

@@ -511,6 +511,23 @@ void ZkReplicator::FinishCleanupRound() {
     evicted += ev;
   }
   counters_.evicted.fetch_add(evicted, std::memory_order_relaxed);
+  // Rule 1 keeps what follows this leader's checkpoint before its newest (or one a member is
+  // fetching: HoldFrom), for a member that comes back by a checkpoint; the byte budget wins over
+  // it. When it did, such a member may find the batches after its checkpoint gone as well, and
+  // never catch up: say so once.
+  for (const auto& [key, s] : out_) {
+    auto lk = in.leader_keep_from.find(key.first);
+    if (retention_checkpoint_warned_ || !Leading(key.first) || lk == in.leader_keep_from.end() || s.kept.empty() ||
+        s.kept.begin()->first <= lk->second) {
+      continue;
+    }
+    retention_checkpoint_warned_ = true;
+    log_->warn("{}replication.zookeeper.retain_bytes ({} bytes) is too small for state transfers: stream g{}/p{} "
+               "keeps batches from {} on, but a restart from the checkpoint of batch {} (this leader's before its "
+               "newest, or one a member is fetching) needs them from {}; a member that comes back by a checkpoint "
+               "may find what follows it deleted too, again and again: raise retain_bytes",
+               ident_, opts_.retain_bytes, key.first, key.second, s.kept.begin()->first, lk->second - 1, lk->second);
+  }
   if (evicted > 0 && opts_.followers == 0 && !retention_warned_) {
     retention_warned_ = true;
     log_->warn("{}over replication.zookeeper.retain_bytes ({} bytes kept): deleting the oldest batches whether or "

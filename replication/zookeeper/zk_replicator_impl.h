@@ -25,6 +25,7 @@
 // group until its application has received what its predecessor wrote.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -39,6 +40,7 @@
 #include <vector>
 
 #include "common/bounded_queue.h"
+#include "common/clock.h"
 #include "common/logging.h"
 #include "common/thread.h"
 #include "replication/zookeeper/zk_layout.h"
@@ -217,11 +219,30 @@ class ZkReplicator final : public Replicator {
   // The leader's floor (zk_retention.h leader_keep_from): the RetainFrom before the newest one,
   // so a member fetching the leader's newest checkpoint still finds what follows it when the
   // leader writes its next checkpoint meanwhile (UINT64_MAX: none told).
+  // A hold (HoldFrom: a member fetching a checkpoint) not yet expired lowers it.
   uint64_t LeaderRetainedFrom(uint32_t group) const {
     std::lock_guard<std::mutex> lock(retain_mu_);
-    if (auto b = retain_before_.find(group); b != retain_before_.end()) return b->second;
-    auto it = retain_from_.find(group);
-    return it == retain_from_.end() ? UINT64_MAX : it->second;
+    uint64_t floor = UINT64_MAX;
+    if (auto b = retain_before_.find(group); b != retain_before_.end()) {
+      floor = b->second;
+    } else if (auto it = retain_from_.find(group); it != retain_from_.end()) {
+      floor = it->second;
+    }
+    if (auto h = holds_.find(group); h != holds_.end() && NowNanos() < h->second.second) {
+      floor = std::min(floor, h->second.first);
+    }
+    return floor;
+  }
+  void HoldFrom(uint32_t group, uint64_t batch, int64_t for_ms) override {
+    std::lock_guard<std::mutex> lock(retain_mu_);
+    const int64_t until = NowNanos() + for_ms * 1'000'000;
+    auto [it, fresh] = holds_.try_emplace(group, batch, until);
+    if (!fresh) {
+      // One hold per group: the lower batch, the later expiry (transfers rarely overlap).
+      if (NowNanos() >= it->second.second) it->second.first = batch;
+      it->second.first = std::min(it->second.first, batch);
+      it->second.second = std::max(it->second.second, until);
+    }
   }
   void MuteEpochWatch(bool muted) { epoch_watch_muted_.store(muted, std::memory_order_release); }
 
@@ -345,6 +366,7 @@ class ZkReplicator final : public Replicator {
   mutable std::mutex retain_mu_;
   std::map<uint32_t, uint64_t> retain_from_;  // guarded by retain_mu_: RetainFrom, by group
   std::map<uint32_t, uint64_t> retain_before_;  // guarded by retain_mu_: the one before it
+  std::map<uint32_t, std::pair<uint64_t, int64_t>> holds_;  // guarded by retain_mu_: HoldFrom (batch, until ns)
   mutable std::mutex health_mu_;
   std::map<uint32_t, GroupHealth> health_;      // by group; guarded by health_mu_
   // Leader() and IsLeader() are polled from any thread; the worker publishes each group's view.
@@ -380,6 +402,8 @@ class ZkReplicator final : public Replicator {
   std::set<std::string> stranded_warned_;    // stranded followers already warned of
   std::string hold_reason_;                  // the last round's RetentionPlan::waiting_for
   bool retention_warned_ = false;
+  // The byte budget deleted batches after the leader's checkpoint before its newest (warned once).
+  bool retention_checkpoint_warned_ = false;
   std::map<StreamKey, InStream> in_;
   std::string follower_id_;  // the member id (opts_.follower_id, or an automatic one)
   // Whether this member keeps R/consumers/<id> and R/live/<id> (a follower; with elections also

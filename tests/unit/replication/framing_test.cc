@@ -214,6 +214,7 @@ class TamperBackend final : public Replicator {
   LeaderView Leader(uint32_t) const override { return {}; }
   void CancelReceives(uint32_t) override {}
   void RetainFrom(uint32_t, uint64_t) override {}
+  void HoldFrom(uint32_t, uint64_t, int64_t) override {}
   std::map<uint64_t, std::string> frames;
 };
 
