@@ -1,5 +1,7 @@
 #include "cluster/row/row_messages.h"
 
+#include <algorithm>
+
 #include "common/codec.h"
 
 namespace qrstore::cluster {
@@ -23,6 +25,15 @@ Writer Begin(RowMsgKind kind, size_t reserve) {
 uint64_t ZigZag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63); }
 int64_t UnZigZag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
 
+// A sorted list of txn ids: a count, then (slice, home) pairs.
+void PutTxns(Writer* w, const std::vector<executor::RowTxn>& ids) {
+  w->PutVarint(ids.size());
+  for (const executor::RowTxn& id : ids) {
+    w->PutVarint(id.slice);
+    w->PutVarint(id.home);
+  }
+}
+
 // Checks the frame header is `kind`'s and leaves `r` at the body.
 Status Open(Reader* r, RowMsgKind kind, const char* what) {
   std::string_view magic;
@@ -42,6 +53,22 @@ bool GetU32(Reader* r, uint32_t* out) {
   if (!r->GetVarint(&v) || v > UINT32_MAX) return false;
   *out = static_cast<uint32_t>(v);
   return true;
+}
+
+// PutTxns' list into *ids: strictly increasing, at most kMaxRowItems. `what`: the message,
+// `item`: what the ids are, for the error.
+Status GetTxns(Reader* r, const char* what, const std::string& item, std::vector<executor::RowTxn>* ids) {
+  uint64_t n = 0;
+  if (!r->GetCount(&n, 2) || n > kMaxRowItems) return Corrupt(what, "bad or truncated " + item + " count");
+  ids->resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    executor::RowTxn& id = (*ids)[i];
+    if (!GetU32(r, &id.slice) || !GetU32(r, &id.home)) return Corrupt(what, "truncated or bad " + item + " id");
+    if (i > 0 && !((*ids)[i - 1] < id)) {
+      return Corrupt(what, item + " ids not strictly increasing at " + std::to_string(i));
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -84,11 +111,22 @@ std::string EncodeRowMessage(const RowVotes& m) {
   w.PutVarint(m.batch);
   w.PutVarint(m.from);
   w.PutVarint(m.round);
-  w.PutVarint(m.ids.size());
-  for (const executor::RowTxn& id : m.ids) {
-    w.PutVarint(id.slice);
-    w.PutVarint(id.home);
+  PutTxns(&w, m.ids);
+  return w.Release();
+}
+
+std::string EncodeRowMessage(const RowBatchEnd& m) {
+  Writer w = Begin(RowMsgKind::kBatchEnd, 32 + m.values.size() * 8 + (m.fired.size() + m.aborted.size()) * 4);
+  w.PutVarint(m.batch);
+  w.PutVarint(m.partition);
+  w.PutVarint(m.values.size());
+  for (const RowBatchEndValue& v : m.values) {
+    w.PutVarint(v.slice);
+    w.PutVarint(v.slot);
+    w.PutVarint(ZigZag(v.value));
   }
+  PutTxns(&w, m.fired);
+  PutTxns(&w, m.aborted);
   return w.Release();
 }
 
@@ -127,7 +165,7 @@ Result<RowMsgKind> PeekRowMessage(std::string_view bytes) {
     return Corrupt("unknown", "version " + std::to_string(static_cast<uint8_t>(bytes[2])) + ", expected 1");
   }
   const auto k = static_cast<uint8_t>(bytes[3]);
-  if (k < 1 || k > 6) return Corrupt("unknown", "unknown kind " + std::to_string(k));
+  if (k < 1 || k > 7) return Corrupt("unknown", "unknown kind " + std::to_string(k));
   return static_cast<RowMsgKind>(k);
 }
 
@@ -140,6 +178,42 @@ Status DecodeRowMessage(std::string_view bytes, RowSubSlice* out) {
   if (out->from >= planner::kMaxPartitions) return Corrupt("sub-slice", "from partition " + std::to_string(out->from));
   if (!r.GetBytes(&out->slice_bytes)) return Corrupt("sub-slice", "truncated slice bytes");
   if (!r.done()) return Corrupt("sub-slice", "trailing bytes");
+  return Status::Ok();
+}
+
+Status DecodeRowMessage(std::string_view bytes, RowBatchEnd* out) {
+  Reader r(bytes);
+  QR_RETURN_IF_ERROR(Open(&r, RowMsgKind::kBatchEnd, "batch end"));
+  uint64_t n = 0;
+  if (!r.GetVarint(&out->batch) || !GetU32(&r, &out->partition)) {
+    return Corrupt("batch end", "truncated or out-of-range header field");
+  }
+  if (out->partition >= planner::kMaxPartitions) {
+    return Corrupt("batch end", "partition " + std::to_string(out->partition));
+  }
+  if (!r.GetCount(&n, 3) || n > kMaxRowItems) return Corrupt("batch end", "bad or truncated value count");
+  out->values.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    RowBatchEndValue& v = out->values[i];
+    uint64_t z = 0;
+    if (!GetU32(&r, &v.slice) || !GetU32(&r, &v.slot) || !r.GetVarint(&z)) {
+      return Corrupt("batch end", "truncated or bad value");
+    }
+    v.value = UnZigZag(z);
+    const RowBatchEndValue& p = out->values[i == 0 ? 0 : i - 1];
+    if (i > 0 && !(p.slice < v.slice || (p.slice == v.slice && p.slot < v.slot))) {
+      return Corrupt("batch end", "values not strictly increasing by (slice, slot) at " + std::to_string(i));
+    }
+  }
+  QR_RETURN_IF_ERROR(GetTxns(&r, "batch end", "fired txn", &out->fired));
+  QR_RETURN_IF_ERROR(GetTxns(&r, "batch end", "aborted txn", &out->aborted));
+  if (!r.done()) return Corrupt("batch end", "trailing bytes");
+  for (const executor::RowTxn& id : out->fired) {
+    if (!std::binary_search(out->aborted.begin(), out->aborted.end(), id)) {
+      return Corrupt("batch end", "fired txn (" + std::to_string(id.slice) + ", " + std::to_string(id.home) +
+                                      ") is not among the aborted");
+    }
+  }
   return Status::Ok();
 }
 
@@ -181,18 +255,11 @@ Status DecodeRowMessage(std::string_view bytes, RowDepValues* out) {
 Status DecodeRowMessage(std::string_view bytes, RowVotes* out) {
   Reader r(bytes);
   QR_RETURN_IF_ERROR(Open(&r, RowMsgKind::kVotes, "votes"));
-  uint64_t n = 0;
   if (!r.GetVarint(&out->batch) || !GetU32(&r, &out->from) || !GetU32(&r, &out->round)) {
     return Corrupt("votes", "truncated or out-of-range header field");
   }
   if (out->from >= planner::kMaxPartitions) return Corrupt("votes", "from partition " + std::to_string(out->from));
-  if (!r.GetCount(&n, 2) || n > kMaxRowItems) return Corrupt("votes", "bad or truncated txn count");
-  out->ids.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    executor::RowTxn& id = out->ids[i];
-    if (!GetU32(&r, &id.slice) || !GetU32(&r, &id.home)) return Corrupt("votes", "truncated or bad txn id");
-    if (i > 0 && !(out->ids[i - 1] < id)) return Corrupt("votes", "txn ids not strictly increasing at " + std::to_string(i));
-  }
+  QR_RETURN_IF_ERROR(GetTxns(&r, "votes", "txn", &out->ids));
   if (!r.done()) return Corrupt("votes", "trailing bytes");
   return Status::Ok();
 }

@@ -24,7 +24,10 @@
 namespace qrstore::cluster {
 
 // kHomeBundle never travels between nodes: it is a home's log entry (see RowHomeBundle).
-enum class RowMsgKind : uint8_t { kSubSlice = 1, kDepValues = 2, kVotes = 3, kReport = 4, kControl = 5, kHomeBundle = 6 };
+// kBatchEnd never travels between nodes either: it is a partition leader's log entry (RowBatchEnd).
+enum class RowMsgKind : uint8_t {
+  kSubSlice = 1, kDepValues = 2, kVotes = 3, kReport = 4, kControl = 5, kHomeBundle = 6, kBatchEnd = 7
+};
 constexpr uint8_t kRowMsgVersion = 1;
 constexpr uint32_t kMaxRowItems = 1u << 24;  // values or votes in one message
 
@@ -55,6 +58,24 @@ struct RowDepValues {
   uint64_t batch = 0;
   uint32_t slice = 0;
   std::vector<RowDepValue> values;
+};
+// What partition `partition`'s leader learned from its row during batch `batch`, for its
+// followers to replay the batch from their group's log alone (docs/partitioned-rows.md 9.4,
+// Rule 2; not used yet): every dependency value it received for a kDepRecv slot, by (slice,
+// slot), strictly increasing, and the batch's resolution when it may abort: `fired`, the txns
+// whose abort-capable fragment fired anywhere in the row (voting round 0's union), and `aborted`,
+// the final cascade set (fired among them); both sorted, no repeats.
+struct RowBatchEndValue {
+  uint32_t slice = 0;
+  uint32_t slot = 0;
+  int64_t value = 0;
+};
+struct RowBatchEnd {
+  uint64_t batch = 0;
+  uint32_t partition = 0;
+  std::vector<RowBatchEndValue> values;
+  std::vector<executor::RowTxn> fired;
+  std::vector<executor::RowTxn> aborted;
 };
 // Partition `from`'s aborted txns of `batch` in voting round `round`, sorted, no repeats.
 struct RowVotes {
@@ -90,6 +111,7 @@ std::string EncodeRowMessage(const RowControl& m);
 std::string EncodeRowMessage(const RowDepValues& m);
 std::string EncodeRowMessage(const RowVotes& m);
 std::string EncodeRowMessage(const RowHomeBundle& m);
+std::string EncodeRowMessage(const RowBatchEnd& m);
 
 // The kind of a framed message (magic and version checked).
 Result<RowMsgKind> PeekRowMessage(std::string_view bytes);
@@ -100,6 +122,8 @@ Status DecodeRowMessage(std::string_view bytes, RowReport* out);
 Status DecodeRowMessage(std::string_view bytes, RowControl* out);
 // Also checks from < parts (at most planner::kMaxPartitions parts).
 Status DecodeRowMessage(std::string_view bytes, RowHomeBundle* out);
+// Also checks the orders above and that every fired txn is in `aborted`.
+Status DecodeRowMessage(std::string_view bytes, RowBatchEnd* out);
 
 // The receiver's checks on a sub-slice message, for partition `place.partition` of the row:
 // its slice decodes, is a row sub-slice, carries the message's (batch, slice) and passes

@@ -447,6 +447,8 @@ Status RowNode::HandleFrame(uint32_t from, std::string_view frame) {
     }
     case RowMsgKind::kHomeBundle:
       return Status::Corruption("a home bundle over the row transport (it is a home's log entry, never sent)");
+    case RowMsgKind::kBatchEnd:
+      return Status::Corruption("a batch-end record over the row transport (it is a leader's log entry, never sent)");
     case RowMsgKind::kDepValues: {
       RowDepValues m;
       QR_RETURN_IF_ERROR(DecodeRowMessage(frame, &m));

@@ -347,7 +347,7 @@ int main(int argc, char** argv) {
     for (const auto& sub : subs) Write(root / "fuzz_slice", "seed-" + std::to_string(n++), std::string(1, '\1') + planner::EncodeSlice(sub));
   }
   // Row messages: a selector byte (0 sub-slice, 1 values, 2 votes, 3 peek, 4 report, 5 control,
-  // 6 home bundle), then the message.
+  // 6 home bundle, 7 batch end), then the message.
   {
     const storage::KeyMapper parts(storage::KeyMapper::Kind::kRange, 2, 256);
     planner::RowPlanner rp(parts, storage::KeyMapper::Within(parts, 2), 0);
@@ -373,6 +373,10 @@ int main(int argc, char** argv) {
         5, 1, 0, {planner::EncodeSlice(subs[0], planner::SliceEncoding::kWithoutReads), planner::EncodeSlice(subs[1])}});
     Write(root / "fuzz_row_messages", "home-bundle", std::string(1, '\6') + bundle);
     Write(root / "fuzz_row_messages", "home-bundle-peek", std::string(1, '\3') + bundle);
+    const std::string end = cluster::EncodeRowMessage(
+        cluster::RowBatchEnd{5, 1, {{0, 0, 17}, {0, 3, -4}, {2, 1, 1ll << 40}}, {{0, 2}}, {{0, 2}, {1, 0}, {2, 5}}});
+    Write(root / "fuzz_row_messages", "batch-end", std::string(1, '\7') + end);
+    Write(root / "fuzz_row_messages", "batch-end-peek", std::string(1, '\3') + end);
   }
   // Client messages: a selector byte, then the body.
   proto::TxnRequest req;
