@@ -204,45 +204,25 @@ class ZkReplicator final : public Replicator {
   // byte budget, rule 2, still applies). Any thread.
   void RetainFrom(uint32_t group, uint64_t batch) override {
     std::lock_guard<std::mutex> lock(retain_mu_);
-    auto [it, fresh] = retain_from_.try_emplace(group, batch);
-    if (!fresh && batch > it->second) {
-      retain_before_[group] = it->second;
-      it->second = batch;
-    }
+    floor_.RetainFrom(group, batch);
   }
   // RetainFrom's batch of the group (UINT64_MAX: none told).
   uint64_t RetainedFrom(uint32_t group) const {
     std::lock_guard<std::mutex> lock(retain_mu_);
-    auto it = retain_from_.find(group);
-    return it == retain_from_.end() ? UINT64_MAX : it->second;
+    return floor_.RetainedFrom(group);
   }
-  // The leader's floor (zk_retention.h leader_keep_from): the RetainFrom before the newest one,
-  // so a member fetching the leader's newest checkpoint still finds what follows it when the
-  // leader writes its next checkpoint meanwhile (UINT64_MAX: none told).
-  // A hold (HoldFrom: a member fetching a checkpoint) not yet expired lowers it.
+  // The leader's floor (zk_retention.h LeaderFloor, leader_keep_from): the RetainFrom before the
+  // newest one, so a member fetching the leader's newest checkpoint still finds what follows it
+  // when the leader writes its next checkpoint meanwhile, lowered by a hold of a fetch
+  // (UINT64_MAX: none told).
   uint64_t LeaderRetainedFrom(uint32_t group) const {
     std::lock_guard<std::mutex> lock(retain_mu_);
-    uint64_t floor = UINT64_MAX;
-    if (auto b = retain_before_.find(group); b != retain_before_.end()) {
-      floor = b->second;
-    } else if (auto it = retain_from_.find(group); it != retain_from_.end()) {
-      floor = it->second;
-    }
-    if (auto h = holds_.find(group); h != holds_.end() && NowNanos() < h->second.second) {
-      floor = std::min(floor, h->second.first);
-    }
-    return floor;
+    return floor_.Floor(group, NowNanos());
   }
   void HoldFrom(uint32_t group, uint64_t batch, int64_t for_ms) override {
     std::lock_guard<std::mutex> lock(retain_mu_);
-    const int64_t until = NowNanos() + for_ms * 1'000'000;
-    auto [it, fresh] = holds_.try_emplace(group, batch, until);
-    if (!fresh) {
-      // One hold per group: the lower batch, the later expiry (transfers rarely overlap).
-      if (NowNanos() >= it->second.second) it->second.first = batch;
-      it->second.first = std::min(it->second.first, batch);
-      it->second.second = std::max(it->second.second, until);
-    }
+    const int64_t now = NowNanos();
+    floor_.HoldFrom(group, batch, now + for_ms * 1'000'000, now);
   }
   void MuteEpochWatch(bool muted) { epoch_watch_muted_.store(muted, std::memory_order_release); }
 
@@ -364,9 +344,7 @@ class ZkReplicator final : public Replicator {
   std::set<StreamKey> broken_;                  // guarded by next_mu_
   // Health() is read from any thread; the worker publishes whole snapshots here.
   mutable std::mutex retain_mu_;
-  std::map<uint32_t, uint64_t> retain_from_;  // guarded by retain_mu_: RetainFrom, by group
-  std::map<uint32_t, uint64_t> retain_before_;  // guarded by retain_mu_: the one before it
-  std::map<uint32_t, std::pair<uint64_t, int64_t>> holds_;  // guarded by retain_mu_: HoldFrom (batch, until ns)
+  LeaderFloor floor_;  // guarded by retain_mu_: RetainFrom and HoldFrom, by group
   mutable std::mutex health_mu_;
   std::map<uint32_t, GroupHealth> health_;      // by group; guarded by health_mu_
   // Leader() and IsLeader() are polled from any thread; the worker publishes each group's view.

@@ -220,4 +220,39 @@ std::string StrandedWarning(const StrandedFollower& s, uint64_t retain_bytes) {
          "leader's)";
 }
 
+void LeaderFloor::RetainFrom(uint32_t group, uint64_t batch) {
+  auto [it, fresh] = from_.try_emplace(group, batch);
+  if (!fresh && batch > it->second) {
+    before_[group] = it->second;
+    it->second = batch;
+  }
+}
+
+void LeaderFloor::HoldFrom(uint32_t group, uint64_t batch, int64_t until_ns, int64_t now_ns) {
+  auto [it, fresh] = holds_.try_emplace(group, batch, until_ns);
+  if (fresh) return;
+  if (now_ns >= it->second.second) {
+    it->second = {batch, until_ns};  // the old one expired
+    return;
+  }
+  it->second.first = std::min(it->second.first, batch);
+  it->second.second = std::max(it->second.second, until_ns);
+}
+
+uint64_t LeaderFloor::RetainedFrom(uint32_t group) const {
+  auto it = from_.find(group);
+  return it == from_.end() ? UINT64_MAX : it->second;
+}
+
+uint64_t LeaderFloor::Floor(uint32_t group, int64_t now_ns) const {
+  uint64_t floor = UINT64_MAX;
+  if (auto b = before_.find(group); b != before_.end()) {
+    floor = b->second;
+  } else if (auto it = from_.find(group); it != from_.end()) {
+    floor = it->second;
+  }
+  if (auto h = holds_.find(group); h != holds_.end() && now_ns < h->second.second) floor = std::min(floor, h->second.first);
+  return floor;
+}
+
 }  // namespace qrstore::replication::zookeeper

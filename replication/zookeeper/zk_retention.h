@@ -120,4 +120,27 @@ RetentionPlan PlanRetention(const RetentionInput& in);
 std::string StrandedReason(const StrandedFollower& s, uint64_t retain_bytes);
 std::string StrandedWarning(const StrandedFollower& s, uint64_t retain_bytes);
 
+// The leader's floor for rule 1 (RetentionInput::leader_keep_from), by group: the batch after
+// its own checkpoint before its newest (RetainFrom's value before the newest one), lowered by a
+// hold not yet expired (HoldFrom: a member is fetching one of its checkpoints, and the leader may
+// write more before that member restarts and reads on). Values only; the replicator guards it.
+// Times are passed in (steady-clock ns), so it needs no clock.
+class LeaderFloor {
+ public:
+  // The application checkpointed: a restart needs batches >= `batch` (growing values).
+  void RetainFrom(uint32_t group, uint64_t batch);
+  // Keep batches >= `batch` until `until_ns`. One hold per group: a new one while another holds
+  // keeps the lower batch and the later expiry; after expiry it replaces it.
+  void HoldFrom(uint32_t group, uint64_t batch, int64_t until_ns, int64_t now_ns);
+  // RetainFrom's newest value (UINT64_MAX: none told).
+  uint64_t RetainedFrom(uint32_t group) const;
+  // The floor at `now_ns` (UINT64_MAX: nothing to keep for the leader's sake).
+  uint64_t Floor(uint32_t group, int64_t now_ns) const;
+
+ private:
+  std::map<uint32_t, uint64_t> from_;    // newest RetainFrom
+  std::map<uint32_t, uint64_t> before_;  // the one before it
+  std::map<uint32_t, std::pair<uint64_t, int64_t>> holds_;  // (batch, until ns)
+};
+
 }  // namespace qrstore::replication::zookeeper

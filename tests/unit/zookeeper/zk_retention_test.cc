@@ -339,3 +339,38 @@ TEST_CASE("zk retention: stranded followers come in id order, one entry per grou
   CHECK(Deletes(p, g1p0).consumed == 1);  // z's 12 - 1: m (stranded in group 1) does not count
   CHECK(Deletes(p, g0p0).consumed == 1);  // m's 12 - 1: z (stranded in group 0) does not count
 }
+
+TEST_CASE("leader floor: the checkpoint before the newest, lowered while a fetch holds an older one", "[retention]") {
+  LeaderFloor f;
+  CHECK(f.Floor(0, 0) == UINT64_MAX);  // no checkpoints: nothing kept for the leader's sake
+  f.RetainFrom(0, 0);                  // started with no checkpoint: a restart replays from 0
+  CHECK(f.Floor(0, 0) == 0);
+  f.RetainFrom(0, 20);                 // checkpoint of 19
+  CHECK(f.Floor(0, 0) == 0);           // the one before the newest
+  f.RetainFrom(0, 40);
+  CHECK(f.Floor(0, 0) == 20);
+  CHECK(f.RetainedFrom(0) == 40);
+  f.RetainFrom(0, 30);                 // never backwards
+  CHECK(f.RetainedFrom(0) == 40);
+  CHECK(f.Floor(0, 0) == 20);
+
+  // A member fetches the checkpoint of 39 at t = 100; the leader checkpoints twice meanwhile.
+  f.HoldFrom(0, 40, /*until=*/1100, /*now=*/100);
+  f.RetainFrom(0, 60);
+  f.RetainFrom(0, 80);
+  CHECK(f.Floor(0, 200) == 40);        // held: without the hold it would be 60
+  CHECK(f.Floor(0, 1099) == 40);
+  CHECK(f.Floor(0, 1100) == 60);       // expired: back to the checkpoint before the newest
+  // Another fetch while one holds: the lower batch, the later expiry.
+  f.HoldFrom(0, 80, 2000, 1200);
+  f.HoldFrom(0, 60, 1500, 1300);
+  CHECK(f.Floor(0, 1400) == 60);
+  CHECK(f.Floor(0, 1900) == 60);
+  CHECK(f.Floor(0, 2000) == 60);       // expired at 2000: the floor is the one before the newest, 60
+  // After expiry a new hold replaces the old one whatever its batch.
+  f.RetainFrom(0, 100);
+  f.HoldFrom(0, 90, 3000, 2500);
+  CHECK(f.Floor(0, 2600) == 80);       // min(before newest = 80, hold 90)
+  // Groups are separate.
+  CHECK(f.Floor(1, 2600) == UINT64_MAX);
+}
