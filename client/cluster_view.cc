@@ -94,10 +94,10 @@ void WaitForServingLeader(const cluster::Topology& topo, uint32_t partition, int
 // in step is a handful of batches behind: those in flight).
 constexpr uint64_t kCatchingUpBatches = 50;
 
+namespace {
 // A partitioned row's summary under the node table: each partition's group (who leads it, as
 // its members say, and how many of them serve) and each row (serving when every node of it
 // serves; else which nodes do not, and how they are).
-namespace {
 void PrintRowSummary(const cluster::Topology& topo, const std::map<std::string, proto::NodeStatus>& all) {
   std::printf("\n%-10s %-10s %s\n", "partition", "leader", "members serving");
   for (uint32_t q = 0; q < topo.partitions(); ++q) {

@@ -261,7 +261,8 @@ Status FollowerFeed::OwnPart(uint64_t b, uint32_t p, RowHomeBundle* bundle, std:
   // carries the sub-slice a peer home sent.
   const uint32_t parts = opt_.place.partitions.buckets();
   const bool own_home = parts > 0 && opt_.planners % parts == 0 && p / (opt_.planners / parts) == opt_.place.partition;
-  const bool is_bundle = bytes->size() >= 2 && (*bytes)[0] == 'Q' && (*bytes)[1] == 'R';
+  const Result<RowMsgKind> kind = PeekRowMessage(*bytes);  // a slice's magic is not a row message's
+  const bool is_bundle = kind.ok() && kind.value() == RowMsgKind::kHomeBundle;
   if (own_home != is_bundle) {
     return Status::Corruption(own_home ? "a stream of this partition's own home holds no home bundle"
                                        : "a home bundle on a stream of another home");

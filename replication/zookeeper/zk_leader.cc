@@ -516,9 +516,9 @@ void ZkReplicator::FinishCleanupRound() {
   // it. When it did, such a member may find the batches after its checkpoint gone as well, and
   // never catch up: say so once.
   for (const auto& [key, s] : out_) {
+    if (retention_checkpoint_warned_) break;
     auto lk = in.leader_keep_from.find(key.first);
-    if (retention_checkpoint_warned_ || !Leading(key.first) || lk == in.leader_keep_from.end() || s.kept.empty() ||
-        s.kept.begin()->first <= lk->second) {
+    if (!Leading(key.first) || lk == in.leader_keep_from.end() || s.kept.empty() || s.kept.begin()->first <= lk->second) {
       continue;
     }
     retention_checkpoint_warned_ = true;
