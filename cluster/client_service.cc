@@ -461,6 +461,7 @@ void ClientService::OnOutcomes(const std::vector<commit::TxnOutcome>& outcomes,
     const commit::TxnOutcome& o = outcomes[oi];
     uint64_t opened_id = 0;
     if (next_open < opened.size() && opened[next_open].first == oi) opened_id = opened[next_open++].second;
+    if (o.history) continue;  // a retry's history read: the retry is answered by Answer (session_store.h)
     if (c == nullptr || c->id != o.client) {
       // Outcomes of one connection usually come in runs: one lock per run.
       if (ck.owns_lock()) ck.unlock();

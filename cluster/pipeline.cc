@@ -207,6 +207,8 @@ class PipelineImpl {
     std::lock_guard<std::mutex> lk(ring_.mu);
     return ring_.committed;
   }
+  bool HistoryCovers(uint64_t batch) const { return executors_.HistoryCovers(batch); }
+  void StopHistory() { executors_.StopHistory(); }
 
  private:
   static PipelineOptions Checked(const PipelineOptions& opt) {
@@ -223,6 +225,7 @@ class PipelineImpl {
     o.row_partitions = opt.row_partitions;
     o.row_partition = opt.row_partition;
     o.image_sink = opt.image_sink;
+    o.history_bytes = opt.history_bytes;
     return o;
   }
   static commit::CommitStageOptions CommitOptions(const PipelineOptions& opt) {
@@ -272,6 +275,8 @@ void Pipeline::DeliverVotes(uint64_t b, uint32_t from, uint32_t round, std::vect
   impl_->DeliverVotes(b, from, round, std::move(ids));
 }
 void Pipeline::DeliverOutcomesFrom(uint64_t b) { impl_->DeliverOutcomesFrom(b); }
+bool Pipeline::HistoryCovers(uint64_t batch) const { return impl_->HistoryCovers(batch); }
+void Pipeline::StopHistory() { impl_->StopHistory(); }
 void Pipeline::EndInput(uint64_t end) { impl_->EndInput(end); }
 void Pipeline::Fail(Status status) { impl_->Fail(std::move(status)); }
 Status Pipeline::WaitIdle(int64_t timeout_ms) { return impl_->WaitIdle(timeout_ms); }

@@ -76,6 +76,9 @@ struct PipelineOptions {
   // Checkpoints: asked at every batch boundary whether to copy the table (executor_stage.h).
   // Not owned; outlives the pipeline.
   executor::ImageSink* image_sink = nullptr;
+  // Each range keeps its writes' before-images in a write history of this many bytes / executors
+  // (executor/write_history.h), for the read values of retried txns; 0: none. Not on a row node.
+  uint64_t history_bytes = 0;
 };
 
 // The per-batch results of the commit stage (commit/commit_stage.h), under the names the
@@ -148,6 +151,11 @@ class Pipeline {
   // OK, or the error given to Fail.
   Status health() const;
   uint64_t committed_batches() const;  // absolute: the next batch id to commit
+  // The write histories hold every write of batch `batch` and later (history_bytes > 0 and none
+  // overwritten since). Any thread.
+  bool HistoryCovers(uint64_t batch) const;
+  // The write histories record nothing more (HistoryCovers is false from then on). Any thread.
+  void StopHistory();
 
  private:
   std::unique_ptr<PipelineImpl> impl_;

@@ -232,6 +232,7 @@ Status ServerImpl::Start() {
   po.deliver_outcomes = true;
   po.track_digest = true;
   po.executors_wait_for_replication = mode_ == "sync";
+  po.history_bytes = session_values_ ? 0 : static_cast<uint64_t>(c.GetInt("server.session_history_bytes"));
   if (const std::string dir = NodeCheckpointDir(c, me_.name); !dir.empty()) {
     CheckpointerOptions co;
     co.dir = dir;
@@ -250,6 +251,9 @@ Status ServerImpl::Start() {
     checkpointer_ = std::make_unique<Checkpointer>(co, *table_, [this] { return sessions_->Encode(); });
     QR_RETURN_IF_ERROR(checkpointer_->Start());
     po.image_sink = checkpointer_.get();
+  }
+  if (po.history_bytes > 0) {
+    sessions_->EnableHistory(workload_.Layout(), [this](uint64_t b) { return pipeline_->HistoryCovers(b); });
   }
   MakeMonitor();
   if (replicated) MakeReporter();
@@ -278,6 +282,16 @@ Status ServerImpl::Start() {
         const uint64_t d = b.digest ^ Mix64(sessions_->Digest());
         monitor_->RecordOwn(b.batch, d);
         if (checkpointer_) checkpointer_->OnCommitted(b.batch, d);
+        if (const uint64_t from = history_from_.load(std::memory_order_acquire);
+            from != kNoHistory && !pipeline_->HistoryCovers(from)) {
+          // A promoted leader's histories no longer reach the batch it started leading at: no
+          // retry of its predecessor's txns can be served from them any more.
+          history_from_.store(kNoHistory, std::memory_order_release);
+          pipeline_->StopHistory();
+          Logger("server")->info("{} write histories stopped at batch {}: they no longer reach batch {}, where it "
+                                 "started leading",
+                                 Identity(), b.batch, from);
+        }
         // The test hook lies about the digest, so tests can see the leader notice.
         if (reporter_ && role() != NodeRole::kLeader) reporter_->RecordApplied(b.batch, wrong && b.batch >= wrong_from ? ~d : d);
       });

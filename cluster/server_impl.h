@@ -178,6 +178,10 @@ class ServerImpl {
   // One partition: the replicated client-session table (every node applies the log to it; the
   // leader checks txns against it while planning). Created in Start.
   planner::SessionLimits session_limits_;
+  // A promoted leader's write histories serve its predecessor's retries from this batch on
+  // (Promote); kNoHistory: not (any more).
+  static constexpr uint64_t kNoHistory = UINT64_MAX;
+  std::atomic<uint64_t> history_from_{kNoHistory};
   bool session_values_ = false;  // server.session_read_values: slices go to followers with reads
   std::unique_ptr<SessionStore> sessions_;
   // Outcomes of batches from here on go to clients (Promote sets it; the batches before were

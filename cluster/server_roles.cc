@@ -169,6 +169,14 @@ Status ServerImpl::Promote(bool initial) {
   // batches before it belong to the old leader's clients: they go nowhere.
   const uint64_t start = *std::max_element(next.begin(), next.end());
   client_from_.store(start, std::memory_order_release);
+  // The write histories serve the retries of txns planned before this node led
+  // (docs/sessions.md): a first leader has none to serve, a promoted one until they no longer
+  // reach back to `start` (the batch hook stops them then).
+  if (initial) {
+    pipeline_->StopHistory();
+  } else {
+    history_from_.store(start, std::memory_order_release);
+  }
   uint64_t padded = 0;
   for (uint32_t p = 0; p < Streams(); ++p) padded += start - next[p];
   QR_RETURN_IF_ERROR(PadStreams(next, start));

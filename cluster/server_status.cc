@@ -153,7 +153,8 @@ std::string ServerImpl::StatsLine() const {
     line += " sessions=" + std::to_string(s.sessions) + " session_outcomes=" + std::to_string(s.session_outcomes);
     if (s.role == "leader") {
       line += " duplicates=" + std::to_string(sc.duplicates) + " expired=" + std::to_string(sc.expired) +
-              " refused=" + std::to_string(sc.refused);
+              " refused=" + std::to_string(sc.refused) + " history_reads=" + std::to_string(sc.history_reads) +
+              " history_misses=" + std::to_string(sc.history_misses);
     }
   }
   if (checkpointer_) {

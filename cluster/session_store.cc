@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "storage/ops.h"
+
 namespace qrstore::cluster {
 
 planner::SessionLimits SessionLimitsFromConfig(const Config& config) {
@@ -20,7 +22,59 @@ namespace {
 
 using proto::ResultCode;
 
+// A history read's ops: a kRead of every key `ops` touch, each once, in first-touch order.
+std::vector<storage::Op> HistoryReadOps(const std::vector<storage::Op>& ops) {
+  std::vector<storage::Op> reads;
+  auto add = [&reads](storage::Key k) {
+    for (const storage::Op& r : reads) {
+      if (r.key == k) return;
+    }
+    reads.push_back(storage::Op{storage::OpKind::kRead, k, 0, 0});
+  };
+  for (const storage::Op& op : ops) {
+    if (op.kind == storage::OpKind::kDepWrite) add(op.src_key);
+    add(op.key);
+  }
+  return reads;
+}
+
 }  // namespace
+
+SessionAnswer SessionStore::AnswerFromHistory(const commit::TxnOutcome& o, const HistoryRead& h) const {
+  SessionAnswer a;
+  a.client = h.client;
+  a.session = h.session;
+  a.seq = h.seq;
+  a.code = ResultCode::kCommittedNoValues;
+  a.pos = o.history_of;
+  const uint32_t rec = history_layout_.size();
+  const std::vector<storage::Op> keys = HistoryReadOps(h.original.ops);
+  // The values hold every key's record just before the original, if nothing it needed was
+  // overwritten in the histories meanwhile (checked after the read ran: only turns false).
+  if (o.status != commit::TxnStatus::kCommitted || rec == 0 || o.values.size() != keys.size() * rec ||
+      !history_covers_(o.history_of.batch)) {
+    return a;
+  }
+  // Run the original's ops on those records, as the serial order did, taking each kRead's.
+  std::string records(o.values);
+  auto record_of = [&](storage::Key k) -> char* {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (keys[i].key == k) return records.data() + i * rec;
+    }
+    return nullptr;
+  };
+  std::string values;
+  for (const storage::Op& op : h.original.ops) {
+    char* r = record_of(op.key);
+    const char* src = op.kind == storage::OpKind::kDepWrite ? record_of(op.src_key) : nullptr;
+    if (storage::ApplyOp(op, r, src, history_layout_, h.original.id)) return a;  // it committed: cannot fire
+    if (op.kind == storage::OpKind::kRead) values.append(r, rec);
+  }
+  a.code = ResultCode::kCommitted;
+  a.reads = static_cast<uint32_t>(values.size() / rec);
+  a.values = std::move(values);
+  return a;
+}
 
 void SessionStore::Admit(uint64_t batch, uint32_t planner, std::vector<storage::Txn>* txns, size_t from,
                          std::vector<SessionAnswer>* answers) {
@@ -50,6 +104,22 @@ void SessionStore::Admit(uint64_t batch, uint32_t planner, std::vector<storage::
             if (a.code == ResultCode::kCommitted && done->values_known && record_bytes_ > 0) {
               a.values = done->values;  // the original outcome, values included
               a.reads = static_cast<uint32_t>(done->values.size() / record_bytes_);
+            } else if (a.code == ResultCode::kCommitted && storage::ReadOps(x) > 0 && history_covers_ &&
+                       history_reads_.size() < kMaxHistoryReads && history_covers_(done->pos.batch)) {
+              // Its values come from the write histories: planned as its history read, here.
+              ++counters_.history_reads;
+              history_reads_.emplace(done->pos, HistoryRead{x.client, x.session, x.seq, x});
+              storage::Txn& r = x;
+              r.session = 0;
+              r.seq = 0;
+              r.history = true;
+              r.history_batch = done->pos.batch;
+              r.history_planner = done->pos.planner;
+              r.history_index = done->pos.index;
+              r.ops = HistoryReadOps(x.ops);
+              if (out != i) t[out] = std::move(x);
+              ++out;
+              continue;
             } else if (a.code == ResultCode::kCommitted && storage::ReadOps(x) > 0) {
               // No values kept (see the header): a committed txn that read something says so
               // instead of returning no values as if it had read none.
@@ -87,6 +157,16 @@ void SessionStore::Apply(const std::vector<commit::TxnOutcome>& outcomes,
   std::unique_lock<std::mutex> lk(mu_, std::defer_lock);
   for (size_t i = 0; i < outcomes.size(); ++i) {
     const commit::TxnOutcome& o = outcomes[i];
+    if (o.history) {
+      if (!lk.owns_lock()) lk.lock();
+      auto it = history_reads_.find(o.history_of);
+      if (it == history_reads_.end()) continue;  // planned before a ClearInFlight
+      SessionAnswer a = AnswerFromHistory(o, it->second);
+      if (a.code != ResultCode::kCommitted) ++counters_.history_misses;
+      history_reads_.erase(it);
+      answers->push_back(std::move(a));
+      continue;
+    }
     if (o.session == 0) continue;
     if (!lk.owns_lock()) lk.lock();
     if (o.session == storage::kOpenSession) {
@@ -118,6 +198,7 @@ void SessionStore::ClearInFlight() {
   std::lock_guard<std::mutex> lk(mu_);
   table_.ClearInFlight();
   waiters_.clear();
+  history_reads_.clear();
 }
 
 uint64_t SessionStore::Digest() const {

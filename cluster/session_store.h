@@ -15,17 +15,20 @@
 // A txn sent again is thus never planned twice: duplicates never enter the log.
 //
 // Read values. By default followers replay slices without plain reads (planner/eq.h
-// kWithoutReads), so no node keeps read values in the table: an answer from the table for a
-// committed txn with reads is ResultCode::kCommittedNoValues (its fate and position, not its
-// values). With keep_values (server.session_read_values: the followers get the reads too) every
-// node keeps them, within SessionLimits::max_value_bytes, and such an answer is the original
-// outcome, values included (kCommittedNoValues only once the cap dropped them).
+// kWithoutReads), so no node keeps read values in the table. With EnableHistory a retry of a
+// committed txn with reads becomes a history read (the values recomputed from the write
+// histories, docs/sessions.md); without it, or when the histories no longer reach back, the
+// answer is ResultCode::kCommittedNoValues (its fate and position, not its values). With
+// keep_values (server.session_read_values: the followers get the reads too) every node keeps
+// them, within SessionLimits::max_value_bytes, and such an answer is the original outcome,
+// values included (kCommittedNoValues only once the cap dropped them).
 //
 // Thread-safety: every call takes the store's lock; answers are returned to the caller, which
 // delivers them outside it.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -36,6 +39,7 @@
 #include "commit/outcome.h"
 #include "common/config.h"
 #include "planner/session_table.h"
+#include "storage/record.h"
 #include "storage/txn.h"
 
 namespace qrstore::cluster {
@@ -55,6 +59,8 @@ struct SessionAnswer {
 struct SessionStoreCounters {
   uint64_t opened = 0;          // sessions opened (applied)
   uint64_t duplicates = 0;      // leader: txns answered from the table (decided or in flight)
+  uint64_t history_reads = 0;   // leader: retries planned as history reads
+  uint64_t history_misses = 0;  // leader: of those, answered kCommittedNoValues (history too short)
   uint64_t expired = 0;         // leader: answered kExpired
   uint64_t refused = 0;         // leader: unknown session or bad seq
 };
@@ -68,17 +74,29 @@ class SessionStore {
   explicit SessionStore(planner::SessionLimits limits, uint32_t record_bytes = 0, bool keep_values = false)
       : table_(limits), record_bytes_(record_bytes), keep_values_(keep_values) {}
 
+  // Read values from the write histories (docs/sessions.md): a retry of a committed txn that
+  // read something is planned as a history read instead of answered at once (see Admit), and
+  // answered when that commits, with the values recomputed from the keys' values just before the
+  // original's position, if `covers(original's batch)` says the histories held every write
+  // since. `layout`: the table's records. Before the first Admit; not with keep_values.
+  void EnableHistory(storage::RecordLayout layout, std::function<bool(uint64_t)> covers) {
+    history_layout_ = layout;
+    history_covers_ = std::move(covers);
+  }
+
   // Leader, planner thread with the token, before planning slice (batch, planner): filters
   // txns[from..] in place (kept ones keep their order and will sit at their index in the
-  // slice) and appends the answers of the ones taken out.
+  // slice) and appends the answers of the ones taken out. With EnableHistory, a retry of a
+  // committed txn that read something stays, turned into its history read (no session, a kRead
+  // of every key the original touches, storage::Txn::history naming the original's position).
   void Admit(uint64_t batch, uint32_t planner, std::vector<storage::Txn>* txns, size_t from,
              std::vector<SessionAnswer>* answers);
   // Every replica, the commit sink, in planned order: the outcomes of one slice. Appends
   // (index in `outcomes`, session id) for every open-session entry, and the answers of
-  // duplicates that waited for these outcomes.
+  // duplicates that waited for these outcomes and of retries whose history read committed.
   void Apply(const std::vector<commit::TxnOutcome>& outcomes, std::vector<std::pair<size_t, uint64_t>>* opened,
              std::vector<SessionAnswer>* answers);
-  // The leader lost leadership: forget in-flight marks and waiters.
+  // The leader lost leadership: forget in-flight marks, waiters and history reads.
   void ClearInFlight();
 
   uint64_t Digest() const;
@@ -90,16 +108,33 @@ class SessionStore {
   uint64_t outcomes() const;
   SessionStoreCounters counters() const;
 
+  // At most this many history reads wait for their outcome; beyond it a retry is answered
+  // kCommittedNoValues at once.
+  static constexpr size_t kMaxHistoryReads = size_t{1} << 20;
+
  private:
   struct Waiter {
     uint32_t client = 0;
   };
+  // A retry planned as a history read: what its answer needs.
+  struct HistoryRead {
+    uint32_t client = 0;
+    uint64_t session = 0;
+    uint64_t seq = 0;
+    storage::Txn original;  // the retry as sent: its id and ops
+  };
+  // The retry's answer from its history read's outcome `o` (mu_ held).
+  SessionAnswer AnswerFromHistory(const commit::TxnOutcome& o, const HistoryRead& h) const;
   mutable std::mutex mu_;
   planner::SessionTable table_;                                  // guarded by mu_
   const uint32_t record_bytes_;
   const bool keep_values_;
   std::multimap<std::pair<uint64_t, uint64_t>, Waiter> waiters_;  // guarded by mu_: (session, seq)
   SessionStoreCounters counters_;                                // guarded by mu_
+  storage::RecordLayout history_layout_;
+  std::function<bool(uint64_t)> history_covers_;  // set: history reads are on
+  // By the original's position; guarded by mu_.
+  std::multimap<commit::PlannedPos, HistoryRead> history_reads_;
 };
 
 }  // namespace qrstore::cluster

@@ -44,6 +44,8 @@ SliceTally BuildSliceOutcomes(const planner::PlannedSlice& slice, const executor
     o.home_index = tc.home_index;
     o.session = tc.session;
     o.seq = tc.seq;
+    o.history = tc.history;
+    o.history_of = PlannedPos{tc.history_batch, tc.history_planner, tc.history_index};
     o.submit_ns = tc.submit_ns;
     o.commit_ns = commit_ns;
     o.write_ops = tc.write_ops;

@@ -54,6 +54,9 @@ struct TxnOutcome {
   uint32_t home_index = 0;  // its index in its home's slice (a row sub-slice lists a subset)
   uint64_t session = 0;     // Txn::session and Txn::seq (client sessions; 0, 0: none)
   uint64_t seq = 0;
+  // A history read (storage::Txn::history): its values are each key's just before `history_of`.
+  bool history = false;
+  PlannedPos history_of;
 };
 
 // Called by commit threads with the outcomes of one (batch, planner) slice in planned order.

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "executor/apply.h"
+#include "executor/write_history.h"
 
 namespace qrstore::executor {
 
@@ -33,7 +34,8 @@ void AbortResolver::Touch(storage::Key key, char* rec, uint32_t rec_size) {
 
 void AbortResolver::Resolve(const std::vector<const planner::PlannedSlice*>& slices,
                             const std::vector<ExecLog*>& logs, storage::Table* table, BatchFates* out,
-                            const std::vector<char*>& read_values, uint64_t* digest_delta) {
+                            const std::vector<char*>& read_values, uint64_t* digest_delta,
+                            const std::vector<WriteHistory*>& histories) {
   out->any_abort = false;
   out->aborted = out->reexecuted = out->restored_records = 0;
   bool any_vote = false;
@@ -99,7 +101,7 @@ void AbortResolver::Resolve(const std::vector<const planner::PlannedSlice*>& sli
       for (const auto& [r, c] : current_) {
         const Access& a = logs[r]->accesses[c];
         const Fragment& f = slices[p]->eqs[r][a.frag];
-        frags_.push_back(&f);
+        frags_.emplace_back(&f, r);
         // By kind, not by what the parallel run did: a short debit may succeed when re-run.
         if (planner::IsWriteFrag(f.kind)) {
           written_.Insert(f.key);
@@ -122,19 +124,32 @@ void AbortResolver::Resolve(const std::vector<const planner::PlannedSlice*>& sli
   // Every logged access belongs to the batch and was walked.
   for (size_t r = 0; r < logs.size(); ++r) QR_CHECK_EQ(cursor_[r], logs[r]->accesses.size());
 
+  // The write histories (write_history.h) hold what the parallel run wrote for the affected
+  // txns: dropped, and recorded again below in the serial order.
+  if (!histories.empty() && !affected_.empty()) {
+    const uint64_t batch = slices.front()->batch;
+    auto affected = [this](uint32_t p, uint32_t t) {
+      return std::binary_search(affected_.begin(), affected_.end(), Affected{p, t, 0, 0},
+                                [](const Affected& x, const Affected& y) { return Before(x.planner, x.txn, y.planner, y.txn); });
+    };
+    for (WriteHistory* h : histories) h->Drop(batch, affected);
+  }
+
   // Step 4: serial re-execution.
   const storage::RecordLayout& layout = table->layout();
   for (const Affected& a : affected_) {
     auto first = frags_.begin() + static_cast<ptrdiff_t>(a.begin);
     auto last = frags_.begin() + static_cast<ptrdiff_t>(a.end);
-    std::sort(first, last, [](const Fragment* x, const Fragment* y) { return planner::FragOpBefore(*x, *y); });
-    const uint64_t txn_id = slices[a.planner]->txns[a.txn].txn_id;
+    std::sort(first, last, [](const auto& x, const auto& y) { return planner::FragOpBefore(*x.first, *y.first); });
+    const planner::TxnContext& tc = slices[a.planner]->txns[a.txn];
+    const uint64_t txn_id = tc.txn_id;
     undo_.clear();
     undo_index_.clear();
     dep_values_.clear();
     bool fired = false;
     for (auto it = first; it != last && !fired; ++it) {
-      const Fragment& f = **it;
+      const Fragment& f = *it->first;
+      WriteHistory* history = histories.empty() ? nullptr : histories[it->second];
       char* rec = table->Find(f.key);
       int64_t dep_in = 0, dep_out = 0;
       if (f.kind == FragKind::kDepWrite) {
@@ -153,10 +168,13 @@ void AbortResolver::Resolve(const std::vector<const planner::PlannedSlice*>& sli
         Touch(f.key, rec, rec_size);
         undo_index_.emplace_back(rec, undo_.size());
         undo_.append(rec, rec_size);
+        if (history != nullptr) history->Record(f.key, slices[a.planner]->batch, a.planner, a.txn, rec);
       }
       fired = ApplyFragment(f, rec, layout, txn_id, dep_in, &dep_out);
       if (f.kind == FragKind::kDepRead) dep_values_.emplace_back(f.slot, dep_out);
-      if (f.kind == FragKind::kRead && reads != nullptr) std::memcpy(reads + uint64_t{f.slot} * rec_size, rec, rec_size);
+      if (f.kind == FragKind::kRead && reads != nullptr) {
+        std::memcpy(reads + uint64_t{f.slot} * rec_size, HistoryOrRecord(tc, f.key, history, rec), rec_size);
+      }
     }
     if (fired) {
       // Leaves no trace: undo in reverse order (a key written twice gets its oldest image).

@@ -88,13 +88,18 @@ class KeySet {
   std::unordered_set<storage::Key> sparse_;
 };
 
+class WriteHistory;
+
 class AbortResolver {
  public:
   // `slices[p]` is the batch's slice of planner p; `logs[r]` the log of the executor of range r;
   // `read_values[p]` slice p's read-value buffer or nullptr (the vector may be empty: none).
+  // `histories[r]`: range r's write history (none if empty): the affected txns' entries of the
+  // parallel run are dropped and recorded again as they are re-executed, and a history read's
+  // kRead is answered from it (executor/write_history.h).
   void Resolve(const std::vector<const planner::PlannedSlice*>& slices, const std::vector<ExecLog*>& logs,
                storage::Table* table, BatchFates* out, const std::vector<char*>& read_values = {},
-               uint64_t* digest_delta = nullptr);
+               uint64_t* digest_delta = nullptr, const std::vector<WriteHistory*>& histories = {});
 
  private:
   // Remembers a record's image before resolution first touches it (digest tracking).
@@ -111,7 +116,7 @@ class AbortResolver {
   std::vector<size_t> cursor_;
   std::vector<std::pair<uint32_t, uint32_t>> current_;  // (range, access index) of the walked txn
   std::vector<Affected> affected_;
-  std::vector<const planner::Fragment*> frags_;
+  std::vector<std::pair<const planner::Fragment*, uint32_t>> frags_;  // (fragment, its range)
   std::string undo_;                                     // one txn's before-images
   std::vector<std::pair<char*, size_t>> undo_index_;     // (record, offset in undo_)
   std::vector<std::pair<uint32_t, int64_t>> dep_values_; // (slot, value) of one txn

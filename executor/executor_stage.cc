@@ -14,9 +14,26 @@ ExecutorStage::ExecutorStage(ExecutorStageOptions options, BatchRing* ring, stor
     executors_.back()->set_row_sender(opt_.row_sender);
     // A row node's resolver reads each key's accesses only (cascade): logged slices may park.
     executors_.back()->set_park_when_logging(opt_.row_sender != nullptr);
+    if (opt_.history_bytes > 0 && opt_.row_sender == nullptr) {
+      histories_.push_back(std::make_unique<WriteHistory>(record_bytes_, opt_.history_bytes / ring_->executors));
+      history_ptrs_.push_back(histories_.back().get());
+      executors_.back()->set_history(histories_.back().get());
+    }
   }
   executed_ = ring_->first_batch;
   image_next_ = ring_->first_batch;
+}
+
+bool ExecutorStage::HistoryCovers(uint64_t batch) const {
+  if (histories_.empty()) return false;
+  for (const auto& h : histories_) {
+    if (!h->Covers(batch)) return false;
+  }
+  return true;
+}
+
+void ExecutorStage::StopHistory() {
+  for (const auto& h : histories_) h->Stop();
 }
 
 void ExecutorStage::Start() {
@@ -201,7 +218,8 @@ void ExecutorStage::Loop(uint32_t me) {
         std::vector<ExecLog*> logs;
         for (auto& e : executors_) logs.push_back(&e->log());
         uint64_t delta = 0;
-        resolver_.Resolve(slices, logs, table_, &slot.fates, reads, opt_.track_digest ? &delta : nullptr);
+        resolver_.Resolve(slices, logs, table_, &slot.fates, reads, opt_.track_digest ? &delta : nullptr,
+                          history_ptrs_);
         lk.lock();
         slot.resolver_delta = delta;
         reexecuted_ += slot.fates.reexecuted;

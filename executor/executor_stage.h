@@ -34,6 +34,7 @@
 #include "executor/batch_ring.h"
 #include "executor/range_executor.h"
 #include "executor/row_resolver.h"
+#include "executor/write_history.h"
 #include "storage/table.h"
 #include "storage/table_image.h"
 
@@ -64,6 +65,9 @@ struct ExecutorStageOptions {
   uint32_t row_partitions = 1;
   uint32_t row_partition = 0;
   ImageSink* image_sink = nullptr;  // not owned; nullptr: no checkpoint images
+  // Write histories (executor/write_history.h) of history_bytes / executors each; 0: none.
+  // Ignored on a row node.
+  uint64_t history_bytes = 0;
 };
 
 class ExecutorStage {
@@ -101,6 +105,11 @@ class ExecutorStage {
   void ReleaseRowWaitsLocked();
 
   uint64_t reexecuted_locked() const { return reexecuted_; }  // ring->mu held
+  // Every range's write history holds every write of batch `batch` and later (false without
+  // histories). Any thread.
+  bool HistoryCovers(uint64_t batch) const;
+  // The write histories record nothing more (WriteHistory::Stop). Any thread.
+  void StopHistory();
 
  private:
   // Executor thread `me` (range me), from the ring's first batch until halt or end.
@@ -128,6 +137,8 @@ class ExecutorStage {
   const uint32_t record_bytes_;
 
   std::vector<std::unique_ptr<RangeExecutor>> executors_;  // [range], one per executor thread
+  std::vector<std::unique_ptr<WriteHistory>> histories_;  // [range] (empty: none)
+  std::vector<WriteHistory*> history_ptrs_;               // the same, for the resolver
   AbortResolver resolver_;     // the resolving executor's (batches resolve in turn)
   RowResolver row_resolver_;   // likewise, on a row node
   uint64_t executed_;          // guarded by ring->mu: batches [first, this) executed and resolved

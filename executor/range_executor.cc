@@ -66,13 +66,15 @@ inline void RangeExecutor::Exec(const planner::PlannedSlice& slice, uint32_t i, 
     if constexpr (kDigest) {
       if (writes) std::memcpy(scratch_.data(), rec, rec_size);
     }
+    if (writes && history_ != nullptr && history_->recording()) history_->Record(f.key, slice.batch, slice.planner, f.txn, rec);
     const int64_t dep_in = WaitsForDep(f.kind) ? WaitDep(deps, f.slot) : 0;
     int64_t dep_out = 0;
     fired = ApplyFragment(f, rec, layout, slice.txns[f.txn].txn_id, dep_in, &dep_out);
     if (f.kind == FragKind::kDepRead) deps->Publish(f.slot, dep_out);
     if (f.kind == FragKind::kDepSend) SendDep(slice, f, dep_out);
     if (f.kind == FragKind::kRead && read_values != nullptr) {
-      std::memcpy(read_values + uint64_t{f.slot} * rec_size, rec, rec_size);
+      std::memcpy(read_values + uint64_t{f.slot} * rec_size, HistoryOrRecord(slice.txns[f.txn], f.key, history_, rec),
+                  rec_size);
     }
     if constexpr (kDigest) {
       if (writes) digest_delta_ += storage::Table::DigestDelta(f.key, scratch_.data(), rec, rec_size);

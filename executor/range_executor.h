@@ -12,6 +12,9 @@
 // Read values. With a read-value buffer, a kRead copies its record into the buffer at its read
 // slot (planner/eq.h), which is the value the transaction saw at its place in the serial order
 // (the abort resolver re-captures the reads of transactions it re-executes).
+// Write history. With set_history, every write's before-image is recorded there first, and a
+// history read's kRead (TxnContext::history) takes the key's value just before the position it
+// names from it instead of the record (executor/write_history.h).
 // Digest. With track_digest, every record this executor modifies adds Table::DigestDelta of the
 // change to digest_delta(): the batch's change of the state digest over this range.
 // Rows. In a partitioned row (docs/partitioned-rows.md) a kDepSend reads its record's counter
@@ -25,6 +28,7 @@
 
 #include "common/check.h"
 #include "executor/dep_board.h"
+#include "executor/write_history.h"
 #include "planner/eq.h"
 #include "storage/table.h"
 
@@ -106,6 +110,11 @@ class RangeExecutor {
   // how far it may run ahead of the ranges it depends on. 256 gave 290K txn/s in-process with
   // 20% dependent writes, 4096 gave 400-450K (~530K without dependencies).
   static constexpr uint32_t kParkCapacity = 4096;
+
+  // Record every write's before-image in `history` (not owned; nullptr: none), and answer a
+  // history read's kReads from it (executor/write_history.h).
+  void set_history(WriteHistory* history) { history_ = history; }
+  WriteHistory* history() const { return history_; }
 
   // The row's value sender; needed before a slice with kDepSend runs. Not owned.
   void set_row_sender(RowSender* sender) { row_sender_ = sender; }
@@ -193,6 +202,7 @@ class RangeExecutor {
   Parked parked_;
   RowSender* row_sender_ = nullptr;
   bool park_when_logging_ = false;
+  WriteHistory* history_ = nullptr;
 };
 
 }  // namespace qrstore::executor

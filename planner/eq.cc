@@ -42,7 +42,9 @@ bool operator==(const TxnContext& a, const TxnContext& b) {
   return a.txn_id == b.txn_id && a.client == b.client && a.submit_ns == b.submit_ns && a.fragments == b.fragments &&
          a.write_ops == b.write_ops && a.dep_begin == b.dep_begin && a.deps == b.deps && a.read_begin == b.read_begin &&
          a.reads == b.reads && a.may_abort == b.may_abort && a.home_index == b.home_index &&
-         a.session == b.session && a.seq == b.seq;
+         a.session == b.session && a.seq == b.seq && a.history == b.history &&
+         a.history_batch == b.history_batch && a.history_planner == b.history_planner &&
+         a.history_index == b.history_index;
 }
 bool operator==(const PlannedSlice& a, const PlannedSlice& b) {
   return a.batch == b.batch && a.planner == b.planner && a.dep_slots == b.dep_slots &&

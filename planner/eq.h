@@ -115,6 +115,11 @@ struct TxnContext {
   // Client sessions (planner/session_table.h): Txn::session and Txn::seq; 0, 0 for none.
   uint64_t session = 0;
   uint64_t seq = 0;
+  // Txn::history and its position: the planning node's only (not encoded, like submit_ns).
+  bool history = false;
+  uint64_t history_batch = 0;
+  uint32_t history_planner = 0;
+  uint32_t history_index = 0;
 };
 
 struct PlannedSlice {

@@ -24,6 +24,10 @@ void Planner::PlanSlice(uint64_t batch, uint32_t planner, const std::vector<stor
     tc.submit_ns = txn.submit_ns;
     tc.session = txn.session;
     tc.seq = txn.seq;
+    tc.history = txn.history;
+    tc.history_batch = txn.history_batch;
+    tc.history_planner = txn.history_planner;
+    tc.history_index = txn.history_index;
     tc.fragments = 0;
     tc.write_ops = 0;
     tc.dep_begin = dep;

@@ -59,6 +59,13 @@ struct Txn {
   uint64_t session = 0;
   uint64_t seq = 0;
   std::vector<Op> ops;
+  // The leader's own, never encoded or sent: a history read (cluster/session_store.h). Its
+  // kReads return each key's value just before position (history_batch, history_planner,
+  // history_index) of the global order, from the write histories (executor/write_history.h).
+  bool history = false;
+  uint64_t history_batch = 0;
+  uint32_t history_planner = 0;
+  uint32_t history_index = 0;
 };
 
 // The values a committed `t` returns: one per kRead.

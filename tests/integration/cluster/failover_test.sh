@@ -12,7 +12,13 @@
 #   kill-before-reply  n0 kills itself once a slice has committed (replicated) but before it
 #                  answers it (server.test_kill_before_reply_file): the client sends those txns
 #                  again and the new leader answers them from its session table, without
-#                  running them twice (committed_no_values > 0);
+#                  running them twice, and with the values they read, recomputed from its write
+#                  histories (history reads: none answered without values); --verify checks every
+#                  txn's fate and read values (the retries' too) against the serial reference;
+#   kill-before-reply-short-history  the same with write histories far too short to reach back to
+#                  the retried txns (server.session_history_bytes=64K): the retries are answered
+#                  committed-no-values (fate and position; committed_no_values > 0), never run
+#                  twice, and --verify checks their fates;
 #   kill-before-reply-values  the same with server.session_read_values: the followers keep read
 #                  values too, so the retries get their original values: none is answered without
 #                  them, and --verify checks every txn's fate and read values (the retries' too)
@@ -30,7 +36,8 @@
 #   - exactly once: YCSB's update counters sum to exactly the write ops both clients saw
 #     committed (a lost txn makes the sum smaller, one run twice larger); transfer: the total
 #     balance is what it started with.
-# Usage: failover_test.sh raft|zookeeper kill|kill-transfer|pause|stop|cutoff|kill-before-reply[-values] (the last three: raft)
+# Usage: failover_test.sh raft|zookeeper kill|kill-transfer|pause|stop|cutoff|kill-before-reply[-values|-short-history]
+#        (the last four: raft)
 source "$(dirname "$0")/lib.sh"
 backend="${1:?raft or zookeeper}"
 how="${2:?kill, kill-transfer, pause or cutoff}"
@@ -46,12 +53,14 @@ if [[ "$backend" == zookeeper ]]; then
   qr_up "$cfg" "${zk[@]+"${zk[@]}"}" --replication.zookeeper.session_timeout_ms=2000
 else
   values=()
-  [[ "$how" == kill-before-reply-values ]] && values=(--server.session_read_values=true --server.stats_interval_ms=1000)
+  [[ "$how" == kill-before-reply* ]] && values=(--server.stats_interval_ms=1000)
+  [[ "$how" == kill-before-reply-values ]] && values+=(--server.session_read_values=true)
+  [[ "$how" == kill-before-reply-short-history ]] && values+=(--server.session_history_bytes=65536)
   qr_up "$cfg" --replication.raft.test_isolate_file="$QR_TMP/isolate" --server.test_kill_before_reply_file="$QR_TMP/kill" \
     "${values[@]+"${values[@]}"}"
 fi
 verify=()
-[[ "$how" == kill-before-reply-values ]] && verify=(--verify)
+[[ "$how" == kill-before-reply* ]] && verify=(--verify)
 run="$QRSTORE_RUN_DIR/failover"
 # (a paused node never answers: ask with a short time-out)
 status() { qr_client "$cfg" --status --client.connect_timeout_ms=1000 2>/dev/null || true; }
@@ -158,11 +167,23 @@ if [[ "$how" == stop ]]; then
 else
   (($(json_field "$c1" retried) > 0)) || fail "the client sent nothing again after the failover (it had txns in flight)"
 fi
+# The leader's newest stats line's counter $1 (0 if none).
+leader_stat() { local v; v="$(grep -ho " $1=[0-9]*" "$run/$leader.log" | tail -1 | cut -d= -f2)"; echo "${v:-0}"; }
 if [[ "$how" == kill-before-reply ]]; then
   grep -q "test hook: killing itself before answering" "$run/n0.log" || fail "n0 did not die by the hook"
+  sleep 1.2  # a stats line after the client's last retry
+  (($(leader_stat history_reads) > 0)) ||
+    fail "the new leader planned no history read (n0 died with a committed slice unanswered): $(grep -h duplicates= "$run/$leader.log" | tail -1)"
+  [[ "$(json_field "$c1" committed_no_values)" == 0 ]] ||
+    fail "$(json_field "$c1" committed_no_values) retries were answered without their read values ($(leader_stat history_misses) history misses)"
+  [[ "$(json_field "$c1" verify)" == ok:* ]] || fail "verify: $(json_field "$c1" verify)"
+  note "$(leader_stat history_reads) retries answered with values from the write histories; verify: $(json_field "$c1" verify | cut -c1-150)"
+elif [[ "$how" == kill-before-reply-short-history ]]; then
+  grep -q "test hook: killing itself before answering" "$run/n0.log" || fail "n0 did not die by the hook"
   (($(json_field "$c1" committed_no_values) > 0)) ||
-    fail "no retry was answered from the session table (n0 died with a committed slice unanswered)"
-  note "$(json_field "$c1" committed_no_values) retried txns were answered from the new leader's session table"
+    fail "no retry was answered committed-no-values, with 64 KB of write history"
+  [[ "$(json_field "$c1" verify)" == ok:* ]] || fail "verify: $(json_field "$c1" verify)"
+  note "$(json_field "$c1" committed_no_values) retried txns answered from the session table without values; verify: $(json_field "$c1" verify | cut -c1-150)"
 elif [[ "$how" == kill-before-reply-values ]]; then
   grep -q "test hook: killing itself before answering" "$run/n0.log" || fail "n0 did not die by the hook"
   [[ "$(json_field "$c1" committed_no_values)" == 0 ]] ||

@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 
 #include "cluster/session_store.h"
+#include "storage/ops.h"
+#include "storage/record.h"
 
 using namespace qrstore;
 using namespace qrstore::cluster;
@@ -185,4 +187,85 @@ TEST_CASE("session store: with read values kept, a decided retry gets its origin
   CHECK(answers[0].values == v1);
   CHECK(answers[1].code == ResultCode::kAbortedLogic);
   CHECK(answers[1].values.empty());
+}
+
+TEST_CASE("session store: a retry of a committed txn that read is planned as its history read, answered with values") {
+  planner::SessionLimits limits;
+  const storage::RecordLayout layout{4, 8};
+  bool covers = true;
+  SessionStore leader(limits, layout.size());
+  leader.EnableHistory(layout, [&covers](uint64_t) { return covers; });
+  std::vector<storage::Txn> open = {OpenTxn()};
+  std::vector<SessionAnswer> answers;
+  leader.Admit(0, 0, &open, 0, &answers);
+  Apply(leader, Outcomes(0, open));
+  // Session 1's seq 1: reads 5, updates 6 and reads it back, reads 5 again; committed at (1, 0, 0).
+  storage::Txn t = SessionTxn(1, 1);
+  t.ops = {storage::Op{storage::OpKind::kRead, 5, 0, 0}, storage::Op{storage::OpKind::kUpdate, 6, 0, 0},
+           storage::Op{storage::OpKind::kRead, 6, 0, 0}, storage::Op{storage::OpKind::kRead, 5, 0, 0}};
+  std::vector<storage::Txn> b1 = {t};
+  leader.Admit(1, 0, &b1, 0, &answers);
+  Apply(leader, Outcomes(1, b1));
+
+  // Sent again: kept in the slice as its history read, a kRead of each key once, no session.
+  std::vector<storage::Txn> b5 = {storage::Txn{}, t};
+  leader.Admit(5, 0, &b5, 0, &answers);
+  CHECK(answers.empty());
+  REQUIRE(b5.size() == 2);
+  const storage::Txn& r = b5[1];
+  CHECK(r.history);
+  CHECK(r.session == 0);
+  CHECK(r.client == t.client);
+  CHECK((PlannedPos{r.history_batch, r.history_planner, r.history_index}) == (PlannedPos{1, 0, 0}));
+  REQUIRE(r.ops.size() == 2);
+  CHECK((r.ops[0].kind == storage::OpKind::kRead && r.ops[0].key == 5));
+  CHECK((r.ops[1].kind == storage::OpKind::kRead && r.ops[1].key == 6));
+  CHECK(leader.counters().history_reads == 1);
+
+  // Its outcome: the records of 5 and 6 just before the original. The answer runs the
+  // original's ops on them: 5, 6 after the update, 5.
+  std::string before(2 * layout.size(), '\0');
+  storage::InitRecord(before.data(), layout, 5, 100);
+  storage::InitRecord(before.data() + layout.size(), layout, 6, 200);
+  std::string six = before.substr(layout.size());
+  storage::ApplyUpdate(six.data(), layout, t.id, 6);
+  std::vector<TxnOutcome> o5 = Outcomes(5, b5);
+  o5[1].history = true;
+  o5[1].history_of = PlannedPos{1, 0, 0};
+  o5[1].reads = 2;
+  o5[1].values = before;
+  Applied a5 = Apply(leader, o5);
+  REQUIRE(a5.answers.size() == 1);
+  const SessionAnswer& a = a5.answers[0];
+  CHECK(a.code == ResultCode::kCommitted);
+  CHECK((a.session == 1 && a.seq == 1 && a.client == t.client));
+  CHECK(a.pos == (PlannedPos{1, 0, 0}));
+  CHECK(a.reads == 3);
+  CHECK(a.values == before.substr(0, layout.size()) + six + before.substr(0, layout.size()));
+  CHECK(leader.counters().history_misses == 0);
+
+  // A history that no longer reaches back: at once committed-no-values, not planned.
+  covers = false;
+  std::vector<storage::Txn> b6 = {t};
+  leader.Admit(6, 0, &b6, 0, &answers);
+  CHECK(b6.empty());
+  REQUIRE(answers.size() == 1);
+  CHECK(answers[0].code == ResultCode::kCommittedNoValues);
+  answers.clear();
+
+  // One that stopped reaching back while its read ran: committed-no-values, counted a miss.
+  covers = true;
+  std::vector<storage::Txn> b7 = {t};
+  leader.Admit(7, 0, &b7, 0, &answers);
+  REQUIRE(b7.size() == 1);
+  covers = false;
+  std::vector<TxnOutcome> o7 = Outcomes(7, b7);
+  o7[0].history = true;
+  o7[0].history_of = PlannedPos{1, 0, 0};
+  o7[0].reads = 2;
+  o7[0].values = before;
+  Applied a7 = Apply(leader, o7);
+  REQUIRE(a7.answers.size() == 1);
+  CHECK(a7.answers[0].code == ResultCode::kCommittedNoValues);
+  CHECK(leader.counters().history_misses == 1);
 }

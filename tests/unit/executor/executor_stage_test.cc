@@ -5,12 +5,14 @@
 // hand over digest deltas that add up to the table's digest.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <vector>
 
+#include "common/rng.h"
 #include "executor/batch_ring.h"
 #include "executor/executor_stage.h"
 #include "planner/planner.h"
@@ -51,6 +53,43 @@ struct DigestSink : executor::ImageSink {
   std::vector<uint64_t> asked;
   std::vector<Taken_> taken;
 };
+// Plays the front-end and the commit stage for batch b: claims its slot (the test frees each
+// slot before the next batch), plans and publishes parts[p] as slice p (slice 1 before 0 with
+// `later_first`), waits until the batch is executed and frees the slot for batch b + 2. The slot
+// (fates, read values, digest deltas) stays as it is until then.
+executor::BatchSlot& RunBatch(executor::BatchRing& ring, executor::ExecutorStage& stage, const planner::Planner& planner,
+                              uint64_t b, const std::vector<std::vector<Txn>>& parts, bool later_first) {
+  executor::BatchSlot& slot = ring.Slot(b);
+  {
+    std::lock_guard<std::mutex> lk(ring.mu);
+    REQUIRE(ring.committed + ring.size() > b);
+    slot.Claim(b);
+    for (auto& ss : slot.slices) ss->begun = true;
+  }
+  const uint32_t n = static_cast<uint32_t>(parts.size());
+  for (uint32_t k = 0; k < n; ++k) {
+    const uint32_t p = later_first ? n - 1 - k : k;
+    executor::SliceState& ss = *slot.slices[p];
+    planner.PlanSlice(b, p, parts[p], &ss.plan);
+    stage.PrepareSlice(ss);
+    {
+      std::lock_guard<std::mutex> lk(ring.mu);
+      ss.published = true;
+      ss.replicated = true;
+      ++slot.replicated_slices;
+    }
+    ring.published_cv.notify_all();
+  }
+  {
+    std::unique_lock<std::mutex> lk(ring.mu);
+    const bool executed = ring.executed_cv.wait_for(lk, std::chrono::seconds(30), [&] { return slot.executed; });
+    REQUIRE(executed);  // bounded: a failure, not a hang
+    ring.committed = b + 1;  // the commit stage's part: the slot is free for batch b + 2
+  }
+  ring.admit_cv.notify_all();
+  return slot;
+}
+
 }  // namespace
 
 TEST_CASE("executor stage: batches handed through the ring reach the serial state, digest deltas add up", "[stage]") {
@@ -88,36 +127,11 @@ TEST_CASE("executor stage: batches handed through the ring reach the serial stat
   for (uint64_t b = kFirst; b < kEnd; ++b) {
     std::vector<std::vector<Txn>> parts(kPlanners);
     for (uint32_t p = 0; p < kPlanners; ++p) parts[p] = testing::RandomTxns(100 + b * kPlanners + p, 40, g);
-    executor::BatchSlot& slot = ring.Slot(b);
-    {
-      std::lock_guard<std::mutex> lk(ring.mu);
-      REQUIRE(ring.committed + ring.size() > b);  // this test frees each slot before the next batch
-      slot.Claim(b);
-      for (auto& ss : slot.slices) ss->begun = true;
-    }
     // The later slice first: executors still run slice 0 before slice 1.
-    for (uint32_t p = kPlanners; p-- > 0;) {
-      executor::SliceState& ss = *slot.slices[p];
-      planner.PlanSlice(b, p, parts[p], &ss.plan);
-      stage.PrepareSlice(ss);
-      {
-        std::lock_guard<std::mutex> lk(ring.mu);
-        ss.published = true;
-        ss.replicated = true;
-        ++slot.replicated_slices;
-      }
-      ring.published_cv.notify_all();
-    }
-    {
-      std::unique_lock<std::mutex> lk(ring.mu);
-      const bool executed = ring.executed_cv.wait_for(lk, std::chrono::seconds(30), [&] { return slot.executed; });
-      REQUIRE(executed);  // bounded: a failure, not a hang
-      REQUIRE(slot.exec_done == kExecutors);
-      for (uint64_t d : slot.digest_deltas) digest += d;
-      digest += slot.resolver_delta;
-      ring.committed = b + 1;  // the commit stage's part: the slot is free for batch b + 2
-    }
-    ring.admit_cv.notify_all();
+    executor::BatchSlot& slot = RunBatch(ring, stage, planner, b, parts, /*later_first=*/true);
+    REQUIRE(slot.exec_done == kExecutors);
+    for (uint64_t d : slot.digest_deltas) digest += d;
+    digest += slot.resolver_delta;
     // The executors are on batch b + 1's slot now (waiting for it): slot b's fates are final.
     for (uint32_t p = 0; p < kPlanners; ++p) {
       for (uint32_t i = 0; i < parts[p].size(); ++i) {
@@ -164,4 +178,130 @@ TEST_CASE("executor stage: batches handed through the ring reach the serial stat
     if (taken.size() == 4) taken.pop_back();
     CHECK(taken == std::vector<uint64_t>{5, 7, 9});
   }
+}
+
+TEST_CASE("executor stage: a history read returns each key's value just before the txn it names", "[stage][history]") {
+  // The read values of retried txns (docs/sessions.md): every range records its writes in a
+  // write history; a history read R naming an earlier txn T's position reads, for every key T
+  // touches, the value the serial order had just before T, wherever R runs (a later batch, or
+  // later in T's own batch), also when the abort resolver re-executed T, R or the txns between.
+  const storage::RecordLayout layout{4, 8};
+  constexpr uint64_t kKeys = 60;  // few keys: most are written again between T and R
+  constexpr uint32_t kPlanners = 2, kExecutors = 3;
+  constexpr uint64_t kFirst = 3, kEnd = 12;
+  const KeyMapper ranges(KeyMapper::Kind::kHash, kExecutors, 0);
+  storage::Table table(layout, kKeys);
+  testing::LoadTable(&table, kKeys, 1000);
+  storage::Table expect(layout, kKeys);
+  testing::LoadTable(&expect, kKeys, 1000);
+
+  executor::BatchRing ring(/*batches_in_flight=*/2, kPlanners, kExecutors, kFirst);
+  executor::ExecutorStageOptions opt;
+  opt.capture_reads = true;
+  opt.history_bytes = 1 << 20;  // holds every write of the run
+  executor::ExecutorStage stage(opt, &ring, &table);
+  stage.Start();
+  HaltOnExit halt_on_exit{ring};
+  REQUIRE(stage.HistoryCovers(kFirst));
+
+  planner::Planner planner(ranges);
+  testing::GenOptions g;
+  g.keys = kKeys;
+  g.abort_per_100 = 5;
+  g.debit_per_100 = 10;
+  struct Before {
+    uint64_t batch;
+    uint32_t planner, index;
+    std::vector<storage::Key> keys;  // every key the txn touches, first-touch order
+    std::string values;              // their records just before it, serially
+  };
+  std::vector<Before> befores;  // every txn run so far
+  auto keys_of = [](const Txn& t) {
+    std::vector<storage::Key> keys;
+    auto add = [&](storage::Key k) {
+      if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+    };
+    for (const storage::Op& op : t.ops) {
+      if (op.kind == storage::OpKind::kDepWrite) add(op.src_key);
+      add(op.key);
+    }
+    return keys;
+  };
+  qrstore::Rng rng(77);
+  uint64_t checked = 0, reexecuted_batches = 0;
+  for (uint64_t b = kFirst; b < kEnd; ++b) {
+    std::vector<std::vector<Txn>> parts(kPlanners);
+    for (uint32_t p = 0; p < kPlanners; ++p) parts[p] = testing::RandomTxns(500 + b * kPlanners + p, 40, g);
+    // History reads: some at the end of slice 1 naming txns of slice 0 of this batch, some
+    // naming txns of earlier batches (at random places in slice 0).
+    std::vector<std::pair<uint32_t, size_t>> reads;  // (slice, index) of a history read
+    std::vector<size_t> names;                       // the befores index it names (same-batch: filled below)
+    auto history_read = [&](const Before& t, uint64_t id) {
+      Txn r;
+      r.id = id;
+      r.history = true;
+      r.history_batch = t.batch;
+      r.history_planner = t.planner;
+      r.history_index = t.index;
+      for (storage::Key k : t.keys) r.ops.push_back(storage::Op{storage::OpKind::kRead, k, 0, 0});
+      return r;
+    };
+    for (int i = 0; i < 8 && !befores.empty(); ++i) {
+      const size_t n = befores.size() - 1 - rng.Next() % std::min<size_t>(befores.size(), 120);
+      const size_t at = rng.Next() % (parts[0].size() + 1);
+      parts[0].insert(parts[0].begin() + static_cast<ptrdiff_t>(at), history_read(befores[n], 900000 + i));
+    }
+    // Positions are known now that slice 0 is complete; the earlier-batch reads are found by
+    // their history flag.
+    for (size_t i = 0; i < parts[0].size(); ++i) {
+      if (!parts[0][i].history) continue;
+      for (size_t n = 0; n < befores.size(); ++n) {
+        if (befores[n].batch == parts[0][i].history_batch && befores[n].planner == parts[0][i].history_planner &&
+            befores[n].index == parts[0][i].history_index) {
+          reads.emplace_back(0, i);
+          names.push_back(n);
+        }
+      }
+    }
+    // Serially: the records before every txn of the batch, then the txn.
+    const size_t first_new = befores.size();
+    for (uint32_t p = 0; p < kPlanners; ++p) {
+      if (p == 1) {
+        // Same-batch reads, at the end of slice 1, naming txns of slice 0 (recorded just now).
+        for (int i = 0; i < 6; ++i) {
+          const size_t n = first_new + rng.Next() % (befores.size() - first_new);
+          if (befores[n].keys.empty()) continue;
+          parts[1].push_back(history_read(befores[n], 910000 + i));
+          reads.emplace_back(1, parts[1].size() - 1);
+          names.push_back(n);
+        }
+      }
+      for (uint32_t i = 0; i < parts[p].size(); ++i) {
+        const Txn& t = parts[p][i];
+        Before before{b, p, i, keys_of(t), {}};
+        for (storage::Key k : before.keys) {
+          const char* rec = expect.Find(k);
+          before.values += rec != nullptr ? std::string(rec, layout.size()) : std::string(layout.size(), '\0');
+        }
+        (void)testing::SerialApply(&expect, t);
+        if (!t.history) befores.push_back(std::move(before));
+      }
+    }
+    executor::BatchSlot& slot = RunBatch(ring, stage, planner, b, parts, /*later_first=*/false);
+    reexecuted_batches += slot.fates.reexecuted > 0 ? 1 : 0;
+    for (size_t r = 0; r < reads.size(); ++r) {
+      const auto [p, i] = reads[r];
+      const executor::SliceState& ss = *slot.slices[p];
+      const planner::TxnContext& tc = ss.plan.txns[i];
+      const Before& want = befores[names[r]];
+      INFO("batch " << b << ": the history read at (" << p << ", " << i << ") of (" << want.batch << ", "
+                    << want.planner << ", " << want.index << ")");
+      REQUIRE(tc.reads == want.keys.size());
+      CHECK(ss.read_values.compare(uint64_t{tc.read_begin} * layout.size(), want.values.size(), want.values) == 0);
+      ++checked;
+    }
+  }
+  CHECK(checked > 50);
+  CHECK(reexecuted_batches > 0);  // the resolver's part ran
+  CHECK(stage.HistoryCovers(kFirst));
 }
