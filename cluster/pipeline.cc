@@ -101,6 +101,11 @@ class PipelineImpl {
     if (!error.ok()) Fail(std::move(error));
   }
 
+  void DeliverResolved(uint64_t b, std::vector<executor::RowTxn> fired, std::vector<executor::RowTxn> aborted) {
+    Status error = executors_.DeliverResolved(b, std::move(fired), std::move(aborted));
+    if (!error.ok()) Fail(std::move(error));
+  }
+
   void DeliverDepValue(uint64_t b, uint32_t p, uint32_t dep_slot, int64_t value) {
     Status error = executors_.DeliverDepValue(b, p, dep_slot, value);
     if (!error.ok()) Fail(std::move(error));
@@ -224,6 +229,8 @@ class PipelineImpl {
     o.row_sender = opt.row_sender;
     o.row_partitions = opt.row_partitions;
     o.row_partition = opt.row_partition;
+    o.on_row_resolved = opt.on_row_resolved;
+    o.row_resolved_by_leader = opt.row_resolved_by_leader;
     o.image_sink = opt.image_sink;
     o.history_bytes = opt.history_bytes;
     return o;
@@ -273,6 +280,9 @@ void Pipeline::DeliverDepValue(uint64_t b, uint32_t p, uint32_t slot, int64_t va
 }
 void Pipeline::DeliverVotes(uint64_t b, uint32_t from, uint32_t round, std::vector<executor::RowTxn> ids) {
   impl_->DeliverVotes(b, from, round, std::move(ids));
+}
+void Pipeline::DeliverResolved(uint64_t b, std::vector<executor::RowTxn> fired, std::vector<executor::RowTxn> aborted) {
+  impl_->DeliverResolved(b, std::move(fired), std::move(aborted));
 }
 void Pipeline::DeliverOutcomesFrom(uint64_t b) { impl_->DeliverOutcomesFrom(b); }
 bool Pipeline::HistoryCovers(uint64_t batch) const { return impl_->HistoryCovers(batch); }

@@ -73,6 +73,13 @@ struct PipelineOptions {
   executor::RowSender* row_sender = nullptr;
   uint32_t row_partitions = 1;
   uint32_t row_partition = 0;
+  // Rule 2 (docs/partitioned-rows.md 9.4; executor/executor_stage.h): a row leader's result of
+  // each batch that may abort, for its batch-end record; a row follower that takes those
+  // results through DeliverResolved instead of voting (its row_sender: a DropRowSender).
+  std::function<void(uint64_t b, const std::vector<executor::RowTxn>& fired,
+                     const std::vector<executor::RowTxn>& aborted)>
+      on_row_resolved;
+  bool row_resolved_by_leader = false;
   // Checkpoints: asked at every batch boundary whether to copy the table (executor_stage.h).
   // Not owned; outlives the pipeline.
   executor::ImageSink* image_sink = nullptr;
@@ -130,6 +137,9 @@ class Pipeline {
   // Row nodes: partition `from`'s aborted txns of batch b for voting round `round` (any thread).
   // Twice for one (b, from, round), from itself or out of range: fails the pipeline.
   void DeliverVotes(uint64_t b, uint32_t from, uint32_t round, std::vector<executor::RowTxn> ids);
+  // Row followers (row_resolved_by_leader): batch b's abort result from its leader's batch-end
+  // record (any thread; cheap). Twice, or a batch outside the window: fails the pipeline.
+  void DeliverResolved(uint64_t b, std::vector<executor::RowTxn> fired, std::vector<executor::RowTxn> aborted);
   // Outcomes of batches b and later go to the sink, none before (a follower that starts
   // leading at b; deliver_outcomes must have been set). Before batch b's first slice is
   // published. Any thread.

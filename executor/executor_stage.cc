@@ -1,6 +1,7 @@
 #include "executor/executor_stage.h"
 
 #include <algorithm>
+#include <iterator>
 #include <string>
 
 #include "common/clock.h"
@@ -99,6 +100,29 @@ Status ExecutorStage::DeliverVotes(uint64_t b, uint32_t from, uint32_t round, st
       error = Status::Corruption(what + "given twice");
     } else {
       got.emplace_back(from, std::move(ids));
+    }
+  }
+  if (!error.ok()) return error;
+  ring_->votes_cv.notify_all();
+  return Status::Ok();
+}
+
+Status ExecutorStage::DeliverResolved(uint64_t b, std::vector<RowTxn> fired, std::vector<RowTxn> aborted) {
+  QR_CHECK(opt_.row_resolved_by_leader, "DeliverResolved on a node that resolves by voting");
+  Status error;
+  {
+    std::lock_guard<std::mutex> lk(ring_->mu);
+    if (ring_->Halted()) return Status::Ok();
+    const uint64_t committed = ring_->committed;
+    const uint64_t window = 2 * ring_->size();
+    // Results of batches that committed without needing one (nothing there may abort).
+    resolved_.erase(resolved_.begin(), resolved_.lower_bound(committed));
+    const std::string what = "the abort result of batch " + std::to_string(b) + ": ";
+    if (b < committed || b >= committed + window) {
+      error = Status::Corruption(what + "batch out of the window [" + std::to_string(committed) + ", " +
+                                 std::to_string(committed + window) + ")");
+    } else if (!resolved_.emplace(b, std::make_pair(std::move(fired), std::move(aborted))).second) {
+      error = Status::Corruption(what + "given twice");
     }
   }
   if (!error.ok()) return error;
@@ -280,6 +304,7 @@ bool ExecutorStage::RowResolve(uint64_t b, BatchSlot& slot, uint64_t* digest_del
   std::vector<ExecLog*> logs;
   for (auto& e : executors_) logs.push_back(&e->log());
   row_resolver_.Begin(slices, logs, table_);
+  if (opt_.row_resolved_by_leader) return ResolvedByLeader(b, slot, digest_delta);
   std::vector<RowTxn> mine = row_resolver_.FiredHere();
   std::vector<RowTxn> fired = mine;  // round 0 is every node's fired votes
   row_resolver_.Add(mine);
@@ -305,6 +330,56 @@ bool ExecutorStage::RowResolve(uint64_t b, BatchSlot& slot, uint64_t* digest_del
     }
     if (!any) break;  // nobody added a txn this round: every node stops here, same set
     mine = row_resolver_.Cascade();
+  }
+  row_resolver_.Undo(fired, &slot.fates, digest_delta);
+  if (opt_.on_row_resolved) {
+    // The record names the txns with a part here: the follower's resolver knows no others.
+    std::vector<RowTxn> aborted = row_resolver_.AbortedHere();
+    std::sort(fired.begin(), fired.end());
+    fired.erase(std::unique(fired.begin(), fired.end()), fired.end());
+    std::vector<RowTxn> fired_here;
+    std::set_intersection(fired.begin(), fired.end(), aborted.begin(), aborted.end(), std::back_inserter(fired_here));
+    opt_.on_row_resolved(b, fired_here, aborted);
+  }
+  return true;
+}
+
+bool ExecutorStage::ResolvedByLeader(uint64_t b, BatchSlot& slot, uint64_t* digest_delta) {
+  std::pair<std::vector<RowTxn>, std::vector<RowTxn>> result;
+  {
+    std::unique_lock<std::mutex> lk(ring_->mu);
+    ring_->votes_cv.wait(lk, [&] { return ring_->Halted() || resolved_.count(b) != 0; });
+    if (ring_->Halted()) return false;
+    result = std::move(resolved_[b]);
+    resolved_.erase(b);
+  }
+  const auto& [fired, aborted] = result;
+  // The leader ran the same sub-slices from the same state: every vote that fired here fired
+  // there, and its aborted set is closed under this node's cascade. Anything else is a
+  // divergence; the node must not go on from it.
+  std::string diverged;
+  for (const RowTxn& t : row_resolver_.FiredHere()) {
+    if (!std::binary_search(fired.begin(), fired.end(), t)) {
+      diverged = "txn (slice " + std::to_string(t.slice) + ", home index " + std::to_string(t.home) +
+                 ")'s abort fired here, not on the leader";
+      break;
+    }
+  }
+  row_resolver_.Add(aborted);
+  if (diverged.empty()) {
+    if (std::vector<RowTxn> more = row_resolver_.Cascade(); !more.empty()) {
+      diverged = "this node's cascade aborts " + std::to_string(more.size()) + " more txn(s) than the leader's, (slice " +
+                 std::to_string(more[0].slice) + ", home index " + std::to_string(more[0].home) + ") first";
+    }
+  }
+  if (!diverged.empty()) {
+    std::lock_guard<std::mutex> lk(ring_->mu);
+    if (ring_->health.ok()) {
+      ring_->health = Status::Corruption("batch " + std::to_string(b) + ": the leader's abort result disagrees with this "
+                                         "node's run: " + diverged);
+    }
+    ring_->NotifyAllLocked();
+    return false;
   }
   row_resolver_.Undo(fired, &slot.fates, digest_delta);
   return true;

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <utility>
@@ -64,6 +65,13 @@ struct ExecutorStageOptions {
   RowSender* row_sender = nullptr;
   uint32_t row_partitions = 1;
   uint32_t row_partition = 0;
+  // Rule 2 (docs/partitioned-rows.md 9.4). A row leader: after resolving a batch that may
+  // abort, its result for the batch-end record: the txns with a part here whose vote fired on
+  // some node (round 0) and the final aborted set, both sorted. Executor thread, no lock held.
+  std::function<void(uint64_t b, const std::vector<RowTxn>& fired, const std::vector<RowTxn>& aborted)> on_row_resolved;
+  // A row follower replaying its group's log: such a batch's result comes from the leader's
+  // batch-end record (DeliverResolved) instead of voting with row peers; nothing is sent.
+  bool row_resolved_by_leader = false;
   ImageSink* image_sink = nullptr;  // not owned; nullptr: no checkpoint images
   // Write histories (executor/write_history.h) of history_bytes / executors each; 0: none.
   // Ignored on a row node.
@@ -99,6 +107,11 @@ class ExecutorStage {
   // An error (twice, from itself or out of range, batch outside the window) means the pipeline
   // must fail; after a halt they are dropped (OK).
   Status DeliverVotes(uint64_t b, uint32_t from, uint32_t round, std::vector<RowTxn> ids);
+  // Row followers (row_resolved_by_leader), any thread: batch b's abort result from its
+  // leader's batch-end record (on_row_resolved's arguments there). An error (twice, a batch
+  // outside the window) means the pipeline must fail; after a halt it is dropped (OK). A
+  // result for a batch that turns out not to need one is forgotten once the batch committed.
+  Status DeliverResolved(uint64_t b, std::vector<RowTxn> fired, std::vector<RowTxn> aborted);
   // ring->mu held, the ring halted: an executor may wait for a row value that will not come
   // now (its sender stopped); fills every such slot with 0 so it finishes the sub-slice it holds
   // and leaves (nothing is delivered after a halt, so the value does not matter).
@@ -122,6 +135,9 @@ class ExecutorStage {
   // no node adds an aborted txn, then undo. Run by the batch's last executor, the others
   // waiting. False if the ring halted meanwhile.
   bool RowResolve(uint64_t b, BatchSlot& slot, uint64_t* digest_delta);
+  // RowResolve of a row follower: waits for the leader's result (DeliverResolved), checks it
+  // against this node's run and undoes. False if the ring halted (or the check failed it).
+  bool ResolvedByLeader(uint64_t b, BatchSlot& slot, uint64_t* digest_delta);
   // Executor `me` at the boundary after batch `done`: the first to come asks the sink; if it
   // wants an image, waits for the others, copies its share and waits until every share is
   // copied. False if the ring halted meanwhile.
@@ -146,6 +162,8 @@ class ExecutorStage {
   // Row nodes: abort votes by (batch, round): (from partition, txns) per peer so far.
   std::map<std::pair<uint64_t, uint32_t>, std::vector<std::pair<uint32_t, std::vector<RowTxn>>>>
       votes_;  // guarded by ring->mu
+  // Row followers: batch results delivered and not yet used, by batch (fired, aborted).
+  std::map<uint64_t, std::pair<std::vector<RowTxn>, std::vector<RowTxn>>> resolved_;  // guarded by ring->mu
   // Row nodes: dependency values that came before their sub-slice, by (batch, slice).
   std::map<std::pair<uint64_t, uint32_t>, std::vector<std::pair<uint32_t, int64_t>>> pending_;  // guarded by ring->mu
   size_t pending_values_ = 0;                                                                     // guarded by ring->mu

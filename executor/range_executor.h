@@ -86,6 +86,14 @@ class RowSender {
   virtual void Flush() {}
 };
 
+// The sender of a row follower that replays its group's log (docs/partitioned-rows.md 9.4,
+// Rule 2): its kDepSend values and votes go nowhere; its leader sent them.
+class DropRowSender final : public RowSender {
+ public:
+  void SendDep(uint32_t, uint64_t, uint32_t, uint32_t, int64_t) override {}
+  void SendVotes(uint32_t, uint64_t, uint32_t, const std::vector<RowTxn>&) override {}
+};
+
 class RangeExecutor {
  public:
   RangeExecutor(storage::Table* table, uint32_t range, bool track_digest = false)

@@ -69,6 +69,17 @@ std::vector<RowTxn> RowResolver::Cascade() {
   return added;
 }
 
+std::vector<RowTxn> RowResolver::AbortedHere() const {
+  std::vector<RowTxn> out;
+  for (uint32_t s = 0; s < aborted_.size(); ++s) {
+    for (uint32_t i = 0; i < aborted_[s].size(); ++i) {
+      if (aborted_[s][i] != 0) out.push_back(RowTxn{s, slices_[s]->txns[i].home_index});
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 void RowResolver::Undo(const std::vector<RowTxn>& fired, BatchFates* out, uint64_t* digest_delta) {
   out->any_abort = false;
   out->aborted = out->reexecuted = out->restored_records = 0;

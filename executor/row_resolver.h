@@ -35,6 +35,8 @@ class RowResolver {
   // Extends the aborted set by the local cascade to a fixpoint; returns the txns it added
   // (sorted): what to send the peers this round.
   std::vector<RowTxn> Cascade();
+  // The aborted txns that have a part here, sorted (a batch-end record's: Rule 2).
+  std::vector<RowTxn> AbortedHere() const;
   // Restores every key an aborted txn wrote to its value before the batch's first aborted
   // write of it, and fills `out` (fired: kLogic, else aborted: kCascade). With `digest_delta`,
   // adds the digest change of the restored records.

@@ -66,6 +66,21 @@ std::vector<Txn> Txns(uint64_t seed, size_t n) {
   return testing::RandomTxns(seed, n, g);
 }
 
+// Txns of batch b for the abort tests: cross-partition dependencies, kAbortIf and kDebit ops
+// whose votes fire often; batch 3 has no abortable op anywhere (it resolves without any vote).
+testing::GenOptions AbortingTxns(uint64_t b) {
+  testing::GenOptions g;
+  g.keys = kKeys;
+  g.absent = 8;
+  g.max_ops = 6;
+  g.dep_per_100 = 20;
+  g.abort_per_100 = 4;
+  g.fire_per_10k = 1500;
+  g.debit_per_100 = 20;
+  if (b == 3) g.abort_per_100 = g.debit_per_100 = 0;
+  return g;
+}
+
 }  // namespace
 
 TEST_CASE("row pipelines: P partitions with cross-partition dependencies reach the serial global order's state",
@@ -394,16 +409,7 @@ TEST_CASE("row pipelines: aborts across partitions follow the cascade rule on ev
       std::vector<Txn> batch;  // the batch in global order, for the oracle
       std::vector<std::pair<uint32_t, uint32_t>> where;
       for (uint32_t s = 0; s < slices; ++s) {
-        testing::GenOptions g;
-        g.keys = kKeys;
-        g.absent = 8;
-        g.max_ops = 6;
-        g.dep_per_100 = 20;
-        g.abort_per_100 = 4;
-        g.fire_per_10k = 1500;
-        g.debit_per_100 = 20;
-        // Batch 3 has no abortable op anywhere: it resolves without any vote.
-        if (b == 3) g.abort_per_100 = g.debit_per_100 = 0;
+        const testing::GenOptions g = AbortingTxns(b);
         const std::vector<Txn> txns = testing::RandomTxns(7 + b * 100 + s, 40 + (b + s) % 20, g);
         homes[s / planners].PlanSlices(b, s, txns, &subs);
         for (uint32_t i = 0; i < txns.size(); ++i) {
@@ -473,4 +479,133 @@ TEST_CASE("row pipelines: aborts across partitions follow the cascade rule on ev
     CHECK(cascade > 20);
     CHECK(row.vote_msgs.load() > 0);
   }
+}
+
+namespace {
+
+// A row leader's sender that also hands each dependency value to the receiving partition's
+// follower, as that partition's batch-end record will (Rule 2): the follower gets exactly the
+// values its leader received.
+struct TeeLink final : executor::RowSender {
+  cluster::LocalRowLink row;
+  std::vector<Pipeline*>* followers;
+  TeeLink(cluster::LocalRow* r, uint32_t me, std::vector<Pipeline*>* f) : row(r, me), followers(f) {}
+  void SendDep(uint32_t partition, uint64_t batch, uint32_t slice, uint32_t slot, int64_t value) override {
+    row.SendDep(partition, batch, slice, slot, value);
+    if (Pipeline* f = followers->at(partition)) f->DeliverDepValue(batch, slice, slot, value);
+  }
+  void SendVotes(uint32_t partition, uint64_t batch, uint32_t round, const std::vector<executor::RowTxn>& ids) override {
+    row.SendVotes(partition, batch, round, ids);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("row pipelines, Rule 2: a follower replays its partition from its leader's sub-slices, received values and "
+          "abort results alone", "[row]") {
+  // docs/partitioned-rows.md 9.4: no row peers for a follower. Each partition's follower gets
+  // the sub-slices its leader got, the dependency values its leader received, and its leader's
+  // abort result of each batch that may abort; it sends nothing. It must end with its leader's
+  // table and fates. With `corrupt`, partition 0's follower is given empty results: it must fail
+  // at the first batch where a vote fired on its partition, naming it.
+  const bool corrupt = GENERATE(false, true);
+  CAPTURE(corrupt);
+  constexpr uint32_t kParts = 2, kPlanners = 2, kExecutors = 2;
+  constexpr uint64_t kBatches = 10;
+  const KeyMapper parts(KeyMapper::Kind::kHash, kParts, kKeys);
+  const KeyMapper ranges = KeyMapper::Within(parts, kExecutors);
+  const uint32_t slices = kParts * kPlanners;
+  cluster::LocalRow row;
+  std::vector<Pipeline*> follower_of(kParts, nullptr);
+  std::vector<std::unique_ptr<TeeLink>> links;
+  std::vector<std::unique_ptr<storage::Table>> tables;  // leaders 0..P-1, then followers
+  std::vector<std::unique_ptr<Pipeline>> nodes;         // the same order
+  executor::DropRowSender drop;
+  std::mutex mu;
+  // (batch, slice, home index) -> status, per node
+  std::vector<std::map<std::tuple<uint64_t, uint32_t, uint32_t>, commit::TxnStatus>> fates(2 * kParts);
+  std::atomic<uint64_t> results{0}, aborted_results{0};
+  auto sink_of = [&](uint32_t n) {
+    return [&, n](const std::vector<commit::TxnOutcome>& v) {
+      std::lock_guard<std::mutex> lk(mu);
+      for (const auto& o : v) fates[n][{o.pos.batch, o.pos.planner, o.home_index}] = o.status;
+    };
+  };
+  for (uint32_t p = 0; p < kParts; ++p) {
+    links.push_back(std::make_unique<TeeLink>(&row, p, &follower_of));
+    tables.push_back(std::make_unique<storage::Table>(kLayout, kKeys));
+    testing::LoadTable(tables.back().get(), kKeys, 1000);
+    PipelineOptions po = RowOptions(slices, kExecutors, 2, ranges, links[p].get(), kParts, p);
+    po.on_row_resolved = [&, p](uint64_t b, const std::vector<executor::RowTxn>& fired,
+                                const std::vector<executor::RowTxn>& aborted) {
+      results.fetch_add(1);
+      if (!aborted.empty()) aborted_results.fetch_add(1);
+      if (corrupt && p == 0) {
+        // Nothing aborted, says the record: the first batch where a vote fired on partition 0
+        // shows the follower otherwise. (One where votes fired only elsewhere cannot: the
+        // follower takes its leader's word for the other partitions.)
+        follower_of[p]->DeliverResolved(b, {}, {});
+        return;
+      }
+      follower_of[p]->DeliverResolved(b, fired, aborted);
+    };
+    nodes.push_back(std::make_unique<Pipeline>(po, tables.back().get(), sink_of(p)));
+    row.nodes.push_back(nodes.back().get());
+  }
+  for (uint32_t p = 0; p < kParts; ++p) {
+    tables.push_back(std::make_unique<storage::Table>(kLayout, kKeys));
+    testing::LoadTable(tables.back().get(), kKeys, 1000);
+    PipelineOptions po = RowOptions(slices, kExecutors, 2, ranges, &drop, kParts, p);
+    po.row_resolved_by_leader = true;
+    nodes.push_back(std::make_unique<Pipeline>(po, tables.back().get(), sink_of(kParts + p)));
+    follower_of[p] = nodes.back().get();
+  }
+  for (auto& n : nodes) REQUIRE(n->Start().ok());
+  std::vector<planner::RowPlanner> homes;
+  for (uint32_t h = 0; h < kParts; ++h) homes.emplace_back(parts, ranges, h);
+  std::vector<PlannedSlice> subs;
+  for (uint64_t b = 0; b < kBatches; ++b) {
+    for (uint32_t s = 0; s < slices; ++s) {
+      const testing::GenOptions g = AbortingTxns(b);
+      const std::vector<Txn> txns = testing::RandomTxns(11 + b * 100 + s, 40 + (b + s) % 20, g);
+      homes[s / kPlanners].PlanSlices(b, s, txns, &subs);
+      for (uint32_t p = 0; p < kParts; ++p) {
+        for (Pipeline* n : {nodes[p].get(), follower_of[p]}) {
+          PlannedSlice* slot = n->BeginSlice(b, s);
+          if (corrupt && slot == nullptr) continue;  // the follower failed: it takes no more
+          REQUIRE(slot != nullptr);
+          *slot = subs[p];
+          n->PublishSlice(b, s, 0, true);
+        }
+      }
+    }
+  }
+  for (auto& n : nodes) n->EndInput(kBatches);
+  for (uint32_t n = 0; n < nodes.size(); ++n) {
+    const Status st = nodes[n]->WaitIdle(60000);
+    INFO("node " << n << ": " << st.ToString());
+    if (corrupt && n == kParts) {
+      REQUIRE_FALSE(st.ok());
+      CHECK(st.message().find("the leader's abort result disagrees with this node's run") != std::string::npos);
+      CHECK(st.message().find("fired here, not on the leader") != std::string::npos);
+    } else {
+      REQUIRE(st.ok());
+    }
+  }
+  CHECK(results.load() > 0);
+  CHECK(aborted_results.load() > 0);  // cascades and fired votes were in the records
+  const uint32_t checked = corrupt ? 1 : kParts;  // with `corrupt`, partition 1's pair only
+  for (uint32_t p = kParts - checked; p < kParts; ++p) {
+    INFO("partition " << p);
+    CHECK(fates[p].size() > 200);
+    CHECK(fates[p] == fates[kParts + p]);
+    size_t aborted = 0;
+    for (const auto& [k, st] : fates[p]) aborted += st != commit::TxnStatus::kCommitted;
+    CHECK(aborted > 0);
+    for (storage::Key k = 0; k < kKeys; ++k) {
+      INFO("key " << k);
+      REQUIRE(std::memcmp(tables[p]->Find(k), tables[kParts + p]->Find(k), kLayout.size()) == 0);
+    }
+  }
+  for (auto& n : nodes) n->Stop();
 }
