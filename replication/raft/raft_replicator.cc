@@ -407,6 +407,16 @@ void RaftReplicator::ReceiveOnRaft(const ReplicateMeta& meta, ReceiveCallback& c
     cb(meta, Status::InvalidArgument("batch " + std::to_string(meta.batch_id) + " already requested"), SharedBytes());
     return;
   }
+  // What is buffered of older batches will never be asked for either (the application asks in
+  // order; one resuming from a checkpoint starts past them). Dropped now: buffered before the
+  // application asked (a restarted member applies its log from the start at once), they could
+  // fill the buffer and pause applying before the batch asked for, for good.
+  if (auto older = s.buffered.lower_bound(meta.batch_id); older != s.buffered.begin()) {
+    for (auto it = s.buffered.begin(); it != older; ++it) g.buffered_bytes -= it->second.size();
+    g.skipped += static_cast<uint64_t>(std::distance(s.buffered.begin(), older));
+    s.buffered.erase(s.buffered.begin(), older);
+    MaybeUnpause(meta.group);
+  }
   s.waiting.emplace(meta.batch_id, std::move(cb));
 }
 
