@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "cluster/client_service.h"
 #include "cluster/cluster_config.h"
@@ -253,7 +254,11 @@ Status ServerImpl::Start() {
     po.image_sink = checkpointer_.get();
   }
   if (po.history_bytes > 0) {
-    sessions_->EnableHistory(workload_.Layout(), [this](uint64_t b) { return pipeline_->HistoryCovers(b); });
+    // Which keys the table holds never changes once loaded (writes to absent keys do nothing):
+    // reading its index from the planner and commit threads is safe.
+    sessions_->EnableHistory(
+        workload_.Layout(), [this](uint64_t b) { return pipeline_->HistoryCovers(b); },
+        [this](storage::Key k) { return std::as_const(*table_).Find(k) != nullptr; });
   }
   MakeMonitor();
   if (replicated) MakeReporter();

@@ -63,10 +63,18 @@ SessionAnswer SessionStore::AnswerFromHistory(const commit::TxnOutcome& o, const
     }
     return nullptr;
   };
+  // An op on a key the table lacks does nothing and reads zeros (cluster/engine.h); a
+  // dependency on one flows 0. Which keys exist never changes after loading.
+  const std::string zeros(rec, '\0');
   std::string values;
   for (const storage::Op& op : h.original.ops) {
+    if (!history_exists_(op.key)) {
+      if (op.kind == storage::OpKind::kRead) values += zeros;
+      continue;
+    }
     char* r = record_of(op.key);
-    const char* src = op.kind == storage::OpKind::kDepWrite ? record_of(op.src_key) : nullptr;
+    const char* src = nullptr;
+    if (op.kind == storage::OpKind::kDepWrite) src = history_exists_(op.src_key) ? record_of(op.src_key) : zeros.data();
     if (storage::ApplyOp(op, r, src, history_layout_, h.original.id)) return a;  // it committed: cannot fire
     if (op.kind == storage::OpKind::kRead) values.append(r, rec);
   }

@@ -78,10 +78,13 @@ class SessionStore {
   // read something is planned as a history read instead of answered at once (see Admit), and
   // answered when that commits, with the values recomputed from the keys' values just before the
   // original's position, if `covers(original's batch)` says the histories held every write
-  // since. `layout`: the table's records. Before the first Admit; not with keep_values.
-  void EnableHistory(storage::RecordLayout layout, std::function<bool(uint64_t)> covers) {
+  // since. `layout`: the table's records; `exists(key)`: whether the table has the key (fixed
+  // once loaded; any thread). Before the first Admit; not with keep_values.
+  void EnableHistory(storage::RecordLayout layout, std::function<bool(uint64_t)> covers,
+                     std::function<bool(storage::Key)> exists) {
     history_layout_ = layout;
     history_covers_ = std::move(covers);
+    history_exists_ = std::move(exists);
   }
 
   // Leader, planner thread with the token, before planning slice (batch, planner): filters
@@ -133,6 +136,7 @@ class SessionStore {
   SessionStoreCounters counters_;                                // guarded by mu_
   storage::RecordLayout history_layout_;
   std::function<bool(uint64_t)> history_covers_;  // set: history reads are on
+  std::function<bool(storage::Key)> history_exists_;
   // By the original's position; guarded by mu_.
   std::multimap<commit::PlannedPos, HistoryRead> history_reads_;
 };

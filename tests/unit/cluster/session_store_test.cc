@@ -194,7 +194,8 @@ TEST_CASE("session store: a retry of a committed txn that read is planned as its
   const storage::RecordLayout layout{4, 8};
   bool covers = true;
   SessionStore leader(limits, layout.size());
-  leader.EnableHistory(layout, [&covers](uint64_t) { return covers; });
+  // Keys 5 and 6 exist, 9 does not: an op on it does nothing, a read of it reads zeros.
+  leader.EnableHistory(layout, [&covers](uint64_t) { return covers; }, [](storage::Key k) { return k != 9; });
   std::vector<storage::Txn> open = {OpenTxn()};
   std::vector<SessionAnswer> answers;
   leader.Admit(0, 0, &open, 0, &answers);
@@ -202,7 +203,8 @@ TEST_CASE("session store: a retry of a committed txn that read is planned as its
   // Session 1's seq 1: reads 5, updates 6 and reads it back, reads 5 again; committed at (1, 0, 0).
   storage::Txn t = SessionTxn(1, 1);
   t.ops = {storage::Op{storage::OpKind::kRead, 5, 0, 0}, storage::Op{storage::OpKind::kUpdate, 6, 0, 0},
-           storage::Op{storage::OpKind::kRead, 6, 0, 0}, storage::Op{storage::OpKind::kRead, 5, 0, 0}};
+           storage::Op{storage::OpKind::kRead, 6, 0, 0}, storage::Op{storage::OpKind::kRead, 5, 0, 0},
+           storage::Op{storage::OpKind::kUpdate, 9, 0, 0}, storage::Op{storage::OpKind::kRead, 9, 0, 0}};
   std::vector<storage::Txn> b1 = {t};
   leader.Admit(1, 0, &b1, 0, &answers);
   Apply(leader, Outcomes(1, b1));
@@ -217,22 +219,24 @@ TEST_CASE("session store: a retry of a committed txn that read is planned as its
   CHECK(r.session == 0);
   CHECK(r.client == t.client);
   CHECK((PlannedPos{r.history_batch, r.history_planner, r.history_index}) == (PlannedPos{1, 0, 0}));
-  REQUIRE(r.ops.size() == 2);
+  REQUIRE(r.ops.size() == 3);
   CHECK((r.ops[0].kind == storage::OpKind::kRead && r.ops[0].key == 5));
   CHECK((r.ops[1].kind == storage::OpKind::kRead && r.ops[1].key == 6));
+  CHECK((r.ops[2].kind == storage::OpKind::kRead && r.ops[2].key == 9));
   CHECK(leader.counters().history_reads == 1);
 
-  // Its outcome: the records of 5 and 6 just before the original. The answer runs the
-  // original's ops on them: 5, 6 after the update, 5.
-  std::string before(2 * layout.size(), '\0');
+  // Its outcome: the records of 5 and 6 just before the original (and zeros for 9, which the
+  // executors give an absent key). The answer runs the original's ops on them: 5, 6 after the
+  // update, 5, then zeros for 9 (its update did nothing).
+  std::string before(3 * layout.size(), '\0');
   storage::InitRecord(before.data(), layout, 5, 100);
   storage::InitRecord(before.data() + layout.size(), layout, 6, 200);
-  std::string six = before.substr(layout.size());
+  std::string six = before.substr(layout.size(), layout.size());
   storage::ApplyUpdate(six.data(), layout, t.id, 6);
   std::vector<TxnOutcome> o5 = Outcomes(5, b5);
   o5[1].history = true;
   o5[1].history_of = PlannedPos{1, 0, 0};
-  o5[1].reads = 2;
+  o5[1].reads = 3;
   o5[1].values = before;
   Applied a5 = Apply(leader, o5);
   REQUIRE(a5.answers.size() == 1);
@@ -240,8 +244,9 @@ TEST_CASE("session store: a retry of a committed txn that read is planned as its
   CHECK(a.code == ResultCode::kCommitted);
   CHECK((a.session == 1 && a.seq == 1 && a.client == t.client));
   CHECK(a.pos == (PlannedPos{1, 0, 0}));
-  CHECK(a.reads == 3);
-  CHECK(a.values == before.substr(0, layout.size()) + six + before.substr(0, layout.size()));
+  CHECK(a.reads == 4);
+  CHECK(a.values == before.substr(0, layout.size()) + six + before.substr(0, layout.size()) +
+                        std::string(layout.size(), '\0'));
   CHECK(leader.counters().history_misses == 0);
 
   // A history that no longer reaches back: at once committed-no-values, not planned.
@@ -262,7 +267,7 @@ TEST_CASE("session store: a retry of a committed txn that read is planned as its
   std::vector<TxnOutcome> o7 = Outcomes(7, b7);
   o7[0].history = true;
   o7[0].history_of = PlannedPos{1, 0, 0};
-  o7[0].reads = 2;
+  o7[0].reads = 3;
   o7[0].values = before;
   Applied a7 = Apply(leader, o7);
   REQUIRE(a7.answers.size() == 1);
