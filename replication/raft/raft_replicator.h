@@ -15,7 +15,9 @@
 //    once: re-committed duplicates are dropped, a gap is a bug (checked). Batches this member
 //    proposed itself as leader (the application already has them) are not buffered; all others
 //    wait in a per-group buffer until the application asks (a batch below the lowest one the
-//    application is waiting for is dropped: it resumed from a checkpoint past it). The buffer is bounded
+//    application is waiting for is dropped: it resumed from a checkpoint past it; and a request
+//    for batch B drops what is buffered below B, which may have come before the application
+//    asked for anything: a restarted member applies its log at once). The buffer is bounded
 //    (replication.raft.max_buffered_bytes): when full, the member pauses applying committed
 //    entries, and beyond the log budget refuses new entries from the leader (Raft retries), so
 //    an application that stops calling ReceiveData never makes the member grow without bound.
