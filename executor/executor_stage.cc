@@ -16,7 +16,8 @@ ExecutorStage::ExecutorStage(ExecutorStageOptions options, BatchRing* ring, stor
     // A row node's resolver reads each key's accesses only (cascade): logged slices may park.
     executors_.back()->set_park_when_logging(opt_.row_sender != nullptr);
     if (opt_.history_bytes > 0 && opt_.row_sender == nullptr) {
-      histories_.push_back(std::make_unique<WriteHistory>(record_bytes_, opt_.history_bytes / ring_->executors));
+      histories_.push_back(
+          std::make_unique<WriteHistory>(record_bytes_, opt_.history_bytes / ring_->executors, ring_->first_batch));
       history_ptrs_.push_back(histories_.back().get());
       executors_.back()->set_history(histories_.back().get());
     }

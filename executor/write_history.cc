@@ -7,12 +7,13 @@
 
 namespace qrstore::executor {
 
-WriteHistory::WriteHistory(uint32_t record_bytes, uint64_t budget_bytes)
+WriteHistory::WriteHistory(uint32_t record_bytes, uint64_t budget_bytes, uint64_t first_batch)
     : record_bytes_(record_bytes),
       slot_bytes_((sizeof(Header) + record_bytes + 7) / 8 * 8),
       capacity_(std::max<uint64_t>(1, budget_bytes / slot_bytes_)),
       // Not zeroed: pages are touched only as entries are written.
-      slots_(new char[capacity_ * slot_bytes_]) {
+      slots_(new char[capacity_ * slot_bytes_]),
+      dropped_below_(first_batch) {
   static_assert(sizeof(Header) % 8 == 0);
 }
 

@@ -32,8 +32,9 @@ namespace qrstore::executor {
 class WriteHistory {
  public:
   // `budget_bytes` for entries of a `record_bytes` image and a 32-byte header each; at least one
-  // entry.
-  WriteHistory(uint32_t record_bytes, uint64_t budget_bytes);
+  // entry. `first_batch`: the first batch whose writes it will see (a node restarted from a
+  // checkpoint starts after it): it answers for no position before.
+  WriteHistory(uint32_t record_bytes, uint64_t budget_bytes, uint64_t first_batch = 0);
   WriteHistory(const WriteHistory&) = delete;
   WriteHistory& operator=(const WriteHistory&) = delete;
 
@@ -60,8 +61,9 @@ class WriteHistory {
   // insert each); later calls index only what came since, unless they ask about older batches.
   const char* FirstAtOrAfter(storage::Key key, uint64_t batch, uint32_t planner, uint32_t txn);
 
-  // True if no entry of batch `batch` or later was overwritten (so FirstAtOrAfter answers for
-  // every position in it and after), and the history was not stopped. Any thread; only turns
+  // True if the history saw every write of batch `batch` and later: it began at or before it,
+  // no entry of it or later was overwritten, and it was not stopped (so FirstAtOrAfter answers
+  // for every position in it and after). Any thread; only turns
   // false as time goes on.
   bool Covers(uint64_t batch) const { return dropped_below_.load(std::memory_order_acquire) <= batch; }
 
@@ -101,8 +103,9 @@ class WriteHistory {
   const uint64_t capacity_;
   std::unique_ptr<char[]> slots_;  // capacity_ slots: a Header, then the image
   uint64_t next_ = 0;              // sequence number of the next entry
-  // One past the newest batch of an overwritten entry (0: none overwritten yet).
-  std::atomic<uint64_t> dropped_below_{0};
+  // One past the newest batch of an overwritten entry, at least first_batch (nothing before it
+  // was ever seen).
+  std::atomic<uint64_t> dropped_below_;
   std::atomic<bool> stopped_{false};
   // Where each batch's entries begin: (batch, first sequence number), a mark per batch newer
   // than every earlier entry's. Record learns the batch of the entry it overwrites from them

@@ -203,6 +203,7 @@ TEST_CASE("executor stage: a history read returns each key's value just before t
   stage.Start();
   HaltOnExit halt_on_exit{ring};
   REQUIRE(stage.HistoryCovers(kFirst));
+  REQUIRE_FALSE(stage.HistoryCovers(kFirst - 1));  // before the ring's first batch: never seen
 
   planner::Planner planner(ranges);
   testing::GenOptions g;

@@ -61,6 +61,18 @@ TEST_CASE("write history: the first write at or after a position, in recording o
   CHECK(std::string(h.FirstAtOrAfter(7, 1, 0, 4), kRec) == Image(71));
 }
 
+TEST_CASE("write history: answers for nothing before the batch it began at (a node restarted from a checkpoint)",
+          "[history]") {
+  WriteHistory h(kRec, 1 << 20, /*first_batch=*/10);
+  CHECK_FALSE(h.Covers(9));  // writes of batch 9 happened before this process: never seen
+  CHECK(h.Covers(10));
+  h.Record(7, 10, 0, 0, Image(1).data());
+  CHECK_FALSE(h.Covers(0));
+  CHECK(h.Covers(11));
+  h.Stop();
+  CHECK_FALSE(h.Covers(11));
+}
+
 TEST_CASE("write history: matches a model through wrap-arounds, drops and lazy indexing", "[history]") {
   const uint64_t seed = GENERATE(1u, 2u, 3u, 4u);
   CAPTURE(seed);
