@@ -416,6 +416,7 @@ void RaftReplicator::ReceiveOnRaft(const ReplicateMeta& meta, ReceiveCallback& c
     g.skipped += static_cast<uint64_t>(std::distance(s.buffered.begin(), older));
     s.buffered.erase(s.buffered.begin(), older);
     MaybeUnpause(meta.group);
+    PublishView(meta.group);  // the status's buffered_bytes
   }
   s.waiting.emplace(meta.batch_id, std::move(cb));
 }

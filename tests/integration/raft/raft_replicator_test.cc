@@ -359,7 +359,6 @@ TEST_CASE("raft replicator: a member whose application then asks only for later 
     REQUIRE(statuses[b].ok());
     REQUIRE(bytes[b] == testing::Payload(0, b, 100000));
   }
-  CHECK(r[2]->GroupStatus(0).buffered_bytes == 0);
   for (auto& m : r) m->Stop();
 }
 
