@@ -18,7 +18,6 @@ ExecutorStage::ExecutorStage(ExecutorStageOptions options, BatchRing* ring, stor
     if (opt_.history_bytes > 0 && opt_.row_sender == nullptr) {
       histories_.push_back(
           std::make_unique<WriteHistory>(record_bytes_, opt_.history_bytes / ring_->executors, ring_->first_batch));
-      history_ptrs_.push_back(histories_.back().get());
       executors_.back()->set_history(histories_.back().get());
     }
   }
@@ -241,10 +240,13 @@ void ExecutorStage::Loop(uint32_t me) {
           reads.push_back(opt_.capture_reads ? s->read_values.data() : nullptr);
         }
         std::vector<ExecLog*> logs;
-        for (auto& e : executors_) logs.push_back(&e->log());
+        std::vector<WriteHistory*> histories;
+        for (auto& e : executors_) {
+          logs.push_back(&e->log());
+          if (e->history() != nullptr) histories.push_back(e->history());
+        }
         uint64_t delta = 0;
-        resolver_.Resolve(slices, logs, table_, &slot.fates, reads, opt_.track_digest ? &delta : nullptr,
-                          history_ptrs_);
+        resolver_.Resolve(slices, logs, table_, &slot.fates, reads, opt_.track_digest ? &delta : nullptr, histories);
         lk.lock();
         slot.resolver_delta = delta;
         reexecuted_ += slot.fates.reexecuted;

@@ -153,8 +153,7 @@ class ExecutorStage {
   const uint32_t record_bytes_;
 
   std::vector<std::unique_ptr<RangeExecutor>> executors_;  // [range], one per executor thread
-  std::vector<std::unique_ptr<WriteHistory>> histories_;  // [range] (empty: none)
-  std::vector<WriteHistory*> history_ptrs_;               // the same, for the resolver
+  std::vector<std::unique_ptr<WriteHistory>> histories_;  // [range] (empty: none); each its executor's
   AbortResolver resolver_;     // the resolving executor's (batches resolve in turn)
   RowResolver row_resolver_;   // likewise, on a row node
   uint64_t executed_;          // guarded by ring->mu: batches [first, this) executed and resolved

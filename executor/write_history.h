@@ -76,7 +76,6 @@ class WriteHistory {
   bool recording() const { return !stopped_.load(std::memory_order_relaxed); }
 
   uint64_t capacity() const { return capacity_; }
-  uint64_t recorded() const { return next_; }
 
  private:
   struct Header {
