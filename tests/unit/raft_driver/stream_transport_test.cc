@@ -51,10 +51,14 @@ struct TransportPair {
   BoundedQueue<Message> to_a{1024}, to_b{1024};
   std::unique_ptr<StreamTransport> a, b;
 
-  explicit TransportPair(NetKind k, uint64_t send_queue_bytes = 256ull << 20) : kind(k) {
+  explicit TransportPair(NetKind k, uint64_t send_queue_bytes = 256ull << 20) : kind(k), queue_bytes(send_queue_bytes) {
+    Make();
+  }
+  uint64_t queue_bytes;
+  void Make() {
     addrs = {Addr(FreePort()), Addr(FreePort())};
-    a = std::make_unique<StreamTransport>(Options(0, send_queue_bytes), kind.make());
-    b = std::make_unique<StreamTransport>(Options(1, send_queue_bytes), kind.make());
+    a = std::make_unique<StreamTransport>(Options(0, queue_bytes), kind.make());
+    b = std::make_unique<StreamTransport>(Options(1, queue_bytes), kind.make());
   }
   TransportOptions Options(NodeId self, uint64_t send_queue_bytes) const {
     TransportOptions o;
@@ -65,9 +69,22 @@ struct TransportPair {
     o.identity = self == 0 ? "a" : "b";
     return o;
   }
+  // A port FreePort found free may be taken by a parallel test before the listen (seen in CI:
+  // "posix" from the bind): fresh ports, a few times, before failing.
   void Start() {
-    REQUIRE(a->Start([this](Message&& m) { to_a.TryPush(m); }).ok());
-    REQUIRE(b->Start([this](Message&& m) { to_b.TryPush(m); }).ok());
+    Status sa, sb;
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      if (attempt > 0) {
+        a->Stop();
+        b->Stop();
+        Make();
+      }
+      sa = a->Start([this](Message&& m) { to_a.TryPush(m); });
+      sb = sa.ok() ? b->Start([this](Message&& m) { to_b.TryPush(m); }) : Status::Ok();
+      if (sa.ok() && sb.ok()) return;
+    }
+    INFO(sa.ToString() << " / " << sb.ToString());
+    REQUIRE((sa.ok() && sb.ok()));
   }
 };
 
