@@ -225,6 +225,15 @@ void FollowerFeed::Loop(uint32_t p) {
       if (first && on_end_) on_end_(end);
       return;
     }
+    if (RecordStream(p)) {
+      if (!ApplyBatchEnd(b, got.second.view())) return;
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        s.applied = b + 1;
+      }
+      Request(p, b + opt_.window);
+      continue;
+    }
     planner::PlannedSlice* slice = pipeline_->BeginSlice(b, p);
     if (slice == nullptr) return;  // the pipeline failed, stopped or ended
     const int64_t t0 = NowNanos();
@@ -255,12 +264,43 @@ void FollowerFeed::Loop(uint32_t p) {
   }
 }
 
+bool FollowerFeed::ApplyBatchEnd(uint64_t b, std::string_view bytes) {
+  const std::string where = "batch-end record of batch " + std::to_string(b);
+  RowBatchEnd rec;
+  Result<RowMsgKind> kind = PeekRowMessage(bytes);
+  Status st = kind.ok() ? Status::Ok() : kind.status();
+  if (st.ok() && kind.value() != RowMsgKind::kBatchEnd) st = Status::Corruption("not a batch-end record");
+  if (st.ok()) st = DecodeRowMessage(bytes, &rec);
+  if (st.ok() && (rec.batch != b || rec.partition != opt_.place.partition)) {
+    st = Status::Corruption("it names batch " + std::to_string(rec.batch) + " of partition " +
+                            std::to_string(rec.partition) + " (expected partition " +
+                            std::to_string(opt_.place.partition) + ")");
+  }
+  const uint32_t slices = opt_.planners - 1;
+  for (size_t i = 0; st.ok() && i < rec.values.size(); ++i) {
+    if (rec.values[i].slice >= slices) st = Status::Corruption("a value for slice " + std::to_string(rec.values[i].slice));
+  }
+  if (!st.ok()) {
+    StopWith(Status::Corruption("follower: bad " + where + ", apply stopped: " + st.message()));
+    return false;
+  }
+  // Within the pipeline's window for values and results: b may enter.
+  if (!pipeline_->AwaitBatch(b)) return false;
+  // A value may come before its sub-slice is published (the pipeline keeps it); the pipeline
+  // checks each against its slot (a kDepRecv's, filled once) and fails on any other.
+  for (const RowBatchEndValue& v : rec.values) pipeline_->DeliverDepValue(b, v.slice, v.slot, v.value);
+  // Every record, also a batch that turns out not to need one (forgotten once it committed).
+  pipeline_->DeliverResolved(b, std::move(rec.fired), std::move(rec.aborted));
+  return pipeline_->health().ok();
+}
+
 Status FollowerFeed::OwnPart(uint64_t b, uint32_t p, RowHomeBundle* bundle, std::string_view* bytes) const {
   // A stream of this partition's own home carries whole home slices (RowHomeBundle, Rule 1 of
   // docs/partitioned-rows.md section 9.2): this node runs its own part. Every other stream
   // carries the sub-slice a peer home sent.
   const uint32_t parts = opt_.place.partitions.buckets();
-  const bool own_home = parts > 0 && opt_.planners % parts == 0 && p / (opt_.planners / parts) == opt_.place.partition;
+  const uint32_t slices = opt_.planners - (opt_.batch_end_stream ? 1 : 0);
+  const bool own_home = parts > 0 && slices % parts == 0 && p / (slices / parts) == opt_.place.partition;
   const Result<RowMsgKind> kind = PeekRowMessage(*bytes);  // a slice's magic is not a row message's
   const bool is_bundle = kind.ok() && kind.value() == RowMsgKind::kHomeBundle;
   if (own_home != is_bundle) {

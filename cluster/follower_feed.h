@@ -58,6 +58,11 @@ struct FollowerFeedOptions {
   // validated for this node's place in the row (keys of its partition only).
   bool row = false;
   planner::RowPlace place;
+  // A row follower under Rule 2 (docs/partitioned-rows.md 9.4): the last of the `planners`
+  // streams carries its leader's batch-end records (RowBatchEnd), one per batch, not slices:
+  // their values go to the pipeline's dependency slots and their abort results to its resolver
+  // (Pipeline::DeliverDepValue, DeliverResolved), batch b's once b may enter the pipeline.
+  bool batch_end_stream = false;
   // See "End of stream" above; `executors` sizes the empty batch a marker stands for.
   bool continue_after_end = false;
   uint32_t executors = 1;
@@ -110,6 +115,10 @@ class FollowerFeed {
   // A row follower: *bytes (stream p's entry of batch b) becomes the sub-slice this node runs;
   // a home bundle is decoded into *bundle, which must outlive the view.
   Status OwnPart(uint64_t b, uint32_t p, RowHomeBundle* bundle, std::string_view* bytes) const;
+  // batch_end_stream: stream p is the records' (the last).
+  bool RecordStream(uint32_t p) const { return opt_.batch_end_stream && p + 1 == opt_.planners; }
+  // Batch b's record into the pipeline. False if it stopped (failed, or past the end).
+  bool ApplyBatchEnd(uint64_t b, std::string_view bytes);
 
   const FollowerFeedOptions opt_;
   Pipeline* const pipeline_;

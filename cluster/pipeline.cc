@@ -24,7 +24,7 @@ class PipelineImpl {
  public:
   PipelineImpl(PipelineOptions opt, storage::Table* table, commit::CommitSink sink, BatchHook hook)
       : opt_(Checked(opt)),
-        ring_(opt_.batches_in_flight, opt_.planners, opt_.executors, opt_.first_batch),
+        ring_(opt_.batches_in_flight, opt_.planners, opt_.executors, opt_.first_batch, opt_.batch_end_gate),
         executors_(ExecutorOptions(opt_), &ring_, table),
         commit_(CommitOptions(opt_), &ring_, table, std::move(sink), std::move(hook)) {}
 
@@ -133,6 +133,25 @@ class PipelineImpl {
     ring_.executed_cv.notify_all();
   }
 
+  void MarkBatchEnd(uint64_t b) {
+    QR_CHECK(opt_.batch_end_gate, "MarkBatchEnd on a pipeline without the batch-end gate");
+    {
+      std::lock_guard<std::mutex> lk(ring_.mu);
+      executor::BatchSlot& slot = ring_.Slot(b);
+      // Batch b cannot commit without it, so its slot still holds it unless the pipeline halted.
+      if (slot.batch != b || ring_.Halted()) return;
+      slot.end_confirmed = true;
+    }
+    ring_.executed_cv.notify_all();
+  }
+
+  bool AwaitBatch(uint64_t b) {
+    std::unique_lock<std::mutex> lk(ring_.mu);
+    const uint64_t in_flight = ring_.size();
+    ring_.admit_cv.wait(lk, [&] { return ring_.Halted() || ring_.PastEnd(b) || ring_.committed + in_flight > b; });
+    return !ring_.Halted() && !ring_.PastEnd(b);
+  }
+
   void EndInput(uint64_t end) {
     {
       std::lock_guard<std::mutex> lk(ring_.mu);
@@ -231,6 +250,7 @@ class PipelineImpl {
     o.row_partition = opt.row_partition;
     o.on_row_resolved = opt.on_row_resolved;
     o.row_resolved_by_leader = opt.row_resolved_by_leader;
+    o.on_batch_executed = opt.on_batch_executed;
     o.image_sink = opt.image_sink;
     o.history_bytes = opt.history_bytes;
     return o;
@@ -284,6 +304,8 @@ void Pipeline::DeliverVotes(uint64_t b, uint32_t from, uint32_t round, std::vect
 void Pipeline::DeliverResolved(uint64_t b, std::vector<executor::RowTxn> fired, std::vector<executor::RowTxn> aborted) {
   impl_->DeliverResolved(b, std::move(fired), std::move(aborted));
 }
+void Pipeline::MarkBatchEnd(uint64_t b) { impl_->MarkBatchEnd(b); }
+bool Pipeline::AwaitBatch(uint64_t b) { return impl_->AwaitBatch(b); }
 void Pipeline::DeliverOutcomesFrom(uint64_t b) { impl_->DeliverOutcomesFrom(b); }
 bool Pipeline::HistoryCovers(uint64_t batch) const { return impl_->HistoryCovers(batch); }
 void Pipeline::StopHistory() { impl_->StopHistory(); }

@@ -80,6 +80,12 @@ struct PipelineOptions {
                      const std::vector<executor::RowTxn>& aborted)>
       on_row_resolved;
   bool row_resolved_by_leader = false;
+  // Rule 2, a row leader with followers: batch b commits only once MarkBatchEnd(b) came too
+  // (its batch-end record is replicated, or empty), and on_batch_executed(b) is called once b is
+  // executed and resolved (executor thread, batch order, no lock held; it may call MarkBatchEnd
+  // but must not wait for the pipeline).
+  bool batch_end_gate = false;
+  std::function<void(uint64_t b)> on_batch_executed;
   // Checkpoints: asked at every batch boundary whether to copy the table (executor_stage.h).
   // Not owned; outlives the pipeline.
   executor::ImageSink* image_sink = nullptr;
@@ -140,6 +146,13 @@ class Pipeline {
   // Row followers (row_resolved_by_leader): batch b's abort result from its leader's batch-end
   // record (any thread; cheap). Twice, or a batch outside the window: fails the pipeline.
   void DeliverResolved(uint64_t b, std::vector<executor::RowTxn> fired, std::vector<executor::RowTxn> aborted);
+  // Row leaders with batch_end_gate: batch b's batch-end record is replicated (any thread, once
+  // on_batch_executed(b) was called). Ignored after a halt.
+  void MarkBatchEnd(uint64_t b);
+  // Waits until batch b may enter (batch b - batches_in_flight committed): what BeginSlice
+  // waits for, without taking a slice (a row follower's batch-end records are delivered within
+  // that window). False once the pipeline halted or b is at or past the end.
+  bool AwaitBatch(uint64_t b);
   // Outcomes of batches b and later go to the sink, none before (a follower that starts
   // leading at b; deliver_outcomes must have been set). Before batch b's first slice is
   // published. Any thread.

@@ -105,7 +105,12 @@ class ServerImpl {
   void NoteFailure(Status st);
   // Replication streams of this node's group: one per planner, or in a partitioned row one per
   // (home, planner) of the row, since a partition's group carries every sub-slice addressed to it.
-  uint32_t Streams() const { return engine_.planner.planners * topo_->partitions(); }
+  // The group's replication streams: one per (home, planner) of the row, and in a row with
+  // followers one more for its leader's batch-end records (docs/partitioned-rows.md 9.4).
+  uint32_t Streams() const {
+    const bool records = topo_->partitions() > 1 && topo_->replication_factor() > 0;
+    return engine_.planner.planners * topo_->partitions() + (records ? 1 : 0);
+  }
   // A leader's clean end of replication: end markers at batch `end` on every stream, then a
   // bounded wait for connected followers to apply everything.
   Status EndReplication(uint64_t end);

@@ -169,6 +169,10 @@ std::string ServerImpl::StatsLine() const {
   }
   if (s.role == "leader") {
     line += " replicated_mb=" + std::to_string(static_cast<double>(replicated_bytes_.load()) / 1e6);
+    if (row_ && topo_->replication_factor() > 0) {
+      // Rule 2: the batches that waited for a batch-end record (values received or aborts).
+      line += " batch_end_records=" + std::to_string(row_->node()->row_stats().batch_end_records);
+    }
     for (const auto& f : s.followers) {
       line += " [" + f.node + (f.connected ? "" : " disconnected") + (f.stranded ? " STRANDED" : "") +
               " lag=" + std::to_string(f.lag_batches) +

@@ -54,9 +54,9 @@ void CommitStage::Loop(uint32_t me) {
       if (!mine) continue;
       // Invariant 1: commit only what is executed AND replicated.
       ring.executed_cv.wait(lk, [&] {
-        return ring.Halted() || ring.PastEnd(b) || (slot.batch == b && slot.executed && slot.replicated_slices == P);
+        return ring.Halted() || ring.PastEnd(b) || ring.Committable(slot, b);
       });
-      if (ring.Halted() || !(slot.batch == b && slot.executed && slot.replicated_slices == P)) return;
+      if (ring.Halted() || !ring.Committable(slot, b)) return;
     }
     for (uint32_t p = 0; p < P; ++p) {
       if ((b * P + p) % opt_.committers != me) continue;

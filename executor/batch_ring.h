@@ -20,8 +20,8 @@
 //   executor-r waits on published_cv for each slice of b in planner order, runs its EQ, adds
 //              its digest delta and counts itself in exec_done; the last one resolves the
 //              batch's aborts (fates, resolver_delta), sets executed and notifies executed_cv.
-//   commit-c   waits on executed_cv for executed AND every slice replicated (Invariant 1), then
-//              delivers its slices in ticket order (delivered_cv), counts committed/aborted;
+//   commit-c   waits on executed_cv for executed AND every slice replicated (Invariant 1; a row
+//              leader with followers: its batch-end record too, end_confirmed), then delivers its slices in ticket order (delivered_cv), counts committed/aborted;
 //              the last ticket's holder sets `committed` = b + 1 and notifies admit_cv.
 // Halt: `stop` or a failed `health` (set under mu, every condition variable notified) makes
 // every wait return; nothing becomes runnable or is delivered after it.
@@ -86,6 +86,9 @@ struct BatchSlot {
   int64_t exec_start_ns = 0;
   int64_t executed_ns = 0;
   int64_t replicated_ns = 0;  // when the last slice was replicated
+  // A row leader with followers (BatchRing::batch_end_gate): its batch-end record is replicated
+  // (or empty). Written by the front-end, like replicated_slices.
+  bool end_confirmed = false;
   uint64_t committed = 0;
   uint64_t aborted = 0;
   // Written by each executor (its own entry) before it counts itself in exec_done, by the
@@ -106,6 +109,7 @@ struct BatchSlot {
     exec_start_ns = 0;
     executed_ns = 0;
     replicated_ns = 0;
+    end_confirmed = false;
     resolver_delta = 0;
     committed = 0;
     aborted = 0;
@@ -118,9 +122,11 @@ struct BatchSlot {
 };
 
 struct BatchRing {
-  // `planners` slices per batch, `executors` key ranges, batches from `first_batch` on.
-  BatchRing(uint32_t batches_in_flight, uint32_t planners_per_batch, uint32_t ranges, uint64_t first)
-      : planners(planners_per_batch), executors(ranges), first_batch(first), committed(first) {
+  // `planners` slices per batch, `executors` key ranges, batches from `first_batch` on; with
+  // `end_gate` a batch also waits for its batch-end record (a row leader with followers).
+  BatchRing(uint32_t batches_in_flight, uint32_t planners_per_batch, uint32_t ranges, uint64_t first,
+            bool end_gate = false)
+      : planners(planners_per_batch), executors(ranges), first_batch(first), batch_end_gate(end_gate), committed(first) {
     slots_.resize(batches_in_flight);
     for (auto& slot : slots_) {
       slot = std::make_unique<BatchSlot>();
@@ -135,6 +141,9 @@ struct BatchRing {
   const uint32_t planners;     // slices per batch
   const uint32_t executors;    // key ranges = executor threads
   const uint64_t first_batch;  // the first batch id fed
+  // A row leader with followers (docs/partitioned-rows.md 9.4, Rule 2): batch b commits only once
+  // its batch-end record is replicated too (BatchSlot::end_confirmed).
+  const bool batch_end_gate;
 
   // The slot of batch b (it holds b only while slot.batch == b). The ring itself never changes
   // after construction, so this needs no lock; the slot's fields do (see BatchSlot).
@@ -144,6 +153,11 @@ struct BatchRing {
 
   bool Halted() const { return stop || !health.ok(); }              // mu held
   bool PastEnd(uint64_t b) const { return end_known && b >= end; }  // mu held
+  // Slot `slot` holds batch b, executed, and replicated (Invariant 1: every slice, and with the
+  // gate the batch-end record). mu held.
+  bool Committable(const BatchSlot& slot, uint64_t b) const {
+    return slot.batch == b && slot.executed && slot.replicated_slices == planners && (!batch_end_gate || slot.end_confirmed);
+  }
   // Wakes every waiter (a halt, the end of input). mu held.
   void NotifyAllLocked() {
     votes_cv.notify_all();

@@ -259,6 +259,8 @@ void ExecutorStage::Loop(uint32_t me) {
       executed_ = b + 1;
       lk.unlock();
       ring.executed_cv.notify_all();
+      // Batch b+1 cannot finish executing before this thread returns: the calls come in order.
+      if (opt_.on_batch_executed) opt_.on_batch_executed(b);
     } else if (log) {
       // Batch b+1 must not run before b's aborts are undone.
       // The monotonic counter, not slot.executed: once b is committed its slot may already be

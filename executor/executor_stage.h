@@ -72,6 +72,10 @@ struct ExecutorStageOptions {
   // A row follower replaying its group's log: such a batch's result comes from the leader's
   // batch-end record (DeliverResolved) instead of voting with row peers; nothing is sent.
   bool row_resolved_by_leader = false;
+  // Called once per batch, in batch order, by the batch's last executor once the batch is
+  // executed and its aborts resolved (after on_row_resolved), no lock held: a row leader with
+  // followers proposes its batch-end record here. It must not wait for anything the executors do.
+  std::function<void(uint64_t b)> on_batch_executed;
   ImageSink* image_sink = nullptr;  // not owned; nullptr: no checkpoint images
   // Write histories (executor/write_history.h) of history_bytes / executors each; 0: none.
   // Ignored on a row node.

@@ -1,6 +1,7 @@
 #include "cluster/row/row_node.h"
 
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 #include "common/clock.h"
@@ -31,6 +32,23 @@ RowNode::RowNode(RowNodeOptions options, storage::Table* table, commit::CommitSi
   po.row_sender = this;
   po.row_partitions = nparts_;
   po.row_partition = opt_.partition;
+  if (opt_.follower) {
+    // Rule 2 (docs/partitioned-rows.md 9.4): a follower replays its partition from its group's
+    // log alone: its leader's batch-end records bring the values it received and its abort
+    // results (the caller's FollowerFeed delivers them); it sends nothing and has no row peers.
+    po.row_sender = &drop_sender_;
+    po.row_resolved_by_leader = true;
+  } else if (opt_.replicate) {
+    // A leader with followers logs a batch-end record per batch (OnBatchExecuted); a batch
+    // commits once that is replicated too (nothing to wait for when it is empty).
+    po.batch_end_gate = true;
+    po.on_row_resolved = [this](uint64_t b, const std::vector<executor::RowTxn>& fired,
+                                const std::vector<executor::RowTxn>& aborted) {
+      std::lock_guard<std::mutex> lk(rec_mu_);
+      rec_resolved_[b] = {fired, aborted};
+    };
+    po.on_batch_executed = [this](uint64_t b) { OnBatchExecuted(b); };
+  }
   po.capture_reads = !opt_.follower;  // homes answer their clients' reads from every partition's report
   po.deliver_outcomes = !opt_.follower;
   po.executors_wait_for_replication = po.executors_wait_for_replication && opt_.replicate != nullptr;
@@ -50,12 +68,14 @@ RowNode::RowNode(RowNodeOptions options, storage::Table* table, commit::CommitSi
         opt_.partitions, opt_.record_bytes,
         [this](uint64_t b, uint32_t s, commit::RowHomeSlice&& v) { OnHomeSlice(b, s, std::move(v)); });
   }
-  RowTransportOptions to;
-  to.me = opt_.partition;
-  to.addresses = opt_.peer_addresses;
-  to.net = opt_.net;
-  transport_ = std::make_unique<RowTransport>(
-      to, [this](uint32_t from, std::string_view f) { OnFrame(from, f); }, [this](const Status& s) { Fail(s); });
+  if (!opt_.follower) {
+    RowTransportOptions to;
+    to.me = opt_.partition;
+    to.addresses = opt_.peer_addresses;
+    to.net = opt_.net;
+    transport_ = std::make_unique<RowTransport>(
+        to, [this](uint32_t from, std::string_view f) { OnFrame(from, f); }, [this](const Status& s) { Fail(s); });
+  }
   for (uint32_t p = 0; p < nparts_; ++p) outbox_.push_back(std::make_unique<Outbox>());
   ends_.assign(nparts_, -1);
   finished_.assign(nparts_, 0);
@@ -67,13 +87,13 @@ RowNode::~RowNode() { Stop(); }
 Status RowNode::Start() {
   QR_CHECK(!started_, "RowNode::Start twice");
   started_ = true;
+  if (opt_.follower) return pipeline_->Start();  // fed by the caller's FollowerFeed; no row peers
   QR_RETURN_IF_ERROR(transport_->Listen());
   QR_RETURN_IF_ERROR(transport_->Connect(opt_.connect_timeout_ms));
   const int64_t now = NowNanos();
   for (uint32_t p = 0; p < nparts_; ++p) last_heard_ns_[p].store(now);
   QR_RETURN_IF_ERROR(pipeline_->Start());
   watcher_ = NamedThread("row-watch", [this] { WatchLoop(); });
-  if (opt_.follower) return Status::Ok();  // fed by the caller's FollowerFeed
   feeder_ = NamedThread("row-feed", [this] { FeedLoop(); });
   if (opt_.replicate) sender_ = NamedThread("row-send", [this] { SendLoop(); });
   return planner_->Start();
@@ -132,6 +152,10 @@ void RowNode::HomeSlicePlanned(uint64_t b, uint32_t planner, std::vector<planner
 }
 
 void RowNode::MarkReplicated(uint64_t batch, uint32_t slice) {
+  if (opt_.replicate && slice == batch_end_stream()) {
+    pipeline_->MarkBatchEnd(batch);
+    return;
+  }
   if (!opt_.replicate || !OwnStream(slice)) {
     pipeline_->MarkReplicated(batch, slice);
     return;
@@ -203,6 +227,7 @@ bool RowNode::NeedBatch(uint64_t b) {
 }
 
 void RowNode::Broadcast(const std::string& frame) {
+  if (!transport_) return;  // a follower has no row peers
   for (uint32_t p = 0; p < nparts_; ++p) {
     if (p != opt_.partition) transport_->Send(p, frame);
   }
@@ -386,6 +411,61 @@ void RowNode::DeliverHomeSlice(uint64_t b, uint32_t slice, commit::RowHomeSlice&
   }
 }
 
+// ---- Rule 2: the batch-end record (a leader with followers) -----------------------------------
+
+Status RowNode::RecordValues(const RowDepValues& m) {
+  // Only batches the pipeline may still take a value for (it fails the node on any other).
+  const uint64_t committed = pipeline_->committed_batches();
+  if (m.batch < committed || m.batch >= committed + 2 * uint64_t{opt_.pipeline.batches_in_flight}) {
+    return Status::Corruption("dependency values for batch " + std::to_string(m.batch) + ", outside the window from " +
+                              std::to_string(committed));
+  }
+  if (m.slice >= slices_) return Status::Corruption("dependency values for slice " + std::to_string(m.slice));
+  std::lock_guard<std::mutex> lk(rec_mu_);
+  auto& v = rec_values_[m.batch];
+  for (const RowDepValue& d : m.values) v.push_back(RowBatchEndValue{m.slice, d.slot, d.value});
+  return Status::Ok();
+}
+
+void RowNode::OnBatchExecuted(uint64_t b) {
+  // Executor thread. Every kDepRecv slot of batch b was filled before its executors finished,
+  // and RecordValues ran before each value was delivered: the record has every value.
+  RowBatchEnd rec;
+  rec.batch = b;
+  rec.partition = opt_.partition;
+  {
+    std::lock_guard<std::mutex> lk(rec_mu_);
+    if (auto it = rec_values_.find(b); it != rec_values_.end()) {
+      rec.values = std::move(it->second);
+      rec_values_.erase(it);
+    }
+    if (auto it = rec_resolved_.find(b); it != rec_resolved_.end()) {
+      rec.fired = std::move(it->second.first);
+      rec.aborted = std::move(it->second.second);
+      rec_resolved_.erase(it);
+    }
+  }
+  std::sort(rec.values.begin(), rec.values.end(),
+            [](const RowBatchEndValue& x, const RowBatchEndValue& y) { return std::tie(x.slice, x.slot) < std::tie(y.slice, y.slot); });
+  for (size_t i = 1; i < rec.values.size(); ++i) {
+    if (rec.values[i].slice == rec.values[i - 1].slice && rec.values[i].slot == rec.values[i - 1].slot) {
+      // The pipeline refused the second one already (filled twice) and failed the node.
+      Fail(Status::Corruption("batch " + std::to_string(b) + ": a dependency value received twice for slice " +
+                              std::to_string(rec.values[i].slice) + " slot " + std::to_string(rec.values[i].slot)));
+      return;
+    }
+  }
+  const bool empty = rec.values.empty() && rec.fired.empty() && rec.aborted.empty();
+  // Every batch has a record, so a follower's stream has no gaps; an empty one tells it nothing
+  // it could not work out, so the batch need not wait for it (docs/partitioned-rows.md 9.4).
+  if (empty) {
+    pipeline_->MarkBatchEnd(b);
+  } else {
+    batch_end_records_.fetch_add(1, std::memory_order_relaxed);
+  }
+  opt_.replicate(b, batch_end_stream(), EncodeRowMessage(rec));
+}
+
 // ---- what the peers send ---------------------------------------------------------------------
 
 void RowNode::OnFrame(uint32_t from, std::string_view frame) {
@@ -401,13 +481,6 @@ void RowNode::OnFrame(uint32_t from, std::string_view frame) {
 Status RowNode::HandleFrame(uint32_t from, std::string_view frame) {
   auto kind = PeekRowMessage(frame);
   if (!kind.ok()) return kind.status();
-  if (opt_.follower) {
-    // A follower row has no homes: only values, votes and liveness travel in it.
-    const RowMsgKind k = kind.value();
-    if (k == RowMsgKind::kSubSlice || k == RowMsgKind::kReport) {
-      return Status::Corruption("a sub-slice or report in a follower row (followers replay their leaders' sub-slices)");
-    }
-  }
   auto check_from = [&](uint32_t claimed) {
     return claimed == from ? Status::Ok()
                            : Status::Corruption("a message claiming to come from partition " + std::to_string(claimed));
@@ -452,6 +525,7 @@ Status RowNode::HandleFrame(uint32_t from, std::string_view frame) {
     case RowMsgKind::kDepValues: {
       RowDepValues m;
       QR_RETURN_IF_ERROR(DecodeRowMessage(frame, &m));
+      if (opt_.replicate) QR_RETURN_IF_ERROR(RecordValues(m));  // before any executor can use one
       for (const RowDepValue& v : m.values) pipeline_->DeliverDepValue(m.batch, m.slice, v.slot, v.value);
       return Status::Ok();
     }
@@ -486,7 +560,6 @@ Status RowNode::HandleFrame(uint32_t from, std::string_view frame) {
         cv_.notify_all();
         return Status::Ok();
       }
-      if (opt_.follower) return Status::Corruption("an input end in a follower row (its end comes with the stream)");
       bool known = false;
       {
         std::lock_guard<std::mutex> lk(mu_);
@@ -576,6 +649,7 @@ Status RowNode::WaitFinished(int64_t timeout_ms) {
   }
   std::unique_lock<std::mutex> lk(mu_);
   auto all_finished = [&] {
+    if (opt_.follower) return true;  // no row peers
     for (uint32_t p = 0; p < nparts_; ++p) {
       if (p != opt_.partition && finished_[p] == 0) return false;
     }
@@ -609,7 +683,7 @@ void RowNode::Stop() {
   }
   cv_.notify_all();
   if (planner_) planner_->CloseInput();
-  transport_->Stop();  // writers blocked on a peer and readers return
+  if (transport_) transport_->Stop();  // writers blocked on a peer and readers return
   pipeline_->Stop();   // executors waiting for a peer's values, the feed in BeginSlice
   if (planner_) planner_->Stop();
   feeder_.Join();
@@ -646,9 +720,12 @@ RowNodeStats RowNode::row_stats() const {
     s.home_aborted = home_aborted_;
     s.home_slices = home_slices_;
   }
-  s.frames_sent = transport_->frames_sent();
-  s.bytes_sent = transport_->bytes_sent();
+  if (transport_) {
+    s.frames_sent = transport_->frames_sent();
+    s.bytes_sent = transport_->bytes_sent();
+  }
   s.values_sent = values_sent_.load();
+  s.batch_end_records = batch_end_records_.load();
   return s;
 }
 

@@ -1,6 +1,12 @@
 // RowNode: one leader of a partitioned row as the server runs it (docs/partitioned-rows.md,
 // step 2): partition `partition` of a row of `partitions` nodes, each its own process, talking
-// over cluster/row/row_transport.h.
+// over cluster/row/row_transport.h. (Or a follower of one: see RowNodeOptions::follower; it
+// only runs its pipeline, fed by its group's log.)
+//
+// With followers (RowNodeOptions::replicate), the leader's group gets each own home slice
+// whole before any part leaves (Rule 1) and each peer's sub-slice as it came, and after each
+// batch a batch-end record: the dependency values received for it and its abort result (Rule 2,
+// docs/partitioned-rows.md 9.4), on which the batch's commit waits unless it is empty.
 //
 //   clients -> LocalPlanner (row home: RowPlanner splits each home slice into sub-slices)
 //     - its own sub-slice -> the inbox; every other one -> that partition's node (empty ones too)
@@ -79,11 +85,16 @@ struct RowNodeOptions {
   // sub-slice (on the feed thread) the sub-slice as it came. The pipeline commits a batch only
   // once MarkReplicated came for each (Invariant 1 per partition, so a home's reply waits for
   // every partition its txn touched), and a home slice's parts leave for the peers only once its
-  // bundle is replicated (Rule 1: docs/partitioned-rows.md, section 9.2).
+  // bundle is replicated (Rule 1: docs/partitioned-rows.md, section 9.2). And after each batch
+  // executed (on an executor thread, in batch order), as `slice` = batch_end_stream(), the
+  // batch's RowBatchEnd record (Rule 2, section 9.4): the dependency values this node received
+  // for it and, if it may abort, the row's result; the batch commits once that is replicated
+  // too (at once when the record is empty).
   std::function<void(uint64_t batch, uint32_t slice, std::string bytes)> replicate;
-  // A node of a follower row: it never plans; its pipeline is fed by the caller (a FollowerFeed
-  // over its partition's replication stream: pipeline()), and it exchanges only dependency
-  // values, abort votes and liveness with the nodes of its own row. SetEnd gives the row's end.
+  // A follower: it never plans and has no row peers (no transport). Its pipeline is fed by the
+  // caller (a FollowerFeed over its group's streams, the batch-end records included:
+  // pipeline()); it resolves aborts by its leader's records and sends nothing. SetEnd gives the
+  // row's end.
   bool follower = false;
   std::string net = "nng";
 };
@@ -95,6 +106,7 @@ struct RowNodeStats {
   uint64_t frames_sent = 0;
   uint64_t bytes_sent = 0;
   uint64_t values_sent = 0;     // dependency values sent to peers
+  uint64_t batch_end_records = 0;  // non-empty batch-end records logged (a batch waited for each)
 };
 
 class RowNode final : public executor::RowSender, public RowHome {
@@ -119,6 +131,8 @@ class RowNode final : public executor::RowSender, public RowHome {
   // For one of this home's own streams that is its home slice's bundle: its parts go to the
   // peers now (Rule 1, below).
   void MarkReplicated(uint64_t batch, uint32_t slice);
+  // The group's stream of batch-end records: the one after the (home, planner) streams.
+  uint32_t batch_end_stream() const { return slices_; }
   // A follower: the replication stream ended at batch `end` (the leaders' row end).
   void SetEnd(uint64_t end);
   Pipeline* pipeline() { return pipeline_.get(); }
@@ -165,6 +179,10 @@ class RowNode final : public executor::RowSender, public RowHome {
   void OnFrame(uint32_t from, std::string_view frame);
   Status HandleFrame(uint32_t from, std::string_view frame);
   void FeedLoop();
+  // Rule 2 (a leader with followers): values from a peer, kept for batch m.batch's record.
+  Status RecordValues(const RowDepValues& m);
+  // Rule 2: batch b executed here; its record goes to the group (executor thread).
+  void OnBatchExecuted(uint64_t b);
   void WatchLoop();  // "row-watch": heartbeats out, silent peers in
   void OnSubSliceOutcomes(const std::vector<commit::TxnOutcome>& v);
   void OnBatch(const BatchInfo& info);
@@ -192,7 +210,8 @@ class RowNode final : public executor::RowSender, public RowHome {
   std::unique_ptr<Pipeline> pipeline_;
   std::unique_ptr<LocalPlanner> planner_;
   std::unique_ptr<commit::RowCommit> commit_;
-  std::unique_ptr<RowTransport> transport_;
+  std::unique_ptr<RowTransport> transport_;  // none on a follower
+  executor::DropRowSender drop_sender_;       // a follower's row sender
   std::vector<std::unique_ptr<Outbox>> outbox_;  // [partition]
 
   mutable std::mutex mu_;
@@ -218,6 +237,14 @@ class RowNode final : public executor::RowSender, public RowHome {
   std::atomic<bool> failed_{false};
   std::atomic<uint64_t> values_sent_{0};
   std::atomic<bool> finished_sent_{false};
+  std::atomic<uint64_t> batch_end_records_{0};
+
+  // Rule 2, a leader with followers: what each batch's record will carry, until it executed.
+  // Bounded by the batches a value may come for (2 * batches_in_flight).
+  std::mutex rec_mu_;
+  std::map<uint64_t, std::vector<RowBatchEndValue>> rec_values_;  // guarded by rec_mu_
+  std::map<uint64_t, std::pair<std::vector<executor::RowTxn>, std::vector<executor::RowTxn>>>
+      rec_resolved_;  // guarded by rec_mu_: (fired, aborted) of batches that may abort
 
   // Home slices delivered in order: the next (batch, planner) due and those completed early.
   mutable std::mutex home_mu_;

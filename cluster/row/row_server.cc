@@ -67,6 +67,7 @@ Status RowServer::Start() {
     fo.ranges = ctx_.engine->pipeline.ranges;
     fo.window = ctx_.engine->pipeline.batches_in_flight + 2;
     fo.row = true;
+    fo.batch_end_stream = true;
     fo.place = planner::RowPlace{ctx_.partition_map, me.partition};
     feed_ = std::make_unique<FollowerFeed>(fo, node_->pipeline(), ctx_.replicator, [this](uint64_t end) {
       ctx_.reporter->MarkEnded(true);
@@ -78,6 +79,9 @@ Status RowServer::Start() {
 }
 
 void RowServer::Stop() {
+  // A follower's node first: its pipeline may wait for a batch-end record that will not come (a
+  // dead leader), and a feed thread in BeginSlice or AwaitBatch returns only once it stopped.
+  if (node_ && !ctx_.leader) node_->Stop();
   if (feed_) feed_->Stop();
   if (node_) node_->Stop();
 }

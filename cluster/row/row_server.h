@@ -3,8 +3,9 @@
 // Pipeline for one partition: RowServer builds the node's RowNode from the node's config, sends
 // its outcomes to the client port and its per-batch digests to the digest monitor (a leader) or
 // the reporter (a follower), replicates every sub-slice a leader runs to its partition's group
-// (one stream per (home, planner)), and on a follower feeds the row from that group's streams
-// (FollowerFeed in row mode).
+// (one stream per (home, planner), and one more for the leader's batch-end records), and on a
+// follower feeds its partition from that group's streams alone (FollowerFeed in row mode; a
+// follower has no row peers: docs/partitioned-rows.md 9.4).
 //
 //   node (cluster/server.cc)                 RowServer
 //   Create(ctx) ------------------------------> RowNode (not started), its sinks and hooks

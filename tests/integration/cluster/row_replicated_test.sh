@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A partitioned row with followers: 3 partitions x 2 rows (rf = 1) with BACKEND (raft |
 # zookeeper), processes on 127.0.0.1 (docs/partitioned-rows.md, step 3). Partition p's group is
-# (p, 0) and (p, 1); follower row 1 replays each partition from its stream, exchanging dependency
-# values and abort votes inside row 1.
+# (p, 0) and (p, 1); follower (p, 1) replays partition p from its group's streams alone (the
+# sub-slices and its leader's batch-end records: docs/partitioned-rows.md 9.4), no row peers.
 #  1. YCSB, 50% multi-partition over up to 3 partitions, 20% dependent writes: the client's
 #     --verify replays the planned order serially (fates, reads, each leader's partition digest),
 #     every follower agrees with its leader on every batch, and its dump equals its leader's.

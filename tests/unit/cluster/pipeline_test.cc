@@ -259,6 +259,69 @@ TEST_CASE("pipeline: nothing commits before its batch is replicated; sync mode e
   }
 }
 
+TEST_CASE("pipeline: with the batch-end gate a batch commits only once its batch-end record is confirmed, "
+          "in sync mode too") {
+  // docs/partitioned-rows.md 9.4 (Rule 2): a row leader with followers logs a record after each
+  // batch executed (on_batch_executed) and the batch commits only once MarkBatchEnd came. In
+  // sync mode the executors wait for the slices' replication, never for the record (it is only
+  // written after them): no deadlock.
+  for (bool sync : {false, true}) {
+    INFO((sync ? "sync" : "speculative"));
+    storage::Table table(kLayout, kKeys);
+    testing::LoadTable(&table, kKeys, 0);
+    Seen seen;
+    PipelineOptions po = Options(2, 2, 3);
+    po.executors_wait_for_replication = sync;
+    po.batch_end_gate = true;
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<uint64_t> executed;  // guarded by mu: on_batch_executed calls, in order
+    po.on_batch_executed = [&](uint64_t b) {
+      std::lock_guard<std::mutex> lk(mu);
+      executed.push_back(b);
+      cv.notify_all();
+    };
+    Pipeline pipeline(po, &table, seen.Sink(), seen.Hook());
+    REQUIRE(pipeline.Start().ok());
+    planner::Planner plan(po.ranges);
+    constexpr uint64_t kBatches = 3;
+    for (uint64_t b = 0; b < kBatches; ++b) {
+      for (uint32_t p = 0; p < 2; ++p) {
+        std::vector<Txn> txns(1);
+        txns[0].id = b * 2 + p + 1;
+        txns[0].ops.push_back(storage::Op{storage::OpKind::kUpdate, b * 2 + p, 0, 0});
+        planner::PlannedSlice* s = pipeline.BeginSlice(b, p);
+        REQUIRE(s != nullptr);
+        plan.PlanSlice(b, p, txns, s);
+        pipeline.PublishSlice(b, p, 0, /*replicated=*/true);
+      }
+    }
+    // Every batch executes (each executed hook in batch order), none commits.
+    {
+      std::unique_lock<std::mutex> lk(mu);
+      REQUIRE(cv.wait_for(lk, std::chrono::seconds(10), [&] { return executed.size() == kBatches; }));
+      CHECK(executed == std::vector<uint64_t>{0, 1, 2});
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    CHECK(seen.Count() == 0);
+    CHECK(pipeline.committed_batches() == 0);
+    // Batch 1's record first: still nothing (batches commit in order); then 0's: both commit.
+    pipeline.MarkBatchEnd(1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    CHECK(seen.Count() == 0);
+    pipeline.MarkBatchEnd(0);
+    REQUIRE(seen.WaitTxns(4));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    CHECK(seen.Count() == 4);
+    CHECK(pipeline.committed_batches() == 2);
+    pipeline.MarkBatchEnd(2);
+    pipeline.MarkBatchEnd(2);  // a repeat (a late confirmation of an empty record) is harmless
+    pipeline.EndInput(kBatches);
+    REQUIRE(pipeline.WaitIdle(10000).ok());
+    CHECK(seen.Count() == 6);
+  }
+}
+
 TEST_CASE("pipeline: after Fail nothing is delivered, waits end with the error and no slice is handed out") {
   storage::Table table(kLayout, kKeys);
   testing::LoadTable(&table, kKeys, 0);

@@ -1,5 +1,5 @@
-// RowNode (cluster/row/row_node.h) with followers: Rule 1 of docs/partitioned-rows.md section
-// 9.2. Two leaders of a 2-partition row on loopback, each with a stand-in for its replication
+// RowNode (cluster/row/row_node.h) with followers: Rules 1 and 2 of docs/partitioned-rows.md
+// (sections 9.2 and 9.4). Rule 1: Two leaders of a 2-partition row on loopback, each with a stand-in for its replication
 // group that records what it is asked to replicate and confirms only when the test says so. A
 // home's whole home slice (a RowHomeBundle: every partition's part) goes to its own group first,
 // and its peer gets its part only after that group confirmed it: the peer's group is never asked
@@ -7,7 +7,9 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cstring>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -16,10 +18,13 @@
 #include <utility>
 #include <vector>
 
+#include "cluster/follower_feed.h"
 #include "cluster/row/row_messages.h"
 #include "cluster/row/row_node.h"
 #include "common/clock.h"
+#include "replication/none/none_replicator.h"
 #include "tests/unit/cluster/row/loopback_addresses.h"
+#include "tests/unit/executor/serial_applier.h"
 #include "storage/table.h"
 
 using namespace qrstore;
@@ -44,6 +49,26 @@ struct Group {
   }
 };
 
+// Node p of a row over `parts`, one planner per home, executor ranges `ranges`, small batches.
+RowNodeOptions NodeOptions(uint32_t p, const std::vector<std::string>& addrs, const KeyMapper& parts,
+                           const KeyMapper& ranges) {
+  RowNodeOptions o;
+  o.partition = p;
+  o.peer_addresses = addrs;
+  o.partitions = parts;
+  o.pipeline.planners = 1;
+  o.pipeline.executors = ranges.buckets();
+  o.pipeline.batches_in_flight = 2;
+  o.pipeline.ranges = ranges;
+  o.pipeline.track_digest = true;
+  o.planner.batch_txns = 60;
+  o.planner.batch_timeout_ns = 2'000'000;
+  o.planner.planners = 1;
+  o.record_bytes = kLayout.size();
+  o.connect_timeout_ms = 10'000;
+  return o;
+}
+
 struct Leader {
   Group group;
   std::unique_ptr<storage::Table> table;
@@ -67,19 +92,7 @@ TEST_CASE("row node: a home slice goes to its home's group first; its peer gets 
     for (uint64_t k = 0; k < kKeys; ++k) {
       if (parts.Of(k) == p) REQUIRE(l->table->Insert(k, zero.data()).ok());
     }
-    RowNodeOptions o;
-    o.partition = p;
-    o.peer_addresses = addrs;
-    o.partitions = parts;
-    o.pipeline.planners = 1;
-    o.pipeline.executors = 1;
-    o.pipeline.batches_in_flight = 3;
-    o.pipeline.ranges = ranges;
-    o.planner.batch_txns = 100;
-    o.planner.batch_timeout_ns = 2'000'000;
-    o.planner.planners = 1;
-    o.record_bytes = kLayout.size();
-    o.connect_timeout_ms = 10'000;
+    RowNodeOptions o = NodeOptions(p, addrs, parts, ranges);
     Group* g = &l->group;
     o.replicate = [g](uint64_t b, uint32_t s, std::string bytes) {
       std::lock_guard<std::mutex> lk(g->mu);
@@ -162,4 +175,172 @@ TEST_CASE("row node: a home slice goes to its home's group first; its peer gets 
     CHECK(leaders[0]->failures.empty());
   }
   for (auto& l : leaders) l->node->Stop();
+}
+
+TEST_CASE("row node, Rule 2: each follower replays its partition from its group's log alone, batch-end records "
+          "included", "[row]") {
+  // Two leaders of a 2-partition row, each replicating to its group through the in-process
+  // `none` hub; each partition's follower is a RowNode without row peers fed by a FollowerFeed
+  // over that hub. Txns with cross-partition dependencies, logic aborts and debits: a follower
+  // can reach its leader's state only with the values its leader received and its abort results,
+  // which only the batch-end records carry. With `corrupt`, partition 1's records name the wrong
+  // partition: its follower stops, naming the record, and the leaders do not care.
+  const bool corrupt = GENERATE(false, true);
+  CAPTURE(corrupt);
+  constexpr uint32_t kParts = 2;
+  const uint32_t streams = kParts + 1;  // one planner per home, then the records
+  const KeyMapper parts(KeyMapper::Kind::kHash, kParts, kKeys);
+  const KeyMapper ranges = KeyMapper::Within(parts, 2);
+  const std::vector<std::string> addrs = testing::LoopbackAddresses(kParts);
+  struct Member {
+    std::unique_ptr<replication::none::NoneReplicator> repl;
+    std::unique_ptr<storage::Table> table;
+    std::unique_ptr<RowNode> node;
+    std::unique_ptr<FollowerFeed> feed;  // followers
+    std::mutex mu;
+    std::vector<Status> failures;  // guarded by mu
+  };
+  std::vector<std::unique_ptr<Member>> leaders, followers;
+  // Stops everything in an order that cannot hang, also when a REQUIRE ends the test early: a
+  // follower's node (its pipeline may wait for a record that never comes) before its feed, the
+  // leaders, then the hubs' replicators (late callbacks reach the feeds until then).
+  auto stop_all = [&] {
+    for (auto* v : {&followers, &followers, &leaders}) {
+      for (auto& m : *v) {
+        if (m->node) m->node->Stop();  // idempotent: the followers' second pass is a no-op
+        if (m->feed) m->feed->Stop();
+      }
+    }
+    for (auto* v : {&followers, &leaders}) {
+      for (auto& m : *v) m->repl->Stop();
+    }
+  };
+  struct Guard {
+    std::function<void()> f;
+    ~Guard() { f(); }
+  } guard{stop_all};
+  auto on_failure = [](Member* m) {
+    return [m](const Status& st) {
+      std::lock_guard<std::mutex> lk(m->mu);
+      m->failures.push_back(st);
+    };
+  };
+  const std::string hub = "rule2-" + std::to_string(corrupt) + "-p";
+  for (uint32_t p = 0; p < kParts; ++p) {
+    for (bool leader : {true, false}) {
+      auto m = std::make_unique<Member>();
+      replication::none::NoneOptions no;
+      no.leader = leader;
+      no.planners = streams;
+      no.hub = hub + std::to_string(p);
+      m->repl = std::make_unique<replication::none::NoneReplicator>(no);
+      REQUIRE(m->repl->Start().ok());
+      m->table = std::make_unique<storage::Table>(kLayout, kKeys);
+      testing::LoadTable(m->table.get(), kKeys, 1000);
+      RowNodeOptions o = NodeOptions(p, addrs, parts, ranges);
+      Member* raw = m.get();
+      if (leader) {
+        o.replicate = [raw, p, corrupt, streams](uint64_t b, uint32_t s, std::string bytes) {
+          if (corrupt && p == 1 && s + 1 == streams) {
+            RowBatchEnd rec;
+            REQUIRE(DecodeRowMessage(bytes, &rec).ok());
+            rec.partition = 0;
+            bytes = EncodeRowMessage(rec);
+          }
+          // The none hub confirms inline.
+          raw->repl->ReplicateData(replication::ReplicateMeta{0, s, b}, std::move(bytes),
+                                   [raw, b, s](const replication::ReplicateMeta&, Status st) {
+                                     REQUIRE(st.ok());
+                                     raw->node->MarkReplicated(b, s);
+                                   });
+        };
+      } else {
+        o.follower = true;
+      }
+      m->node = std::make_unique<RowNode>(
+          o, m->table.get(), [](const std::vector<commit::TxnOutcome>&) {}, [](const BatchInfo&) {}, on_failure(raw),
+          [](uint32_t) {});
+      (leader ? leaders : followers).push_back(std::move(m));
+    }
+  }
+  std::vector<Status> started(kParts);
+  {
+    std::thread t1([&] { started[1] = leaders[1]->node->Start(); });
+    started[0] = leaders[0]->node->Start();
+    t1.join();
+  }
+  REQUIRE(started[0].ok());
+  REQUIRE(started[1].ok());
+  for (uint32_t p = 0; p < kParts; ++p) {
+    Member* f = followers[p].get();
+    REQUIRE(f->node->Start().ok());
+    FollowerFeedOptions fo;
+    fo.planners = streams;
+    fo.ranges = ranges;
+    fo.window = 4;
+    fo.row = true;
+    fo.place = planner::RowPlace{parts, p};
+    fo.batch_end_stream = true;
+    f->feed = std::make_unique<FollowerFeed>(fo, f->node->pipeline(), f->repl.get(),
+                                             [f](uint64_t end) { f->node->SetEnd(end); });
+    REQUIRE(f->feed->Start().ok());
+  }
+
+  testing::GenOptions g;
+  g.keys = kKeys;
+  g.max_ops = 6;
+  g.dep_per_100 = 25;
+  g.abort_per_100 = 4;
+  g.fire_per_10k = 1500;
+  g.debit_per_100 = 20;
+  for (uint32_t h = 0; h < kParts; ++h) {
+    std::vector<storage::Txn> txns = testing::RandomTxns(31 + h, 600, g);
+    for (auto& t : txns) t.id += h * 1'000'000;
+    size_t sent = 0;
+    while (sent < txns.size()) {
+      std::vector<storage::Txn> rest(txns.begin() + static_cast<std::ptrdiff_t>(sent), txns.end());
+      const size_t n = leaders[h]->node->SubmitMany(rest);
+      sent += n;
+      if (n == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  for (auto& l : leaders) l->node->CloseInput();
+  for (auto& l : leaders) REQUIRE(l->node->WaitFinished(30'000).ok());
+  uint64_t end = 0;
+  REQUIRE(leaders[0]->node->row_end_known(&end));
+  // What a leader's clean stop replicates (cluster/server_stop.cc): the end marker on every stream.
+  for (auto& l : leaders) {
+    for (uint32_t s = 0; s < streams; ++s) {
+      l->repl->ReplicateData(replication::ReplicateMeta{0, s, end}, EncodeEndMarker(end),
+                             [](const replication::ReplicateMeta&, Status st) { REQUIRE(st.ok()); });
+    }
+  }
+  uint64_t records = 0;
+  for (auto& l : leaders) records += l->node->row_stats().batch_end_records;
+  CHECK(records > 0);  // values crossed the row, or votes fired
+  for (uint32_t p = 0; p < kParts; ++p) {
+    INFO("partition " << p);
+    Member& f = *followers[p];
+    if (corrupt && p == 1) {
+      const int64_t deadline = NowNanos() + 10'000'000'000;
+      while (f.feed->health().ok() && NowNanos() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      const Status st = f.feed->health();
+      REQUIRE_FALSE(st.ok());
+      CHECK(st.message().find("bad batch-end record of batch 0") != std::string::npos);
+      CHECK(st.message().find("partition 0") != std::string::npos);
+      continue;
+    }
+    REQUIRE(f.node->WaitFinished(30'000).ok());
+    CHECK(f.node->Stats().committed_batches == end);
+    CHECK(f.node->Stats().last_digest == leaders[p]->node->Stats().last_digest);
+    for (storage::Key k = 0; k < kKeys; ++k) {
+      if (parts.Of(k) != p) continue;
+      INFO("key " << k);
+      REQUIRE(std::memcmp(f.table->Find(k), leaders[p]->table->Find(k), kLayout.size()) == 0);
+    }
+  }
+  for (auto& l : leaders) {
+    std::lock_guard<std::mutex> lk(l->mu);
+    CHECK(l->failures.empty());
+  }
 }
