@@ -289,7 +289,8 @@ bool FollowerFeed::ApplyBatchEnd(uint64_t b, std::string_view bytes) {
   // A value may come before its sub-slice is published (the pipeline keeps it); the pipeline
   // checks each against its slot (a kDepRecv's, filled once) and fails on any other.
   for (const RowBatchEndValue& v : rec.values) pipeline_->DeliverDepValue(b, v.slice, v.slot, v.value);
-  // Every record, also a batch that turns out not to need one (forgotten once it committed).
+  // Every record, also a batch that turns out not to need one (it may have committed already:
+  // the result is then dropped).
   pipeline_->DeliverResolved(b, std::move(rec.fired), std::move(rec.aborted));
   return pipeline_->health().ok();
 }

@@ -113,8 +113,9 @@ class ExecutorStage {
   Status DeliverVotes(uint64_t b, uint32_t from, uint32_t round, std::vector<RowTxn> ids);
   // Row followers (row_resolved_by_leader), any thread: batch b's abort result from its
   // leader's batch-end record (on_row_resolved's arguments there). An error (twice, a batch
-  // outside the window) means the pipeline must fail; after a halt it is dropped (OK). A
-  // result for a batch that turns out not to need one is forgotten once the batch committed.
+  // beyond the window) means the pipeline must fail; after a halt it is dropped (OK). A
+  // result for a batch that turns out not to need one is forgotten once the batch committed,
+  // and dropped when it comes after that.
   Status DeliverResolved(uint64_t b, std::vector<RowTxn> fired, std::vector<RowTxn> aborted);
   // ring->mu held, the ring halted: an executor may wait for a row value that will not come
   // now (its sender stopped); fills every such slot with 0 so it finishes the sub-slice it holds
