@@ -83,7 +83,7 @@ struct PipelineOptions {
   // Rule 2, a row leader with followers: batch b commits only once MarkBatchEnd(b) came too
   // (its batch-end record is replicated, or empty), and on_batch_executed(b) is called once b is
   // executed and resolved (executor thread, batch order, no lock held; it may call MarkBatchEnd
-  // but must not wait for the pipeline).
+  // but must not wait for the pipeline; not for a batch that finished after a halt).
   bool batch_end_gate = false;
   std::function<void(uint64_t b)> on_batch_executed;
   // Checkpoints: asked at every batch boundary whether to copy the table (executor_stage.h).

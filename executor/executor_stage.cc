@@ -260,10 +260,13 @@ void ExecutorStage::Loop(uint32_t me) {
       // resolved, and otherwise the last executor marks it within the same critical section.
       QR_CHECK_EQ(executed_, b);
       executed_ = b + 1;
+      // After a halt a row's missing values were filled with 0 (ReleaseRowWaitsLocked, in the
+      // same critical section as the halt): such a batch is not reported executed.
+      const bool halted = ring.Halted();
       lk.unlock();
       ring.executed_cv.notify_all();
       // Batch b+1 cannot finish executing before this thread returns: the calls come in order.
-      if (opt_.on_batch_executed) opt_.on_batch_executed(b);
+      if (opt_.on_batch_executed && !halted) opt_.on_batch_executed(b);
     } else if (log) {
       // Batch b+1 must not run before b's aborts are undone.
       // The monotonic counter, not slot.executed: once b is committed its slot may already be

@@ -75,6 +75,7 @@ struct ExecutorStageOptions {
   // Called once per batch, in batch order, by the batch's last executor once the batch is
   // executed and its aborts resolved (after on_row_resolved), no lock held: a row leader with
   // followers proposes its batch-end record here. It must not wait for anything the executors do.
+  // Not called for a batch that finished after the ring halted (its row values may be fake).
   std::function<void(uint64_t b)> on_batch_executed;
   ImageSink* image_sink = nullptr;  // not owned; nullptr: no checkpoint images
   // Write histories (executor/write_history.h) of history_bytes / executors each; 0: none.
