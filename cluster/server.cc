@@ -30,6 +30,7 @@
 #include "common/report.h"
 #include "common/thread.h"
 #include "planner/eq.h"
+#include "planner/session_table.h"
 #include "replication/factory.h"
 #include "storage/checkpoint.h"
 #include "storage/table.h"
@@ -73,9 +74,6 @@ Status ServerImpl::Init(const Config& config, const std::string& node) {
       !dir.empty() && ::access(dir.c_str(), W_OK | X_OK) != 0) {
     errors.push_back("server.dump_state_dir: cannot write in '" + dir + "': " + std::strerror(errno));
   }
-  if (!config.GetString("server.checkpoint_dir").empty() && topo_->partitions() > 1) {
-    errors.push_back("server.checkpoint_dir: a partitioned row takes no checkpoints yet (one partition only)");
-  }
   if (!errors.empty()) {
     std::string msg = "invalid config for node " + node + ":";
     for (const auto& e : errors) msg += "\n  " + e;
@@ -108,7 +106,18 @@ Status ServerImpl::Init(const Config& config, const std::string& node) {
   // partitions' pages are never resident; with hash partitioning every page holds keys of
   // every partition).
   // A restart: the newest valid checkpoint, if server.checkpoint_dir holds one (docs/recovery.md).
-  if (!config.GetString("server.checkpoint_dir").empty()) RestoreCheckpoint();
+  if (!config.GetString("server.checkpoint_dir").empty()) {
+    RestoreCheckpoint();
+    if (restored_ && topo_->partitions() > 1 && leader_) {
+      // Its followers restart from checkpoints (they replay their group's log alone); a leader
+      // of a row cannot yet: its row would have to resume together (docs/partitioned-rows.md 9.6).
+      return Status::InvalidArgument("node " + node + " leads partition " + std::to_string(me_.partition) +
+                                     " of a partitioned row and holds a checkpoint in " +
+                                     NodeCheckpointDir(config, me_.name) +
+                                     ": a row's leaders cannot restart from checkpoints yet; start the cluster "
+                                     "with `cluster.sh up --fresh` (it deletes them)");
+    }
+  }
   if (!table_) {
     table_ = std::make_unique<storage::Table>(workload_.Layout(), workload_.RecordCount());
     std::function<bool(storage::Key)> mine;
@@ -234,25 +243,8 @@ Status ServerImpl::Start() {
   po.track_digest = true;
   po.executors_wait_for_replication = mode_ == "sync";
   po.history_bytes = session_values_ ? 0 : static_cast<uint64_t>(c.GetInt("server.session_history_bytes"));
-  if (const std::string dir = NodeCheckpointDir(c, me_.name); !dir.empty()) {
-    CheckpointerOptions co;
-    co.dir = dir;
-    co.every_batches = static_cast<uint64_t>(c.GetInt("server.checkpoint_every_batches"));
-    co.keep = static_cast<int>(c.GetInt("server.checkpoint_keep"));
-    const storage::CheckpointExpect id = NodeCheckpointIdentity(*topo_, me_.partition, workload_);
-    co.base.cluster_id = id.cluster_id;
-    co.base.partition = id.partition;
-    co.base.partitions = id.partitions;
-    co.base.record_size = id.record_size;
-    co.base.capacity = id.capacity;
-    co.base.stream_next.assign(Streams(), 0);
-    co.identity = [this] { return Identity(); };
-    // A restart replays the raft disk log from the batch after the newest checkpoint on.
-    co.on_written = [this](uint64_t b) { replicator_->RetainFrom(kGroup, b + 1); };
-    checkpointer_ = std::make_unique<Checkpointer>(co, *table_, [this] { return sessions_->Encode(); });
-    QR_RETURN_IF_ERROR(checkpointer_->Start());
-    po.image_sink = checkpointer_.get();
-  }
+  QR_RETURN_IF_ERROR(StartCheckpointer());
+  po.image_sink = checkpointer_.get();
   if (po.history_bytes > 0) {
     // Which keys the table holds never changes once loaded (writes to absent keys do nothing):
     // reading its index from the planner and commit threads is safe.
@@ -344,6 +336,33 @@ Status ServerImpl::Start() {
               "member lost the group stops; rf = 2 (three members) survives a lost node", Identity());
   }
   return Status::Ok();
+}
+
+Status ServerImpl::StartCheckpointer() {
+  const Config& c = *config_;
+  const std::string dir = NodeCheckpointDir(c, me_.name);
+  if (dir.empty()) return Status::Ok();
+  CheckpointerOptions co;
+  co.dir = dir;
+  co.every_batches = static_cast<uint64_t>(c.GetInt("server.checkpoint_every_batches"));
+  co.keep = static_cast<int>(c.GetInt("server.checkpoint_keep"));
+  const storage::CheckpointExpect id = NodeCheckpointIdentity(*topo_, me_.partition, workload_);
+  co.base.cluster_id = id.cluster_id;
+  co.base.partition = id.partition;
+  co.base.partitions = id.partitions;
+  co.base.record_size = id.record_size;
+  co.base.capacity = id.capacity;
+  co.base.stream_next.assign(Streams(), 0);
+  co.identity = [this] { return Identity(); };
+  // A restart replays the raft disk log from the batch after the newest checkpoint on.
+  co.on_written = [this](uint64_t b) {
+    if (replicator_) replicator_->RetainFrom(kGroup, b + 1);
+  };
+  // A partitioned row keeps no sessions (yet): its checkpoints hold an empty session table.
+  checkpointer_ = std::make_unique<Checkpointer>(co, *table_, [this] {
+    return sessions_ ? sessions_->Encode() : planner::SessionTable(session_limits_).Encode();
+  });
+  return checkpointer_->Start();
 }
 
 void ServerImpl::RestoreCheckpoint() {
@@ -456,11 +475,18 @@ Status ServerImpl::StartRow() {
     cv_.notify_all();
   };
   rc.on_replicated = [this](uint64_t b, uint32_t s, Status st) { OnReplicated(b, s, st); };
+  // Checkpoints: a follower restarts from its newest one (restored_: its group's log from the
+  // batch after it on); a leader's serve its followers' transfers.
+  QR_RETURN_IF_ERROR(StartCheckpointer());
+  rc.checkpointer = checkpointer_.get();
+  rc.first_batch = restored_ ? restored_next_ : 0;
+  rc.checkpoint_digest_mix = Mix64(planner::SessionTable(session_limits_).Digest());
   row_ = std::make_unique<RowServer>(std::move(rc));
   if (Status st = service_->Start(); !st.ok()) {
     return Status::Unavailable("cluster.nodes[" + std::to_string(me_.index) + "].client_port: " + st.message());
   }
   if (replicated) QR_RETURN_IF_ERROR(StartReplication());
+  if (checkpointer_ && replicated) replicator_->RetainFrom(kGroup, restored_ ? restored_next_ : 0);
   QR_RETURN_IF_ERROR(row_->Start());
   if (!leader_) QR_RETURN_IF_ERROR(reporter_->Start());
   watch_ = NamedThread("watch", [this] { WatchLoop(); });
@@ -537,21 +563,24 @@ void ServerImpl::OnReplicated(uint64_t b, uint32_t p, const Status& st) {
 void ServerImpl::WatchLoop() {
   // One partition with followers: the role follows the backend, looked at every kRolePollMs.
   const bool roles = !row_ && topo_->replication_factor() > 0;
+  // A follower of a partitioned row with checkpoints: whether its group can still catch it up
+  // from the log, or it must fetch its leader's checkpoint (RecoveryTick), looked at as often.
+  const bool recovery = row_ && !leader_ && checkpointer_ && topo_->replication_factor() > 0;
   constexpr int kRolePollMs = 10;
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
     auto pending = [&] {
       return watch_stop_ || (!failure_.ok() && !failure_handled_) || (row_ending_ && !row_ending_handled_);
     };
-    if (roles) {
+    if (roles || recovery) {
       cv_.wait_for(lk, std::chrono::milliseconds(kRolePollMs), pending);
     } else {
       cv_.wait(lk, pending);
     }
     if (watch_stop_) return;
-    if (roles) {
+    if (roles || recovery) {
       lk.unlock();
-      RoleTick();
+      if (roles) RoleTick();
       RecoveryTick();
       lk.lock();
       if (watch_stop_) return;

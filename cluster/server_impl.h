@@ -107,6 +107,9 @@ class ServerImpl {
   // (home, planner) of the row, since a partition's group carries every sub-slice addressed to it.
   // The group's replication streams: one per (home, planner) of the row, and in a row with
   // followers one more for its leader's batch-end records (docs/partitioned-rows.md 9.4).
+  // With server.checkpoint_dir: the node's checkpointer, started (its image sink goes into the
+  // pipeline's options). Nothing without it.
+  Status StartCheckpointer();
   uint32_t Streams() const {
     const bool records = topo_->partitions() > 1 && topo_->replication_factor() > 0;
     return engine_.planner.planners * topo_->partitions() + (records ? 1 : 0);
@@ -170,7 +173,7 @@ class ServerImpl {
   // The node does not start as a fresh cluster's leader: restored, or the streams hold an
   // earlier run's batches (it follows first; the backend may promote it).
   bool resuming_ = false;
-  // server.checkpoint_dir: writes checkpoints in the background (one partition only). Declared
+  // server.checkpoint_dir: writes checkpoints in the background (a row's nodes too). Declared
   // before the pipeline, whose executors call it: it outlives them.
   std::unique_ptr<Checkpointer> checkpointer_;
   std::unique_ptr<replication::Replicator> replicator_;

@@ -19,6 +19,7 @@
 #include "common/logging.h"
 #include "common/report.h"
 #include "planner/eq.h"
+#include "planner/session_table.h"
 #include "storage/table.h"
 #include "workloads/workload.h"
 
@@ -111,8 +112,17 @@ Status ServerImpl::Shutdown() {
       service_->StopAdmitting(Status::Unavailable("node stopping (SIGTERM)"));
       row_->node()->CloseInput();
     }
-    // A follower's end comes with its stream's end markers (from its leader's stop).
-    result = row_->node()->WaitFinished(drain_timeout_ms_);
+    // A follower's end comes with its stream's end markers (from its leader's stop), unless its
+    // group cannot bring it up to date (stranded) or it restarts to load a fetched checkpoint.
+    const std::string stranded = leader_ ? std::string() : SelfStranded();
+    if (!leader_ && (!stranded.empty() || restart_requested())) {
+      result = Status::Unavailable("not waiting for the row's end (applied " +
+                                   std::to_string(row_->node()->pipeline()->committed_batches()) + " batches): " +
+                                   (stranded.empty() ? std::string("restarting to load a fetched checkpoint") : stranded));
+      skip_dump = "this node is stranded or restarting";
+    } else {
+      result = row_->node()->WaitFinished(drain_timeout_ms_);
+    }
     uint64_t end = 0;
     if (result.ok() && row_->node()->row_end_known(&end)) {
       log->info("{} the row ended at batch {}; every row peer finished", Identity(), end);
@@ -182,7 +192,9 @@ Status ServerImpl::Shutdown() {
     if (!config_->GetString("server.dump_state_dir").empty()) log->warn("{} no dump: {}", Identity(), skip_dump);
   } else {
     // A clean stop leaves a checkpoint of the last batch: a restart then needs no log.
-    if (checkpointer_) checkpointer_->WriteFinal(*table_, sessions_->Digest());
+    if (checkpointer_) {
+      checkpointer_->WriteFinal(*table_, sessions_ ? sessions_->Digest() : planner::SessionTable(session_limits_).Digest());
+    }
     if (Status d = Dump(); !d.ok() && result.ok()) result = d;
   }
   if (!result.ok()) log->warn("{} stopped: {}", Identity(), result.ToString());

@@ -18,7 +18,8 @@ RowServer::RowServer(RowServerContext ctx) : ctx_(std::move(ctx)) {
   for (uint32_t q = 0; q < ctx_.topo->partitions(); ++q) ro.peer_addresses.push_back(ctx_.topo->At(q, me.row).row_address());
   ro.partitions = ctx_.partition_map;
   ro.pipeline = ctx_.engine->pipeline;
-  ro.pipeline.first_batch = 0;
+  ro.pipeline.first_batch = ctx_.first_batch;
+  ro.pipeline.image_sink = ctx_.checkpointer;
   ro.pipeline.track_digest = true;
   ro.pipeline.executors_wait_for_replication = ctx_.mode == "sync";
   ro.planner = ctx_.engine->planner;
@@ -29,9 +30,15 @@ RowServer::RowServer(RowServerContext ctx) : ctx_(std::move(ctx)) {
   BatchHook on_batch;
   if (ctx_.leader) {
     // With rf = 0 a monitor of no followers, as on one partition.
-    on_batch = [m = ctx_.monitor](const BatchInfo& b) { m->RecordOwn(b.batch, b.digest); };
+    on_batch = [m = ctx_.monitor, c = ctx_.checkpointer, x = ctx_.checkpoint_digest_mix](const BatchInfo& b) {
+      m->RecordOwn(b.batch, b.digest);
+      if (c != nullptr) c->OnCommitted(b.batch, b.digest ^ x);
+    };
   } else {
-    on_batch = [r = ctx_.reporter](const BatchInfo& b) { r->RecordApplied(b.batch, b.digest); };
+    on_batch = [r = ctx_.reporter, c = ctx_.checkpointer, x = ctx_.checkpoint_digest_mix](const BatchInfo& b) {
+      r->RecordApplied(b.batch, b.digest);
+      if (c != nullptr) c->OnCommitted(b.batch, b.digest ^ x);
+    };
   }
   if (ctx_.leader && replicated) {
     // Every sub-slice this partition runs, its own and its peers', goes to its group, one stream
@@ -66,6 +73,7 @@ Status RowServer::Start() {
     fo.planners = ctx_.streams;
     fo.ranges = ctx_.engine->pipeline.ranges;
     fo.window = ctx_.engine->pipeline.batches_in_flight + 2;
+    fo.first_batch = ctx_.first_batch;
     fo.row = true;
     fo.batch_end_stream = true;
     fo.place = planner::RowPlace{ctx_.partition_map, me.partition};

@@ -27,6 +27,7 @@
 #include <memory>
 #include <string>
 
+#include "cluster/checkpointer.h"
 #include "cluster/engine.h"
 #include "cluster/follower_feed.h"
 #include "cluster/row/row_node.h"
@@ -64,6 +65,11 @@ struct RowServerContext {
   std::function<void(Status)> on_failure;            // the row failed (any thread)
   std::function<void()> on_row_ending;               // a peer's input ended (any thread)
   std::function<void(uint64_t batch, uint32_t stream, Status st)> on_replicated;  // leader, rf > 0
+  // With server.checkpoint_dir: images at batch boundaries and each committed batch's digest
+  // go to it (not owned). A follower restarted from a checkpoint starts at first_batch.
+  Checkpointer* checkpointer = nullptr;
+  uint64_t first_batch = 0;
+  uint64_t checkpoint_digest_mix = 0;  // mixed into each digest the checkpointer gets (sessions')
 };
 
 class RowServer {
