@@ -154,7 +154,6 @@ int Main(int argc, char** argv) {
     return Fail(kExitBadInput, "server.checkpoint_dir is empty: this cluster takes no checkpoints (set it, or pass "
                                "--server.checkpoint_dir=DIR as the servers were)");
   }
-  if (topo->partitions() > 1) return Fail(kExitBadInput, "partitioned rows take no checkpoints yet");
   auto workload = workloads::OptionsFromConfig(config.value());
   if (!workload.ok()) return Fail(kExitBadInput, workload.status().message());
   // One table per file checked, plus the newest valid one kept for --dump.

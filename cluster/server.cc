@@ -106,17 +106,16 @@ Status ServerImpl::Init(const Config& config, const std::string& node) {
   // partitions' pages are never resident; with hash partitioning every page holds keys of
   // every partition).
   // A restart: the newest valid checkpoint, if server.checkpoint_dir holds one (docs/recovery.md).
-  if (!config.GetString("server.checkpoint_dir").empty()) {
-    RestoreCheckpoint();
-    if (restored_ && topo_->partitions() > 1 && leader_) {
+  if (const std::string dir = NodeCheckpointDir(config, me_.name); !dir.empty()) {
+    if (auto files = storage::ListCheckpoints(dir); topo_->partitions() > 1 && leader_ && files.ok() && !files->empty()) {
       // Its followers restart from checkpoints (they replay their group's log alone); a leader
       // of a row cannot yet: its row would have to resume together (docs/partitioned-rows.md 9.6).
       return Status::InvalidArgument("node " + node + " leads partition " + std::to_string(me_.partition) +
-                                     " of a partitioned row and holds a checkpoint in " +
-                                     NodeCheckpointDir(config, me_.name) +
+                                     " of a partitioned row and holds a checkpoint in " + dir +
                                      ": a row's leaders cannot restart from checkpoints yet; start the cluster "
                                      "with `cluster.sh up --fresh` (it deletes them)");
     }
+    RestoreCheckpoint();
   }
   if (!table_) {
     table_ = std::make_unique<storage::Table>(workload_.Layout(), workload_.RecordCount());

@@ -137,6 +137,9 @@ for p in 0 1; do
     cmp -s "$dir/p${p}r0.tsv" "$dir/p${p}r${r}.tsv" || fail "follower p${p}r${r}'s dump differs from its leader's"
   done
 done
+# qrstore-checkpoint reads a row node's checkpoints (its partition's records only).
+out="$("$QRSTORE_BIN/qrstore-checkpoint" --config "$cfg" --node p1r1 "${ck[@]}" 2>&1)" || fail "qrstore-checkpoint: $out"
+grep -Eq "^checkpoint-[0-9]+\.qrc .* ok$" <<<"$out" || fail "qrstore-checkpoint found no valid checkpoint of p1r1: $out"
 # A row's leader holding a checkpoint (each wrote one at its clean stop) does not start from it.
 code=0
 out="$("$QRSTORE_BIN/qrstore-server" --config "$cfg" --node p0r0 "${ck[@]}" "${zk[@]+"${zk[@]}"}" 2>&1)" || code=$?
