@@ -4,8 +4,9 @@
 # the tool finds the newest valid (exit 0), with the same batch and digest on every node, and
 # its --dump equals the server's own dump byte for byte. A byte flipped in the middle of one
 # node's newest file: refused with the reason, exit 1, the older file still listed ok (and
-# dumped). --help exits 0; an unknown node, a config without server.checkpoint_dir and a
-# partitioned row exit 2. Uses the cluster tests' helpers (tests/integration/cluster/lib.sh).
+# dumped). --help exits 0; an unknown node and a config without server.checkpoint_dir exit 2; a
+# node of a partitioned row whose folder holds none exits 1 saying so (a row's checkpoints are
+# read in row_replicated_test). Uses the cluster tests' helpers (tests/integration/cluster/lib.sh).
 source "$(dirname "$0")/../cluster/lib.sh"
 tool="$QRSTORE_BIN/qrstore-checkpoint"
 ckpt="$QR_TMP/checkpoints"
@@ -118,6 +119,6 @@ qr_row_config "$QR_TMP/row.yaml" 2
 set +e
 "$tool" --config "$QR_TMP/row.yaml" --node p0 "--server.checkpoint_dir=$ckpt" >"$QR_TMP/row.txt" 2>&1; rc=$?
 set -e
-[[ $rc == 2 ]] && grep -q "partitioned rows take no checkpoints yet" "$QR_TMP/row.txt" || fail "partitioned: exit $rc"
-note "--help 0; unknown node, no checkpoint_dir, partitioned row: 2"
+[[ $rc == 1 ]] && grep -q "no checkpoint of node p0" "$QR_TMP/row.txt" || fail "partitioned, none: exit $rc"
+note "--help 0; unknown node, no checkpoint_dir: 2; a row node without checkpoints: 1"
 echo PASS
