@@ -78,7 +78,15 @@ GroupSpec::GroupSpec(uint32_t members, uint32_t groups, uint32_t planners, std::
     : members_(members), groups_(groups), planners_(planners) {
   AddConfigKeys(&schema_);
   const std::string backend = Backend();
-  const std::string unique = std::to_string(::getpid()) + "-" + std::to_string(NextUnique());
+  // The pid alone repeats across runs against one ZooKeeper server (CI runs three builds' tests
+  // against the same one): a reused pid met an earlier run's znodes under the same root. The
+  // process's start time (once per process) tells such runs apart.
+  static const std::string run =
+      std::to_string(::getpid()) + "-" +
+      std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count());
+  const std::string unique = run + "-" + std::to_string(NextUnique());
   common_ = {"replication.backend=" + backend, "replication.compression=" + compression,
              "replication.groups=" + std::to_string(groups), "replication.planners=" + std::to_string(planners)};
   if (backend == "none") {
