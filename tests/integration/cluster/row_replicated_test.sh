@@ -137,6 +137,13 @@ for p in 0 1; do
     cmp -s "$dir/p${p}r0.tsv" "$dir/p${p}r${r}.tsv" || fail "follower p${p}r${r}'s dump differs from its leader's"
   done
 done
+# Exactly once, from outside: the update counters over both partitions sum to the write ops the
+# client saw committed (every write, dependent ones too, adds 1), and nothing is in doubt.
+[[ "$(json_field "$QR_TMP/restart.out" in_doubt)" == 0 ]] || fail "txns in doubt"
+total=$(($(dump_sum "$dir/p0r0.tsv") + $(dump_sum "$dir/p1r0.tsv")))
+acked="$(json_field "$QR_TMP/restart.out" update_ops_committed)"
+((total == acked)) || fail "the update counters sum to $total, the client saw $acked write ops committed"
+note "exactly once: the update counters sum to $total, what the client saw committed"
 # qrstore-checkpoint reads a row node's checkpoints (its partition's records only).
 out="$("$QRSTORE_BIN/qrstore-checkpoint" --config "$cfg" --node p1r1 "${ck[@]}" 2>&1)" || fail "qrstore-checkpoint: $out"
 grep -Eq "^checkpoint-[0-9]+\.qrc .* ok$" <<<"$out" || fail "qrstore-checkpoint found no valid checkpoint of p1r1: $out"
