@@ -265,7 +265,6 @@ void FollowerFeed::Loop(uint32_t p) {
 }
 
 bool FollowerFeed::ApplyBatchEnd(uint64_t b, std::string_view bytes) {
-  const std::string where = "batch-end record of batch " + std::to_string(b);
   RowBatchEnd rec;
   Result<RowMsgKind> kind = PeekRowMessage(bytes);
   Status st = kind.ok() ? Status::Ok() : kind.status();
@@ -281,7 +280,8 @@ bool FollowerFeed::ApplyBatchEnd(uint64_t b, std::string_view bytes) {
     if (rec.values[i].slice >= slices) st = Status::Corruption("a value for slice " + std::to_string(rec.values[i].slice));
   }
   if (!st.ok()) {
-    StopWith(Status::Corruption("follower: bad " + where + ", apply stopped: " + st.message()));
+    StopWith(Status::Corruption("follower: bad batch-end record of batch " + std::to_string(b) +
+                                ", apply stopped: " + st.message()));
     return false;
   }
   // Within the pipeline's window for values and results: b may enter.

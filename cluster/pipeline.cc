@@ -48,9 +48,7 @@ class PipelineImpl {
     QR_CHECK_LT(p, opt_.planners);
     std::unique_lock<std::mutex> lk(ring_.mu);
     QR_CHECK_GE(b, ring_.committed);
-    const uint64_t in_flight = ring_.size();
-    ring_.admit_cv.wait(lk, [&] { return ring_.Halted() || ring_.PastEnd(b) || ring_.committed + in_flight > b; });
-    if (ring_.Halted() || ring_.PastEnd(b)) return nullptr;
+    if (!WaitAdmittedLocked(lk, b)) return nullptr;
     executor::BatchSlot& slot = ring_.Slot(b);
     // The first slice of batch b to arrive claims the slot.
     if (slot.batch != b) slot.Claim(b);
@@ -147,9 +145,7 @@ class PipelineImpl {
 
   bool AwaitBatch(uint64_t b) {
     std::unique_lock<std::mutex> lk(ring_.mu);
-    const uint64_t in_flight = ring_.size();
-    ring_.admit_cv.wait(lk, [&] { return ring_.Halted() || ring_.PastEnd(b) || ring_.committed + in_flight > b; });
-    return !ring_.Halted() && !ring_.PastEnd(b);
+    return WaitAdmittedLocked(lk, b);
   }
 
   void EndInput(uint64_t end) {
@@ -262,6 +258,14 @@ class PipelineImpl {
     o.deliver_outcomes = opt.deliver_outcomes;
     o.track_digest = opt.track_digest;
     return o;
+  }
+
+  // Waits (lk holds ring_.mu) until batch b may enter: batch b - batches_in_flight committed.
+  // False if the pipeline halted or b is at or past the end.
+  bool WaitAdmittedLocked(std::unique_lock<std::mutex>& lk, uint64_t b) {
+    const uint64_t in_flight = ring_.size();
+    ring_.admit_cv.wait(lk, [&] { return ring_.Halted() || ring_.PastEnd(b) || ring_.committed + in_flight > b; });
+    return !ring_.Halted() && !ring_.PastEnd(b);
   }
 
   // Slice ss of `slot` is replicated. ring_.mu held.

@@ -479,7 +479,7 @@ Status ServerImpl::StartRow() {
   QR_RETURN_IF_ERROR(StartCheckpointer());
   rc.checkpointer = checkpointer_.get();
   rc.first_batch = restored_ ? restored_next_ : 0;
-  rc.checkpoint_digest_mix = Mix64(planner::SessionTable(session_limits_).Digest());
+  rc.checkpoint_digest_mix = Mix64(SessionsDigest());
   row_ = std::make_unique<RowServer>(std::move(rc));
   if (Status st = service_->Start(); !st.ok()) {
     return Status::Unavailable("cluster.nodes[" + std::to_string(me_.index) + "].client_port: " + st.message());

@@ -110,6 +110,10 @@ class ServerImpl {
   // With server.checkpoint_dir: the node's checkpointer, started (its image sink goes into the
   // pipeline's options). Nothing without it.
   Status StartCheckpointer();
+  // The session table's digest (a partitioned row keeps none yet: an empty table's).
+  uint64_t SessionsDigest() const {
+    return sessions_ ? sessions_->Digest() : planner::SessionTable(session_limits_).Digest();
+  }
   uint32_t Streams() const {
     const bool records = topo_->partitions() > 1 && topo_->replication_factor() > 0;
     return engine_.planner.planners * topo_->partitions() + (records ? 1 : 0);

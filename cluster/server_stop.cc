@@ -19,7 +19,6 @@
 #include "common/logging.h"
 #include "common/report.h"
 #include "planner/eq.h"
-#include "planner/session_table.h"
 #include "storage/table.h"
 #include "workloads/workload.h"
 
@@ -192,9 +191,7 @@ Status ServerImpl::Shutdown() {
     if (!config_->GetString("server.dump_state_dir").empty()) log->warn("{} no dump: {}", Identity(), skip_dump);
   } else {
     // A clean stop leaves a checkpoint of the last batch: a restart then needs no log.
-    if (checkpointer_) {
-      checkpointer_->WriteFinal(*table_, sessions_ ? sessions_->Digest() : planner::SessionTable(session_limits_).Digest());
-    }
+    if (checkpointer_) checkpointer_->WriteFinal(*table_, SessionsDigest());
     if (Status d = Dump(); !d.ok() && result.ok()) result = d;
   }
   if (!result.ok()) log->warn("{} stopped: {}", Identity(), result.ToString());

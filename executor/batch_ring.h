@@ -21,7 +21,8 @@
 //              its digest delta and counts itself in exec_done; the last one resolves the
 //              batch's aborts (fates, resolver_delta), sets executed and notifies executed_cv.
 //   commit-c   waits on executed_cv for executed AND every slice replicated (Invariant 1; a row
-//              leader with followers: its batch-end record too, end_confirmed), then delivers its slices in ticket order (delivered_cv), counts committed/aborted;
+//              leader with followers: its batch-end record too, end_confirmed), then
+//              delivers its slices in ticket order (delivered_cv), counts committed/aborted;
 //              the last ticket's holder sets `committed` = b + 1 and notifies admit_cv.
 // Halt: `stop` or a failed `health` (set under mu, every condition variable notified) makes
 // every wait return; nothing becomes runnable or is delivered after it.

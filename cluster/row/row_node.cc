@@ -449,7 +449,8 @@ void RowNode::OnBatchExecuted(uint64_t b) {
             [](const RowBatchEndValue& x, const RowBatchEndValue& y) { return std::tie(x.slice, x.slot) < std::tie(y.slice, y.slot); });
   for (size_t i = 1; i < rec.values.size(); ++i) {
     if (rec.values[i].slice == rec.values[i - 1].slice && rec.values[i].slot == rec.values[i - 1].slot) {
-      // The pipeline refused the second one already (filled twice) and failed the node.
+      // The pipeline refuses the second one (filled twice) and fails the node; it may not have
+      // yet when this batch finished, and the record must not carry it (nor would it encode).
       Fail(Status::Corruption("batch " + std::to_string(b) + ": a dependency value received twice for slice " +
                               std::to_string(rec.values[i].slice) + " slot " + std::to_string(rec.values[i].slot)));
       return;

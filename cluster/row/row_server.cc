@@ -27,19 +27,18 @@ RowServer::RowServer(RowServerContext ctx) : ctx_(std::move(ctx)) {
   ro.connect_timeout_ms = c.GetInt("server.start_timeout_ms");
   ro.peer_timeout_ms = c.GetInt("row.peer_timeout_ms");
   ro.follower = !ctx_.leader;
-  BatchHook on_batch;
+  // Each batch's digest: a leader's monitor (with rf = 0 one of no followers, as on one
+  // partition) or a follower's reporter, and the checkpointer.
+  std::function<void(uint64_t, uint64_t)> record;
   if (ctx_.leader) {
-    // With rf = 0 a monitor of no followers, as on one partition.
-    on_batch = [m = ctx_.monitor, c = ctx_.checkpointer, x = ctx_.checkpoint_digest_mix](const BatchInfo& b) {
-      m->RecordOwn(b.batch, b.digest);
-      if (c != nullptr) c->OnCommitted(b.batch, b.digest ^ x);
-    };
+    record = [m = ctx_.monitor](uint64_t b, uint64_t d) { m->RecordOwn(b, d); };
   } else {
-    on_batch = [r = ctx_.reporter, c = ctx_.checkpointer, x = ctx_.checkpoint_digest_mix](const BatchInfo& b) {
-      r->RecordApplied(b.batch, b.digest);
-      if (c != nullptr) c->OnCommitted(b.batch, b.digest ^ x);
-    };
+    record = [r = ctx_.reporter](uint64_t b, uint64_t d) { r->RecordApplied(b, d); };
   }
+  BatchHook on_batch = [record, c = ctx_.checkpointer, x = ctx_.checkpoint_digest_mix](const BatchInfo& b) {
+    record(b.batch, b.digest);
+    if (c != nullptr) c->OnCommitted(b.batch, b.digest ^ x);
+  };
   if (ctx_.leader && replicated) {
     // Every sub-slice this partition runs, its own and its peers', goes to its group, one stream
     // per (home, planner): a follower row replays partition p without any leader.
