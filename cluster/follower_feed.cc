@@ -231,8 +231,19 @@ void FollowerFeed::Loop(uint32_t p) {
         std::lock_guard<std::mutex> lk(mu_);
         s.applied = b + 1;
       }
+      cv_.notify_all();  // the slice streams wait for this record (below)
       Request(p, b + opt_.window);
       continue;
+    }
+    if (opt_.batch_end_stream) {
+      // A row follower runs batch b only once its leader's record of b is here: the leader wrote
+      // it after b executed there, so every batch this node starts is one its leader finished,
+      // and a follower that starts leading (docs/partitioned-rows.md 9.5) has executed exactly
+      // the batches below some batch D and nothing of D or later.
+      std::unique_lock<std::mutex> lk(mu_);
+      const Stream& records = *streams_.back();
+      cv_.wait(lk, [&] { return stop_ || !health_.ok() || b >= limit_[p] || records.applied > b; });
+      if (stop_ || !health_.ok() || b >= limit_[p]) return;
     }
     planner::PlannedSlice* slice = pipeline_->BeginSlice(b, p);
     if (slice == nullptr) return;  // the pipeline failed, stopped or ended

@@ -61,7 +61,9 @@ struct FollowerFeedOptions {
   // A row follower under Rule 2 (docs/partitioned-rows.md 9.4): the last of the `planners`
   // streams carries its leader's batch-end records (RowBatchEnd), one per batch, not slices:
   // their values go to the pipeline's dependency slots and their abort results to its resolver
-  // (Pipeline::DeliverDepValue, DeliverResolved), batch b's once b may enter the pipeline.
+  // (Pipeline::DeliverDepValue, DeliverResolved), batch b's once b may enter the pipeline. The
+  // other streams publish batch b's sub-slices only once b's record arrived (the leader wrote it
+  // after executing b), so the follower never starts a batch its leader did not finish.
   bool batch_end_stream = false;
   // See "End of stream" above; `executors` sizes the empty batch a marker stands for.
   bool continue_after_end = false;

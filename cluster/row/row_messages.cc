@@ -157,6 +157,17 @@ std::string EncodeRowMessage(const RowControl& m) {
   return w.Release();
 }
 
+std::string EncodeRowMessage(const RowResume& m) {
+  Writer w = Begin(RowMsgKind::kResume, 48 + m.address.size());
+  w.PutVarint(m.from);
+  w.PutU8(m.answer ? 1 : 0);
+  w.PutVarint(m.term);
+  w.PutVarint(m.batch);
+  w.PutVarint(m.reports);
+  w.PutBytes(m.address);
+  return w.Release();
+}
+
 Result<RowMsgKind> PeekRowMessage(std::string_view bytes) {
   if (bytes.size() < 4 || bytes.substr(0, 2) != std::string_view(kMagic, sizeof kMagic)) {
     return Corrupt("unknown", "bad magic or shorter than a header");
@@ -165,7 +176,7 @@ Result<RowMsgKind> PeekRowMessage(std::string_view bytes) {
     return Corrupt("unknown", "version " + std::to_string(static_cast<uint8_t>(bytes[2])) + ", expected 1");
   }
   const auto k = static_cast<uint8_t>(bytes[3]);
-  if (k < 1 || k > 7) return Corrupt("unknown", "unknown kind " + std::to_string(k));
+  if (k < 1 || k > 8) return Corrupt("unknown", "unknown kind " + std::to_string(k));
   return static_cast<RowMsgKind>(k);
 }
 
@@ -306,9 +317,28 @@ Status DecodeRowMessage(std::string_view bytes, RowControl* out) {
   uint8_t what = 0;
   if (!GetU32(&r, &out->from) || !r.GetU8(&what) || !r.GetVarint(&out->batch)) return Corrupt("control", "truncated");
   if (out->from >= planner::kMaxPartitions) return Corrupt("control", "from partition " + std::to_string(out->from));
-  if (what < 1 || what > 3) return Corrupt("control", "unknown control kind " + std::to_string(what));
+  if (what < 1 || what > 4) return Corrupt("control", "unknown control kind " + std::to_string(what));
   out->what = static_cast<RowControlKind>(what);
   if (!r.done()) return Corrupt("control", "trailing bytes");
+  return Status::Ok();
+}
+
+Status DecodeRowMessage(std::string_view bytes, RowResume* out) {
+  Reader r(bytes);
+  QR_RETURN_IF_ERROR(Open(&r, RowMsgKind::kResume, "resume"));
+  uint8_t answer = 0;
+  if (!GetU32(&r, &out->from) || !r.GetU8(&answer) || !r.GetVarint(&out->term) || !r.GetVarint(&out->batch) ||
+      !r.GetVarint(&out->reports) || !r.GetBytes(&out->address)) {
+    return Corrupt("resume", "truncated or out-of-range field");
+  }
+  if (out->from >= planner::kMaxPartitions) return Corrupt("resume", "from partition " + std::to_string(out->from));
+  if (answer > 1) return Corrupt("resume", "answer flag " + std::to_string(answer));
+  out->answer = answer == 1;
+  if (!r.done()) return Corrupt("resume", "trailing bytes");
+  if (out->answer && !out->address.empty()) return Corrupt("resume", "an answer with an address");
+  if (!out->answer && (out->address.empty() || out->address.size() > 255)) {
+    return Corrupt("resume", "a resume whose address has " + std::to_string(out->address.size()) + " bytes (1 to 255)");
+  }
   return Status::Ok();
 }
 

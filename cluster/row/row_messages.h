@@ -26,7 +26,7 @@ namespace qrstore::cluster {
 // kHomeBundle never travels between nodes: it is a home's log entry (see RowHomeBundle).
 // kBatchEnd never travels between nodes either: it is a partition leader's log entry (RowBatchEnd).
 enum class RowMsgKind : uint8_t {
-  kSubSlice = 1, kDepValues = 2, kVotes = 3, kReport = 4, kControl = 5, kHomeBundle = 6, kBatchEnd = 7
+  kSubSlice = 1, kDepValues = 2, kVotes = 3, kReport = 4, kControl = 5, kHomeBundle = 6, kBatchEnd = 7, kResume = 8
 };
 constexpr uint8_t kRowMsgVersion = 1;
 constexpr uint32_t kMaxRowItems = 1u << 24;  // values or votes in one message
@@ -97,12 +97,32 @@ struct RowReport {
 // A node's news for the row: its input ended (it plans no batch at or past `batch` of its own
 // accord: the row ends at the largest such batch), or it finished (every home slice it planned
 // is complete: it needs nothing more from its peers, which may close their connections), or
-// only that it is alive (a heartbeat; `batch` is the last batch it committed).
-enum class RowControlKind : uint8_t { kInputEnded = 1, kFinished = 2, kHeartbeat = 3 };
+// only that it is alive (a heartbeat; `batch` is the last batch it committed), or (kDurable, a
+// leader with followers) that every batch before `batch` is in its group for good (its
+// sub-slices and batch-end record replicated): a successor resumes at or after it, so what its
+// peers sent it for earlier batches need not be kept for a re-send (docs/partitioned-rows.md 9.5).
+enum class RowControlKind : uint8_t { kInputEnded = 1, kFinished = 2, kHeartbeat = 3, kDurable = 4 };
 struct RowControl {
   uint32_t from = 0;
   RowControlKind what = RowControlKind::kInputEnded;
   uint64_t batch = 0;
+};
+
+// A new leader of partition `from` takes its place in the row (docs/partitioned-rows.md 9.5), or a
+// peer answers it (answer = true). The resume: `term` (its group's term: higher than any earlier
+// leader's of that partition; a resume with a term not above the last one seen is stale),
+// `batch` the first batch it has not executed (each peer re-sends what it sent that partition
+// for batches from there on), `address` its row transport's "host:port" (peers dial it there).
+// The answer, the peer's position: `batch` the first batch of the resuming home's sub-slices
+// it has not taken (the home re-sends its parts from there), `reports` the first batch of the
+// peer's home slices still waiting for the resuming partition's report; no address.
+struct RowResume {
+  uint32_t from = 0;
+  bool answer = false;
+  uint64_t term = 0;
+  uint64_t batch = 0;
+  uint64_t reports = 0;
+  std::string address;
 };
 
 std::string EncodeRowMessage(const RowSubSlice& m);
@@ -112,6 +132,7 @@ std::string EncodeRowMessage(const RowDepValues& m);
 std::string EncodeRowMessage(const RowVotes& m);
 std::string EncodeRowMessage(const RowHomeBundle& m);
 std::string EncodeRowMessage(const RowBatchEnd& m);
+std::string EncodeRowMessage(const RowResume& m);
 
 // The kind of a framed message (magic and version checked).
 Result<RowMsgKind> PeekRowMessage(std::string_view bytes);
@@ -124,6 +145,8 @@ Status DecodeRowMessage(std::string_view bytes, RowControl* out);
 Status DecodeRowMessage(std::string_view bytes, RowHomeBundle* out);
 // Also checks the orders above and that every fired txn is in `aborted`.
 Status DecodeRowMessage(std::string_view bytes, RowBatchEnd* out);
+// Also checks: a resume has an address (at most 255 bytes), an answer none.
+Status DecodeRowMessage(std::string_view bytes, RowResume* out);
 
 // The receiver's checks on a sub-slice message, for partition `place.partition` of the row:
 // its slice decodes, is a row sub-slice, carries the message's (batch, slice) and passes

@@ -13,6 +13,10 @@ namespace qrstore::cluster {
 namespace {
 // Dependency values held back for one destination before they go out as one message.
 constexpr size_t kMaxHeldValues = 4096;
+// What a leader with followers keeps for a re-send to one peer's successor (Retained): its peer
+// confirms batches durable every batches_in_flight batches, so this is far more than the few
+// batches' frames it normally holds; reaching it means that peer's group stopped confirming.
+constexpr size_t kMaxRetainedBytes = size_t{256} << 20;
 }  // namespace
 
 RowNode::RowNode(RowNodeOptions options, storage::Table* table, commit::CommitSink sink, BatchHook on_batch,
@@ -77,6 +81,10 @@ RowNode::RowNode(RowNodeOptions options, storage::Table* table, commit::CommitSi
         to, [this](uint32_t from, std::string_view f) { OnFrame(from, f); }, [this](const Status& s) { Fail(s); });
   }
   for (uint32_t p = 0; p < nparts_; ++p) outbox_.push_back(std::make_unique<Outbox>());
+  if (opt_.replicate) {
+    for (uint32_t p = 0; p < nparts_; ++p) retained_.push_back(std::make_unique<Retained>());
+  }
+  committed_ = records_next_ = durable_sent_ = opt_.pipeline.first_batch;
   ends_.assign(nparts_, -1);
   finished_.assign(nparts_, 0);
   last_heard_ns_ = std::make_unique<std::atomic<int64_t>[]>(nparts_);
@@ -127,6 +135,7 @@ void RowNode::HomeSlicePlanned(uint64_t b, uint32_t planner, std::vector<planner
   HomeSend send;
   if (opt_.replicate) {
     RowHomeBundle hb{b, s, opt_.partition, std::vector<std::string>(nparts_)};
+    send.batch = b;
     send.frames.resize(nparts_);
     for (uint32_t p = 0; p < nparts_; ++p) {
       const planner::PlannedSlice& sub = (*subs)[p];
@@ -154,6 +163,16 @@ void RowNode::HomeSlicePlanned(uint64_t b, uint32_t planner, std::vector<planner
 void RowNode::MarkReplicated(uint64_t batch, uint32_t slice) {
   if (opt_.replicate && slice == batch_end_stream()) {
     pipeline_->MarkBatchEnd(batch);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (batch >= records_next_) records_early_.insert(batch);
+      while (!records_early_.empty() && *records_early_.begin() == records_next_) {
+        records_early_.erase(records_early_.begin());
+        ++records_next_;
+      }
+    }
+    // The peers hear of it at the next commit (MaybeSendDurable): not from this thread, the
+    // replication backend's, which must never wait on a row peer's socket.
     return;
   }
   if (!opt_.replicate || !OwnStream(slice)) {
@@ -187,7 +206,7 @@ void RowNode::SendLoop() {
       to_send_.pop_front();
     }
     for (uint32_t p = 0; p < hs.frames.size(); ++p) {
-      if (!hs.frames[p].empty() && !transport_->Send(p, hs.frames[p])) return;  // failed or stopped
+      if (!hs.frames[p].empty() && !SendToPeer(p, hs.batch, std::move(hs.frames[p]))) return;  // failed or stopped
     }
   }
 }
@@ -234,6 +253,71 @@ void RowNode::Broadcast(const std::string& frame) {
 }
 
 // ---- the pipeline's side ------------------------------------------------------------------------
+
+bool RowNode::SendToPeer(uint32_t to, uint64_t batch, std::string frame) {
+  if (retained_.empty()) return transport_->Send(to, frame);
+  // Kept before it is sent: a successor of `to` may need it whether or not this send goes through.
+  auto kept = std::make_shared<const std::string>(std::move(frame));
+  Retained& r = *retained_[to];
+  size_t bytes = 0;
+  {
+    std::lock_guard<std::mutex> lk(r.mu);
+    if (batch >= r.from) {
+      r.frames.emplace(batch, kept);
+      r.bytes += kept->size();
+    }
+    bytes = r.bytes;
+  }
+  if (bytes > kMaxRetainedBytes) {
+    Fail(Status::ResourceExhausted("row peer " + std::to_string(to) + " (" + opt_.peer_addresses[to] + "): " +
+                                   std::to_string(bytes) + " bytes kept for a re-send to its successor, more than " +
+                                   std::to_string(kMaxRetainedBytes) + ": its group stopped confirming batches durable"));
+    return false;
+  }
+  return transport_->Send(to, *kept);  // `kept` outlives the send, whatever a trim does meanwhile
+}
+
+void RowNode::TrimRetained(uint32_t from, uint64_t batch) {
+  if (retained_.empty()) return;
+  Retained& r = *retained_[from];
+  std::lock_guard<std::mutex> lk(r.mu);
+  if (batch <= r.from) return;
+  r.from = batch;
+  for (auto it = r.frames.begin(); it != r.frames.end() && it->first < batch; it = r.frames.erase(it)) {
+    r.bytes -= it->second->size();
+  }
+}
+
+uint64_t RowNode::durable_batch() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return std::min(committed_, records_next_);
+}
+
+size_t RowNode::retained_bytes(uint32_t p) const {
+  if (retained_.empty()) return 0;
+  std::lock_guard<std::mutex> lk(retained_[p]->mu);
+  return retained_[p]->bytes;
+}
+
+uint64_t RowNode::retained_from(uint32_t p) const {
+  if (retained_.empty()) return 0;
+  std::lock_guard<std::mutex> lk(retained_[p]->mu);
+  return retained_[p]->from;
+}
+
+void RowNode::MaybeSendDurable() {
+  if (retained_.empty()) return;
+  uint64_t durable = 0;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    durable = std::min(committed_, records_next_);
+    // Every batches_in_flight batches: a small message per few batches, and a peer keeps at most
+    // about that many batches' frames beyond its window for a re-send.
+    if (durable < durable_sent_ + std::max<uint64_t>(1, opt_.pipeline.batches_in_flight)) return;
+    durable_sent_ = durable;
+  }
+  Broadcast(EncodeRowMessage(RowControl{opt_.partition, RowControlKind::kDurable, durable}));
+}
 
 void RowNode::FeedLoop() {
   for (uint64_t b = 0;; ++b) {
@@ -287,7 +371,7 @@ void RowNode::SendDep(uint32_t partition, uint64_t batch, uint32_t slice, uint32
 void RowNode::FlushLocked(uint32_t to, Outbox& o) {
   if (o.msg.values.empty()) return;
   values_sent_.fetch_add(o.msg.values.size(), std::memory_order_relaxed);
-  transport_->Send(to, EncodeRowMessage(o.msg));
+  SendToPeer(to, o.msg.batch, EncodeRowMessage(o.msg));
   o.msg.values.clear();
 }
 
@@ -301,7 +385,7 @@ void RowNode::Flush() {
 }
 
 void RowNode::SendVotes(uint32_t partition, uint64_t batch, uint32_t round, const std::vector<executor::RowTxn>& ids) {
-  transport_->Send(partition, EncodeRowMessage(RowVotes{batch, opt_.partition, round, ids}));
+  SendToPeer(partition, batch, EncodeRowMessage(RowVotes{batch, opt_.partition, round, ids}));
 }
 
 void RowNode::OnSubSliceOutcomes(const std::vector<commit::TxnOutcome>& v) {
@@ -322,7 +406,7 @@ void RowNode::Report(uint32_t slice, uint64_t b, commit::RowSliceReport report) 
     if (Status st = commit_->health(); !st.ok()) Fail(st);
     return;
   }
-  transport_->Send(home, EncodeRowMessage(RowReport{b, slice, opt_.partition, std::move(report)}));
+  SendToPeer(home, b, EncodeRowMessage(RowReport{b, slice, opt_.partition, std::move(report)}));
 }
 
 void RowNode::OnBatch(const BatchInfo& info) {
@@ -342,6 +426,7 @@ void RowNode::OnBatch(const BatchInfo& info) {
     if (empties[s] != 0) Report(s, info.batch, commit::RowSliceReport{});
   }
   if (on_batch_) on_batch_(info);
+  MaybeSendDurable();
   MaybeFinish();
 }
 
@@ -523,6 +608,9 @@ Status RowNode::HandleFrame(uint32_t from, std::string_view frame) {
       return Status::Corruption("a home bundle over the row transport (it is a home's log entry, never sent)");
     case RowMsgKind::kBatchEnd:
       return Status::Corruption("a batch-end record over the row transport (it is a leader's log entry, never sent)");
+    case RowMsgKind::kResume:
+      // The successor of a dead leader of a partition (docs/partitioned-rows.md 9.5): not built yet.
+      return Status::Corruption("a resume message: failover inside a row is not built yet");
     case RowMsgKind::kDepValues: {
       RowDepValues m;
       QR_RETURN_IF_ERROR(DecodeRowMessage(frame, &m));
@@ -552,6 +640,10 @@ Status RowNode::HandleFrame(uint32_t from, std::string_view frame) {
       QR_RETURN_IF_ERROR(DecodeRowMessage(frame, &m));
       QR_RETURN_IF_ERROR(check_from(m.from));
       if (m.what == RowControlKind::kHeartbeat) return Status::Ok();
+      if (m.what == RowControlKind::kDurable) {
+        TrimRetained(from, m.batch);
+        return Status::Ok();
+      }
       if (m.what == RowControlKind::kFinished) {
         {
           std::lock_guard<std::mutex> lk(mu_);

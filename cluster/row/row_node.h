@@ -145,6 +145,14 @@ class RowNode final : public executor::RowSender, public RowHome {
   Status health() const;
   PipelineStats Stats() const { return pipeline_->Stats(); }
   RowNodeStats row_stats() const;
+  // With followers: every batch before this is in this node's group for good (committed here,
+  // so its sub-slices are replicated, and its batch-end record confirmed): a successor resumes at
+  // or after it.
+  uint64_t durable_batch() const;
+  // Bytes kept for a re-send to peer p's successor, and the batch they start at (p's last
+  // kDurable): with followers; 0 otherwise.
+  size_t retained_bytes(uint32_t p) const;
+  uint64_t retained_from(uint32_t p) const;
   // The batch the row ended at (valid once known).
   bool row_end_known(uint64_t* end) const;
 
@@ -172,7 +180,17 @@ class RowNode final : public executor::RowSender, public RowHome {
   };
   // Rule 1: a home slice's frames for its peers, held until its bundle is replicated.
   struct HomeSend {
+    uint64_t batch = 0;
     std::vector<std::string> frames;  // [partition]; empty for this node's own
+  };
+  // Failover (docs/partitioned-rows.md 9.5), a leader with followers: what this node sent one
+  // peer, by batch (in send order within a batch), kept for a re-send to that peer's successor
+  // until the peer says (kDurable) its group holds those batches for good.
+  struct Retained {
+    std::mutex mu;
+    std::multimap<uint64_t, std::shared_ptr<const std::string>> frames;  // guarded by mu
+    uint64_t from = 0;  // guarded by mu: the peer's last kDurable batch; nothing kept below it
+    size_t bytes = 0;   // guarded by mu
   };
   bool OwnStream(uint32_t slice) const { return slice / per_home_ == opt_.partition; }
   void SendLoop();  // "row-send": the frames of replicated home slices, in the order replicated
@@ -191,6 +209,13 @@ class RowNode final : public executor::RowSender, public RowHome {
   void DeliverHomeSlice(uint64_t b, uint32_t slice, commit::RowHomeSlice&& v);
   void FlushLocked(uint32_t to, Outbox& o);
   void Broadcast(const std::string& frame);
+  // A frame about `batch` to peer `to`: kept for a re-send (with followers: Retained), then sent.
+  // False once the transport failed or stopped.
+  bool SendToPeer(uint32_t to, uint64_t batch, std::string frame);
+  // Peer `from` holds batches below `batch` for good: what was kept for it below that goes.
+  void TrimRetained(uint32_t from, uint64_t batch);
+  // With followers: tells the peers (kDurable) once this node's durable batch advanced far enough.
+  void MaybeSendDurable();
   // Records `who`'s input end; true when that made the row's end known. mu_ held.
   bool NoteEndLocked(uint32_t who, uint64_t b);
   bool Halted() const { return stop_.load() || failed_.load(); }
@@ -213,6 +238,7 @@ class RowNode final : public executor::RowSender, public RowHome {
   std::unique_ptr<RowTransport> transport_;  // none on a follower
   executor::DropRowSender drop_sender_;       // a follower's row sender
   std::vector<std::unique_ptr<Outbox>> outbox_;  // [partition]
+  std::vector<std::unique_ptr<Retained>> retained_;  // [partition], with followers
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -226,6 +252,11 @@ class RowNode final : public executor::RowSender, public RowHome {
   std::set<std::pair<uint64_t, uint32_t>> published_own_;         // guarded by mu_
   std::set<std::pair<uint64_t, uint32_t>> replicated_early_;      // guarded by mu_
   uint64_t committed_ = 0;                                        // guarded by mu_: batches committed here
+  // With followers: batch-end records confirmed replicated, [0, records_next_) and those beyond
+  // (confirmations may come out of order); durable_sent_: the last kDurable batch sent.
+  uint64_t records_next_ = 0;                                     // guarded by mu_
+  std::set<uint64_t> records_early_;                              // guarded by mu_
+  uint64_t durable_sent_ = 0;                                     // guarded by mu_
   int64_t peer_opened_ = -1;                                      // guarded by mu_: highest batch a peer planned
   std::vector<int64_t> ends_;                                     // guarded by mu_: [partition] input end, -1 unknown
   std::vector<uint8_t> finished_;                                 // guarded by mu_: [partition]

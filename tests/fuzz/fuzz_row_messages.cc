@@ -1,8 +1,8 @@
 // Fuzz target: the row messages (cluster/row/row_messages.h), what a node of a partitioned row reads
 // from its peers, and the home bundle and batch-end record a group replicates. The first byte,
-// modulo 8, picks the decoder (0 sub-slice, 1 dependency values, 2 votes, 3 the one
-// PeekRowMessage names, 4 report, 5 control, 6 home bundle, 7 batch end); the rest is the
-// message.
+// modulo 9, picks the decoder (0 sub-slice, 1 dependency values, 2 votes, 3 the one
+// PeekRowMessage names, 4 report, 5 control, 6 home bundle, 7 batch end, 8 resume); the rest is
+// the message.
 // Contract: no crash and no allocation beyond what the input can hold; a decoded message
 // re-encodes to exactly the input (every encoding is canonical); a refused one gets kCorruption
 // with a message naming the row message. A decoded sub-slice is also opened for partition 1 of
@@ -49,7 +49,7 @@ void Check(std::string_view bytes) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string_view bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
-  uint8_t pick = data[0] % 8;
+  uint8_t pick = data[0] % 9;
   if (pick == 3) {
     Result<RowMsgKind> k = PeekRowMessage(bytes);
     if (!k.ok()) return 0;
@@ -61,6 +61,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case RowMsgKind::kControl: pick = 5; break;
       case RowMsgKind::kHomeBundle: pick = 6; break;
       case RowMsgKind::kBatchEnd: pick = 7; break;
+      case RowMsgKind::kResume: pick = 8; break;
     }
   }
   switch (pick) {
@@ -70,7 +71,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 4: Check<RowReport>(bytes); break;
     case 5: Check<RowControl>(bytes); break;
     case 6: Check<RowHomeBundle>(bytes); break;
-    default: Check<RowBatchEnd>(bytes); break;
+    case 7: Check<RowBatchEnd>(bytes); break;
+    default: Check<RowResume>(bytes); break;
   }
   return 0;
 }

@@ -347,7 +347,7 @@ int main(int argc, char** argv) {
     for (const auto& sub : subs) Write(root / "fuzz_slice", "seed-" + std::to_string(n++), std::string(1, '\1') + planner::EncodeSlice(sub));
   }
   // Row messages: a selector byte (0 sub-slice, 1 values, 2 votes, 3 peek, 4 report, 5 control,
-  // 6 home bundle, 7 batch end), then the message.
+  // 6 home bundle, 7 batch end, 8 resume), then the message.
   {
     const storage::KeyMapper parts(storage::KeyMapper::Kind::kRange, 2, 256);
     planner::RowPlanner rp(parts, storage::KeyMapper::Within(parts, 2), 0);
@@ -377,6 +377,13 @@ int main(int argc, char** argv) {
         cluster::RowBatchEnd{5, 1, {{0, 0, 17}, {0, 3, -4}, {2, 1, 1ll << 40}}, {{0, 2}}, {{0, 2}, {1, 0}, {2, 5}}});
     Write(root / "fuzz_row_messages", "batch-end", std::string(1, '\7') + end);
     Write(root / "fuzz_row_messages", "batch-end-peek", std::string(1, '\3') + end);
+    const std::string resume = cluster::EncodeRowMessage(cluster::RowResume{1, false, 7, 40, 0, "127.0.0.1:7101"});
+    Write(root / "fuzz_row_messages", "resume", std::string(1, '\10') + resume);
+    Write(root / "fuzz_row_messages", "resume-peek", std::string(1, '\3') + resume);
+    Write(root / "fuzz_row_messages", "resume-answer",
+          std::string(1, '\10') + cluster::EncodeRowMessage(cluster::RowResume{0, true, 7, 38, 36, ""}));
+    Write(root / "fuzz_row_messages", "durable",
+          std::string(1, '\5') + cluster::EncodeRowMessage(cluster::RowControl{1, cluster::RowControlKind::kDurable, 40}));
   }
   // Client messages: a selector byte, then the body.
   proto::TxnRequest req;

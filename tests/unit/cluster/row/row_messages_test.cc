@@ -230,3 +230,44 @@ TEST_CASE("row messages: a batch-end record round-trips and refuses disorder, st
   CHECK(DecodeRowMessage(EncodeRowMessage(RowVotes{1, 0, 0, {}}), &e2).message().find("kind 3, expected 7") !=
         std::string::npos);
 }
+
+TEST_CASE("row messages: a resume and its answer round-trip and refuse a missing or stray address") {
+  const RowResume r{1, false, 9, 120, 0, "127.0.0.1:7101"};
+  const std::string rb = EncodeRowMessage(r);
+  CHECK(PeekRowMessage(rb).value() == RowMsgKind::kResume);
+  RowResume r2;
+  REQUIRE(DecodeRowMessage(rb, &r2).ok());
+  CHECK(r2.from == 1);
+  CHECK_FALSE(r2.answer);
+  CHECK(r2.term == 9);
+  CHECK(r2.batch == 120);
+  CHECK(r2.address == "127.0.0.1:7101");
+  CHECK(EncodeRowMessage(r2) == rb);
+  RequireRefusedWhenCut<RowResume>(rb);
+  const std::string ab = EncodeRowMessage(RowResume{0, true, 9, 117, 115, ""});
+  REQUIRE(DecodeRowMessage(ab, &r2).ok());
+  CHECK(r2.answer);
+  CHECK(r2.batch == 117);
+  CHECK(r2.reports == 115);
+  CHECK(EncodeRowMessage(r2) == ab);
+  RequireRefusedWhenCut<RowResume>(ab);
+
+  auto refused = [&](const std::string& bytes, const std::string& why) {
+    RowResume out;
+    const Status s = DecodeRowMessage(bytes, &out);
+    INFO(s.ToString());
+    CHECK(s.code() == StatusCode::kCorruption);
+    CHECK(s.message().find(why) != std::string::npos);
+  };
+  refused(EncodeRowMessage(RowResume{1, false, 9, 1, 0, ""}), "a resume whose address has 0 bytes");
+  refused(EncodeRowMessage(RowResume{1, false, 9, 1, 0, std::string(256, 'a')}), "address has 256 bytes");
+  refused(EncodeRowMessage(RowResume{1, true, 9, 1, 0, "h:1"}), "an answer with an address");
+  std::string flag = ab;
+  flag[5] = 2;  // from (1 byte), then the answer flag
+  refused(flag, "answer flag 2");
+  // The new control kind: a durable batch.
+  RowControl d;
+  REQUIRE(DecodeRowMessage(EncodeRowMessage(RowControl{2, RowControlKind::kDurable, 40}), &d).ok());
+  CHECK(d.what == RowControlKind::kDurable);
+  CHECK(d.batch == 40);
+}

@@ -319,6 +319,21 @@ TEST_CASE("row node, Rule 2: each follower replays its partition from its group'
                              [](const replication::ReplicateMeta&, Status st) { REQUIRE(st.ok()); });
     }
   }
+  // Failover's retention (docs/partitioned-rows.md 9.5): each leader keeps what it sent its peer
+  // for a re-send to the peer's successor only until the peer confirms those batches durable
+  // (kDurable, every batches_in_flight batches): at the end, only the last few batches' frames.
+  const uint64_t bif = 2;  // NodeOptions' batches_in_flight
+  for (uint32_t p = 0; p < kParts; ++p) {
+    INFO("leader " << p);
+    CHECK(leaders[p]->node->durable_batch() == end);
+    const uint32_t q = 1 - p;
+    const int64_t deadline = NowNanos() + 10'000'000'000;
+    while (leaders[p]->node->retained_from(q) + bif < end && NowNanos() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    CHECK(leaders[p]->node->retained_from(q) + bif >= end);
+    CHECK(leaders[p]->node->retained_bytes(q) < leaders[p]->node->row_stats().bytes_sent);
+  }
   uint64_t records = 0;
   for (auto& l : leaders) records += l->node->row_stats().batch_end_records;
   CHECK((plain ? records == 0 : records > 0));  // values crossed the row, or votes fired
