@@ -221,18 +221,30 @@ cmd_down() {
     leaders="$("$bin/qrstore-client" --config "$config" "${all[@]+"${all[@]}"}" --status 2>/dev/null |
                awk 'NR > 1 && $2 == "leader" { print $1 }')" || true
   fi
+  # Nodes running now: one that exits by itself while earlier ones stop (a follower that failed
+  # and then won an election fail-stops) is reported with its exit status, not skipped.
+  local -A running=()
+  while read -r n host _; do
+    [[ -n "$(node_pid "$n" "$host")" ]] && running[$n]=1
+  done < <(awk '{ print $1, $2 }' <<<"$list")
   while read -r _ n host cport pport part row; do
     pid="$(node_pid "$n" "$host")"
-    [[ -n "$pid" ]] || continue
+    local by_itself=""
+    if [[ -z "$pid" ]]; then
+      [[ -n "${running[$n]:-}" ]] || continue
+      by_itself=" (by itself, while the others stopped)"
+    fi
     any=1
-    on_host "$host" "kill -TERM $pid" || true
-    # A paused node (SIGSTOP, a debugger) cannot act on SIGTERM: let it run so it stops cleanly.
-    if [[ "$(on_host "$host" "ps -o stat= -p $pid" 2>/dev/null || true)" == T* ]]; then
-      echo "cluster.sh: node $n was paused (stopped by a signal): sent SIGCONT so it can act on SIGTERM"
-      on_host "$host" "kill -CONT $pid" || true
+    if [[ -n "$pid" ]]; then
+      on_host "$host" "kill -TERM $pid" || true
+      # A paused node (SIGSTOP, a debugger) cannot act on SIGTERM: let it run so it stops cleanly.
+      if [[ "$(on_host "$host" "ps -o stat= -p $pid" 2>/dev/null || true)" == T* ]]; then
+        echo "cluster.sh: node $n was paused (stopped by a signal): sent SIGCONT so it can act on SIGTERM"
+        on_host "$host" "kill -CONT $pid" || true
+      fi
     fi
     local deadline=$((SECONDS + stop_timeout))
-    while [[ -n "$(node_pid "$n" "$host")" ]]; do
+    while [[ -n "$pid" && -n "$(node_pid "$n" "$host")" ]]; do
       if ((SECONDS >= deadline)); then
         # Where it hangs, before the evidence goes: every thread's stack, when gdb is there.
         if on_host "$host" "command -v gdb >/dev/null && timeout 30 gdb -p $pid -batch -ex 'thread apply all bt' >'$run/$n.stacks' 2>&1"; then
@@ -250,9 +262,9 @@ cmd_down() {
     for _ in $(seq 50); do on_host "$host" "test -f '$run/$n.exit'" && break; sleep 0.1; done
     code="$(on_host "$host" "cat '$run/$n.exit' 2>/dev/null" || true)"
     if [[ "$code" == 0 ]]; then
-      echo "cluster.sh: node $n stopped cleanly"
+      echo "cluster.sh: node $n stopped cleanly$by_itself"
     else
-      echo "cluster.sh: node $n stopped with status ${code:-unknown}; its log ($run/$n.log):" >&2
+      echo "cluster.sh: node $n stopped with status ${code:-unknown}$by_itself; its log ($run/$n.log):" >&2
       tail_log "$n" "$host" 15 >&2
       failed=1
       unclean+=("$n")

@@ -40,7 +40,10 @@ RowNode::RowNode(RowNodeOptions options, storage::Table* table, commit::CommitSi
     // Rule 2 (docs/partitioned-rows.md 9.4): a follower replays its partition from its group's
     // log alone: its leader's batch-end records bring the values it received and its abort
     // results (the caller's FollowerFeed delivers them); it sends nothing and has no row peers.
-    po.row_sender = &drop_sender_;
+    // What its run would send its leader's peers (dependency values, reports of their home
+    // slices) it keeps for the last few batch windows instead (Retained, trimmed in OnBatch): if
+    // it starts leading, it re-sends what its predecessor may not have (docs/partitioned-rows.md
+    // 9.5). It never votes: its leader's records bring the abort results.
     po.row_resolved_by_leader = true;
   } else if (opt_.replicate) {
     // A leader with followers logs a batch-end record per batch (OnBatchExecuted); a batch
@@ -53,8 +56,10 @@ RowNode::RowNode(RowNodeOptions options, storage::Table* table, commit::CommitSi
     };
     po.on_batch_executed = [this](uint64_t b) { OnBatchExecuted(b); };
   }
-  po.capture_reads = !opt_.follower;  // homes answer their clients' reads from every partition's report
-  po.deliver_outcomes = !opt_.follower;
+  // Homes answer their clients' reads from every partition's report; a follower builds the same
+  // reports for its leader's peers (kept, see above).
+  po.capture_reads = true;
+  po.deliver_outcomes = true;
   po.executors_wait_for_replication = po.executors_wait_for_replication && opt_.replicate != nullptr;
   pipeline_ = std::make_unique<Pipeline>(
       po, table, [this](const std::vector<commit::TxnOutcome>& v) { OnSubSliceOutcomes(v); },
@@ -81,7 +86,7 @@ RowNode::RowNode(RowNodeOptions options, storage::Table* table, commit::CommitSi
         to, [this](uint32_t from, std::string_view f) { OnFrame(from, f); }, [this](const Status& s) { Fail(s); });
   }
   for (uint32_t p = 0; p < nparts_; ++p) outbox_.push_back(std::make_unique<Outbox>());
-  if (opt_.replicate) {
+  if (opt_.replicate || opt_.follower) {
     for (uint32_t p = 0; p < nparts_; ++p) retained_.push_back(std::make_unique<Retained>());
   }
   committed_ = records_next_ = durable_sent_ = opt_.pipeline.first_batch;
@@ -256,6 +261,7 @@ void RowNode::Broadcast(const std::string& frame) {
 
 bool RowNode::SendToPeer(uint32_t to, uint64_t batch, std::string frame) {
   if (retained_.empty()) return transport_->Send(to, frame);
+  if (to == opt_.partition) return true;  // a follower's report of its own home's slice: nobody's
   // Kept before it is sent: a successor of `to` may need it whether or not this send goes through.
   auto kept = std::make_shared<const std::string>(std::move(frame));
   Retained& r = *retained_[to];
@@ -274,11 +280,12 @@ bool RowNode::SendToPeer(uint32_t to, uint64_t batch, std::string frame) {
                                    std::to_string(kMaxRetainedBytes) + ": its group stopped confirming batches durable"));
     return false;
   }
+  if (transport_ == nullptr) return true;  // a follower: kept only
   return transport_->Send(to, *kept);  // `kept` outlives the send, whatever a trim does meanwhile
 }
 
 void RowNode::TrimRetained(uint32_t from, uint64_t batch) {
-  if (retained_.empty()) return;
+  if (retained_.empty() || (opt_.keep_all_sent && !opt_.follower)) return;
   Retained& r = *retained_[from];
   std::lock_guard<std::mutex> lk(r.mu);
   if (batch <= r.from) return;
@@ -297,6 +304,14 @@ size_t RowNode::retained_bytes(uint32_t p) const {
   if (retained_.empty()) return 0;
   std::lock_guard<std::mutex> lk(retained_[p]->mu);
   return retained_[p]->bytes;
+}
+
+std::vector<std::pair<uint64_t, std::string>> RowNode::RetainedFrames(uint32_t p) const {
+  std::vector<std::pair<uint64_t, std::string>> out;
+  if (retained_.empty()) return out;
+  std::lock_guard<std::mutex> lk(retained_[p]->mu);
+  for (const auto& [b, f] : retained_[p]->frames) out.emplace_back(b, *f);
+  return out;
 }
 
 uint64_t RowNode::retained_from(uint32_t p) const {
@@ -390,6 +405,12 @@ void RowNode::SendVotes(uint32_t partition, uint64_t batch, uint32_t round, cons
 
 void RowNode::OnSubSliceOutcomes(const std::vector<commit::TxnOutcome>& v) {
   if (v.empty()) return;
+  if (opt_.follower) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto& r = reported_[v.front().pos.batch];
+    if (r.empty()) r.assign(slices_, 0);
+    r[v.front().pos.planner] = 1;
+  }
   commit::RowSliceReport r;
   r.txns.reserve(v.size());
   size_t bytes = 0;
@@ -401,7 +422,7 @@ void RowNode::OnSubSliceOutcomes(const std::vector<commit::TxnOutcome>& v) {
 
 void RowNode::Report(uint32_t slice, uint64_t b, commit::RowSliceReport report) {
   const uint32_t home = slice / per_home_;
-  if (home == opt_.partition) {
+  if (home == opt_.partition && !opt_.follower) {
     commit_->Report(opt_.partition, b, slice, std::move(report));
     if (Status st = commit_->health(); !st.ok()) Fail(st);
     return;
@@ -418,6 +439,15 @@ void RowNode::OnBatch(const BatchInfo& info) {
       empties = std::move(it->second);
       empty_.erase(it);
     }
+    if (opt_.follower) {
+      // A follower's feed is not this node's: the sub-slices of the batch that got no sink call
+      // are the empty ones.
+      empties.assign(slices_, 1);
+      if (auto r = reported_.find(info.batch); r != reported_.end()) {
+        for (uint32_t s = 0; s < slices_; ++s) empties[s] = r->second[s] != 0 ? 0 : 1;
+        reported_.erase(r);
+      }
+    }
     committed_ = info.batch + 1;
   }
   cv_.notify_all();
@@ -426,6 +456,14 @@ void RowNode::OnBatch(const BatchInfo& info) {
     if (empties[s] != 0) Report(s, info.batch, commit::RowSliceReport{});
   }
   if (on_batch_) on_batch_(info);
+  if (opt_.follower) {
+    // What a successor may owe its peers for batches it ran as a follower: a peer is at most a
+    // couple of batch windows behind the batch its leader executed last (section 9.5).
+    const uint64_t keep = 4 * uint64_t{opt_.pipeline.batches_in_flight} + 8;
+    if (info.batch + 1 > keep) {
+      for (uint32_t p = 0; p < nparts_; ++p) TrimRetained(p, info.batch + 1 - keep);
+    }
+  }
   MaybeSendDurable();
   MaybeFinish();
 }

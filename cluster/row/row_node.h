@@ -93,9 +93,13 @@ struct RowNodeOptions {
   std::function<void(uint64_t batch, uint32_t slice, std::string bytes)> replicate;
   // A follower: it never plans and has no row peers (no transport). Its pipeline is fed by the
   // caller (a FollowerFeed over its group's streams, the batch-end records included:
-  // pipeline()); it resolves aborts by its leader's records and sends nothing. SetEnd gives the
-  // row's end.
+  // pipeline()); it resolves aborts by its leader's records and sends nothing: the dependency
+  // values and reports its run would send its leader's peers are kept for the last few batch
+  // windows (RetainedFrames), for the re-send a successor owes them. SetEnd gives the row's end.
   bool follower = false;
+  // Tests: a leader keeps everything it sent (peers' kDurable trims nothing), to compare with
+  // what a follower kept. Still bounded by the per-peer cap.
+  bool keep_all_sent = false;
   std::string net = "nng";
 };
 
@@ -153,6 +157,8 @@ class RowNode final : public executor::RowSender, public RowHome {
   // kDurable): with followers; 0 otherwise.
   size_t retained_bytes(uint32_t p) const;
   uint64_t retained_from(uint32_t p) const;
+  // A copy of what is kept for peer p, by batch (tests).
+  std::vector<std::pair<uint64_t, std::string>> RetainedFrames(uint32_t p) const;
   // The batch the row ended at (valid once known).
   bool row_end_known(uint64_t* end) const;
 
@@ -236,7 +242,6 @@ class RowNode final : public executor::RowSender, public RowHome {
   std::unique_ptr<LocalPlanner> planner_;
   std::unique_ptr<commit::RowCommit> commit_;
   std::unique_ptr<RowTransport> transport_;  // none on a follower
-  executor::DropRowSender drop_sender_;       // a follower's row sender
   std::vector<std::unique_ptr<Outbox>> outbox_;  // [partition]
   std::vector<std::unique_ptr<Retained>> retained_;  // [partition], with followers
 
@@ -244,6 +249,7 @@ class RowNode final : public executor::RowSender, public RowHome {
   std::condition_variable cv_;
   std::map<std::pair<uint64_t, uint32_t>, Inbound> inbox_;        // guarded by mu_: (batch, slice)
   std::map<uint64_t, std::vector<uint8_t>> empty_;                // guarded by mu_: batch -> [slice] listed no txn
+  std::map<uint64_t, std::vector<uint8_t>> reported_;             // guarded by mu_: a follower's batch -> [slice] had outcomes
   // Rule 1 (with followers), for this home's own streams: frames waiting for their bundle's
   // replication, frames to send, and which slices the feed published before (published_own_)
   // or after (replicated_early_) their replication was confirmed. All bounded by the batch window.
