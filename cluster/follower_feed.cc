@@ -328,6 +328,7 @@ Status FollowerFeed::OwnPart(uint64_t b, uint32_t p, RowHomeBundle* bundle, std:
                               std::to_string(bundle->parts.size()) + " parts (expected this stream's, " +
                               std::to_string(parts) + " parts)");
   }
+  if (opt_.on_bundle) opt_.on_bundle(*bundle);
   *bytes = bundle->parts[bundle->from];
   return Status::Ok();
 }

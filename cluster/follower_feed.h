@@ -65,6 +65,10 @@ struct FollowerFeedOptions {
   // other streams publish batch b's sub-slices only once b's record arrived (the leader wrote it
   // after executing b), so the follower never starts a batch its leader did not finish.
   bool batch_end_stream = false;
+  // A row follower: each home bundle of its own home's streams, once decoded (replay thread,
+  // stream by stream in batch order), before its own part is published: what its leader sent the
+  // peers, for the re-send a successor owes them (RowNode::KeepBundle).
+  std::function<void(const RowHomeBundle&)> on_bundle;
   // See "End of stream" above; `executors` sizes the empty batch a marker stands for.
   bool continue_after_end = false;
   uint32_t executors = 1;

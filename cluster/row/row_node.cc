@@ -843,6 +843,15 @@ void RowNode::SetEnd(uint64_t end) {
   MaybeFinish();
 }
 
+void RowNode::KeepBundle(const RowHomeBundle& bundle) {
+  QR_CHECK(opt_.follower, "KeepBundle on a leader");
+  for (uint32_t p = 0; p < nparts_ && p < bundle.parts.size(); ++p) {
+    if (p == opt_.partition) continue;
+    // The frame exactly as the leader sent it (HomeSlicePlanned encodes the same message).
+    SendToPeer(p, bundle.batch, EncodeRowMessage(RowSubSlice{bundle.batch, bundle.slice, bundle.from, bundle.parts[p]}));
+  }
+}
+
 RowNodeStats RowNode::row_stats() const {
   RowNodeStats s;
   {

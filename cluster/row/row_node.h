@@ -139,6 +139,9 @@ class RowNode final : public executor::RowSender, public RowHome {
   uint32_t batch_end_stream() const { return slices_; }
   // A follower: the replication stream ended at batch `end` (the leaders' row end).
   void SetEnd(uint64_t end);
+  // A follower: a home bundle of its own home from its group's log (FollowerFeedOptions::
+  // on_bundle): the parts its leader sent the peers are kept with the rest (RetainedFrames).
+  void KeepBundle(const RowHomeBundle& bundle);
   Pipeline* pipeline() { return pipeline_.get(); }
   // Waits (bounded) until the row ended, every batch committed, every home slice was answered
   // and every peer finished too. OK, or why not.

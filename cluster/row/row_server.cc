@@ -76,6 +76,7 @@ Status RowServer::Start() {
     fo.row = true;
     fo.batch_end_stream = true;
     fo.place = planner::RowPlace{ctx_.partition_map, me.partition};
+    fo.on_bundle = [n = node_.get()](const RowHomeBundle& b) { n->KeepBundle(b); };
     feed_ = std::make_unique<FollowerFeed>(fo, node_->pipeline(), ctx_.replicator, [this](uint64_t end) {
       ctx_.reporter->MarkEnded(true);
       node_->SetEnd(end);

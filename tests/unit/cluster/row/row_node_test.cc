@@ -287,6 +287,7 @@ TEST_CASE("row node, Rule 2: each follower replays its partition from its group'
     fo.row = true;
     fo.place = planner::RowPlace{parts, p};
     fo.batch_end_stream = true;
+    fo.on_bundle = [f](const RowHomeBundle& b) { f->node->KeepBundle(b); };
     f->feed = std::make_unique<FollowerFeed>(fo, f->node->pipeline(), f->repl.get(),
                                              [f](uint64_t end) { f->node->SetEnd(end); });
     REQUIRE(f->feed->Start().ok());
@@ -369,6 +370,7 @@ TEST_CASE("row node, Rule 2: each follower replays its partition from its group'
       auto sent = [&](const RowNode& n) {
         std::set<std::tuple<uint64_t, uint32_t, uint32_t, int64_t>> values;
         std::map<std::pair<uint64_t, uint32_t>, std::string> reports;
+        std::map<std::pair<uint64_t, uint32_t>, std::string> parts;
         for (const auto& [b, frame] : n.RetainedFrames(q)) {
           if (b < from) continue;
           const RowMsgKind kind = PeekRowMessage(frame).value();
@@ -376,20 +378,26 @@ TEST_CASE("row node, Rule 2: each follower replays its partition from its group'
             RowDepValues m;
             REQUIRE(DecodeRowMessage(frame, &m).ok());
             for (const RowDepValue& v : m.values) values.emplace(m.batch, m.slice, v.slot, v.value);
+          } else if (kind == RowMsgKind::kSubSlice) {
+            RowSubSlice m;
+            REQUIRE(DecodeRowMessage(frame, &m).ok());
+            parts.emplace(std::make_pair(m.batch, m.slice), frame);
           } else if (kind == RowMsgKind::kReport) {
             RowReport m;
             REQUIRE(DecodeRowMessage(frame, &m).ok());
             reports.emplace(std::make_pair(m.batch, m.slice), frame);
           }
         }
-        return std::make_pair(values, reports);
+        return std::make_tuple(values, reports, parts);
       };
       const auto by_leader = sent(*leaders[p]->node);
       const auto by_follower = sent(*f.node);
-      CHECK(by_follower.first == by_leader.first);
-      CHECK(by_follower.second == by_leader.second);
-      CHECK_FALSE(by_leader.first.empty());  // everything the leader sent: values and reports
-      CHECK_FALSE(by_leader.second.empty());
+      CHECK(std::get<0>(by_follower) == std::get<0>(by_leader));
+      CHECK(std::get<1>(by_follower) == std::get<1>(by_leader));
+      CHECK(std::get<2>(by_follower) == std::get<2>(by_leader));  // its home's parts, byte for byte
+      CHECK_FALSE(std::get<0>(by_leader).empty());  // everything the leader sent: values, reports, parts
+      CHECK_FALSE(std::get<1>(by_leader).empty());
+      CHECK_FALSE(std::get<2>(by_leader).empty());
     }
     CHECK(f.node->Stats().last_digest == leaders[p]->node->Stats().last_digest);
     for (storage::Key k = 0; k < kKeys; ++k) {
