@@ -171,10 +171,14 @@ void RowTransport::ReadLoop(std::shared_ptr<net::StreamConn> conn) {
   if (std::memcmp(hello, kHello, sizeof kHello) != 0 || from >= opt_.addresses.size() || from == opt_.me) {
     refused_.fetch_add(1, std::memory_order_relaxed);
     Logger("row")->warn("row transport: dropped a connection whose hello is not a row peer's");
+    conn->Shutdown();  // now, not when the acceptor reaps this reader: the dialer sees it closed
     return;
   }
   uint64_t gen = 0;
-  if (!TakeInbound(from, epoch, conn, &gen)) return;
+  if (!TakeInbound(from, epoch, conn, &gen)) {
+    conn->Shutdown();  // as above
+    return;
+  }
   Link& l = *links_[from];
   // Buffered: many small frames per read.
   std::string buf(size_t{256} << 10, '\0');
