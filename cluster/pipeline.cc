@@ -94,6 +94,8 @@ class PipelineImpl {
     if (replicated) ring_.executed_cv.notify_all();
   }
 
+  void AcceptRepeats() { executors_.AcceptRepeats(); }
+
   void DeliverVotes(uint64_t b, uint32_t from, uint32_t round, std::vector<executor::RowTxn> ids) {
     Status error = executors_.DeliverVotes(b, from, round, std::move(ids));
     if (!error.ok()) Fail(std::move(error));
@@ -302,6 +304,7 @@ void Pipeline::MarkReplicated(uint64_t b, uint32_t p) { impl_->MarkReplicated(b,
 void Pipeline::DeliverDepValue(uint64_t b, uint32_t p, uint32_t slot, int64_t value) {
   impl_->DeliverDepValue(b, p, slot, value);
 }
+void Pipeline::AcceptRepeats() { impl_->AcceptRepeats(); }
 void Pipeline::DeliverVotes(uint64_t b, uint32_t from, uint32_t round, std::vector<executor::RowTxn> ids) {
   impl_->DeliverVotes(b, from, round, std::move(ids));
 }

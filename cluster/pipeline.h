@@ -135,13 +135,23 @@ class Pipeline {
   void PublishSlice(uint64_t b, uint32_t p, int64_t plan_ns, bool replicated);
   // Replication of slice (b, p) is confirmed (any thread; cheap).
   void MarkReplicated(uint64_t b, uint32_t p);
+  // Row nodes (any thread; idempotent, and on for good once called): a failover inside the row
+  // (docs/partitioned-rows.md 9.5) has a peer's successor re-send values and votes this node may
+  // hold already, so from now on DeliverDepValue and DeliverVotes take repeats idempotently
+  // (executor/executor_stage.h, "Repeats"): a value or votes for a batch committed already are
+  // dropped; a value for a slot already filled, or votes for a (batch, from, round) given
+  // already, are dropped if equal to what was received first, and fail the pipeline naming both
+  // otherwise. Before this call every repeat fails the pipeline, as documented below.
+  void AcceptRepeats();
   // Row nodes: the value of dependency slot `slot` of sub-slice (b, p), sent by the partition
   // that ran its kDepSend (any thread; cheap). May come before the sub-slice is published (it
   // is kept until then). A slot that is not a kDepRecv's, one filled twice, or a batch
-  // committed already or too far ahead fails the pipeline with an error naming it.
+  // committed already or too far ahead fails the pipeline with an error naming it (but see
+  // AcceptRepeats).
   void DeliverDepValue(uint64_t b, uint32_t p, uint32_t slot, int64_t value);
   // Row nodes: partition `from`'s aborted txns of batch b for voting round `round` (any thread).
-  // Twice for one (b, from, round), from itself or out of range: fails the pipeline.
+  // Twice for one (b, from, round), from itself or out of range: fails the pipeline (but see
+  // AcceptRepeats).
   void DeliverVotes(uint64_t b, uint32_t from, uint32_t round, std::vector<executor::RowTxn> ids);
   // Row followers (row_resolved_by_leader): batch b's abort result from its leader's batch-end
   // record (any thread; cheap). Twice, or a batch outside the window: fails the pipeline.

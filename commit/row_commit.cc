@@ -1,10 +1,41 @@
 #include "commit/row_commit.h"
 
 #include <algorithm>
+#include <optional>
 
+#include "common/check.h"
 #include "common/logging.h"
 
 namespace qrstore::commit {
+
+namespace {
+
+// The first way report `b` differs from report `a`, or "" if it does not: the txns they list in
+// order, each one's status and read values.
+std::string Difference(const RowSliceReport& a, const RowSliceReport& b) {
+  auto values = [](const RowSliceReport& r, const RowTxnReport& t) -> std::optional<std::string_view> {
+    if (uint64_t{t.values_begin} + t.values_size > r.values.size()) return std::nullopt;
+    return std::string_view(r.values).substr(t.values_begin, t.values_size);
+  };
+  for (size_t k = 0; k < a.txns.size() && k < b.txns.size(); ++k) {
+    const RowTxnReport& x = a.txns[k];
+    const RowTxnReport& y = b.txns[k];
+    const std::string txn = "txn " + std::to_string(x.home_index);
+    if (x.home_index != y.home_index) {
+      return "its entry " + std::to_string(k) + " is " + txn + ", then txn " + std::to_string(y.home_index);
+    }
+    if (x.status != y.status) return txn + " " + TxnStatusName(x.status) + ", then " + TxnStatusName(y.status);
+    const auto vx = values(a, x), vy = values(b, y);
+    if (!vx || !vy) return txn + " with values out of range";
+    if (*vx != *vy) return txn + " with other read values";
+  }
+  if (a.txns.size() != b.txns.size()) {
+    return std::to_string(a.txns.size()) + " txns listed, then " + std::to_string(b.txns.size());
+  }
+  return "";
+}
+
+}  // namespace
 
 RowCommit::RowCommit(storage::KeyMapper partitions, uint32_t record_bytes, RowHomeSink sink, size_t max_pending)
     : partitions_(partitions), record_bytes_(record_bytes), sink_(std::move(sink)), max_pending_(max_pending) {}
@@ -26,11 +57,36 @@ void RowCommit::Fail(Status s) {
   Logger("row-commit")->error("{}", health_.ToString());
 }
 
+void RowCommit::AcceptRepeats(uint64_t first_own_batch) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (accept_repeats_) {
+    QR_CHECK_EQ(first_own_batch, first_own_batch_);
+    return;
+  }
+  // What "completed" means relies on seeing every Plan since (see the header).
+  QR_CHECK(!planned_any_, "RowCommit::AcceptRepeats after a home slice was planned");
+  accept_repeats_ = true;
+  first_own_batch_ = first_own_batch;
+  // Reports that came for the predecessor's home slices: nobody here answers them.
+  pending_.erase(pending_.begin(), pending_.lower_bound({first_own_batch, 0}));
+}
+
 void RowCommit::Plan(uint64_t batch, uint32_t slice, std::vector<storage::Txn> txns) {
   RowHomeSlice out;
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (!health_.ok()) return;
+    planned_any_ = true;
+    if (accept_repeats_) {
+      uint64_t& next = next_plan_.try_emplace(slice, first_own_batch_).first->second;
+      if (batch != next) {
+        Fail(Status::InvalidArgument("home slice (" + std::to_string(batch) + ", " + std::to_string(slice) +
+                                     ") planned out of order: the next of slice " + std::to_string(slice) +
+                                     " is batch " + std::to_string(next)));
+        return;
+      }
+      ++next;
+    }
     Pending* found = Find(batch, slice);
     if (found == nullptr) return;
     Pending& p = *found;
@@ -73,6 +129,7 @@ void RowCommit::Report(uint32_t from, uint64_t batch, uint32_t slice, RowSliceRe
                               std::to_string(n)));
       return;
     }
+    if (accept_repeats_ && DropRepeatLocked(from, batch, slice, report)) return;
     Pending* found = Find(batch, slice);
     if (found == nullptr) return;
     Pending& p = *found;
@@ -90,6 +147,27 @@ void RowCommit::Report(uint32_t from, uint64_t batch, uint32_t slice, RowSliceRe
   }
   std::lock_guard<std::mutex> dl(deliver_mu_);
   sink_(batch, slice, std::move(out));
+}
+
+bool RowCommit::DropRepeatLocked(uint32_t from, uint64_t batch, uint32_t slice, const RowSliceReport& report) {
+  // Planned by this home's predecessor: answered by nobody here.
+  if (batch < first_own_batch_) return true;
+  auto it = pending_.find({batch, slice});
+  if (it == pending_.end()) {
+    // Plan(batch, slice) came (every home slice from first_own_batch_ on is planned, in batch
+    // order per slice) and its entry is gone: it completed.
+    auto next = next_plan_.find(slice);
+    return next != next_plan_.end() && batch < next->second;
+  }
+  const Pending& p = it->second;
+  if (p.reported.empty() || p.reported[from] == 0) return false;
+  // The partition re-executed the same sub-slice from the same state: the same report.
+  const std::string diff = Difference(p.reports[from], report);
+  if (!diff.empty()) {
+    Fail(Status::Corruption("home slice (" + std::to_string(batch) + ", " + std::to_string(slice) + "): partition " +
+                            std::to_string(from) + " reported twice, differently: " + diff));
+  }
+  return true;
 }
 
 bool RowCommit::Assemble(Pending& p, RowHomeSlice* out, std::string* error) const {

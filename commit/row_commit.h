@@ -15,6 +15,23 @@
 // Thread-safe; reports may come in any order. Memory: at most `max_pending` home slices held
 // (planned or reported, not yet complete); one more is an error (a peer reporting slices that
 // are never planned, or a peer that stopped reporting), not growth.
+//
+// Repeats (docs/partitioned-rows.md 9.5). After a failover in the row, a peer's successor
+// re-sends the reports of the home slices it re-executed, and a home's successor h' answers only
+// the home slices it plans itself, from some batch N on (its predecessor's are its clients'
+// to retry). By default a report that repeats is an error, as above. After AcceptRepeats(N):
+//   - a report for a home slice of a batch before N is dropped (planned by the predecessor;
+//     nobody here answers it);
+//   - a report for a home slice already completed (handed to the sink) is dropped;
+//   - a second report from a partition for a home slice still pending is dropped if identical
+//     to its first (the same txns, statuses and values), and fails the commit naming the
+//     partition, batch and slice otherwise (the row's determinism is broken: the successor
+//     re-executed the same sub-slice from the same state).
+// "Completed" is known with one number per slice, not a set: after AcceptRepeats, Plan must come
+// for every home slice in batch order per slice, from batch N on, with no gap (as the planner
+// threads plan: each its slice, every batch); so for slice s planned up to batch next(s) - 1, a
+// home slice (b < next(s), s) is completed exactly when it is no longer pending (an entry is
+// only ever removed by completing it, or by an error that stops everything).
 #pragma once
 
 #include <cstdint>
@@ -84,6 +101,11 @@ class RowCommit {
   void Plan(uint64_t batch, uint32_t slice, std::vector<storage::Txn> txns);
   // Partition `from`'s report for home slice (batch, slice).
   void Report(uint32_t from, uint64_t batch, uint32_t slice, RowSliceReport report);
+  // From now on reports are taken idempotently (see "Repeats" above); this node plans its own
+  // home slices from batch `first_own_batch` on. Before the first Plan (the successor of a home
+  // switches this on before it plans); pending reports of earlier batches are dropped. Calling it
+  // again with the same batch does nothing.
+  void AcceptRepeats(uint64_t first_own_batch);
 
   Status health() const;
   uint64_t completed_slices() const;
@@ -103,6 +125,9 @@ class RowCommit {
   bool CompleteLocked(uint64_t batch, uint32_t slice, Pending& p, RowHomeSlice* out);
   // Merges a complete slice into outcomes, taking its reports' values (or fails). mu_ held.
   bool Assemble(Pending& p, RowHomeSlice* out, std::string* error) const;
+  // With repeats accepted: whether partition `from`'s report of (batch, slice) is one to drop
+  // (fails the commit if it repeats a report differently). mu_ held.
+  bool DropRepeatLocked(uint32_t from, uint64_t batch, uint32_t slice, const RowSliceReport& report);
 
   const storage::KeyMapper partitions_;
   const uint32_t record_bytes_;
@@ -112,6 +137,12 @@ class RowCommit {
   std::map<std::pair<uint64_t, uint32_t>, Pending> pending_;  // guarded by mu_
   Status health_;                                             // guarded by mu_
   uint64_t completed_ = 0;                                    // guarded by mu_
+  bool planned_any_ = false;                                  // guarded by mu_
+  // Repeats (guarded by mu_): accepted at all; the first batch this node plans; per slice, the
+  // next batch Plan must give (absent: first_own_batch_). One entry per slice this home plans.
+  bool accept_repeats_ = false;
+  uint64_t first_own_batch_ = 0;
+  std::map<uint32_t, uint64_t> next_plan_;
   std::mutex deliver_mu_;  // sink calls one at a time
 };
 

@@ -45,6 +45,12 @@ class DepBoard {
     return slots_[i].ready.load(std::memory_order_acquire) != 0;
   }
 
+  // Slot i's published value; Ready(i) must hold (a row node compares a repeated value with it).
+  int64_t Value(uint32_t i) const {
+    QR_CHECK(Ready(i), "dependency slot %u read before it was published", i);
+    return slots_[i].value;
+  }
+
   int64_t Wait(uint32_t i) {
     QR_CHECK_LT(i, size_);
     Slot& s = slots_[i];

@@ -8,6 +8,31 @@
 
 namespace qrstore::executor {
 
+namespace {
+
+// The same set of txns (a peer sends its votes sorted; a repeat is compared as a set anyway).
+bool SameVotes(std::vector<RowTxn> a, std::vector<RowTxn> b) {
+  for (auto* v : {&a, &b}) {
+    std::sort(v->begin(), v->end());
+    v->erase(std::unique(v->begin(), v->end()), v->end());
+  }
+  return a == b;
+}
+
+// "{(slice 1, home 3), ...}", the first few of them, for an error message.
+std::string VotesText(const std::vector<RowTxn>& ids) {
+  constexpr size_t kShown = 8;
+  std::string out = "{";
+  for (size_t i = 0; i < ids.size() && i < kShown; ++i) {
+    if (i > 0) out += ", ";
+    out += "(slice " + std::to_string(ids[i].slice) + ", home " + std::to_string(ids[i].home) + ")";
+  }
+  if (ids.size() > kShown) out += ", ... " + std::to_string(ids.size()) + " in all";
+  return out + "}";
+}
+
+}  // namespace
+
 ExecutorStage::ExecutorStage(ExecutorStageOptions options, BatchRing* ring, storage::Table* table)
     : opt_(options), ring_(ring), table_(table), record_bytes_(table->layout().size()) {
   for (uint32_t r = 0; r < ring_->executors; ++r) {
@@ -79,6 +104,27 @@ Status ExecutorStage::TakeEarlyValuesLocked(SliceState& ss, uint64_t b, uint32_t
   return error;
 }
 
+void ExecutorStage::AcceptRepeats() {
+  QR_CHECK(opt_.row_sender != nullptr, "AcceptRepeats on a node outside a partitioned row");
+  std::lock_guard<std::mutex> lk(ring_->mu);
+  accept_repeats_ = true;
+}
+
+const std::vector<RowTxn>* ExecutorStage::GivenVotesLocked(uint64_t b, uint32_t from, uint32_t round) const {
+  auto find = [from](const PeerVotes& v) -> const std::vector<RowTxn>* {
+    for (const auto& [q, ids] : v) {
+      if (q == from) return &ids;
+    }
+    return nullptr;
+  };
+  // A round is either still collected (votes_) or consumed (consumed_votes_), never both.
+  if (auto it = votes_.find({b, round}); it != votes_.end()) return find(it->second);
+  if (auto it = consumed_votes_.find(b); it != consumed_votes_.end() && round < it->second.size()) {
+    return find(it->second[round]);
+  }
+  return nullptr;
+}
+
 Status ExecutorStage::DeliverVotes(uint64_t b, uint32_t from, uint32_t round, std::vector<RowTxn> ids) {
   QR_CHECK(opt_.row_sender != nullptr, "DeliverVotes on a node outside a partitioned row");
   Status error;
@@ -87,16 +133,35 @@ Status ExecutorStage::DeliverVotes(uint64_t b, uint32_t from, uint32_t round, st
     if (ring_->Halted()) return Status::Ok();
     const std::string what = "abort votes of batch " + std::to_string(b) + " round " + std::to_string(round) +
                              " from partition " + std::to_string(from) + ": ";
-    auto& got = votes_[{b, round}];
     const uint64_t committed = ring_->committed;
     const uint64_t window = 2 * ring_->size();
     if (from >= opt_.row_partitions || from == opt_.row_partition) {
       error = Status::Corruption(what + "not a peer of partition " + std::to_string(opt_.row_partition) +
                                  " in a row of " + std::to_string(opt_.row_partitions));
+    } else if (accept_repeats_ && b < committed) {
+      // A batch commits only after its voting ended: these repeat votes it used (a resumed peer
+      // re-sends from an earlier batch). Dropped, and nothing is kept for them.
+      return Status::Ok();
     } else if (b < committed || b >= committed + window) {
       error = Status::Corruption(what + "batch out of the window [" + std::to_string(committed) + ", " +
                                  std::to_string(committed + window) + ")");
-    } else if (std::any_of(got.begin(), got.end(), [&](const auto& g) { return g.first == from; })) {
+    } else if (accept_repeats_) {
+      // Batches committed since the last call: nothing of theirs will be consumed or repeated
+      // into them any more (a repeat for them is dropped above).
+      votes_.erase(votes_.begin(), votes_.lower_bound({committed, 0}));
+      consumed_votes_.erase(consumed_votes_.begin(), consumed_votes_.lower_bound(committed));
+      if (const std::vector<RowTxn>* given = GivenVotesLocked(b, from, round); given != nullptr) {
+        // The resumed peer ran the same sub-slices from the same state: its votes are the ones
+        // given before, so an equal repeat adds nothing (the round may even be over: it must not
+        // be fed into a later one), and a different one means the row diverged.
+        if (SameVotes(*given, ids)) return Status::Ok();
+        error = Status::Corruption(what + "a repeat differs from the votes given before: " + VotesText(*given) +
+                                   " before, " + VotesText(ids) + " now");
+      } else {
+        votes_[{b, round}].emplace_back(from, std::move(ids));
+      }
+    } else if (auto& got = votes_[{b, round}];
+               std::any_of(got.begin(), got.end(), [&](const auto& g) { return g.first == from; })) {
       error = Status::Corruption(what + "given twice");
     } else {
       got.emplace_back(from, std::move(ids));
@@ -144,6 +209,10 @@ Status ExecutorStage::DeliverDepValue(uint64_t b, uint32_t p, uint32_t dep_slot,
   const uint64_t window = 2 * ring_->size();
   if (p >= ring_->planners) {
     return Status::Corruption(what + "no such slice (" + std::to_string(ring_->planners) + " per batch)");
+  } else if (accept_repeats_ && b < committed) {
+    // Batch b committed, so every slot of it the row fills was filled (its executors waited
+    // for them): this repeats a value already used. Dropped.
+    return Status::Ok();
   } else if (b < committed) {
     return Status::Corruption(what + "the batch committed already");
   } else if (b >= committed + window) {
@@ -163,6 +232,15 @@ Status ExecutorStage::DeliverDepValue(uint64_t b, uint32_t p, uint32_t dep_slot,
 }
 
 Status ExecutorStage::FillLocked(SliceState& ss, uint64_t b, uint32_t p, uint32_t dep_slot, int64_t value) {
+  if (accept_repeats_ && dep_slot < ss.recv.size() && ss.recv[dep_slot] == SliceState::kRowFilled) {
+    // A repeat (a resumed peer re-sends, or an early value came twice). The sender computes the
+    // value from the same sub-slices and state, so it must be the one the slot holds.
+    const int64_t held = ss.deps.Value(dep_slot);
+    if (held == value) return Status::Ok();
+    return Status::Corruption("dependency value for slice (" + std::to_string(b) + ", " + std::to_string(p) +
+                              ") slot " + std::to_string(dep_slot) + ": a repeat differs from the value the slot holds (" +
+                              std::to_string(held) + " held, " + std::to_string(value) + " repeated)");
+  }
   if (dep_slot >= ss.recv.size() || ss.recv[dep_slot] != SliceState::kRowWaiting) {
     const std::string why = dep_slot >= ss.recv.size() ? "past its " + std::to_string(ss.recv.size()) + " slots"
                             : ss.recv[dep_slot] == SliceState::kRowFilled ? "filled twice"
@@ -332,6 +410,11 @@ bool ExecutorStage::RowResolve(uint64_t b, BatchSlot& slot, uint64_t* digest_del
       if (ring_->Halted()) return false;
       peers = std::move(votes_[key]);
       votes_.erase(key);
+      // Kept for recognising a repeat of this round (GivenVotesLocked), until b committed.
+      consumed_votes_.erase(consumed_votes_.begin(), consumed_votes_.lower_bound(ring_->committed));
+      std::vector<PeerVotes>& consumed = consumed_votes_[b];
+      QR_CHECK_EQ(consumed.size(), round);
+      consumed.push_back(peers);
     }
     bool any = !mine.empty();
     for (auto& [from, ids] : peers) {

@@ -14,8 +14,31 @@
 // table (the Pipeline's), the RowSender (the row node's); they outlive the stage.
 //
 // Threads: Start and Join from the controlling thread (the Pipeline's, under its control lock);
-// PrepareSlice from the front-end thread that fills the slice; DeliverDepValue and DeliverVotes
-// from any thread; the *Locked functions with ring->mu held. The executor threads run Loop.
+// PrepareSlice from the front-end thread that fills the slice; DeliverDepValue, DeliverVotes and
+// AcceptRepeats from any thread; the *Locked functions with ring->mu held. The executor threads
+// run Loop.
+//
+// Repeats (docs/partitioned-rows.md 9.5). A row peer's leader that dies is succeeded by a node
+// that resumes at some batch D, re-executes from D and re-sends its values and votes, which this
+// node may already hold from the dead leader. By default a repeat is a protocol error (the row's
+// determinism is broken or a peer is faulty). Once AcceptRepeats was called, receipt is
+// idempotent instead:
+//   - a dependency value for a batch committed already is dropped (its slot was filled, or the
+//     batch could not have committed);
+//   - a value for a slot already filled is dropped if it equals the value the slot holds, and is
+//     kCorruption naming the batch, slice, slot and both values otherwise; a value that came
+//     early (kept until its sub-slice is published) and repeats an earlier early one for the
+//     same slot is checked the same way when the sub-slice is published (the early values keep
+//     their bound: a repeat counts against it until then);
+//   - abort votes for a batch committed already are dropped; votes from a peer for a (batch,
+//     round) it gave already are dropped if they are the same set of txns, and are kCorruption
+//     naming both sets otherwise, whether that round is still being collected or was consumed
+//     already (the stage keeps the votes of the rounds it consumed for each batch not yet
+//     committed: a repeat of a consumed round is neither fed into a later round nor kept).
+// Dropping an equal repeat is safe because the values and votes of a batch are a function of
+// the sub-slices and the state before the batch (section 4): the resuming node computes what
+// its predecessor sent. Still errors with repeats accepted: a slot that the row does not fill or
+// out of range, a batch too far ahead, votes from this node itself or outside the row.
 //
 // Locking: the ring's mu guards every shared field here too (marked); the hand-offs are those
 // of batch_ring.h: a slice is read once `published` (under mu), a batch's fates, digest deltas
@@ -103,14 +126,20 @@ class ExecutorStage {
   // ring->mu held, while publishing row sub-slice ss = (b, p): fills the values that came for
   // it before it was published. An error (a bad slot) means the pipeline must fail.
   Status TakeEarlyValuesLocked(SliceState& ss, uint64_t b, uint32_t p);
+  // Row nodes, any thread: from now on repeated values and votes, and ones for batches committed
+  // already, are taken idempotently (see "Repeats" above) instead of failing the pipeline.
+  // Idempotent; there is no way back.
+  void AcceptRepeats();
   // Row nodes, any thread: the value of dependency slot `slot` of sub-slice (b, p), from the
   // partition that ran its kDepSend. Kept until the sub-slice is published if it comes first.
   // An error (no such slot, filled twice, a batch committed or too far ahead, too many early
-  // values) means the pipeline must fail; after a halt it is dropped (OK).
+  // values; with repeats accepted: filled with a different value, no slot or too far ahead,
+  // too many early values) means the pipeline must fail; after a halt it is dropped (OK).
   Status DeliverDepValue(uint64_t b, uint32_t p, uint32_t slot, int64_t value);
   // Row nodes, any thread: partition `from`'s aborted txns of batch b for voting round `round`.
-  // An error (twice, from itself or out of range, batch outside the window) means the pipeline
-  // must fail; after a halt they are dropped (OK).
+  // An error (twice, from itself or out of range, batch outside the window; with repeats
+  // accepted: twice with different txns, from itself or out of range, a batch too far ahead)
+  // means the pipeline must fail; after a halt they are dropped (OK).
   Status DeliverVotes(uint64_t b, uint32_t from, uint32_t round, std::vector<RowTxn> ids);
   // Row followers (row_resolved_by_leader), any thread: batch b's abort result from its
   // leader's batch-end record (on_row_resolved's arguments there). An error (twice, a batch
@@ -150,6 +179,9 @@ class ExecutorStage {
   bool ImageBoundary(uint64_t done, uint32_t me);
   // Fills row slot `dep_slot` of sub-slice ss = (b, p). ring->mu held.
   Status FillLocked(SliceState& ss, uint64_t b, uint32_t p, uint32_t dep_slot, int64_t value);
+  // The votes partition `from` gave for (b, round), still collected or consumed already;
+  // nullptr if none. ring->mu held.
+  const std::vector<RowTxn>* GivenVotesLocked(uint64_t b, uint32_t from, uint32_t round) const;
 
   static constexpr size_t kMaxPendingValues = size_t{1} << 24;
 
@@ -165,8 +197,15 @@ class ExecutorStage {
   uint64_t executed_;          // guarded by ring->mu: batches [first, this) executed and resolved
   uint64_t reexecuted_ = 0;    // guarded by ring->mu: txns the resolver re-executed, in total
   // Row nodes: abort votes by (batch, round): (from partition, txns) per peer so far.
-  std::map<std::pair<uint64_t, uint32_t>, std::vector<std::pair<uint32_t, std::vector<RowTxn>>>>
-      votes_;  // guarded by ring->mu
+  using PeerVotes = std::vector<std::pair<uint32_t, std::vector<RowTxn>>>;
+  std::map<std::pair<uint64_t, uint32_t>, PeerVotes> votes_;  // guarded by ring->mu
+  // Row nodes: the peers' votes of the rounds RowResolve consumed, by batch, then round (rounds
+  // are consumed in order): what a repeat of a consumed round is checked against. Kept whether or
+  // not repeats are accepted yet (AcceptRepeats may come while a batch votes); a batch's entry is
+  // dropped once it committed (at the next delivery or resolve), so this holds at most the
+  // batches of the window. Guarded by ring->mu.
+  std::map<uint64_t, std::vector<PeerVotes>> consumed_votes_;
+  bool accept_repeats_ = false;  // guarded by ring->mu; only goes from false to true
   // Row followers: batch results delivered and not yet used, by batch (fired, aborted).
   std::map<uint64_t, std::pair<std::vector<RowTxn>, std::vector<RowTxn>>> resolved_;  // guarded by ring->mu
   // Row nodes: dependency values that came before their sub-slice, by (batch, slice).

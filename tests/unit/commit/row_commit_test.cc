@@ -109,3 +109,88 @@ TEST_CASE("row commit: more home slices waiting than its bound is an error, not 
   CHECK(rc.health().code() == StatusCode::kResourceExhausted);
   CHECK(rc.health().message().find("3 home slices wait for reports already") != std::string::npos);
 }
+
+TEST_CASE("row commit, repeats: with AcceptRepeats the predecessor's and completed home slices' reports are dropped, "
+          "an identical repeat too, a different one is an error") {
+  // docs/partitioned-rows.md 9.5: this home's successor plans its own home slices from batch 5.
+  // A bound of one pending home slice shows that nothing dropped is kept.
+  const KeyMapper parts(KeyMapper::Kind::kRange, 2, 100);
+  storage::Txn a;
+  a.id = 7;
+  a.ops = {Read(60), Read(1)};
+  const RowSliceReport r0 = Rep({Entry{0, TxnStatus::kCommitted, "aa"}});
+  const RowSliceReport r1 = Rep({Entry{0, TxnStatus::kCommitted, "bb"}});
+  std::vector<std::pair<uint64_t, std::string>> got;  // (batch, txn 0's values)
+  RowCommit rc(parts, 2, [&](uint64_t b, uint32_t, const RowHomeSlice& v) {
+    got.emplace_back(b, std::string(v.ValuesOf(v.txns[0])));
+  }, /*max_pending=*/1);
+  rc.Report(1, 3, 1, r1);  // before the switch: waits
+  rc.AcceptRepeats(5);
+  rc.AcceptRepeats(5);     // again: nothing
+  rc.Report(1, 4, 1, r1);  // the predecessor's home slice: dropped
+  CHECK(rc.health().ok());
+
+  rc.Plan(5, 1, {a});  // the one pending slot: (3, 1) and (4, 1) hold none of it
+  rc.Report(0, 5, 1, r0);
+  rc.Report(0, 5, 1, r0);  // identical, pending: dropped
+  CHECK(got.empty());
+  rc.Report(1, 5, 1, r1);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0] == std::make_pair(uint64_t{5}, std::string("bbaa")));
+  rc.Report(1, 5, 1, r1);  // completed: dropped
+  rc.Report(0, 5, 1, Rep({Entry{0, TxnStatus::kAbortedLogic, ""}}));  // completed: dropped, whatever it says
+  CHECK(rc.health().ok());
+  CHECK(rc.completed_slices() == 1);
+
+  SECTION("the next home slice completes as usual") {
+    rc.Plan(6, 1, {a});
+    rc.Report(1, 6, 1, r1);
+    rc.Report(0, 6, 1, r0);
+    CHECK(got.size() == 2);
+    CHECK(rc.health().ok());
+  }
+  SECTION("a report of a home slice not planned yet waits for it, as without repeats") {
+    rc.Report(0, 6, 1, r0);
+    rc.Plan(6, 1, {a});
+    rc.Report(1, 6, 1, r1);
+    CHECK(got.size() == 2);
+    CHECK(rc.health().ok());
+  }
+  SECTION("a second report that differs, in a status, in values or in txns, is an error naming it") {
+    const std::vector<std::pair<RowSliceReport, std::string>> cases = {
+        {Rep({Entry{0, TxnStatus::kAbortedLogic, ""}}), "txn 0 committed, then aborted-logic"},
+        {Rep({Entry{0, TxnStatus::kCommitted, "ab"}}), "txn 0 with other read values"},
+        {Rep({}), "1 txns listed, then 0"},
+    };
+    for (const auto& [second, detail] : cases) {
+      RowCommit other(parts, 2, [](uint64_t, uint32_t, const RowHomeSlice&) {});
+      other.AcceptRepeats(5);
+      other.Plan(5, 1, {a});
+      other.Report(0, 5, 1, r0);
+      other.Report(0, 5, 1, second);
+      INFO(other.health().ToString());
+      CHECK(other.health().code() == StatusCode::kCorruption);
+      CHECK(other.health().message() == "home slice (5, 1): partition 0 reported twice, differently: " + detail);
+    }
+  }
+  SECTION("home slices are planned in batch order per slice, from the first own batch") {
+    rc.Plan(7, 1, {a});
+    CHECK(rc.health().message() == "home slice (7, 1) planned out of order: the next of slice 1 is batch 6");
+    RowCommit other(parts, 2, [](uint64_t, uint32_t, const RowHomeSlice&) {});
+    other.AcceptRepeats(5);
+    other.Plan(4, 0, {a});
+    CHECK(other.health().message() == "home slice (4, 0) planned out of order: the next of slice 0 is batch 5");
+  }
+}
+
+TEST_CASE("row commit, repeats: without AcceptRepeats an identical repeat is still an error") {
+  const KeyMapper parts(KeyMapper::Kind::kRange, 2, 100);
+  storage::Txn a;
+  a.id = 7;
+  a.ops = {Read(60), Read(1)};
+  RowCommit rc(parts, 2, [](uint64_t, uint32_t, const RowHomeSlice&) {});
+  rc.Plan(5, 1, {a});
+  rc.Report(0, 5, 1, Rep({Entry{0, TxnStatus::kCommitted, "aa"}}));
+  rc.Report(0, 5, 1, Rep({Entry{0, TxnStatus::kCommitted, "aa"}}));
+  CHECK(rc.health().message() == "home slice (5, 1): partition 0 reported twice");
+}

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -13,6 +14,7 @@
 #include <tuple>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cluster/pipeline.h"
@@ -608,4 +610,306 @@ TEST_CASE("row pipelines, Rule 2: a follower replays its partition from its lead
     }
   }
   for (auto& n : nodes) n->Stop();
+}
+
+// Failover inside a row (docs/partitioned-rows.md 9.5): a peer's successor re-sends values and
+// votes this node may hold. Partition 0's node alone runs batch 0 (one txn: x <- y from
+// partition 1 into slot 0, and a kAbortIf that never fires, so the batch votes); the test stands
+// in for partition 1, delivering before the sub-slice is published (`early`), once the batch
+// executed and its voting round was consumed but before it committed (`executed`, through the
+// batch-end gate), and after it committed (`late`).
+TEST_CASE("row pipelines, repeats: with AcceptRepeats an equal repeat is dropped, a different one fails naming both",
+          "[row][repeats]") {
+  const KeyMapper parts(KeyMapper::Kind::kRange, 2, kKeys);
+  const KeyMapper ranges = KeyMapper::Within(parts, 2);
+  Txn t;
+  t.id = 1;
+  t.ops.push_back(storage::Op{storage::OpKind::kDepWrite, 10, 300, 0});
+  t.ops.push_back(storage::Op{storage::OpKind::kAbortIf, 30, 0, 0});  // arg 0: never fires
+  planner::RowPlanner home(parts, ranges, 0);
+  std::vector<PlannedSlice> subs;
+  home.PlanSlices(0, 0, {t}, &subs);
+  REQUIRE(subs[0].dep_slots == 1);
+  REQUIRE(subs[0].may_abort);
+  DeadRow dead;
+  using Step = std::function<void(Pipeline&)>;
+  const Step none = [](Pipeline&) {};
+  // Returns the node's health at the end and key 10's record.
+  auto run = [&](bool repeats, const Step& early, const Step& executed, const Step& late) {
+    storage::Table table(kLayout, kKeys);
+    testing::LoadTable(&table, kKeys, 1000);
+    Pipeline* self = nullptr;
+    PipelineOptions po = RowOptions(1, 2, 2, ranges, &dead);
+    po.batch_end_gate = true;
+    po.on_batch_executed = [&](uint64_t b) {
+      executed(*self);
+      self->MarkBatchEnd(b);
+    };
+    Pipeline node(po, &table, [](const auto&) {});
+    self = &node;
+    if (repeats) {
+      node.AcceptRepeats();
+      node.AcceptRepeats();  // idempotent
+    }
+    REQUIRE(node.Start().ok());
+    early(node);
+    // nullptr: what `early` delivered failed the node already.
+    if (PlannedSlice* slot = node.BeginSlice(0, 0); slot != nullptr) {
+      *slot = subs[0];
+      node.PublishSlice(0, 0, 0, true);
+    }
+    node.EndInput(1);
+    Status st = node.WaitIdle(10000);
+    if (st.ok()) {
+      late(node);
+      st = node.health();
+    }
+    node.Stop();
+    return std::make_pair(st, std::string(table.Find(10), kLayout.size()));
+  };
+  const Step value_and_votes = [](Pipeline& n) {
+    n.DeliverDepValue(0, 0, 0, 5);
+    n.DeliverVotes(0, 1, 0, {});
+  };
+  const auto [once, record] = run(false, value_and_votes, none, none);
+  REQUIRE(once.ok());
+  storage::Table initial(kLayout, kKeys);
+  testing::LoadTable(&initial, kKeys, 1000);
+  REQUIRE(record != std::string(initial.Find(10), kLayout.size()));  // the value was written
+
+  SECTION("equal repeats, early, after the round was consumed and after the commit, are dropped") {
+    const auto [st, rec] = run(
+        true,
+        [](Pipeline& n) {
+          n.DeliverDepValue(0, 0, 0, 5);
+          n.DeliverDepValue(0, 0, 0, 5);  // both kept early: the second dropped when the sub-slice comes
+          n.DeliverVotes(0, 1, 0, {});
+          n.DeliverVotes(0, 1, 0, {});  // round 0 still being collected
+        },
+        [](Pipeline& n) {
+          n.DeliverDepValue(0, 0, 0, 5);  // the slot is filled, the batch not committed
+          n.DeliverVotes(0, 1, 0, {});    // round 0 was consumed: not fed into a round 1
+        },
+        [](Pipeline& n) {
+          // Batch 0 committed: dropped whatever they say (they were used, or it could not have
+          // committed).
+          n.DeliverDepValue(0, 0, 0, 5);
+          n.DeliverDepValue(0, 0, 0, 7);
+          n.DeliverVotes(0, 1, 0, {});
+          n.DeliverVotes(0, 1, 1, {executor::RowTxn{0, 0}});
+        });
+    INFO(st.ToString());
+    REQUIRE(st.ok());
+    CHECK(rec == record);
+  }
+  SECTION("a different value or different votes, early or once the slot is filled and the round consumed, fail "
+          "naming both") {
+    const std::vector<std::pair<Step, std::string>> cases = {
+        {[](Pipeline& n) { n.DeliverDepValue(0, 0, 0, 6); },
+         "dependency value for slice (0, 0) slot 0: a repeat differs from the value the slot holds (5 held, 6 "
+         "repeated)"},
+        {[](Pipeline& n) { n.DeliverVotes(0, 1, 0, {executor::RowTxn{0, 0}}); },
+         "abort votes of batch 0 round 0 from partition 1: a repeat differs from the votes given before: {} before, "
+         "{(slice 0, home 0)} now"},
+    };
+    for (const auto& [repeat, expect] : cases) {
+      for (const bool early : {true, false}) {
+        const Step first_then_repeat = [&](Pipeline& n) {
+          value_and_votes(n);
+          repeat(n);
+        };
+        const auto [st, rec] = run(true, early ? first_then_repeat : value_and_votes, early ? none : repeat, none);
+        INFO(expect << (early ? ", early: " : ", once executed: ") << st.ToString());
+        REQUIRE_FALSE(st.ok());
+        CHECK(st.code() == StatusCode::kCorruption);
+        CHECK(st.message().find(expect) != std::string::npos);
+      }
+    }
+  }
+  SECTION("without AcceptRepeats every repeat still fails, and so does a late value or vote") {
+    const std::vector<std::pair<std::tuple<Step, Step, Step>, std::string>> cases = {
+        {{[&](Pipeline& n) {
+            value_and_votes(n);
+            n.DeliverDepValue(0, 0, 0, 5);
+          }, none, none}, "slot 0: filled twice"},
+        {{value_and_votes, [](Pipeline& n) { n.DeliverDepValue(0, 0, 0, 5); }, none}, "slot 0: filled twice"},
+        {{value_and_votes, none, [](Pipeline& n) { n.DeliverDepValue(0, 0, 0, 5); }}, "the batch committed already"},
+        {{[&](Pipeline& n) {
+            value_and_votes(n);
+            n.DeliverVotes(0, 1, 0, {});
+          }, none, none}, "round 0 from partition 1: given twice"},
+        {{value_and_votes, none, [](Pipeline& n) { n.DeliverVotes(0, 1, 0, {}); }}, "batch out of the window [1, 5)"},
+    };
+    for (const auto& [steps, expect] : cases) {
+      const auto [st, rec] = run(false, std::get<0>(steps), std::get<1>(steps), std::get<2>(steps));
+      INFO(expect << ": " << st.ToString());
+      REQUIRE_FALSE(st.ok());
+      CHECK(st.message().find(expect) != std::string::npos);
+    }
+  }
+}
+
+namespace {
+
+// Every value and vote a row's nodes sent, by receiving partition and batch: what a resumed peer
+// re-sends.
+struct SentLog {
+  struct Value {
+    uint32_t slice, slot;
+    int64_t value;
+  };
+  struct Votes {
+    uint32_t from, round;
+    std::vector<executor::RowTxn> ids;
+  };
+  std::mutex mu;
+  std::map<std::pair<uint32_t, uint64_t>, std::vector<Value>> values;  // guarded by mu
+  std::map<std::pair<uint32_t, uint64_t>, std::vector<Votes>> votes;   // guarded by mu
+  std::atomic<uint64_t> resent_values{0}, resent_votes{0};
+
+  // Delivers to `node` (partition p) again everything it was sent for batch b; `forget`: the
+  // last time.
+  void Resend(Pipeline& node, uint32_t p, uint64_t b, bool forget) {
+    std::vector<Value> vs;
+    std::vector<Votes> ws;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      vs = values[{p, b}];
+      ws = votes[{p, b}];
+      if (forget) {
+        values.erase({p, b});
+        votes.erase({p, b});
+      }
+    }
+    for (const Value& v : vs) node.DeliverDepValue(b, v.slice, v.slot, v.value);
+    for (const Votes& w : ws) node.DeliverVotes(b, w.from, w.round, w.ids);
+    resent_values.fetch_add(vs.size());
+    resent_votes.fetch_add(ws.size());
+  }
+};
+
+// Node `me`'s sender: logs each message, then delivers it `copies` times.
+struct RepeatLink final : executor::RowSender {
+  std::vector<Pipeline*>* nodes;
+  SentLog* log;
+  uint32_t me, copies;
+  RepeatLink(std::vector<Pipeline*>* n, SentLog* l, uint32_t m, uint32_t c) : nodes(n), log(l), me(m), copies(c) {}
+  void SendDep(uint32_t partition, uint64_t batch, uint32_t slice, uint32_t slot, int64_t value) override {
+    {
+      std::lock_guard<std::mutex> lk(log->mu);
+      log->values[{partition, batch}].push_back({slice, slot, value});
+    }
+    for (uint32_t c = 0; c < copies; ++c) nodes->at(partition)->DeliverDepValue(batch, slice, slot, value);
+  }
+  void SendVotes(uint32_t partition, uint64_t batch, uint32_t round, const std::vector<executor::RowTxn>& ids) override {
+    {
+      std::lock_guard<std::mutex> lk(log->mu);
+      log->votes[{partition, batch}].push_back({me, round, ids});
+    }
+    for (uint32_t c = 0; c < copies; ++c) nodes->at(partition)->DeliverVotes(batch, me, round, ids);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("row pipelines, repeats: a row whose values and votes all come again ends as the row without repeats",
+          "[row][repeats]") {
+  // The abort workload on 3 partitions, run twice. With repeats, every node accepts them, every
+  // value and vote is delivered twice at once, once more when its batch executed at the receiver
+  // (its rounds consumed, the batch not committed: the batch-end gate holds it), and again once
+  // the batch committed (two batches later: batch b + 2 is admitted only then). Both runs must
+  // end with the same tables and the same fates on every node.
+  constexpr uint32_t kParts = 3, kPlanners = 2, kExecutors = 2, kInFlight = 2;
+  constexpr uint64_t kBatches = 8;
+  const KeyMapper parts(KeyMapper::Kind::kHash, kParts, kKeys);
+  const KeyMapper ranges = KeyMapper::Within(parts, kExecutors);
+  const uint32_t slices = kParts * kPlanners;
+  using Fates = std::map<std::tuple<uint64_t, uint32_t, uint32_t>, commit::TxnStatus>;
+  struct Result {
+    std::vector<std::string> tables;  // per node, every record
+    std::vector<Fates> fates;         // per node
+  };
+  auto run = [&](bool repeats, SentLog* log) {
+    // Declared before the nodes: a failed REQUIRE destroys the nodes (joining their threads) first.
+    std::mutex mu;
+    Result out;
+    out.fates.resize(kParts);
+    std::vector<Pipeline*> ptrs(kParts, nullptr);
+    std::vector<std::unique_ptr<RepeatLink>> links;
+    std::vector<std::unique_ptr<storage::Table>> tables;
+    std::vector<std::unique_ptr<Pipeline>> nodes;
+    for (uint32_t p = 0; p < kParts; ++p) {
+      links.push_back(std::make_unique<RepeatLink>(&ptrs, log, p, repeats ? 2 : 1));
+      tables.push_back(std::make_unique<storage::Table>(kLayout, kKeys));
+      testing::LoadTable(tables.back().get(), kKeys, 1000);
+      PipelineOptions po = RowOptions(slices, kExecutors, kInFlight, ranges, links[p].get(), kParts, p);
+      po.batch_end_gate = true;
+      po.on_batch_executed = [&, p](uint64_t b) {
+        if (repeats) {
+          log->Resend(*ptrs[p], p, b, /*forget=*/false);
+          // Batch b was admitted once b - kInFlight committed.
+          if (b >= kInFlight) log->Resend(*ptrs[p], p, b - kInFlight, /*forget=*/true);
+        }
+        ptrs[p]->MarkBatchEnd(b);
+      };
+      auto sink = [&, p](const std::vector<commit::TxnOutcome>& v) {
+        std::lock_guard<std::mutex> lk(mu);
+        for (const auto& o : v) out.fates[p][{o.pos.batch, o.pos.planner, o.home_index}] = o.status;
+      };
+      nodes.push_back(std::make_unique<Pipeline>(po, tables.back().get(), sink));
+      ptrs[p] = nodes.back().get();
+      if (repeats) ptrs[p]->AcceptRepeats();
+    }
+    for (auto& n : nodes) REQUIRE(n->Start().ok());
+    std::vector<planner::RowPlanner> homes;
+    for (uint32_t h = 0; h < kParts; ++h) homes.emplace_back(parts, ranges, h);
+    std::vector<PlannedSlice> subs;
+    for (uint64_t b = 0; b < kBatches; ++b) {
+      for (uint32_t s = 0; s < slices; ++s) {
+        const std::vector<Txn> txns = testing::RandomTxns(13 + b * 100 + s, 40 + (b + s) % 20, AbortingTxns(b));
+        homes[s / kPlanners].PlanSlices(b, s, txns, &subs);
+        for (uint32_t p = 0; p < kParts; ++p) {
+          PlannedSlice* slot = nodes[p]->BeginSlice(b, s);
+          REQUIRE(slot != nullptr);
+          *slot = subs[p];
+          nodes[p]->PublishSlice(b, s, 0, true);
+        }
+      }
+    }
+    for (auto& n : nodes) n->EndInput(kBatches);
+    for (uint32_t p = 0; p < kParts; ++p) {
+      const Status st = nodes[p]->WaitIdle(60000);
+      INFO("node " << p << ": " << st.ToString());
+      REQUIRE(st.ok());
+    }
+    if (repeats) {
+      // Everything once more, every batch committed now.
+      for (uint32_t p = 0; p < kParts; ++p) {
+        for (uint64_t b = 0; b < kBatches; ++b) log->Resend(*nodes[p], p, b, /*forget=*/true);
+        INFO("node " << p << ": " << nodes[p]->health().ToString());
+        REQUIRE(nodes[p]->health().ok());
+      }
+    }
+    for (auto& n : nodes) n->Stop();
+    for (auto& t : tables) {
+      std::string all;
+      for (storage::Key k = 0; k < kKeys; ++k) all.append(t->Find(k), kLayout.size());
+      out.tables.push_back(std::move(all));
+    }
+    return out;
+  };
+  SentLog plain_log, repeat_log;
+  const Result plain = run(false, &plain_log);
+  const Result repeated = run(true, &repeat_log);
+  CHECK(repeat_log.resent_values.load() > 100);
+  CHECK(repeat_log.resent_votes.load() > 10);
+  size_t aborted = 0;
+  for (uint32_t p = 0; p < kParts; ++p) {
+    INFO("node " << p);
+    CHECK(plain.fates[p].size() > 200);
+    CHECK(repeated.fates[p] == plain.fates[p]);
+    CHECK(repeated.tables[p] == plain.tables[p]);
+    for (const auto& [k, st] : plain.fates[p]) aborted += st != commit::TxnStatus::kCommitted;
+  }
+  CHECK(aborted > 20);  // votes fired and cascaded
 }
