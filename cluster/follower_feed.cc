@@ -1,5 +1,6 @@
 #include "cluster/follower_feed.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "common/clock.h"
@@ -41,6 +42,7 @@ FollowerFeed::FollowerFeed(FollowerFeedOptions options, Pipeline* pipeline, repl
     streams_.back()->applied = opt_.first_batch;
   }
   limit_.assign(opt_.planners, UINT64_MAX);
+  complete_ = opt_.first_batch;
 }
 
 FollowerFeed::~FollowerFeed() { Stop(); }
@@ -121,17 +123,22 @@ uint64_t FollowerFeed::received_batches() const {
   return least;
 }
 
-Status FollowerFeed::DrainTo(const std::vector<uint64_t>& next, int64_t timeout_ms) {
-  QR_CHECK_EQ(next.size(), streams_.size());
-  std::unique_lock<std::mutex> lk(mu_);
+Status FollowerFeed::LimitLocked(const std::vector<uint64_t>& next) {
   for (uint32_t p = 0; p < opt_.planners; ++p) {
     if (streams_[p]->applied > next[p]) {
       return Status::Corruption("stream " + std::to_string(p) + " applied batches up to " +
                                 std::to_string(streams_[p]->applied) + ", past the end of the replicated log (" +
                                 std::to_string(next[p]) + ")");
     }
-    limit_[p] = next[p];
   }
+  limit_ = next;
+  return Status::Ok();
+}
+
+Status FollowerFeed::DrainTo(const std::vector<uint64_t>& next, int64_t timeout_ms) {
+  QR_CHECK_EQ(next.size(), streams_.size());
+  std::unique_lock<std::mutex> lk(mu_);
+  QR_RETURN_IF_ERROR(LimitLocked(next));
   cv_.notify_all();
   auto done = [&] {
     for (uint32_t p = 0; p < opt_.planners; ++p) {
@@ -156,6 +163,68 @@ Status FollowerFeed::DrainTo(const std::vector<uint64_t>& next, int64_t timeout_
                          shortfall + ")");
 }
 
+Status FollowerFeed::CollectFrom(const std::vector<uint64_t>& next, int64_t timeout_ms, uint64_t* first,
+                                 std::vector<std::vector<std::string>>* entries) {
+  QR_CHECK(opt_.batch_end_stream, "CollectFrom on a feed without batch-end records");
+  QR_CHECK_EQ(next.size(), streams_.size());
+  const uint64_t d = std::max(opt_.first_batch, *std::min_element(next.begin(), next.end()));
+  std::vector<uint64_t> requested(opt_.planners);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    QR_RETURN_IF_ERROR(LimitLocked(next));
+    // Loop(p) asked for [applied, applied + window) so far.
+    for (uint32_t p = 0; p < opt_.planners; ++p) requested[p] = streams_[p]->applied + opt_.window;
+  }
+  cv_.notify_all();
+  // The entries beyond the feed's window: every one the log holds.
+  for (uint32_t p = 0; p < opt_.planners; ++p) {
+    for (uint64_t b = requested[p]; b < next[p]; ++b) Request(p, b);
+  }
+  std::unique_lock<std::mutex> lk(mu_);
+  auto done = [&] {
+    for (uint32_t p = 0; p < opt_.planners; ++p) {
+      const Stream& s = *streams_[p];
+      // Every batch below d applied (the records' stream may apply further: its values and
+      // results of batches >= d reach a pipeline that will not run them), every entry from
+      // there to the log's end here.
+      if (s.applied < d) return false;
+      for (uint64_t b = std::max(s.applied, d); b < next[p]; ++b) {
+        if (s.inbox.count(b) == 0) return false;
+      }
+    }
+    return true;
+  };
+  cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] { return stop_ || !health_.ok() || ended_ || done(); });
+  if (!health_.ok()) return health_;
+  if (ended_) return Status::Unavailable("the leader's end marker (batch " + std::to_string(end_) + ") arrived: the group was stopping");
+  if (stop_) return Status::Aborted("the feed stopped");
+  if (!done()) {
+    std::string shortfall;
+    for (uint32_t p = 0; p < opt_.planners; ++p) {
+      shortfall += (p == 0 ? "" : ", ") + std::string("stream ") + std::to_string(p) + " applied " +
+                   std::to_string(streams_[p]->applied) + " of " + std::to_string(next[p]);
+    }
+    return Status::Timeout("the replicated batches did not all arrive within " + std::to_string(timeout_ms) + " ms (" +
+                           shortfall + ")");
+  }
+  entries->assign(opt_.planners, {});
+  for (uint32_t p = 0; p < opt_.planners; ++p) {
+    Stream& s = *streams_[p];
+    for (uint64_t b = d; b < next[p]; ++b) {
+      if (b < s.applied) continue;  // the records' stream: applied here already, yet logged
+      const auto& got = s.inbox.at(b);
+      if (!got.first.ok()) {
+        const std::string what = "receiving batch " + std::to_string(b) + " of stream " + std::to_string(p) + ": " +
+                                 got.first.message();
+        return got.first.code() == StatusCode::kCorruption ? Status::Corruption(what) : Status::Unavailable(what);
+      }
+      (*entries)[p].emplace_back(got.second.view());
+    }
+  }
+  *first = d;
+  return Status::Ok();
+}
+
 void FollowerFeed::Request(uint32_t p, uint64_t batch) {
   replication::ReplicateMeta meta;
   meta.group = opt_.group;
@@ -165,7 +234,16 @@ void FollowerFeed::Request(uint32_t p, uint64_t batch) {
   replicator_->ReceiveData(meta, [this, p](const replication::ReplicateMeta& m, Status status, SharedBytes bytes) {
     {
       std::lock_guard<std::mutex> lk(mu_);
-      streams_[p]->inbox.emplace(m.batch_id, std::make_pair(std::move(status), std::move(bytes)));
+      if (streams_[p]->inbox.emplace(m.batch_id, std::make_pair(std::move(status), std::move(bytes))).second &&
+          opt_.batch_end_stream && m.batch_id >= complete_) {
+        // Batch b is complete once every stream's entry of it arrived (each arrives once).
+        if (++arrived_[m.batch_id] == opt_.planners) {
+          while (!arrived_.empty() && arrived_.begin()->first == complete_ && arrived_.begin()->second == opt_.planners) {
+            arrived_.erase(arrived_.begin());
+            ++complete_;
+          }
+        }
+      }
     }
     cv_.notify_all();
   });
@@ -188,7 +266,15 @@ void FollowerFeed::Loop(uint32_t p) {
     std::pair<Status, SharedBytes> got;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [&] { return stop_ || !health_.ok() || b >= limit_[p] || s.inbox.count(b) != 0; });
+      // A row follower's sub-slices of batch b wait until every stream's entry of b arrived,
+      // its leader's record included (written after b executed there): every batch this node
+      // starts is one its leader finished and its log holds whole, so a follower that starts
+      // leading (docs/partitioned-rows.md 9.5) has run exactly the batches below some D (the
+      // first its log lacks a part of) and nothing of D or later.
+      const bool gated = opt_.batch_end_stream && !RecordStream(p);
+      cv_.wait(lk, [&] {
+        return stop_ || !health_.ok() || b >= limit_[p] || (s.inbox.count(b) != 0 && (!gated || complete_ > b));
+      });
       if (stop_ || !health_.ok() || b >= limit_[p]) return;
       auto it = s.inbox.find(b);
       got = std::move(it->second);
@@ -231,19 +317,8 @@ void FollowerFeed::Loop(uint32_t p) {
         std::lock_guard<std::mutex> lk(mu_);
         s.applied = b + 1;
       }
-      cv_.notify_all();  // the slice streams wait for this record (below)
       Request(p, b + opt_.window);
       continue;
-    }
-    if (opt_.batch_end_stream) {
-      // A row follower runs batch b only once its leader's record of b is here: the leader wrote
-      // it after b executed there, so every batch this node starts is one its leader finished,
-      // and a follower that starts leading (docs/partitioned-rows.md 9.5) has executed exactly
-      // the batches below some batch D and nothing of D or later.
-      std::unique_lock<std::mutex> lk(mu_);
-      const Stream& records = *streams_.back();
-      cv_.wait(lk, [&] { return stop_ || !health_.ok() || b >= limit_[p] || records.applied > b; });
-      if (stop_ || !health_.ok() || b >= limit_[p]) return;
     }
     planner::PlannedSlice* slice = pipeline_->BeginSlice(b, p);
     if (slice == nullptr) return;  // the pipeline failed, stopped or ended

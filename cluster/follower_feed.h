@@ -104,6 +104,15 @@ class FollowerFeed {
   // Then Stop() joins the threads; receives posted beyond next[p] are the caller's to cancel
   // (Replicator::CancelReceives).
   Status DrainTo(const std::vector<uint64_t>& next, int64_t timeout_ms);
+  // A row follower's promotion (batch_end_stream; docs/partitioned-rows.md 9.5): the log holds
+  // batches below next[p] on stream p. Applies every batch below D = min(next) (the first batch
+  // the log does not hold whole: nothing of it or later was started here) and waits until every
+  // entry from D to the log's end arrived. *first = D and (*entries)[p] = stream p's entries of
+  // batches [D, next[p]) (the records' stream: those it had not applied yet; it may apply
+  // records beyond D, which only reach a pipeline that will not run their batches). Errors as
+  // DrainTo's. Then Stop(); the receives beyond are the caller's to cancel.
+  Status CollectFrom(const std::vector<uint64_t>& next, int64_t timeout_ms, uint64_t* first,
+                     std::vector<std::vector<std::string>>* entries);
 
  private:
   struct Stream {
@@ -118,6 +127,8 @@ class FollowerFeed {
   // continue_after_end: applies the marker of batch b on stream p as an empty slice.
   bool ApplyMarker(uint32_t p, uint64_t b);
   bool EndedLocked(uint64_t* end) const;
+  // DrainTo, CollectFrom: stream p applies below next[p] only (an error if it is past it). mu_ held.
+  Status LimitLocked(const std::vector<uint64_t>& next);
   // A row follower: *bytes (stream p's entry of batch b) becomes the sub-slice this node runs;
   // a home bundle is decoded into *bundle, which must outlive the view.
   Status OwnPart(uint64_t b, uint32_t p, RowHomeBundle* bundle, std::string_view* bytes) const;
@@ -138,6 +149,10 @@ class FollowerFeed {
   bool ended_ = false;         // guarded by mu_
   uint64_t end_ = 0;           // guarded by mu_
   std::vector<uint64_t> limit_;  // guarded by mu_: per stream, apply below it only (DrainTo)
+  // batch_end_stream: per batch at or after complete_, how many streams' entries arrived;
+  // complete_: every batch below it arrived on every stream (the gate of a row follower's slices).
+  std::map<uint64_t, uint32_t> arrived_;  // guarded by mu_
+  uint64_t complete_ = 0;                 // guarded by mu_
   std::vector<std::unique_ptr<Stream>> streams_;
 };
 

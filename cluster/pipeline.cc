@@ -95,6 +95,7 @@ class PipelineImpl {
   }
 
   void AcceptRepeats() { executors_.AcceptRepeats(); }
+  size_t ForgetFrom(uint32_t from, uint64_t first_batch) { return executors_.ForgetFrom(from, first_batch); }
 
   void DeliverVotes(uint64_t b, uint32_t from, uint32_t round, std::vector<executor::RowTxn> ids) {
     Status error = executors_.DeliverVotes(b, from, round, std::move(ids));
@@ -106,8 +107,8 @@ class PipelineImpl {
     if (!error.ok()) Fail(std::move(error));
   }
 
-  void DeliverDepValue(uint64_t b, uint32_t p, uint32_t dep_slot, int64_t value) {
-    Status error = executors_.DeliverDepValue(b, p, dep_slot, value);
+  void DeliverDepValue(uint64_t b, uint32_t p, uint32_t dep_slot, int64_t value, uint32_t from) {
+    Status error = executors_.DeliverDepValue(b, p, dep_slot, value, from);
     if (!error.ok()) Fail(std::move(error));
   }
 
@@ -301,10 +302,11 @@ void Pipeline::PublishSlice(uint64_t b, uint32_t p, int64_t plan_ns, bool replic
   impl_->PublishSlice(b, p, plan_ns, replicated);
 }
 void Pipeline::MarkReplicated(uint64_t b, uint32_t p) { impl_->MarkReplicated(b, p); }
-void Pipeline::DeliverDepValue(uint64_t b, uint32_t p, uint32_t slot, int64_t value) {
-  impl_->DeliverDepValue(b, p, slot, value);
+void Pipeline::DeliverDepValue(uint64_t b, uint32_t p, uint32_t slot, int64_t value, uint32_t from) {
+  impl_->DeliverDepValue(b, p, slot, value, from);
 }
 void Pipeline::AcceptRepeats() { impl_->AcceptRepeats(); }
+size_t Pipeline::ForgetFrom(uint32_t from, uint64_t first_batch) { return impl_->ForgetFrom(from, first_batch); }
 void Pipeline::DeliverVotes(uint64_t b, uint32_t from, uint32_t round, std::vector<executor::RowTxn> ids) {
   impl_->DeliverVotes(b, from, round, std::move(ids));
 }

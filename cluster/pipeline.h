@@ -148,7 +148,13 @@ class Pipeline {
   // is kept until then). A slot that is not a kDepRecv's, one filled twice, or a batch
   // committed already or too far ahead fails the pipeline with an error naming it (but see
   // AcceptRepeats).
-  void DeliverDepValue(uint64_t b, uint32_t p, uint32_t slot, int64_t value);
+  // `from`: the sending partition, for ForgetFrom (executor::ExecutorStage::kNoSender: unknown).
+  void DeliverDepValue(uint64_t b, uint32_t p, uint32_t slot, int64_t value,
+                       uint32_t from = executor::ExecutorStage::kNoSender);
+  // Row nodes: partition `from`'s leader changed; its successor resumes at `first_batch`: its
+  // predecessor's values and votes for those batches not used yet are dropped
+  // (ExecutorStage::ForgetFrom; docs/partitioned-rows.md 9.3). Returns how many.
+  size_t ForgetFrom(uint32_t from, uint64_t first_batch);
   // Row nodes: partition `from`'s aborted txns of batch b for voting round `round` (any thread).
   // Twice for one (b, from, round), from itself or out of range: fails the pipeline (but see
   // AcceptRepeats).

@@ -63,8 +63,10 @@ void RowCommit::AcceptRepeats(uint64_t first_own_batch) {
     QR_CHECK_EQ(first_own_batch, first_own_batch_);
     return;
   }
-  // What "completed" means relies on seeing every Plan since (see the header).
-  QR_CHECK(!planned_any_, "RowCommit::AcceptRepeats after a home slice was planned");
+  // What "completed" means relies on seeing every Plan since the first own batch (see the
+  // header): a home that planned already (a peer of a failed-over partition) tracked them all.
+  QR_CHECK(!planned_any_ || first_own_batch == 0, "RowCommit::AcceptRepeats(%llu) after a home slice was planned",
+           static_cast<unsigned long long>(first_own_batch));
   accept_repeats_ = true;
   first_own_batch_ = first_own_batch;
   // Reports that came for the predecessor's home slices: nobody here answers them.
@@ -86,6 +88,9 @@ void RowCommit::Plan(uint64_t batch, uint32_t slice, std::vector<storage::Txn> t
         return;
       }
       ++next;
+    } else {
+      // Tracked from the start: a home whose peer fails over takes repeats from then on.
+      next_plan_[slice] = batch + 1;
     }
     Pending* found = Find(batch, slice);
     if (found == nullptr) return;

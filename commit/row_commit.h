@@ -103,8 +103,9 @@ class RowCommit {
   void Report(uint32_t from, uint64_t batch, uint32_t slice, RowSliceReport report);
   // From now on reports are taken idempotently (see "Repeats" above); this node plans its own
   // home slices from batch `first_own_batch` on. Before the first Plan (the successor of a home
-  // switches this on before it plans); pending reports of earlier batches are dropped. Calling it
-  // again with the same batch does nothing.
+  // switches this on before it plans); pending reports of earlier batches are dropped. Or, with
+  // first_own_batch 0, at any time (a home whose row peer failed over: every Plan so far was
+  // tracked). Calling it again with the same batch does nothing.
   void AcceptRepeats(uint64_t first_own_batch);
 
   Status health() const;

@@ -91,8 +91,8 @@ Status ExecutorStage::TakeEarlyValuesLocked(SliceState& ss, uint64_t b, uint32_t
   Status error;
   auto it = pending_.find({b, p});
   if (it != pending_.end()) {
-    for (const auto& [dep_slot, value] : it->second) {
-      Status st = FillLocked(ss, b, p, dep_slot, value);
+    for (const EarlyValue& e : it->second) {
+      Status st = FillLocked(ss, b, p, e.slot, e.value);
       if (!st.ok()) {
         error = std::move(st);
         break;
@@ -198,7 +198,27 @@ Status ExecutorStage::DeliverResolved(uint64_t b, std::vector<RowTxn> fired, std
   return Status::Ok();
 }
 
-Status ExecutorStage::DeliverDepValue(uint64_t b, uint32_t p, uint32_t dep_slot, int64_t value) {
+size_t ExecutorStage::ForgetFrom(uint32_t from, uint64_t first_batch) {
+  std::lock_guard<std::mutex> lk(ring_->mu);
+  size_t dropped = 0;
+  for (auto it = pending_.lower_bound({first_batch, 0}); it != pending_.end();) {
+    auto& v = it->second;
+    const size_t before = v.size();
+    v.erase(std::remove_if(v.begin(), v.end(), [&](const EarlyValue& e) { return e.from == from; }), v.end());
+    dropped += before - v.size();
+    pending_values_ -= before - v.size();
+    it = v.empty() ? pending_.erase(it) : std::next(it);
+  }
+  for (auto it = votes_.lower_bound({first_batch, 0}); it != votes_.end(); ++it) {
+    auto& v = it->second;
+    const size_t before = v.size();
+    v.erase(std::remove_if(v.begin(), v.end(), [&](const auto& pv) { return pv.first == from; }), v.end());
+    dropped += before - v.size();
+  }
+  return dropped;
+}
+
+Status ExecutorStage::DeliverDepValue(uint64_t b, uint32_t p, uint32_t dep_slot, int64_t value, uint32_t from) {
   QR_CHECK(opt_.row_sender != nullptr, "DeliverDepValue on a node outside a partitioned row");
   std::lock_guard<std::mutex> lk(ring_->mu);
   if (ring_->Halted()) return Status::Ok();
@@ -226,7 +246,7 @@ Status ExecutorStage::DeliverDepValue(uint64_t b, uint32_t p, uint32_t dep_slot,
     return Status::Corruption(what + "more than " + std::to_string(kMaxPendingValues) +
                               " values wait for their sub-slices");
   }
-  pending_[{b, p}].emplace_back(dep_slot, value);
+  pending_[{b, p}].push_back(EarlyValue{dep_slot, value, from});
   ++pending_values_;
   return Status::Ok();
 }

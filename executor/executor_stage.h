@@ -135,7 +135,17 @@ class ExecutorStage {
   // An error (no such slot, filled twice, a batch committed or too far ahead, too many early
   // values; with repeats accepted: filled with a different value, no slot or too far ahead,
   // too many early values) means the pipeline must fail; after a halt it is dropped (OK).
-  Status DeliverDepValue(uint64_t b, uint32_t p, uint32_t slot, int64_t value);
+  // `from`: the sending partition (kNoSender: unknown, e.g. a follower's leader's record),
+  // kept with an early value for ForgetFrom.
+  static constexpr uint32_t kNoSender = UINT32_MAX;
+  Status DeliverDepValue(uint64_t b, uint32_t p, uint32_t slot, int64_t value, uint32_t from = kNoSender);
+  // Row nodes, any thread: partition `from`'s leader changed and its successor resumes at
+  // `first_batch` (docs/partitioned-rows.md 9.3): every value from `from` for batches from there
+  // on still waiting for its sub-slice, and every vote from it for those batches not consumed yet,
+  // is dropped (its predecessor may have computed them from its own home slices that never
+  // reached its group's log; the successor sends its own). What was used was computed from
+  // content in the order for good. Returns how many values and votes were dropped.
+  size_t ForgetFrom(uint32_t from, uint64_t first_batch);
   // Row nodes, any thread: partition `from`'s aborted txns of batch b for voting round `round`.
   // An error (twice, from itself or out of range, batch outside the window; with repeats
   // accepted: twice with different txns, from itself or out of range, a batch too far ahead)
@@ -209,7 +219,12 @@ class ExecutorStage {
   // Row followers: batch results delivered and not yet used, by batch (fired, aborted).
   std::map<uint64_t, std::pair<std::vector<RowTxn>, std::vector<RowTxn>>> resolved_;  // guarded by ring->mu
   // Row nodes: dependency values that came before their sub-slice, by (batch, slice).
-  std::map<std::pair<uint64_t, uint32_t>, std::vector<std::pair<uint32_t, int64_t>>> pending_;  // guarded by ring->mu
+  struct EarlyValue {
+    uint32_t slot = 0;
+    int64_t value = 0;
+    uint32_t from = kNoSender;
+  };
+  std::map<std::pair<uint64_t, uint32_t>, std::vector<EarlyValue>> pending_;  // guarded by ring->mu
   size_t pending_values_ = 0;                                                                     // guarded by ring->mu
   // Images (guarded by ring->mu): boundaries below image_next_ are decided; image_ (if any) is
   // for boundary image_batch_, with image_arrived_ executors there and image_copied_ done;

@@ -7,6 +7,7 @@
 #include "common/clock.h"
 #include "common/logging.h"
 #include "planner/eq.h"
+#include "planner/row_planner.h"
 
 namespace qrstore::cluster {
 
@@ -72,6 +73,17 @@ RowNode::RowNode(RowNodeOptions options, storage::Table* table, commit::CommitSi
     lpo.partitions = opt_.partitions;
     lpo.row_partition = opt_.partition;
     lpo.encode_for_replicas = false;
+    if (opt_.successor) {
+      // It plans from N: the first batch none of its own streams' logs holds (docs 9.5).
+      QR_CHECK(opt_.resume.next.size() == slices_ + 1 && opt_.resume.entries.size() == slices_ + 1,
+               "a successor's resume needs every stream of its group");
+      first_own_ = opt_.pipeline.first_batch;
+      for (uint32_t t = 0; t < per_home_; ++t) {
+        first_own_ = std::max(first_own_, opt_.resume.next[opt_.partition * per_home_ + t]);
+      }
+      logged_next_ = opt_.resume.next;
+      lpo.first_batch = first_own_;
+    }
     planner_ = std::make_unique<LocalPlanner>(lpo, nullptr);
     commit_ = std::make_unique<commit::RowCommit>(
         opt_.partitions, opt_.record_bytes,
@@ -82,14 +94,30 @@ RowNode::RowNode(RowNodeOptions options, storage::Table* table, commit::CommitSi
     to.me = opt_.partition;
     to.addresses = opt_.peer_addresses;
     to.net = opt_.net;
+    to.tolerate_peer_loss = opt_.failover_timeout_ms > 0;
+    to.epoch = opt_.term;
     transport_ = std::make_unique<RowTransport>(
-        to, [this](uint32_t from, std::string_view f) { OnFrame(from, f); }, [this](const Status& s) { Fail(s); });
+        to, [this](uint32_t from, std::string_view f) { OnFrame(from, f); }, [this](const Status& s) { Fail(s); },
+        [this](uint32_t p, const Status& why) { OnPeerLost(p, why); });
   }
   for (uint32_t p = 0; p < nparts_; ++p) outbox_.push_back(std::make_unique<Outbox>());
   if (opt_.replicate || opt_.follower) {
     for (uint32_t p = 0; p < nparts_; ++p) retained_.push_back(std::make_unique<Retained>());
   }
-  committed_ = records_next_ = durable_sent_ = opt_.pipeline.first_batch;
+  committed_ = records_next_ = durable_sent_ = fed_batch_ = opt_.pipeline.first_batch;
+  lost_ns_.assign(nparts_, 0);
+  peer_term_.assign(nparts_, 0);
+  if (opt_.successor) {
+    // Its predecessor's home slices are its clients' to retry: answered by nobody here; the
+    // peers re-send what its predecessor had from them, and it re-executes from D: repeats.
+    commit_->AcceptRepeats(first_own_);
+    pipeline_->AcceptRepeats();
+    repeats_.store(true);
+    next_home_batch_ = first_own_;
+    for (uint32_t p = 0; p < nparts_ && p < opt_.resume.kept.size(); ++p) {
+      for (const auto& [b, frame] : opt_.resume.kept[p]) Retain(p, b, frame);
+    }
+  }
   ends_.assign(nparts_, -1);
   finished_.assign(nparts_, 0);
   last_heard_ns_ = std::make_unique<std::atomic<int64_t>[]>(nparts_);
@@ -102,13 +130,32 @@ Status RowNode::Start() {
   started_ = true;
   if (opt_.follower) return pipeline_->Start();  // fed by the caller's FollowerFeed; no row peers
   QR_RETURN_IF_ERROR(transport_->Listen());
-  QR_RETURN_IF_ERROR(transport_->Connect(opt_.connect_timeout_ms));
+  if (opt_.successor) {
+    QR_RETURN_IF_ERROR(SeedFromLog());
+    QR_RETURN_IF_ERROR(Handshake());
+  } else {
+    QR_RETURN_IF_ERROR(transport_->Connect(opt_.connect_timeout_ms));
+  }
   const int64_t now = NowNanos();
   for (uint32_t p = 0; p < nparts_; ++p) last_heard_ns_[p].store(now);
   QR_RETURN_IF_ERROR(pipeline_->Start());
   watcher_ = NamedThread("row-watch", [this] { WatchLoop(); });
   feeder_ = NamedThread("row-feed", [this] { FeedLoop(); });
   if (opt_.replicate) sender_ = NamedThread("row-send", [this] { SendLoop(); });
+  if (opt_.failover_timeout_ms > 0) resumer_ = NamedThread("row-resume", [this] { ResumeLoop(); });
+  if (opt_.successor) {
+    // Its own streams that stop short of N get empty home slices (replicated, then sent, as
+    // Rule 1 says), so every stream of the row goes on from N; nobody answers them.
+    planner::RowPlanner pads(opt_.partitions, opt_.pipeline.ranges, opt_.partition);
+    for (uint32_t t = 0; t < per_home_; ++t) {
+      const uint32_t s = opt_.partition * per_home_ + t;
+      for (uint64_t b = logged_next_[s]; b < first_own_; ++b) {
+        std::vector<planner::PlannedSlice> subs;
+        pads.PlanSlices(b, s, {}, &subs);
+        EmitHomeSlice(b, t, &subs, 0);
+      }
+    }
+  }
   return planner_->Start();
 }
 
@@ -125,8 +172,12 @@ bool RowNode::PeerOpened(uint64_t b) const { return peer_opened_fast_.load() >= 
 
 void RowNode::HomeSlicePlanned(uint64_t b, uint32_t planner, std::vector<planner::PlannedSlice>* subs,
                                std::vector<storage::Txn>* txns, int64_t plan_ns) {
+  commit_->Plan(b, opt_.partition * per_home_ + planner, std::move(*txns));
+  EmitHomeSlice(b, planner, subs, plan_ns);
+}
+
+void RowNode::EmitHomeSlice(uint64_t b, uint32_t planner, std::vector<planner::PlannedSlice>* subs, int64_t plan_ns) {
   const uint32_t s = opt_.partition * per_home_ + planner;
-  commit_->Plan(b, s, std::move(*txns));
   if (!opt_.replicate) {
     // No followers: nothing to make durable first; the parts go out at once.
     for (uint32_t p = 0; p < nparts_; ++p) {
@@ -231,6 +282,8 @@ bool RowNode::NoteEndLocked(uint32_t who, uint64_t b) {
 }
 
 void RowNode::InputEnded(uint64_t b) {
+  // Stop() closes the planner's input too: a node that stops (or failed) tells the row nothing.
+  if (Halted()) return;
   bool known = false;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -263,6 +316,13 @@ bool RowNode::SendToPeer(uint32_t to, uint64_t batch, std::string frame) {
   if (retained_.empty()) return transport_->Send(to, frame);
   if (to == opt_.partition) return true;  // a follower's report of its own home's slice: nobody's
   // Kept before it is sent: a successor of `to` may need it whether or not this send goes through.
+  std::shared_ptr<const std::string> kept = Retain(to, batch, std::move(frame));
+  if (Halted()) return false;
+  if (transport_ == nullptr || kept == nullptr) return true;  // a follower: kept only
+  return transport_->Send(to, *kept);  // `kept` outlives the send, whatever a trim does meanwhile
+}
+
+std::shared_ptr<const std::string> RowNode::Retain(uint32_t to, uint64_t batch, std::string frame) {
   auto kept = std::make_shared<const std::string>(std::move(frame));
   Retained& r = *retained_[to];
   size_t bytes = 0;
@@ -278,10 +338,182 @@ bool RowNode::SendToPeer(uint32_t to, uint64_t batch, std::string frame) {
     Fail(Status::ResourceExhausted("row peer " + std::to_string(to) + " (" + opt_.peer_addresses[to] + "): " +
                                    std::to_string(bytes) + " bytes kept for a re-send to its successor, more than " +
                                    std::to_string(kMaxRetainedBytes) + ": its group stopped confirming batches durable"));
-    return false;
   }
-  if (transport_ == nullptr) return true;  // a follower: kept only
-  return transport_->Send(to, *kept);  // `kept` outlives the send, whatever a trim does meanwhile
+  return kept;
+}
+
+// ---- failover: a peer's successor resumes its place (docs/partitioned-rows.md 9.5) ------------
+
+void RowNode::OnPeerLost(uint32_t p, const Status& why) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (lost_ns_[p] != 0 || finished_[p] != 0) return;
+    lost_ns_[p] = NowNanos();
+  }
+  Logger("row")->warn("[partition {}] {}: waiting up to {} ms for its group's successor to resume its place",
+                      opt_.partition, why.message(), opt_.failover_timeout_ms);
+  cv_.notify_all();
+}
+
+void RowNode::ResumeLoop() {
+  for (;;) {
+    ResumeRequest req;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return Halted() || !resumes_.empty(); });
+      if (Halted()) return;
+      req = std::move(resumes_.front());
+      resumes_.pop_front();
+    }
+    Resumed(req.from, req.msg);
+  }
+}
+
+void RowNode::Resumed(uint32_t from, const RowResume& m) {
+  auto log = Logger("row");
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (m.term <= peer_term_[from]) {
+      log->warn("[partition {}] a stale resume of partition {} (term {}, {} seen): ignored", opt_.partition, from, m.term,
+                peer_term_[from]);
+      return;
+    }
+    peer_term_[from] = m.term;
+    // Its predecessor's announced input end (if any) is not the successor's: it announces its own.
+    if (!row_end_known_) ends_[from] = -1;
+  }
+  // What the predecessor sent and was not used may come from its own home slices that never
+  // reached its group's log (docs 9.3): dropped; the successor sends its own. Everything from now
+  // on may repeat what this node has.
+  const size_t forgotten = pipeline_->ForgetFrom(from, m.batch);
+  pipeline_->AcceptRepeats();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!repeats_.load()) commit_->AcceptRepeats(0);
+    repeats_.store(true);
+  }
+  if (Status st = transport_->Redial(from, m.address, opt_.connect_timeout_ms); !st.ok()) {
+    Fail(Status::Unavailable("partition " + std::to_string(from) + "'s successor at " + m.address +
+                             " resumed, but this node cannot reach it: " + st.message()));
+    return;
+  }
+  RowResume answer;
+  answer.from = opt_.partition;
+  answer.answer = true;
+  answer.term = m.term;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    answer.batch = committed_;
+  }
+  {
+    std::lock_guard<std::mutex> lk(home_mu_);
+    answer.reports = next_home_batch_;
+  }
+  transport_->Send(from, EncodeRowMessage(answer));
+  // What this node sent the predecessor from the successor's first batch on, in batch order.
+  size_t resent = 0;
+  for (const auto& [b, frame] : RetainedFrames(from)) {
+    if (b < m.batch) continue;
+    transport_->Send(from, frame);
+    ++resent;
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    lost_ns_[from] = 0;
+  }
+  last_heard_ns_[from].store(NowNanos(), std::memory_order_relaxed);
+  resumes_done_.fetch_add(1);
+  log->info("[partition {}] partition {}'s successor at {} (term {}) resumed at batch {}: {} unused values and votes "
+            "of its predecessor dropped, {} frames re-sent; this node at batch {}, home slices answered below {}",
+            opt_.partition, from, m.address, m.term, m.batch, forgotten, resent, answer.batch, answer.reports);
+}
+
+Status RowNode::SeedFromLog() {
+  const uint64_t d = opt_.pipeline.first_batch;
+  const planner::RowPlace place{opt_.partitions, opt_.partition};
+  std::lock_guard<std::mutex> lk(mu_);
+  for (uint32_t s = 0; s < slices_; ++s) {
+    const auto& entries = opt_.resume.entries[s];
+    if (entries.size() != opt_.resume.next[s] - std::min(opt_.resume.next[s], d)) {
+      return Status::InvalidArgument("stream " + std::to_string(s) + ": " + std::to_string(entries.size()) +
+                                     " entries from batch " + std::to_string(d) + " to its end " +
+                                     std::to_string(opt_.resume.next[s]));
+    }
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const uint64_t b = d + i;
+      const std::string where = "the log's entry of batch " + std::to_string(b) + ", stream " + std::to_string(s) + ": ";
+      Inbound in;
+      RowSubSlice sub{b, s, s / per_home_, entries[i]};
+      if (OwnStream(s)) {
+        RowHomeBundle hb;
+        Status st = DecodeRowMessage(entries[i], &hb);
+        if (st.ok() && (hb.batch != b || hb.slice != s || hb.from != opt_.partition || hb.parts.size() != nparts_)) {
+          st = Status::Corruption("a home bundle of another home slice");
+        }
+        if (!st.ok()) return Status::Corruption(where + st.message());
+        for (uint32_t p = 0; p < nparts_; ++p) {
+          if (p != opt_.partition) Retain(p, b, EncodeRowMessage(RowSubSlice{b, s, opt_.partition, hb.parts[p]}));
+        }
+        sub.slice_bytes = std::move(hb.parts[opt_.partition]);
+      }
+      if (Status st = OpenRowSubSlice(sub, opt_.pipeline.ranges, place, &in.slice); !st.ok()) {
+        return Status::Corruption(where + st.message());
+      }
+      inbox_.emplace(std::make_pair(b, s), std::move(in));
+      if (!OwnStream(s) && static_cast<int64_t>(b) > peer_opened_) {
+        peer_opened_ = static_cast<int64_t>(b);
+        peer_opened_fast_.store(peer_opened_);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status RowNode::Handshake() {
+  auto log = Logger("row");
+  const uint64_t d = opt_.pipeline.first_batch;
+  QR_RETURN_IF_ERROR(transport_->DialAll(opt_.connect_timeout_ms));
+  const RowResume resume{opt_.partition, false, opt_.term, d, 0, opt_.peer_addresses[opt_.partition]};
+  Broadcast(EncodeRowMessage(resume));
+  QR_RETURN_IF_ERROR(transport_->WaitDialedIn(opt_.connect_timeout_ms));
+  std::map<uint32_t, RowResume> answers;
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (!cv_.wait_for(lk, std::chrono::milliseconds(opt_.connect_timeout_ms),
+                      [&] { return Halted() || answers_.size() + 1 == nparts_; }) ||
+        Halted()) {
+      std::string missing;
+      for (uint32_t p = 0; p < nparts_; ++p) {
+        if (p != opt_.partition && answers_.count(p) == 0) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+      }
+      return Halted() ? health_ : Status::Unavailable("row peers " + missing + " did not answer the resume within " +
+                                                        std::to_string(opt_.connect_timeout_ms) + " ms");
+    }
+    answers = answers_;
+  }
+  // What its predecessor owed each peer and the peer may lack: its home's parts and the values
+  // from the peer's committed batch on, the reports of the peer's home slices not answered yet.
+  for (const auto& [q, a] : answers) {
+    size_t resent = 0;
+    uint64_t oldest = UINT64_MAX;
+    for (const auto& [b, frame] : RetainedFrames(q)) {
+      oldest = std::min(oldest, b);
+      const bool report = PeekRowMessage(frame).value() == RowMsgKind::kReport;
+      if (b < (report ? a.reports : a.batch)) continue;
+      transport_->Send(q, frame);
+      ++resent;
+    }
+    if (std::min(a.batch, a.reports) < std::min(oldest, d)) {
+      log->warn("[partition {}] row peer {} is at batch {} (home slices answered below {}), but this node keeps what "
+                "its predecessor sent it from batch {} only: it may wait for what was lost",
+                opt_.partition, q, a.batch, a.reports, std::min(oldest, d));
+    }
+    log->info("[partition {}] resumed with row peer {} (at batch {}, home slices answered below {}): {} frames re-sent",
+              opt_.partition, q, a.batch, a.reports, resent);
+  }
+  log->info("[partition {}] resumed its place in the row at batch {} (term {}); plans from batch {}", opt_.partition, d,
+            opt_.term, first_own_);
+  return Status::Ok();
 }
 
 void RowNode::TrimRetained(uint32_t from, uint64_t batch) {
@@ -335,11 +567,13 @@ void RowNode::MaybeSendDurable() {
 }
 
 void RowNode::FeedLoop() {
-  for (uint64_t b = 0;; ++b) {
+  for (uint64_t b = opt_.pipeline.first_batch;; ++b) {
     for (uint32_t s = 0; s < slices_; ++s) {
       Inbound in;
       {
         std::unique_lock<std::mutex> lk(mu_);
+        fed_batch_ = b;
+        fed_slice_ = s;
         cv_.wait(lk, [&] {
           return Halted() || inbox_.count({b, s}) != 0 || (row_end_known_ && b >= row_end_);
         });
@@ -356,7 +590,10 @@ void RowNode::FeedLoop() {
       if (slot == nullptr) return;  // failed or stopped
       std::swap(*slot, in.slice);
       pipeline_->PublishSlice(b, s, in.plan_ns, /*replicated=*/!opt_.replicate);
-      if (opt_.replicate && OwnStream(s)) {
+      if (opt_.replicate && s < logged_next_.size() && b < logged_next_[s]) {
+        // A successor's entry from its group's log: replicated already.
+        pipeline_->MarkReplicated(b, s);
+      } else if (opt_.replicate && OwnStream(s)) {
         // Its bundle was proposed when it was planned; its confirmation may have come already.
         bool replicated = false;
         {
@@ -539,6 +776,12 @@ void RowNode::DeliverHomeSlice(uint64_t b, uint32_t slice, commit::RowHomeSlice&
 Status RowNode::RecordValues(const RowDepValues& m) {
   // Only batches the pipeline may still take a value for (it fails the node on any other).
   const uint64_t committed = pipeline_->committed_batches();
+  if (repeats_.load()) {
+    // After a resume a peer's successor re-sends values this node has: those of a batch whose
+    // record is built are not recorded again (the pipeline checks they repeat what it used).
+    std::lock_guard<std::mutex> lk(rec_mu_);
+    if (m.batch < rec_done_) return Status::Ok();
+  }
   if (m.batch < committed || m.batch >= committed + 2 * uint64_t{opt_.pipeline.batches_in_flight}) {
     return Status::Corruption("dependency values for batch " + std::to_string(m.batch) + ", outside the window from " +
                               std::to_string(committed));
@@ -558,6 +801,7 @@ void RowNode::OnBatchExecuted(uint64_t b) {
   rec.partition = opt_.partition;
   {
     std::lock_guard<std::mutex> lk(rec_mu_);
+    rec_done_ = b + 1;
     if (auto it = rec_values_.find(b); it != rec_values_.end()) {
       rec.values = std::move(it->second);
       rec_values_.erase(it);
@@ -570,6 +814,15 @@ void RowNode::OnBatchExecuted(uint64_t b) {
   }
   std::sort(rec.values.begin(), rec.values.end(),
             [](const RowBatchEndValue& x, const RowBatchEndValue& y) { return std::tie(x.slice, x.slot) < std::tie(y.slice, y.slot); });
+  if (repeats_.load()) {
+    // A repeat of a value (the same slot, the same value) is recorded once; a different one
+    // stays, and fails below (the pipeline refuses it too).
+    rec.values.erase(std::unique(rec.values.begin(), rec.values.end(),
+                                 [](const RowBatchEndValue& x, const RowBatchEndValue& y) {
+                                   return x.slice == y.slice && x.slot == y.slot && x.value == y.value;
+                                 }),
+                     rec.values.end());
+  }
   for (size_t i = 1; i < rec.values.size(); ++i) {
     if (rec.values[i].slice == rec.values[i - 1].slice && rec.values[i].slot == rec.values[i - 1].slot) {
       // The pipeline refuses the second one (filled twice) and fails the node; it may not have
@@ -578,6 +831,13 @@ void RowNode::OnBatchExecuted(uint64_t b) {
                               std::to_string(rec.values[i].slice) + " slot " + std::to_string(rec.values[i].slot)));
       return;
     }
+  }
+  const uint32_t rs = batch_end_stream();
+  if (rs < logged_next_.size() && b < logged_next_[rs]) {
+    // A successor re-executed a batch whose record its group's log holds already (its
+    // predecessor logged it; a part of the batch was missing from the log): not logged again.
+    MarkReplicated(b, rs);
+    return;
   }
   const bool empty = rec.values.empty() && rec.fired.empty() && rec.aborted.empty();
   // Every batch has a record, so a follower's stream has no gaps; an empty one tells it nothing
@@ -623,6 +883,10 @@ Status RowNode::HandleFrame(uint32_t from, std::string_view frame) {
         const uint64_t limit = committed_ + 2 * uint64_t{opt_.pipeline.batches_in_flight} + 2;
         if (m.batch >= limit) return Status::Corruption(what + "beyond the row's window (batches below " + std::to_string(limit) + ")");
         if (row_end_known_ && m.batch >= row_end_) return Status::Corruption(what + "at or past the row's end " + std::to_string(row_end_));
+        const bool taken = m.batch < fed_batch_ || (m.batch == fed_batch_ && m.slice < fed_slice_);
+        if (repeats_.load() && (taken || inbox_.count({m.batch, m.slice}) != 0)) {
+          return Status::Ok();  // after a resume: a re-send of what this node has (the same bytes, by Rule 1)
+        }
         if (m.batch < committed_ || inbox_.count({m.batch, m.slice}) != 0) return Status::Corruption(what + "sent twice");
       }
       Inbound in;
@@ -646,14 +910,29 @@ Status RowNode::HandleFrame(uint32_t from, std::string_view frame) {
       return Status::Corruption("a home bundle over the row transport (it is a home's log entry, never sent)");
     case RowMsgKind::kBatchEnd:
       return Status::Corruption("a batch-end record over the row transport (it is a leader's log entry, never sent)");
-    case RowMsgKind::kResume:
-      // The successor of a dead leader of a partition (docs/partitioned-rows.md 9.5): not built yet.
-      return Status::Corruption("a resume message: failover inside a row is not built yet");
+    case RowMsgKind::kResume: {
+      RowResume m;
+      QR_RETURN_IF_ERROR(DecodeRowMessage(frame, &m));
+      QR_RETURN_IF_ERROR(check_from(m.from));
+      if (opt_.failover_timeout_ms <= 0) return Status::Corruption("a resume, in a row without failover (no followers)");
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (m.answer) {
+          if (!opt_.successor) return Status::Corruption("an answer to a resume this node never sent");
+          answers_[from] = m;
+        } else {
+          if (resumes_.size() >= nparts_) return Status::Corruption("more resumes than the row has peers");
+          resumes_.push_back(ResumeRequest{from, std::move(m)});
+        }
+      }
+      cv_.notify_all();
+      return Status::Ok();
+    }
     case RowMsgKind::kDepValues: {
       RowDepValues m;
       QR_RETURN_IF_ERROR(DecodeRowMessage(frame, &m));
       if (opt_.replicate) QR_RETURN_IF_ERROR(RecordValues(m));  // before any executor can use one
-      for (const RowDepValue& v : m.values) pipeline_->DeliverDepValue(m.batch, m.slice, v.slot, v.value);
+      for (const RowDepValue& v : m.values) pipeline_->DeliverDepValue(m.batch, m.slice, v.slot, v.value, from);
       return Status::Ok();
     }
     case RowMsgKind::kVotes: {
@@ -722,9 +1001,31 @@ void RowNode::WatchLoop() {
     lk.unlock();
     Broadcast(EncodeRowMessage(RowControl{opt_.partition, RowControlKind::kHeartbeat, committed}));
     const int64_t now = NowNanos();
+    std::vector<int64_t> lost;
+    {
+      std::lock_guard<std::mutex> lk2(mu_);
+      lost = lost_ns_;
+    }
     for (uint32_t p = 0; p < nparts_; ++p) {
       if (p == opt_.partition || finished[p] != 0) continue;  // a finished peer may go quiet
+      if (lost[p] != 0) {
+        // Failover: its group elects a successor, which resumes (Resumed); bounded.
+        if (now - lost[p] >= opt_.failover_timeout_ms * 1'000'000) {
+          Fail(Status::Unavailable("row peer " + std::to_string(p) + " (" + opt_.peer_addresses[p] +
+                                   ") was lost and no successor resumed its place within " +
+                                   std::to_string(opt_.failover_timeout_ms) + " ms (row.failover_timeout_ms); batch " +
+                                   std::to_string(committed) + " is the next to commit here"));
+          lk.lock();
+          return;
+        }
+        continue;
+      }
       const int64_t silent = now - last_heard_ns_[p].load(std::memory_order_relaxed);
+      if (silent >= timeout_ns && opt_.failover_timeout_ms > 0) {
+        OnPeerLost(p, Status::Unavailable("row peer " + std::to_string(p) + " (" + opt_.peer_addresses[p] +
+                                          ") sent nothing for " + std::to_string(silent / 1'000'000) + " ms"));
+        continue;
+      }
       if (silent >= timeout_ns) {
         Fail(Status::Unavailable("row peer " + std::to_string(p) + " (" + opt_.peer_addresses[p] + ") sent nothing for " +
                                  std::to_string(silent / 1'000'000) + " ms (row.peer_timeout_ms " +
@@ -820,6 +1121,7 @@ void RowNode::Stop() {
   feeder_.Join();
   watcher_.Join();
   sender_.Join();
+  resumer_.Join();
 }
 
 Status RowNode::health() const {
@@ -866,6 +1168,7 @@ RowNodeStats RowNode::row_stats() const {
   }
   s.values_sent = values_sent_.load();
   s.batch_end_records = batch_end_records_.load();
+  s.resumes = resumes_done_.load();
   return s;
 }
 

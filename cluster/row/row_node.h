@@ -28,10 +28,18 @@
 // every peer (at once, not at the node's own SIGTERM: `cluster.sh down` stops the nodes one at a
 // time, and the first waits for the others' kFinished); a peer closing its connection after its
 // kFinished is expected.
-// Failure: a peer that closes early, a malformed or out-of-window message, a report that does
-// not agree: the node fails with an error naming the peer (on_failure), stops admitting, and
-// what was not answered is answered `failed` by the server. Nothing unacknowledged is lost
-// (no failover of rows yet: a later issue).
+// Failure: a malformed or out-of-window message, a report that does not agree: the node fails
+// with an error naming the peer (on_failure), stops admitting, and what was not answered is
+// answered `failed` by the server. A peer that closes early fails it too, unless the row has
+// followers (failover_timeout_ms > 0; docs/partitioned-rows.md 9.5): the lost peer's group
+// elects a successor, which starts as a RowNode with `successor` set (its pipeline at the first
+// batch D its run as a follower did not finish, its inbox seeded from its group's log), dials
+// every peer with a higher transport epoch and sends RowResume; each peer drops the dead
+// leader's unused values and votes of batches from D on (Pipeline::ForgetFrom), takes repeats
+// from then on (AcceptRepeats), redials the successor, answers with its position and re-sends
+// what it kept for that peer from D on (Retained); the successor re-sends what its predecessor
+// owed each peer (its run as a follower kept it), pads its own streams with empty home slices up
+// to N and plans from N. No successor within failover_timeout_ms: the node fails, naming the peer.
 //
 // Liveness: every node sends each peer a heartbeat every peer_timeout_ms / 5; a peer silent for
 // peer_timeout_ms (row.peer_timeout_ms) fails the node naming it (a warning at half of it), so a
@@ -100,6 +108,27 @@ struct RowNodeOptions {
   // Tests: a leader keeps everything it sent (peers' kDurable trims nothing), to compare with
   // what a follower kept. Still bounded by the per-peer cap.
   bool keep_all_sent = false;
+  // Failover inside the row (docs/partitioned-rows.md 9.5; a row with followers): > 0, a peer
+  // whose connection is lost (or that is silent for peer_timeout_ms) is waited for up to this
+  // long, for its group's successor to resume its place (RowResume), instead of failing the node.
+  int64_t failover_timeout_ms = 0;
+  // This node's group term: its transport's epoch (a successor's is higher than its
+  // predecessor's, so its hello replaces the dead connection) and its resume's term.
+  uint64_t term = 0;
+  // A successor: this node takes the place of its partition's dead leader. Its pipeline starts at
+  // `first_batch` (D: RowNodeOptions::pipeline.first_batch must equal it) over the table its run
+  // as a follower left; its group's log holds, per stream s, the batches below next[s], and
+  // entries[s] are stream s's entries of [D, next[s]) (own home: bundles; peers: sub-slices; the
+  // records' stream: unused, next says which records are logged). `kept[p]`: what its run as a
+  // follower kept for peer p (RowNode::RetainedFrames). It plans from N = max(D, own streams'
+  // next) on, padding its own streams with empty home slices up to N.
+  struct Resume {
+    std::vector<uint64_t> next;
+    std::vector<std::vector<std::string>> entries;
+    std::vector<std::vector<std::pair<uint64_t, std::string>>> kept;
+  };
+  bool successor = false;
+  Resume resume;
   std::string net = "nng";
 };
 
@@ -111,6 +140,7 @@ struct RowNodeStats {
   uint64_t bytes_sent = 0;
   uint64_t values_sent = 0;     // dependency values sent to peers
   uint64_t batch_end_records = 0;  // non-empty batch-end records logged (a batch waited for each)
+  uint64_t resumes = 0;         // peers' successors that resumed their place here
 };
 
 class RowNode final : public executor::RowSender, public RowHome {
@@ -187,6 +217,11 @@ class RowNode final : public executor::RowSender, public RowHome {
     int64_t plan_ns = 0;
     std::string bytes;  // with opt_.replicate: what the followers get
   };
+  // A successor's resume waiting for the "row-resume" thread (a reader thread must not block).
+  struct ResumeRequest {
+    uint32_t from = 0;
+    RowResume msg;
+  };
   // Rule 1: a home slice's frames for its peers, held until its bundle is replicated.
   struct HomeSend {
     uint64_t batch = 0;
@@ -221,6 +256,19 @@ class RowNode final : public executor::RowSender, public RowHome {
   // A frame about `batch` to peer `to`: kept for a re-send (with followers: Retained), then sent.
   // False once the transport failed or stopped.
   bool SendToPeer(uint32_t to, uint64_t batch, std::string frame);
+  // Keeps a frame for peer `to` (Retained) without sending it; what was kept (nullptr: not, it
+  // is below the peer's durable batch); fails the node past the cap.
+  std::shared_ptr<const std::string> Retain(uint32_t to, uint64_t batch, std::string frame);
+  // Failover (docs/partitioned-rows.md 9.5).
+  void OnPeerLost(uint32_t p, const Status& why);
+  void ResumeLoop();  // "row-resume": a peer's successor resumes: redial, answer, re-send
+  void Resumed(uint32_t from, const RowResume& m);
+  // A successor's start: seeds its inbox from the log's entries, then the handshake.
+  Status SeedFromLog();
+  Status Handshake();
+  // A home slice this node planned (or padded: plan_commit false, nobody answers it): to the
+  // inbox, its bundle to the group, its parts to the peers once replicated (Rule 1).
+  void EmitHomeSlice(uint64_t b, uint32_t planner, std::vector<planner::PlannedSlice>* subs, int64_t plan_ns);
   // Peer `from` holds batches below `batch` for good: what was kept for it below that goes.
   void TrimRetained(uint32_t from, uint64_t batch);
   // With followers: tells the peers (kDurable) once this node's durable batch advanced far enough.
@@ -299,6 +347,20 @@ class RowNode final : public executor::RowSender, public RowHome {
   NamedThread sender_;
   std::unique_ptr<std::atomic<int64_t>[]> last_heard_ns_;  // [partition] when its last frame came
   bool started_ = false;
+
+  // Failover (guarded by mu_ unless atomic).
+  std::vector<int64_t> lost_ns_;            // [partition] when its loss was noticed (0: not lost)
+  std::vector<uint64_t> peer_term_;         // [partition] the highest term it resumed with
+  std::deque<ResumeRequest> resumes_;       // bounded: one per peer's successor at a time
+  std::map<uint32_t, RowResume> answers_;   // a successor: the peers' answers
+  std::atomic<bool> repeats_{false};        // a resume happened: repeated frames are dropped
+  uint64_t rec_done_ = 0;                   // guarded by rec_mu_: records built for batches below it
+  uint64_t fed_batch_ = 0;                  // FeedLoop's next (batch, slice)
+  uint32_t fed_slice_ = 0;
+  std::vector<uint64_t> logged_next_;       // a successor: per stream, the log's end (entries below it are logged)
+  uint64_t first_own_ = 0;                  // a successor: N, the first batch it plans
+  std::atomic<uint64_t> resumes_done_{0};
+  NamedThread resumer_;
 };
 
 }  // namespace qrstore::cluster

@@ -249,6 +249,14 @@ TEST_CASE("follower feed, continue_after_end: an end marker is an empty batch; t
   }
   CHECK(rig.pipeline->committed_batches() == 4);
   CHECK(rig.table.Digest() == expect.Digest());
+  // on_end runs on the replay thread after the state WaitEnded and DrainTo look at: wait for it.
+  while (NowNanos() < deadline) {
+    {
+      std::lock_guard<std::mutex> lk(rig.mu);
+      if (!rig.ends.empty()) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
   {
     std::lock_guard<std::mutex> lk(rig.mu);
     CHECK(rig.ends == std::vector<uint64_t>{3});
@@ -282,6 +290,14 @@ TEST_CASE("follower feed, continue_after_end: batches after a marker resume the 
   CHECK(rig.pipeline->committed_batches() == 5);
   CHECK(rig.table.Digest() == expect.Digest());
   CHECK(rig.feed->health().ok());
+  const int64_t ends_deadline = NowNanos() + 10'000'000'000;  // on_end runs after WaitEnded sees the end
+  while (NowNanos() < ends_deadline) {
+    {
+      std::lock_guard<std::mutex> lk(rig.mu);
+      if (rig.ends.size() >= 2) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
   std::lock_guard<std::mutex> lk(rig.mu);
   CHECK(rig.ends == std::vector<uint64_t>{1, 4});
   CHECK(rig.resumes == 1);

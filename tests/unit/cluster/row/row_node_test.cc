@@ -71,6 +71,73 @@ RowNodeOptions NodeOptions(uint32_t p, const std::vector<std::string>& addrs, co
   return o;
 }
 
+// A row follower's feed of partition p from its group (`repl`) into `node`, as RowServer
+// builds it: the last of `streams` streams holds the batch-end records; bundles are kept.
+std::unique_ptr<FollowerFeed> StartRowFeed(RowNode* node, replication::Replicator* repl, uint32_t p, uint32_t streams,
+                                           const KeyMapper& parts, const KeyMapper& ranges) {
+  FollowerFeedOptions fo;
+  fo.planners = streams;
+  fo.ranges = ranges;
+  fo.window = 4;
+  fo.row = true;
+  fo.place = planner::RowPlace{parts, p};
+  fo.batch_end_stream = true;
+  fo.on_bundle = [node](const RowHomeBundle& b) { node->KeepBundle(b); };
+  auto feed = std::make_unique<FollowerFeed>(fo, node->pipeline(), repl, [node](uint64_t end) { node->SetEnd(end); });
+  REQUIRE(feed->Start().ok());
+  return feed;
+}
+
+// Submits every txn to a row home, waiting while its queue is full (bounded: 20 s); how many went.
+size_t SubmitAll(RowNode* node, std::vector<storage::Txn> txns) {
+  size_t sent = 0;
+  const int64_t deadline = NowNanos() + 20'000'000'000;
+  while (sent < txns.size() && NowNanos() < deadline) {
+    std::vector<storage::Txn> rest(txns.begin() + static_cast<std::ptrdiff_t>(sent), txns.end());
+    const size_t n = node->SubmitMany(rest);
+    sent += n;
+    if (n == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return sent;
+}
+
+// Txns for the row tests: cross-partition dependencies, logic aborts and debits.
+testing::GenOptions MixedTxns() {
+  testing::GenOptions g;
+  g.keys = kKeys;
+  g.max_ops = 6;
+  g.dep_per_100 = 25;
+  g.abort_per_100 = 4;
+  g.fire_per_10k = 1500;
+  g.debit_per_100 = 20;
+  return g;
+}
+
+// Starts two row leaders at once (each waits for the other to dial in).
+void StartPair(RowNode* a, RowNode* b) {
+  Status sb;
+  std::thread t([&] { sb = b->Start(); });
+  const Status sa = a->Start();
+  t.join();
+  REQUIRE(sa.ok());
+  REQUIRE(sb.ok());
+}
+
+// Runs f when the test ends, also when a REQUIRE ends it early.
+struct AtExit {
+  std::function<void()> f;
+  ~AtExit() { f(); }
+};
+
+// A RowNode's failure handler that records into m->failures under m->mu.
+template <typename M>
+std::function<void(const Status&)> RecordFailures(M* m) {
+  return [m](const Status& st) {
+    std::lock_guard<std::mutex> lk(m->mu);
+    m->failures.push_back(st);
+  };
+}
+
 struct Leader {
   Group group;
   std::unique_ptr<storage::Table> table;
@@ -220,16 +287,8 @@ TEST_CASE("row node, Rule 2: each follower replays its partition from its group'
       for (auto& m : *v) m->repl->Stop();
     }
   };
-  struct Guard {
-    std::function<void()> f;
-    ~Guard() { f(); }
-  } guard{stop_all};
-  auto on_failure = [](Member* m) {
-    return [m](const Status& st) {
-      std::lock_guard<std::mutex> lk(m->mu);
-      m->failures.push_back(st);
-    };
-  };
+  AtExit guard{stop_all};
+  auto on_failure = [](Member* m) { return RecordFailures(m); };
   const std::string hub = "rule2-" + std::to_string(plain) + std::to_string(corrupt) + "-p";
   for (uint32_t p = 0; p < kParts; ++p) {
     for (bool leader : {true, false}) {
@@ -269,48 +328,19 @@ TEST_CASE("row node, Rule 2: each follower replays its partition from its group'
       (leader ? leaders : followers).push_back(std::move(m));
     }
   }
-  std::vector<Status> started(kParts);
-  {
-    std::thread t1([&] { started[1] = leaders[1]->node->Start(); });
-    started[0] = leaders[0]->node->Start();
-    t1.join();
-  }
-  REQUIRE(started[0].ok());
-  REQUIRE(started[1].ok());
+  StartPair(leaders[0]->node.get(), leaders[1]->node.get());
   for (uint32_t p = 0; p < kParts; ++p) {
     Member* f = followers[p].get();
     REQUIRE(f->node->Start().ok());
-    FollowerFeedOptions fo;
-    fo.planners = streams;
-    fo.ranges = ranges;
-    fo.window = 4;
-    fo.row = true;
-    fo.place = planner::RowPlace{parts, p};
-    fo.batch_end_stream = true;
-    fo.on_bundle = [f](const RowHomeBundle& b) { f->node->KeepBundle(b); };
-    f->feed = std::make_unique<FollowerFeed>(fo, f->node->pipeline(), f->repl.get(),
-                                             [f](uint64_t end) { f->node->SetEnd(end); });
-    REQUIRE(f->feed->Start().ok());
+    f->feed = StartRowFeed(f->node.get(), f->repl.get(), p, streams, parts, ranges);
   }
 
-  testing::GenOptions g;
-  g.keys = kKeys;
-  g.max_ops = 6;
-  g.dep_per_100 = 25;
-  g.abort_per_100 = 4;
-  g.fire_per_10k = 1500;
-  g.debit_per_100 = 20;
+  testing::GenOptions g = MixedTxns();
   if (plain) g.dep_per_100 = g.abort_per_100 = g.debit_per_100 = 0;
   for (uint32_t h = 0; h < kParts; ++h) {
     std::vector<storage::Txn> txns = testing::RandomTxns(31 + h, 600, g);
     for (auto& t : txns) t.id += h * 1'000'000;
-    size_t sent = 0;
-    while (sent < txns.size()) {
-      std::vector<storage::Txn> rest(txns.begin() + static_cast<std::ptrdiff_t>(sent), txns.end());
-      const size_t n = leaders[h]->node->SubmitMany(rest);
-      sent += n;
-      if (n == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    REQUIRE(SubmitAll(leaders[h]->node.get(), std::move(txns)) == 600);
   }
   for (auto& l : leaders) l->node->CloseInput();
   for (auto& l : leaders) REQUIRE(l->node->WaitFinished(30'000).ok());
@@ -409,5 +439,206 @@ TEST_CASE("row node, Rule 2: each follower replays its partition from its group'
   for (auto& l : leaders) {
     std::lock_guard<std::mutex> lk(l->mu);
     CHECK(l->failures.empty());
+  }
+}
+
+TEST_CASE("row node, failover: a partition's leader dies mid-run; its follower resumes its place and the row goes on",
+          "[row][failover]") {
+  // docs/partitioned-rows.md 9.5. A 2-partition row, each partition with a leader and followers
+  // over its `none` hub (its group); txns with cross-partition dependencies, aborts and debits.
+  // One partition's leader stops abruptly mid-run (its row connection closes, its group gets
+  // nothing more). Its follower F collects its group's log, stops its follower pipeline at D and
+  // becomes the successor S (term 2, a new address) over the same table; the other partition's
+  // leader waited for it, answers its resume, redials it and both go on: more txns at both homes,
+  // then the row's end. Checks: the live leader answers every txn submitted to it exactly once;
+  // a second follower of each partition, fed from its group's log alone throughout (the dead
+  // leader's entries, then the successor's), ends with its leader's digest and table; so does
+  // partition 0's first follower.
+  // `dead`: the partition whose leader dies; `after`: once that many batches committed there.
+  const uint32_t dead = GENERATE(1u, 0u);
+  const uint64_t after = GENERATE(2u, 6u);
+  CAPTURE(dead, after);
+  const uint32_t live = 1 - dead;
+  constexpr uint32_t kParts = 2;
+  const uint32_t streams = kParts + 1;
+  const KeyMapper parts(KeyMapper::Kind::kHash, kParts, kKeys);
+  const KeyMapper ranges = KeyMapper::Within(parts, 2);
+  std::vector<std::string> addrs = testing::LoopbackAddresses(kParts);
+  const std::string successor_address = testing::LoopbackAddresses(1)[0];
+  struct Member {
+    std::unique_ptr<replication::none::NoneReplicator> repl;
+    std::unique_ptr<storage::Table> table;
+    std::unique_ptr<RowNode> node;
+    std::unique_ptr<FollowerFeed> feed;
+    std::mutex mu;
+    std::vector<Status> failures;                  // guarded by mu
+    std::map<uint64_t, commit::TxnStatus> answered;  // guarded by mu: txn id -> fate (a leader's clients)
+    uint64_t repeats = 0;                          // guarded by mu: a txn answered twice
+  };
+  // [partition]: leader, follower F (promoted in partition 1), follower G (replays throughout).
+  std::vector<std::unique_ptr<Member>> leaders, fs, gs;
+  std::unique_ptr<Member> successor;
+  auto stop_all = [&] {
+    std::vector<Member*> order;
+    for (auto* v : {&fs, &gs}) {
+      for (auto& m : *v) order.push_back(m.get());
+    }
+    if (successor) order.push_back(successor.get());
+    for (auto& m : leaders) order.push_back(m.get());
+    for (Member* m : order) {
+      if (m->node) m->node->Stop();
+      if (m->feed) m->feed->Stop();
+    }
+    for (Member* m : order) {
+      if (m->repl) m->repl->Stop();
+    }
+  };
+  AtExit guard{stop_all};
+  auto on_failure = [](Member* m) { return RecordFailures(m); };
+  auto sink = [](Member* m) {
+    return [m](const std::vector<commit::TxnOutcome>& v) {
+      std::lock_guard<std::mutex> lk(m->mu);
+      for (const auto& o : v) {
+        if (!m->answered.emplace(o.txn_id, o.status).second) ++m->repeats;
+      }
+    };
+  };
+  auto replicate_into = [](Member* m) {
+    return [m](uint64_t b, uint32_t s, std::string bytes) {
+      m->repl->ReplicateData(replication::ReplicateMeta{0, s, b}, std::move(bytes),
+                             [m, b, s](const replication::ReplicateMeta&, Status st) {
+                               if (st.ok()) m->node->MarkReplicated(b, s);
+                             });
+    };
+  };
+  auto new_repl = [&](uint32_t p, bool leader) {
+    replication::none::NoneOptions no;
+    no.leader = leader;
+    no.planners = streams;
+    no.hub = "failover-p" + std::to_string(p);
+    auto r = std::make_unique<replication::none::NoneReplicator>(no);
+    REQUIRE(r->Start().ok());
+    return r;
+  };
+  for (uint32_t p = 0; p < kParts; ++p) {
+    for (int role = 0; role < 3; ++role) {  // leader, F, G
+      auto m = std::make_unique<Member>();
+      m->repl = new_repl(p, role == 0);
+      m->table = std::make_unique<storage::Table>(kLayout, kKeys);
+      testing::LoadTable(m->table.get(), kKeys, 1000);
+      RowNodeOptions o = NodeOptions(p, addrs, parts, ranges);
+      o.failover_timeout_ms = 30'000;
+      o.term = 1;
+      Member* raw = m.get();
+      if (role == 0) {
+        o.replicate = replicate_into(raw);
+      } else {
+        o.follower = true;
+      }
+      m->node = std::make_unique<RowNode>(o, m->table.get(), sink(raw), [](const BatchInfo&) {}, on_failure(raw),
+                                          [](uint32_t) {});
+      (role == 0 ? leaders : role == 1 ? fs : gs).push_back(std::move(m));
+    }
+  }
+  StartPair(leaders[0]->node.get(), leaders[1]->node.get());
+  for (uint32_t p = 0; p < kParts; ++p) {
+    for (auto* v : {&fs, &gs}) {
+      Member* f = (*v)[p].get();
+      REQUIRE(f->node->Start().ok());
+      f->feed = StartRowFeed(f->node.get(), f->repl.get(), p, streams, parts, ranges);
+    }
+  }
+  const testing::GenOptions g = MixedTxns();
+  auto submit = [&](RowNode* node, uint64_t seed, size_t n, uint64_t id_base) {
+    std::vector<storage::Txn> txns = testing::RandomTxns(seed, n, g);
+    for (auto& t : txns) t.id += id_base;
+    return SubmitAll(node, std::move(txns));
+  };
+  auto wait_for = [](auto pred) {
+    const int64_t deadline = NowNanos() + 20'000'000'000;
+    while (!pred() && NowNanos() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    return pred();
+  };
+  // Phase 1: both homes busy; the dead partition's leader dies once some batches committed there.
+  REQUIRE(submit(leaders[live]->node.get(), 41, 400, 0) == 400);
+  REQUIRE(submit(leaders[dead]->node.get(), 42, 400, 10'000'000) == 400);
+  REQUIRE(wait_for([&] { return leaders[dead]->node->Stats().committed_batches >= after; }));
+  leaders[dead]->node->Stop();  // as a crash: its connection closes, nothing more reaches its group
+  leaders[dead]->repl->Stop();
+
+  // The dead partition's follower F becomes its successor S (what the server's promotion does).
+  Member& f = *fs[dead];
+  std::vector<uint64_t> next(streams);
+  for (uint32_t s = 0; s < streams; ++s) next[s] = f.repl->NextBatchId(0, s).value();
+  uint64_t d = 0;
+  std::vector<std::vector<std::string>> entries;
+  REQUIRE(f.feed->CollectFrom(next, 10'000, &d, &entries).ok());
+  REQUIRE(wait_for([&] { return f.node->Stats().committed_batches >= d; }));
+  CHECK(f.node->Stats().committed_batches == d);
+  RowNodeOptions so = NodeOptions(dead, addrs, parts, ranges);
+  so.peer_addresses[dead] = successor_address;
+  so.failover_timeout_ms = 30'000;
+  so.term = 2;
+  so.pipeline.first_batch = d;
+  so.successor = true;
+  so.resume.next = next;
+  so.resume.entries = std::move(entries);
+  for (uint32_t p = 0; p < kParts; ++p) so.resume.kept.push_back(f.node->RetainedFrames(p));
+  f.node->Stop();
+  f.feed->Stop();
+  f.repl->CancelReceives(0);
+  successor = std::make_unique<Member>();
+  Member* sraw = successor.get();
+  successor->repl = new_repl(dead, /*leader=*/true);
+  successor->table = std::move(f.table);
+  so.replicate = replicate_into(sraw);
+  successor->node = std::make_unique<RowNode>(so, successor->table.get(), sink(sraw), [](const BatchInfo&) {},
+                                              on_failure(sraw), [](uint32_t) {});
+  REQUIRE(successor->node->Start().ok());
+  INFO("the successor resumed at batch " << d);
+
+  // Phase 2: both homes go on; then the row ends.
+  REQUIRE(submit(leaders[live]->node.get(), 43, 300, 20'000'000) == 300);
+  REQUIRE(submit(successor->node.get(), 44, 300, 30'000'000) == 300);
+  leaders[live]->node->CloseInput();
+  successor->node->CloseInput();
+  REQUIRE(leaders[live]->node->WaitFinished(30'000).ok());
+  REQUIRE(successor->node->WaitFinished(30'000).ok());
+  uint64_t end = 0;
+  REQUIRE(leaders[live]->node->row_end_known(&end));
+  CHECK(leaders[live]->node->row_stats().resumes == 1);
+  for (Member* l : {leaders[live].get(), successor.get()}) {
+    for (uint32_t s = 0; s < streams; ++s) {
+      l->repl->ReplicateData(replication::ReplicateMeta{0, s, end}, EncodeEndMarker(end),
+                             [](const replication::ReplicateMeta&, Status st) { REQUIRE(st.ok()); });
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lk(leaders[live]->mu);
+    CHECK(leaders[live]->answered.size() == 700);  // every txn its clients submitted, once
+    CHECK(leaders[live]->repeats == 0);
+    CHECK(leaders[live]->failures.empty());
+  }
+  {
+    std::lock_guard<std::mutex> lk(successor->mu);
+    CHECK(successor->answered.size() == 300);  // its own clients' (its predecessor's were not its)
+    CHECK(successor->repeats == 0);
+    CHECK(successor->failures.empty());
+  }
+  std::vector<Member*> leader_of(kParts);
+  leader_of[live] = leaders[live].get();
+  leader_of[dead] = successor.get();
+  std::vector<Member*> replicas = {fs[live].get(), gs[live].get(), gs[dead].get()};
+  for (Member* r : replicas) {
+    const uint32_t p = r == gs[dead].get() ? dead : live;
+    INFO("a follower of partition " << p);
+    REQUIRE(r->node->WaitFinished(30'000).ok());
+    CHECK(r->node->Stats().committed_batches == end);
+    CHECK(r->node->Stats().last_digest == leader_of[p]->node->Stats().last_digest);
+    for (storage::Key k = 0; k < kKeys; ++k) {
+      if (parts.Of(k) != p) continue;
+      INFO("key " << k);
+      REQUIRE(std::memcmp(r->table->Find(k), leader_of[p]->table->Find(k), kLayout.size()) == 0);
+    }
   }
 }
