@@ -712,7 +712,10 @@ TEST_CASE("row pipelines, repeats: with AcceptRepeats an equal repeat is dropped
          "abort votes of batch 0 round 0 from partition 1: a repeat differs from the votes given before: {} before, "
          "{(slice 0, home 0)} now"},
     };
-    for (const auto& [repeat, expect] : cases) {
+    for (const auto& c : cases) {
+      // Not a structured binding: clang 14 cannot capture one in a lambda.
+      const Step& repeat = c.first;
+      const std::string& expect = c.second;
       for (const bool early : {true, false}) {
         const Step first_then_repeat = [&](Pipeline& n) {
           value_and_votes(n);
