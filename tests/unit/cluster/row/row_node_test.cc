@@ -260,7 +260,7 @@ TEST_CASE("row node, Rule 2: each follower replays its partition from its group'
   const bool corrupt = GENERATE(false, true);
   CAPTURE(plain, corrupt);
   constexpr uint32_t kParts = 2;
-  const uint32_t streams = kParts + 1;  // one planner per home, then the records
+  constexpr uint32_t streams = kParts + 1;  // one planner per home, then the records
   const KeyMapper parts(KeyMapper::Kind::kHash, kParts, kKeys);
   const KeyMapper ranges = KeyMapper::Within(parts, 2);
   const std::vector<std::string> addrs = testing::LoopbackAddresses(kParts);
@@ -305,7 +305,7 @@ TEST_CASE("row node, Rule 2: each follower replays its partition from its group'
       Member* raw = m.get();
       if (leader) {
         o.keep_all_sent = !plain;  // the follower's copy checked with dependencies, the retention's trim without
-        o.replicate = [raw, p, corrupt, streams](uint64_t b, uint32_t s, std::string bytes) {
+        o.replicate = [raw, p, corrupt](uint64_t b, uint32_t s, std::string bytes) {
           if (corrupt && p == 1 && s + 1 == streams) {
             RowBatchEnd rec;
             REQUIRE(DecodeRowMessage(bytes, &rec).ok());
