@@ -252,8 +252,11 @@ int Main(int argc, char** argv) {
     if (!n.ok()) return Fail(kExitBadInput, "flag --node: " + n.status().message());
     target = n.value()->client_address();
   }
-  // One partition: the client follows its leader through a failover (client/load.h).
-  const bool follow = row_size == 1;
+  // The client follows each partition's leader through a failover (client/load.h): one partition,
+  // with sessions; a partitioned row's (docs/partitioned-rows.md 9.5), without sessions yet (what a
+  // lost leader had in flight is in doubt).
+  const bool follow = true;
+  const bool sessions = row_size == 1;
   const int64_t failover_timeout_ns = config.GetInt("client.failover_timeout_ms") * 1'000'000;
   const std::string kind = options.kind == workloads::WorkloadKind::kTransfer ? "transfer" : "ycsb";
   const uint64_t ops_per_txn = options.kind == workloads::WorkloadKind::kTransfer ? 2 : options.ycsb.ops_per_txn;
@@ -279,7 +282,7 @@ int Main(int argc, char** argv) {
     cc.keep_records = verify;
     cc.connect_timeout_ms = connect_ms;
     cc.follow_leader = follow;
-    cc.sessions = follow;  // one partition: a session per connection, carried across failovers
+    cc.sessions = sessions;  // one partition: a session per connection, carried across failovers
     cc.max_frame_bytes = static_cast<uint32_t>(std::min<uint64_t>(
         std::max<uint64_t>(MaxReplyBytes(options, per_request), 1u << 16), uint64_t{1} << 31));
     return std::make_unique<LoadConnection>(cc, std::move(gen).value(), &window, &errors, &signal);
@@ -310,7 +313,7 @@ int Main(int argc, char** argv) {
     const std::string to = row_size > 1 ? topo->Leader(c % row_size).client_address() : target;
     if (Status st = lc[c]->Connect(to); !st.ok()) return Fail(kExitFailed, st.message());
   }
-  if (follow) {
+  if (sessions) {
     for (auto& l : lc) {
       if (Status st = l->OpenSession(connect_ms); !st.ok()) return Fail(kExitFailed, st.message());
     }
@@ -377,7 +380,10 @@ int Main(int argc, char** argv) {
   // its back-off; failovers done; the longest time without a commit (unavailable_ms).
   // An episode lasts from a loss until the first commit after it: a leader that keeps refusing
   // work after every move does not keep the client trying forever.
+  // A partitioned row: the partition whose leader was lost (one failover at a time; connection c
+  // drives partition c mod P).
   int64_t lost_since = -1, episode_since = -1, next_look = 0, look_backoff = 50'000'000;
+  uint32_t lost_partition = 0;
   constexpr int64_t kSilentLeaderNs = 1'000'000'000;  // no reply this long: ask who leads
   // A status question during a failover waits this long at most: the main thread asks it (a
   // paused node never answers), and the timeline's sampling waits meanwhile.
@@ -386,7 +392,7 @@ int Main(int argc, char** argv) {
   int64_t last_commit_ns = start, longest_gap_ns = 0;
   auto look_for_leader = [&](int64_t now) {
     // The node of the group that says it leads and serves, and not the one just lost.
-    const auto group = topo->Group(0);
+    const auto group = topo->Group(lost_partition);
     std::vector<std::string> addresses;
     for (const cluster::NodeInfo* n : group) addresses.push_back(n->client_address());
     const cluster::NodeInfo* found = ServingLeader(group, QueryStatuses(addresses, std::min(connect_ms, kLookMs)));
@@ -397,8 +403,9 @@ int Main(int argc, char** argv) {
       if (now - lost_since > 3'000'000'000) look_backoff = std::min<int64_t>(look_backoff * 2, 1'000'000'000);
       return;
     }
-    for (auto& l : lc) {
-      if (!l->LostLeader()) continue;
+    for (uint32_t c = 0; c < lc.size(); ++c) {
+      auto& l = lc[c];
+      if (c % row_size != lost_partition || !l->LostLeader()) continue;
       if (Status st = l->Reconnect(found->client_address()); !st.ok()) {
         log->warn("{} leads, but connecting to it failed: {}; trying again", found->name, st.message());
         next_look = now + look_backoff;
@@ -406,13 +413,15 @@ int Main(int argc, char** argv) {
       }
     }
     ++failovers;
-    log->warn("failover: {} leads now; every connection moved to it {} ms after the first lost its leader", found->name,
-              Num(static_cast<double>(NowNanos() - lost_since) / 1e6));
-    target = found->client_address();
-    leader_name = found->name;
-    follower_names.clear();
-    for (const cluster::NodeInfo* m : group) {
-      if (m->name != found->name) follower_names.push_back(m->name);
+    log->warn("failover: {} leads partition {} now; its connections moved to it {} ms after the first lost its leader",
+              found->name, lost_partition, Num(static_cast<double>(NowNanos() - lost_since) / 1e6));
+    if (row_size == 1) {
+      target = found->client_address();
+      leader_name = found->name;
+      follower_names.clear();
+      for (const cluster::NodeInfo* m : group) {
+        if (m->name != found->name) follower_names.push_back(m->name);
+      }
     }
     lost_since = -1;
     look_backoff = 50'000'000;
@@ -468,9 +477,11 @@ int Main(int argc, char** argv) {
     if (follow) {
       std::string why;
       bool lost = false;
-      for (auto& l : lc) {
+      for (uint32_t c = 0; c < lc.size(); ++c) {
         std::string w;
-        if (l->LostLeader(&w)) {
+        // While one partition fails over, only its connections count (the others' wait).
+        if ((lost_since < 0 || c % row_size == lost_partition) && lc[c]->LostLeader(&w)) {
+          if (!lost && lost_since < 0) lost_partition = c % row_size;
           lost = true;
           if (why.empty()) why = w;
         }
@@ -480,12 +491,14 @@ int Main(int argc, char** argv) {
         if (lost_since < 0) {
           lost_since = now;
           next_look = now;
-          log->warn("lost the leader {} ({}): txns in flight there are in doubt; looking for the new leader", leader_name,
-                    why);
+          log->warn("lost the leader of partition {} ({}): txns in flight there are in doubt; looking for the new "
+                    "leader",
+                    lost_partition, why);
         }
         if (now >= next_look) look_for_leader(now);
         if (episode_since >= 0 && NowNanos() - episode_since > failover_timeout_ns) {
-          errors.Note("no node of partition 0 took over as leader within client.failover_timeout_ms (" +
+          errors.Note("no node of partition " + std::to_string(lost_partition) +
+                      " took over as leader within client.failover_timeout_ms (" +
                       std::to_string(failover_timeout_ns / 1'000'000) + " ms; asked every node of cluster.nodes)");
           gave_up = true;
           break;
@@ -508,7 +521,7 @@ int Main(int argc, char** argv) {
       break;
     }
     if (!has_txns && window.start_ns.load() != INT64_MAX && now >= window.start_ns.load() + duration_ns) break;
-    if (follow && lost_since < 0 && inflight() > 0 && now - last_progress > kSilentLeaderNs && now >= next_look) {
+    if (row_size == 1 && lost_since < 0 && inflight() > 0 && now - last_progress > kSilentLeaderNs && now >= next_look) {
       // No reply for a while with txns in flight: if another node says it leads, this one was
       // deposed while paused or cut off (it may never answer again): move to the new leader.
       next_look = now + kSilentLeaderNs;
@@ -533,7 +546,7 @@ int Main(int argc, char** argv) {
   if (lost_since >= 0 && !gave_up) {
     // The run's end came while no node had taken over: that is not a run that went on.
     errors.Note("the run ended " + Num(static_cast<double>(NowNanos() - lost_since) / 1e6) + " ms after losing its " +
-                "leader " + leader_name + ", before any node of partition 0 took over");
+                "leader of partition " + std::to_string(lost_partition) + ", before any of its nodes took over");
   }
   if (!has_txns && window.start_ns.load() != INT64_MAX) close_window();  // before the drain
   if (capped) log->warn("stopped submitting at client.verify_max_txns = {} txns (kept for --verify)", verify_cap);
@@ -559,32 +572,50 @@ int Main(int argc, char** argv) {
   // not noticed yet) is not waited for: it is reported apart (a dead member is the group's
   // business now, and a restart brings it back).
   std::vector<std::string> down_followers;
-  {
-    std::map<std::string, proto::NodeStatus> answered = AllStatus(topo.value(), connect_ms);
-    std::vector<std::string> live;
-    auto ls = answered.find(leader_name);
-    for (const std::string& f : follower_names) {
-      bool connected = false;
-      if (ls != answered.end()) {
-        for (const proto::FollowerView& v : ls->second.followers) connected |= v.node == f && v.connected;
-      }
-      auto a = answered.find(f);
-      const bool follows = a != answered.end() && a->second.role == "follower";
-      if (!connected && !follows) {
-        down_followers.push_back(f);
-      } else {
-        live.push_back(f);
-      }
+  if (row_size > 1) {
+    // A row: partition 0's leader now (a failover may have moved it), as for the others below.
+    const cluster::NodeInfo& l = LiveLeader(topo.value(), 0, connect_ms);
+    target = l.client_address();
+    leader_name = l.name;
+    follower_names.clear();
+    for (const cluster::NodeInfo* m : topo->Group(0)) {
+      if (m->name != l.name) follower_names.push_back(m->name);
     }
-    follower_names = std::move(live);
   }
   std::vector<std::string> leaders = {target};
-  std::vector<std::vector<std::string>> follower_sets = {follower_names};
-  for (uint32_t p = 1; p < row_size; ++p) {
-    leaders.push_back(topo->Leader(p).client_address());
-    follower_sets.emplace_back();
-    for (const cluster::NodeInfo* m : topo->Group(p)) {
-      if (m->row != 0) follower_sets.back().push_back(m->name);
+  std::vector<std::vector<std::string>> follower_sets;
+  {
+    std::map<std::string, proto::NodeStatus> answered = AllStatus(topo.value(), connect_ms);
+    // The followers of `leader` (a node name) among `members` that are up.
+    auto live_followers = [&](const std::string& leader, const std::vector<std::string>& members) {
+      std::vector<std::string> live;
+      auto ls = answered.find(leader);
+      for (const std::string& f : members) {
+        bool connected = false;
+        if (ls != answered.end()) {
+          for (const proto::FollowerView& v : ls->second.followers) connected |= v.node == f && v.connected;
+        }
+        auto a = answered.find(f);
+        const bool follows = a != answered.end() && a->second.role == "follower";
+        if (!connected && !follows) {
+          down_followers.push_back(f);
+        } else {
+          live.push_back(f);
+        }
+      }
+      return live;
+    };
+    follower_names = live_followers(leader_name, follower_names);
+    follower_sets.push_back(follower_names);
+    // The other partitions of a row: whoever leads each now (a failover may have moved it).
+    for (uint32_t p = 1; p < row_size; ++p) {
+      const cluster::NodeInfo& l = LiveLeader(topo.value(), p, connect_ms);
+      leaders.push_back(l.client_address());
+      std::vector<std::string> members;
+      for (const cluster::NodeInfo* m : topo->Group(p)) {
+        if (m->name != l.name) members.push_back(m->name);
+      }
+      follower_sets.push_back(live_followers(l.name, members));
     }
   }
   proto::NodeStatus leader_status;
@@ -716,7 +747,7 @@ int Main(int argc, char** argv) {
               " write ops): outcome unknown (answered failed or lost in flight without a session, expired, or "
               "unanswered at the end), executed or not\n",
               write_ops_committed, in_doubt, write_ops_in_doubt);
-  if (follow) {
+  if (sessions) {
     std::printf("  sessions       one per connection; %" PRIu64 " txns sent again to a new leader (each answered "
                 "once: what had run is answered from the replicated session table, not run again)\n",
                 sum(&Counts::retried));

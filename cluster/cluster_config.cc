@@ -55,6 +55,10 @@ void AddClusterConfigKeys(ConfigSchema* s) {
   s->AddInt("row.peer_timeout_ms", 10000, 200, 3'600'000,
             "a partitioned row's node fails when a peer has sent nothing (not even a heartbeat, sent every "
             "fifth of this) for this long: a hung peer; a dead one is seen at once by its closed connection");
+  s->AddInt("row.failover_timeout_ms", 30000, 1000, 3'600'000,
+            "a partitioned row with followers: how long a row leader waits for a lost peer's successor (elected "
+            "by the peer's group) to resume its place before it fails; without followers a lost peer fails it "
+            "at once (docs/partitioned-rows.md 9.5)");
   s->AddInt("server.drain_timeout_ms", 15000, 0, 3'600'000,
             "on SIGTERM: how long to wait for in-flight batches (a follower: for the leader's last batch)");
   s->AddInt("server.report_interval_ms", 50, 1, 60'000, "followers send their per-batch digests this often");

@@ -192,20 +192,32 @@ Status ServerImpl::Start() {
     };
   }
   if (topo_->partitions() > 1) {
-    // A partitioned row keeps the roles of its config.
+    // A partitioned row: row 0 leads its partition's group at the start; with followers the
+    // backend may later make a follower leader, which takes its dead leader's place in the row
+    // (RoleTick, RowServer::Promote). Every handler asks the role.
     role_.store(leader_ ? NodeRole::kLeader : NodeRole::kFollower);
-    if (leader_) {
-      h.submit = [this](std::vector<storage::Txn>& t) { return row_->node()->SubmitMany(t); };
-      h.report = [this](const proto::FollowerReport& r) { return monitor_->OnReport(r); };
-      h.report_connection = [this](const std::string& n, bool up) { monitor_->SetConnected(n, up); };
-    } else {
-      const NodeInfo& l = topo_->Leader(me_.partition);
-      h.not_leader = [name = l.name, address = l.client_address()](proto::NotLeaderReply* r) {
-        r->leader_node = name;
-        r->leader_address = address;
-        return true;
-      };
-    }
+    h.submit = [this](std::vector<storage::Txn>& t) -> size_t {
+      return role() == NodeRole::kLeader ? row_->node()->SubmitMany(t) : 0;
+    };
+    h.report = [this](const proto::FollowerReport& r) {
+      if (role() != NodeRole::kLeader) {
+        return Status::Unavailable(me_.name + " does not lead (it is " + NodeRoleName(role()) + "): report ignored");
+      }
+      return monitor_->OnReport(r);
+    };
+    h.report_connection = [this](const std::string& n, bool up) { monitor_->SetConnected(n, up); };
+    h.not_leader = [this](proto::NotLeaderReply* r) {
+      if (role() == NodeRole::kLeader) return false;
+      uint64_t term = 0;
+      LeaderHint(&r->leader_node, &r->leader_address, &term);
+      if (r->leader_node.empty() && term == 0) {
+        const NodeInfo& l = topo_->Leader(me_.partition);  // nothing heard from the backend yet
+        r->leader_node = l.name;
+        r->leader_address = l.client_address();
+      }
+      if (r->leader_node == me_.name) r->leader_node.clear(), r->leader_address.clear();  // not serving yet
+      return true;
+    };
     service_ = std::make_unique<ClientService>(so, h);
     return StartRow();
   }
@@ -416,8 +428,8 @@ Status ServerImpl::StartReplication() {
 void ServerImpl::MakeMonitor() {
   std::vector<std::string> followers;
   for (const NodeInfo* n : topo_->Group(me_.partition)) {
-    // The group's other members: whoever leads watches the rest (a partitioned row: row 0).
-    if (topo_->partitions() > 1 ? n->row != 0 : n->name != me_.name) followers.push_back(n->name);
+    // The group's other members: whoever leads watches the rest.
+    if (n->name != me_.name) followers.push_back(n->name);
   }
   monitor_ = std::make_unique<DigestMonitor>(followers,
                                              static_cast<size_t>(config_->GetInt("server.digest_history_batches")));
@@ -443,11 +455,10 @@ void ServerImpl::NoteFailure(Status st) {
 
 Status ServerImpl::StartRow() {
   const bool replicated = topo_->replication_factor() > 0;
-  if (leader_) {
-    MakeMonitor();  // with rf = 0 a monitor of no followers, as on one partition
-  } else {
-    MakeReporter();
-  }
+  // Every node keeps its own digests (a promoted follower checks the others at once); with rf = 0
+  // a monitor of no followers, as on one partition.
+  MakeMonitor();
+  if (!leader_) MakeReporter();
   RowServerContext rc;
   rc.config = config_.get();
   rc.topo = topo_.get();
@@ -560,8 +571,9 @@ void ServerImpl::OnReplicated(uint64_t b, uint32_t p, const Status& st) {
 }
 
 void ServerImpl::WatchLoop() {
-  // One partition with followers: the role follows the backend, looked at every kRolePollMs.
-  const bool roles = !row_ && topo_->replication_factor() > 0;
+  // With followers the role follows the backend, looked at every kRolePollMs (a partitioned row
+  // too: a follower whose group elects it takes its dead leader's place in the row).
+  const bool roles = topo_->replication_factor() > 0;
   // A follower of a partitioned row with checkpoints: whether its group can still catch it up
   // from the log, or it must fetch its leader's checkpoint (RecoveryTick), looked at as often.
   const bool recovery = row_ && !leader_ && checkpointer_ && topo_->replication_factor() > 0;

@@ -21,7 +21,10 @@
 // paused and resumed) stops admitting, answers every unacknowledged txn `failed` (outcome
 // unknown), never acknowledges another, and the process exits with kExitDeposed (its table
 // may hold speculative batches no one else executed: no dump, it rejoins by restart).
-// A partitioned row (P > 1) keeps the roles of its config (failover of rows: a later issue).
+// A partitioned row (P > 1): row 0 leads each partition at the start; a follower the backend
+// makes leader takes its partition's place in the row (PromoteRow, RowServer::Promote), unless
+// the row ended already (its leaders stopped cleanly); a row leader that stops leading is
+// deposed as above.
 #pragma once
 
 #include <atomic>
@@ -128,7 +131,11 @@ class ServerImpl {
   std::string SelfStranded() const;
   // Batches [0, this) committed here, counted from the group's start (a node restored from a
   // checkpoint starts at restored_next_).
-  uint64_t AbsoluteCommittedBatches() const { return (restored_ ? restored_next_ : 0) + PipeStats().committed_batches; }
+  // A row node's pipeline knows where it started (a checkpoint, or a promotion's resume batch).
+  uint64_t AbsoluteCommittedBatches() const {
+    return row_ ? row_->node()->pipeline()->committed_batches()
+                : (restored_ ? restored_next_ : 0) + PipeStats().committed_batches;
+  }
   // The node's pipeline state, whichever front-end runs it.
   PipelineStats PipeStats() const { return row_ ? row_->node()->Stats() : pipeline_->Stats(); }
   Status PipeHealth() const { return row_ ? row_->health() : (pipeline_ ? pipeline_->health() : Status::Ok()); }
@@ -147,6 +154,9 @@ class ServerImpl {
   // Start (every stream must be empty). Errors: the backend changed its mind (not leader any
   // more: stay a follower), or the promotion failed (the caller fails the node).
   Status Promote(bool initial);
+  // A follower of a partitioned row that the backend made leader: takes its partition's place in
+  // the row (RowServer::Promote; docs/partitioned-rows.md 9.5), then serves as its home.
+  Status PromoteRow();
   // Empty slices (b, p) for b in [next[p], end) on every stream, replicated and published.
   Status PadStreams(const std::vector<uint64_t>& next, uint64_t end);
   // The replicate hook of this node's planner (nullptr with rf = 0: nothing to replicate).
@@ -218,6 +228,7 @@ class ServerImpl {
   Status fail_stop_;              // guarded by mu_
   bool deposed_ = false;          // guarded by mu_
   bool restart_ = false;          // guarded by mu_: fail_stop_ is a restart to load a fetched checkpoint
+  bool row_end_leadership_logged_ = false;  // watch thread only
   std::string recovery_note_;     // guarded by mu_: what the recovery is doing, for status ("" none)
   // Recovery (watch thread only).
   std::unique_ptr<net::StreamNet> fetch_net_;

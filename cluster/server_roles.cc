@@ -36,6 +36,22 @@ const NodeInfo* ServerImpl::LeaderNode(const replication::LeaderView& v) const {
   return nullptr;
 }
 
+Status ServerImpl::PromoteRow() {
+  auto log = Logger("server");
+  const uint64_t term = replicator_->Leader(kGroup).term;
+  role_.store(NodeRole::kPromoting, std::memory_order_release);
+  log->warn("{} the replication backend made this node leader of partition {} (term {}): taking its leader's place "
+            "in the row",
+            Identity(), me_.partition, term);
+  const int64_t t0 = NowNanos();
+  QR_RETURN_IF_ERROR(row_->Promote(term, drain_timeout_ms_));
+  if (reporter_) reporter_->Stop(0);
+  role_.store(NodeRole::kLeader, std::memory_order_release);
+  log->warn("{} leads partition {} in the row (term {}), {} ms after the backend made it leader", Identity(),
+            me_.partition, term, (NowNanos() - t0) / 1'000'000);
+  return Status::Ok();
+}
+
 void ServerImpl::LeaderHint(std::string* node, std::string* address, uint64_t* term) const {
   std::lock_guard<std::mutex> lk(hint_mu_);
   if (node != nullptr) *node = hint_node_;
@@ -65,6 +81,17 @@ void ServerImpl::RoleTick() {
     // Reports go to the leader the backend names; while it names none, to the last one.
     if (reporter_ && ln != nullptr && ln->name != me_.name) reporter_->SetLeader(ln->client_address());
     if (!replicator_->IsLeader(kGroup)) return;
+    uint64_t row_end = 0;
+    if (row_ && row_->node()->row_end_known(&row_end)) {
+      // The row's leaders stopped cleanly (end markers): nothing to take over; this node stops
+      // with its row.
+      if (!row_end_leadership_logged_) {
+        row_end_leadership_logged_ = true;
+        log->info("{} the backend made this node leader after the row ended at batch {}: nothing to take over",
+                  Identity(), row_end);
+      }
+      return;
+    }
     // (An old leader that stopped cleanly left end markers: an empty batch, and this node goes
     // on after it: a group stopped and started again, or the old leader alone stopped.)
     bool failed = false;
@@ -85,7 +112,7 @@ void ServerImpl::RoleTick() {
       log->error("{} {}", Identity(), fail_stop(nullptr).message());
       return;
     }
-    Status st = Promote(/*initial=*/false);
+    Status st = row_ ? PromoteRow() : Promote(/*initial=*/false);
     {
       std::lock_guard<std::mutex> lk(mu_);
       role_changing_ = false;

@@ -56,8 +56,7 @@ proto::NodeStatus ServerImpl::NodeStatusNow() const {
   const PipelineStats ps = PipeStats();
   // Absolute (the next batch id to commit), also after a restart from a checkpoint: what the
   // followers' digest reports and the monitor count in.
-  const uint64_t first = restored_ ? restored_next_ : 0;
-  s.committed_batches = first + ps.committed_batches;
+  s.committed_batches = AbsoluteCommittedBatches();
   s.last_digest = ps.last_digest;
   s.committed_txns = ps.committed;
   s.aborted_txns = ps.aborted;

@@ -99,22 +99,29 @@ Status ServerImpl::Shutdown() {
   // hold speculative batches no one else executed) or one whose promotion failed.
   std::string skip_dump;
   NodeRole role = this->role();
-  if (!row_) {
+  {
     // Freeze the role: no promotion starts from here on, and a running one finishes first.
     std::unique_lock<std::mutex> lk(mu_);
     roles_frozen_ = true;
     cv_.wait(lk, [&] { return !role_changing_; });
     role = this->role();
   }
-  if (row_) {
-    if (leader_) {
+  const bool row_leader = row_ && row_->leader();
+  if (row_ && (role == NodeRole::kDeposed || role == NodeRole::kPromoting)) {
+    bool deposed = false;
+    result = fail_stop(&deposed);
+    if (result.ok()) result = Status::Unavailable(std::string("stopped while ") + NodeRoleName(role));
+    skip_dump = deposed ? "it was deposed: its table may hold speculative batches no other node executed"
+                        : "its promotion to leader did not complete";
+  } else if (row_) {
+    if (row_leader) {
       service_->StopAdmitting(Status::Unavailable("node stopping (SIGTERM)"));
       row_->node()->CloseInput();
     }
     // A follower's end comes with its stream's end markers (from its leader's stop), unless its
     // group cannot bring it up to date (stranded) or it restarts to load a fetched checkpoint.
-    const std::string stranded = leader_ ? std::string() : SelfStranded();
-    if (!leader_ && (!stranded.empty() || restart_requested())) {
+    const std::string stranded = row_leader ? std::string() : SelfStranded();
+    if (!row_leader && (!stranded.empty() || restart_requested())) {
       result = Status::Unavailable("not waiting for the row's end (applied " +
                                    std::to_string(row_->node()->pipeline()->committed_batches()) + " batches): " +
                                    (stranded.empty() ? std::string("restarting to load a fetched checkpoint") : stranded));
@@ -125,7 +132,7 @@ Status ServerImpl::Shutdown() {
     uint64_t end = 0;
     if (result.ok() && row_->node()->row_end_known(&end)) {
       log->info("{} the row ended at batch {}; every row peer finished", Identity(), end);
-      if (leader_ && topo_->replication_factor() > 0) {
+      if (row_leader && topo_->replication_factor() > 0) {
         result = EndReplication(end);
         if (result.ok()) log->info("{} end markers replicated at batch {}", Identity(), end);
       }

@@ -1,6 +1,7 @@
 #include "cluster/row/row_node.h"
 
 #include <algorithm>
+#include <thread>
 #include <tuple>
 #include <utility>
 
@@ -472,7 +473,29 @@ Status RowNode::SeedFromLog() {
 Status RowNode::Handshake() {
   auto log = Logger("row");
   const uint64_t d = opt_.pipeline.first_batch;
-  QR_RETURN_IF_ERROR(transport_->DialAll(opt_.connect_timeout_ms));
+  if (opt_.resume.candidates.empty()) {
+    QR_RETURN_IF_ERROR(transport_->DialAll(opt_.connect_timeout_ms));
+  } else {
+    // Each peer partition's leader now: the member whose row port answers (a follower listens on
+    // none, a dead leader's is closed), tried in turn until the deadline.
+    const int64_t deadline = NowNanos() + opt_.connect_timeout_ms * 1'000'000;
+    for (uint32_t p = 0; p < nparts_; ++p) {
+      if (p == opt_.partition) continue;
+      const auto& cands = opt_.resume.candidates.at(p);
+      Status st = Status::Unavailable("no member of its group listed");
+      for (size_t i = 0; !cands.empty() && !Halted(); i = (i + 1) % cands.size()) {
+        st = transport_->Redial(p, cands[i], 300);
+        if (st.ok()) break;
+        if (NowNanos() >= deadline) break;
+        if (i + 1 == cands.size()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      if (!st.ok()) {
+        return Status::Unavailable("row peer partition " + std::to_string(p) + ": no member of its group took a row "
+                                   "connection within " + std::to_string(opt_.connect_timeout_ms) + " ms: " +
+                                   st.message());
+      }
+    }
+  }
   const RowResume resume{opt_.partition, false, opt_.term, d, 0, opt_.peer_addresses[opt_.partition]};
   Broadcast(EncodeRowMessage(resume));
   QR_RETURN_IF_ERROR(transport_->WaitDialedIn(opt_.connect_timeout_ms));

@@ -123,6 +123,9 @@ struct RowNodeOptions {
   // follower kept for peer p (RowNode::RetainedFrames). It plans from N = max(D, own streams'
   // next) on, padding its own streams with empty home slices up to N.
   struct Resume {
+    // [partition] the row addresses of its group's members: its leader now is the one whose row
+    // port answers (followers listen on none), tried in turn (empty: peer_addresses as they are).
+    std::vector<std::vector<std::string>> candidates;
     std::vector<uint64_t> next;
     std::vector<std::vector<std::string>> entries;
     std::vector<std::vector<std::pair<uint64_t, std::string>>> kept;

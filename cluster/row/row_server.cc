@@ -1,14 +1,21 @@
 #include "cluster/row/row_server.h"
 
 #include <mutex>
+#include <thread>
 
 #include "cluster/client_service.h"
 #include "cluster/replica_monitor.h"
+#include "common/clock.h"
 #include "common/logging.h"
 
 namespace qrstore::cluster {
 
-RowServer::RowServer(RowServerContext ctx) : ctx_(std::move(ctx)) {
+RowServer::RowServer(RowServerContext ctx) : ctx_(std::move(ctx)), leader_(ctx_.leader) {
+  nodes_.push_back(MakeNode(Options(ctx_.leader), ctx_.leader));
+  node_.store(nodes_.back().get(), std::memory_order_release);
+}
+
+RowNodeOptions RowServer::Options(bool leader) const {
   const Config& c = *ctx_.config;
   const NodeInfo& me = *ctx_.me;
   const bool replicated = ctx_.topo->replication_factor() > 0;
@@ -26,22 +33,14 @@ RowServer::RowServer(RowServerContext ctx) : ctx_(std::move(ctx)) {
   ro.record_bytes = ctx_.record_bytes;
   ro.connect_timeout_ms = c.GetInt("server.start_timeout_ms");
   ro.peer_timeout_ms = c.GetInt("row.peer_timeout_ms");
-  ro.follower = !ctx_.leader;
-  // Each batch's digest: a leader's monitor (with rf = 0 one of no followers, as on one
-  // partition) or a follower's reporter, and the checkpointer.
-  std::function<void(uint64_t, uint64_t)> record;
-  if (ctx_.leader) {
-    record = [m = ctx_.monitor](uint64_t b, uint64_t d) { m->RecordOwn(b, d); };
-  } else {
-    record = [r = ctx_.reporter](uint64_t b, uint64_t d) { r->RecordApplied(b, d); };
-  }
-  BatchHook on_batch = [record, c = ctx_.checkpointer, x = ctx_.checkpoint_digest_mix](const BatchInfo& b) {
-    record(b.batch, b.digest);
-    if (c != nullptr) c->OnCommitted(b.batch, b.digest ^ x);
-  };
-  if (ctx_.leader && replicated) {
+  ro.follower = !leader;
+  // With followers a lost row peer is waited for: its group elects a successor that resumes its
+  // place (docs/partitioned-rows.md 9.5).
+  ro.failover_timeout_ms = replicated ? c.GetInt("row.failover_timeout_ms") : 0;
+  ro.term = ctx_.term;
+  if (leader && replicated) {
     // Every sub-slice this partition runs, its own and its peers', goes to its group, one stream
-    // per (home, planner): a follower row replays partition p without any leader.
+    // per (home, planner), and its batch-end records on one more: its followers replay it alone.
     ro.replicate = [this](uint64_t b, uint32_t s, std::string bytes) {
       ctx_.replicated_bytes->fetch_add(bytes.size(), std::memory_order_relaxed);
       ctx_.replicator->ReplicateData(replication::ReplicateMeta{ctx_.group, s, b}, std::move(bytes),
@@ -50,8 +49,25 @@ RowServer::RowServer(RowServerContext ctx) : ctx_(std::move(ctx)) {
                                      });
     };
   }
-  node_ = std::make_unique<RowNode>(
-      ro, ctx_.table, [svc = ctx_.service](const std::vector<commit::TxnOutcome>& o) { svc->OnOutcomes(o); }, on_batch,
+  return ro;
+}
+
+std::unique_ptr<RowNode> RowServer::MakeNode(RowNodeOptions ro, bool leader) {
+  // Each batch's digest: a leader's monitor (with rf = 0 one of no followers, as on one
+  // partition) or a follower's reporter, and the checkpointer.
+  std::function<void(uint64_t, uint64_t)> record;
+  if (leader) {
+    record = [m = ctx_.monitor](uint64_t b, uint64_t d) { m->RecordOwn(b, d); };
+  } else {
+    record = [r = ctx_.reporter](uint64_t b, uint64_t d) { r->RecordApplied(b, d); };
+  }
+  BatchHook on_batch = [record, c = ctx_.checkpointer, x = ctx_.checkpoint_digest_mix](const BatchInfo& b) {
+    record(b.batch, b.digest);
+    if (c != nullptr) c->OnCommitted(b.batch, b.digest ^ x);
+  };
+  return std::make_unique<RowNode>(
+      std::move(ro), ctx_.table,
+      [svc = ctx_.service](const std::vector<commit::TxnOutcome>& o) { svc->OnOutcomes(o); }, on_batch,
       [this](const Status& st) { ctx_.on_failure(st); }, [this](uint32_t) { ctx_.on_row_ending(); });
 }
 
@@ -59,7 +75,7 @@ RowServer::~RowServer() { Stop(); }
 
 Status RowServer::Start() {
   const NodeInfo& me = *ctx_.me;
-  if (Status st = node_->Start(); !st.ok()) {
+  if (Status st = node()->Start(); !st.ok()) {
     const std::string port = me.row_port != 0 ? "row_port" : "peer_port";
     return Status(st.code() == StatusCode::kUnavailable
                       ? Status::Unavailable("cluster.nodes[" + std::to_string(me.index) + "]." + port +
@@ -76,29 +92,83 @@ Status RowServer::Start() {
     fo.row = true;
     fo.batch_end_stream = true;
     fo.place = planner::RowPlace{ctx_.partition_map, me.partition};
-    fo.on_bundle = [n = node_.get()](const RowHomeBundle& b) { n->KeepBundle(b); };
-    feed_ = std::make_unique<FollowerFeed>(fo, node_->pipeline(), ctx_.replicator, [this](uint64_t end) {
+    RowNode* n = node();
+    fo.on_bundle = [n](const RowHomeBundle& b) { n->KeepBundle(b); };
+    feed_ = std::make_unique<FollowerFeed>(fo, n->pipeline(), ctx_.replicator, [this, n](uint64_t end) {
       ctx_.reporter->MarkEnded(true);
-      node_->SetEnd(end);
+      n->SetEnd(end);
     });
     QR_RETURN_IF_ERROR(feed_->Start());
   }
   return Status::Ok();
 }
 
+Status RowServer::Promote(uint64_t term, int64_t timeout_ms) {
+  auto log = Logger("row");
+  if (leader() || !feed_) return Status::InvalidArgument("only a follower is promoted");
+  RowNode* follower = node();
+  // 1. Where each stream of the group's log ends; the feed applies every batch the log holds
+  // whole (below D) and hands over the rest.
+  std::vector<uint64_t> next(ctx_.streams);
+  for (uint32_t s = 0; s < ctx_.streams; ++s) {
+    auto n = ctx_.replicator->NextBatchId(ctx_.group, s);
+    if (!n.ok()) return n.status();
+    next[s] = n.value();
+  }
+  uint64_t d = 0;
+  RowNodeOptions ro = Options(/*leader=*/true);
+  QR_RETURN_IF_ERROR(feed_->CollectFrom(next, timeout_ms, &d, &ro.resume.entries));
+  // 2. Every batch below D committed here; then the follower stops there.
+  const int64_t deadline = NowNanos() + timeout_ms * 1'000'000;
+  while (follower->Stats().committed_batches + ctx_.first_batch < d) {
+    if (Status h = follower->health(); !h.ok()) return h;
+    if (NowNanos() >= deadline) {
+      return Status::Timeout("batches below " + std::to_string(d) + " not applied within " + std::to_string(timeout_ms) +
+                             " ms");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  for (uint32_t p = 0; p < ctx_.topo->partitions(); ++p) ro.resume.kept.push_back(follower->RetainedFrames(p));
+  follower->Stop();
+  feed_->Stop();
+  ctx_.replicator->CancelReceives(ctx_.group);
+  // 3. The successor: a leader's node over the same table, from D. Its peers are the other
+  // partitions' leaders now, whichever rows they are in (each group's member whose row port
+  // answers; the config's leader first).
+  for (uint32_t q = 0; q < ctx_.topo->partitions(); ++q) {
+    std::vector<std::string> cands;
+    cands.push_back(ctx_.topo->Leader(q).row_address());
+    for (const NodeInfo* m : ctx_.topo->Group(q)) {
+      if (m->name != ctx_.topo->Leader(q).name) cands.push_back(m->row_address());
+    }
+    if (q != ctx_.me->partition) ro.peer_addresses[q] = cands.front();
+    ro.resume.candidates.push_back(std::move(cands));
+  }
+  ro.successor = true;
+  ro.term = term;
+  ro.pipeline.first_batch = d;
+  ro.resume.next = next;
+  log->warn("[partition {}] takes its dead leader's place in the row (term {}): resumes at batch {}",
+            ctx_.me->partition, term, d);
+  nodes_.push_back(MakeNode(std::move(ro), /*leader=*/true));
+  node_.store(nodes_.back().get(), std::memory_order_release);
+  leader_.store(true, std::memory_order_release);
+  return node()->Start();
+}
+
 void RowServer::Stop() {
   // A follower's node first: its pipeline may wait for a batch-end record that will not come (a
   // dead leader), and a feed thread in BeginSlice or AwaitBatch returns only once it stopped.
-  if (node_ && !ctx_.leader) node_->Stop();
+  if (!leader()) node()->Stop();
   if (feed_) feed_->Stop();
-  if (node_) node_->Stop();
+  for (auto& n : nodes_) n->Stop();
 }
 
 Status RowServer::health() const {
-  if (feed_) {
+  if (feed_ && !leader()) {
     if (Status st = feed_->health(); !st.ok()) return st;
   }
-  return node_->health();
+  return node()->health();
 }
 
 }  // namespace qrstore::cluster

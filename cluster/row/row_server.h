@@ -26,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cluster/checkpointer.h"
 #include "cluster/engine.h"
@@ -70,6 +71,8 @@ struct RowServerContext {
   Checkpointer* checkpointer = nullptr;
   uint64_t first_batch = 0;
   uint64_t checkpoint_digest_mix = 0;  // mixed into each digest the checkpointer gets (sessions')
+  // The group's term when the node starts (its row transport's epoch).
+  uint64_t term = 0;
 };
 
 class RowServer {
@@ -85,15 +88,33 @@ class RowServer {
   Status Start();
   // The feed (a follower's), then the RowNode. Idempotent.
   void Stop();
+  // A follower whose group made it leader (term `term`) takes its dead leader's place in the row
+  // (docs/partitioned-rows.md 9.5): its feed applies every batch its group's log holds whole
+  // (below D) and hands over the rest, its follower node stops there, and a successor RowNode
+  // over the same table resumes with the row's peers (bounded by timeout_ms for the log and by
+  // server.start_timeout_ms for the peers). From then on node() is the successor. Errors: the
+  // log could not be read to its end, the row ended already, the peers did not answer.
+  Status Promote(uint64_t term, int64_t timeout_ms);
+  bool leader() const { return leader_.load(std::memory_order_acquire); }
 
-  RowNode* node() { return node_.get(); }
-  const RowNode* node() const { return node_.get(); }
+  // The current node (the successor once promoted; the earlier ones stay alive, stopped, so a
+  // pointer a thread got before the switch stays valid).
+  RowNode* node() { return node_.load(std::memory_order_acquire); }
+  const RowNode* node() const { return node_.load(std::memory_order_acquire); }
   // OK, or the first failure of the feed or the RowNode.
   Status health() const;
 
  private:
+  // The options of this node's RowNode, as a leader or a follower.
+  RowNodeOptions Options(bool leader) const;
+  // A RowNode with the node's sinks and hooks (a leader's digests to the monitor, a follower's to
+  // its reporter).
+  std::unique_ptr<RowNode> MakeNode(RowNodeOptions ro, bool leader);
+
   const RowServerContext ctx_;
-  std::unique_ptr<RowNode> node_;
+  std::atomic<bool> leader_;
+  std::vector<std::unique_ptr<RowNode>> nodes_;  // every node this server ran; the last is node_
+  std::atomic<RowNode*> node_{nullptr};
   std::unique_ptr<FollowerFeed> feed_;  // follower only
 };
 
