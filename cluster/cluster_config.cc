@@ -79,6 +79,14 @@ void AddClusterConfigKeys(ConfigSchema* s) {
                "committed (replicated) but before any of its outcomes is answered, so tests can show retries "
                "answered from the session table; empty: off");
 
+  s->AddString("server.test_row_crash", "",
+               "test hook: NODE:STEP:BATCH: that node, leading in a partitioned row, kills itself (SIGKILL) at STEP "
+               "of its first home slice of batch BATCH or later (before_bundle: planned, not yet proposed to its "
+               "group; bundle_proposed: proposed, not known committed; before_send: committed, no part sent; "
+               "after_send: its parts sent; executed: the batch executed here, its values and votes sent, its "
+               "batch-end record not yet logged), so tests can show a failover at every step of the row's exchange "
+               "(docs/partitioned-rows.md 9.5); empty: off");
+
   s->AddInt("client.connections", 4, 1, 1024, "client connections to the leader (--connections)");
   s->AddInt("client.outstanding", 5000, 1, 10'000'000, "txns in flight per connection, closed loop (--outstanding)");
   s->AddInt("client.txns_per_request", 100, 1, 100000, "txns carried by one request message");

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # failover-timeline.sh: what a leader's death costs, as a client sees it.
 #
-#   scripts/failover-timeline.sh CONFIG [--kill-at S] [--duration-s S] [--kills N] [--out DIR]
-#                                [--key=value ...]
+#   scripts/failover-timeline.sh CONFIG [--kill-at S] [--duration-s S] [--kills N] [--partition P]
+#                                [--out DIR] [--key=value ...]
 #
-# Brings up a fresh cluster of CONFIG (one partition), runs qrstore-client against it for
-# --duration-s (default 20) with the commit count sampled every 100 ms, and kills the current
-# leader with SIGKILL at --kill-at seconds (default 5) after the client started; with --kills N,
-# N times, spaced evenly from --kill-at to the end of the run (the group must keep a majority:
-# 2N + 1 members at least). Then it stops the cluster (survivors' dumps) and writes into --out
+# Brings up a fresh cluster of CONFIG, runs qrstore-client against it for --duration-s (default
+# 20) with the commit count sampled every 100 ms, and kills the current leader (of partition
+# --partition, default 0, in a partitioned row: its group elects a successor that takes its place
+# in the row) with SIGKILL at --kill-at seconds (default 5) after the client started; with
+# --kills N, N times, spaced evenly from --kill-at to the end of the run (the group must keep a
+# majority: 2N + 1 members at least). Then it stops the cluster (survivors' dumps) and writes into --out
 # (default run/failover-timeline-<time>):
 #   timeline.csv   t_s,committed (per 100 ms, t from the client's start), kills.csv (t_s,node)
 #   timeline.png   the same, plotted, kills marked (python3-matplotlib, installed from Debian when
@@ -19,25 +20,26 @@
 #                  check (YCSB: the update counters of every survivor's dump sum to exactly the
 #                  write ops the client saw committed when no txn is in doubt (the client's
 #                  sessions resend what a lost leader left unanswered), else to at least that and
-#                  at most that plus those in doubt; transfer: the money is conserved) and
-#                  whether the survivors' dumps agree.
+#                  at most that plus those in doubt; transfer: the money is conserved; a row: summed
+#                  over its partitions) and whether the survivors of each partition dump the same.
 # Extra --key=value arguments go to the servers and the client (e.g. --replication.raft.election_ticks=20).
 # Exit status: 0 measured and the checks passed; 1 a check failed or the run did not work; 2 bad
 # input.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${QRSTORE_BIN:-$here/build/bin}"
-usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "failover-timeline: $*" >&2; exit 1; }
 bad() { echo "failover-timeline: $*" >&2; exit 2; }
 
-config="" kill_at=5 duration=20 kills=1 out="" overrides=()
+config="" kill_at=5 duration=20 kills=1 out="" overrides=() victim_partition=0
 while (($#)); do
   case "$1" in
     -h|--help) usage; exit 0 ;;
     --kill-at) kill_at="${2:?--kill-at needs seconds}"; shift 2 ;;
     --duration-s) duration="${2:?--duration-s needs seconds}"; shift 2 ;;
     --kills) kills="${2:?--kills needs a count}"; shift 2 ;;
+    --partition) victim_partition="${2:?--partition needs a partition}"; shift 2 ;;
     --out) out="${2:?--out needs a folder}"; shift 2 ;;
     --*=*) overrides+=("$1"); shift ;;
     -*) bad "unknown flag $1 (see --help)" ;;
@@ -52,9 +54,9 @@ python3 -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); sys.exit(0 if
 [[ -x "$bin/qrstore-server" && -x "$bin/qrstore-client" ]] || die "no programs in $bin (build first: cmake --build build)"
 
 nodes="$("$bin/qrstore-server" --config "$config" "${overrides[@]+"${overrides[@]}"}" --list-nodes)" || bad "$config: not a valid cluster config"
-members=$(awk '$5 == 0' <<<"$nodes" | wc -l)
-partitions=$(awk '{ print $5 }' <<<"$nodes" | sort -u | wc -l)
-((partitions == 1)) || bad "$config has $partitions partitions: failover of partitioned rows comes later"
+[[ "$victim_partition" =~ ^[0-9]+$ ]] || bad "--partition: a partition number (got '$victim_partition')"
+members=$(awk -v p="$victim_partition" '$5 == p' <<<"$nodes" | wc -l)
+((members > 0)) || bad "$config has no partition $victim_partition"
 ((members >= 2 * kills + 1)) || bad "$kills kill(s) need a group of at least $((2 * kills + 1)) members to keep a majority; $config has $members"
 name="$("$bin/qrstore-server" --config "$config" "${overrides[@]+"${overrides[@]}"}" --get cluster.name)"
 kind="$("$bin/qrstore-server" --config "$config" "${overrides[@]+"${overrides[@]}"}" --get workload.kind)"
@@ -68,7 +70,12 @@ cleanup() { cluster down "$config" >"$out/down.log" 2>&1 || true; }
 trap cleanup EXIT
 cluster up "$config" --fresh "${all[@]}" >"$out/up.log" 2>&1 || { cat "$out/up.log" >&2; die "the cluster did not start"; }
 status() { "$bin/qrstore-client" --config "$config" "${all[@]}" --status --client.connect_timeout_ms=1000 2>/dev/null || true; }
-leader() { status | awk 'NR > 1 && $2 == "leader" && $3 == "serving" { print $1; exit }'; }
+# The serving leader of the victim partition (--list-nodes: name host cport pport partition row).
+leader() {
+  local in_partition
+  in_partition="$(awk -v p="$victim_partition" '$5 == p { print $1 }' <<<"$nodes" | tr '\n' ' ')"
+  status | awk -v names=" $in_partition" 'NR > 1 && $2 == "leader" && $3 == "serving" && index(names, " " $1 " ") { print $1; exit }'
+}
 
 echo "failover-timeline: $config ($members members, $kind), ${duration} s, $kills kill(s) from t = ${kill_at} s; output in $out"
 "$bin/qrstore-client" --config "$config" "${all[@]}" --duration-s "$duration" --json --client.progress_interval_ms=100 \
@@ -82,11 +89,11 @@ for ((k = 0; k < kills; k++)); do
   at=$(python3 -c "print($kill_at + $k * $step)")
   sleep "$(python3 -c "import time; print(max(0.0, $started + $at - time.time()))")"
   victim="$(leader)"
-  [[ -n "$victim" ]] || die "no node leads at t = $at s: $(status)"
+  [[ -n "$victim" ]] || die "no node leads partition $victim_partition at t = $at s: $(status)"
   t="$(date +%s.%N)"
   cluster kill "$config" "$victim" KILL >/dev/null
   echo "$t $victim" >>"$out/kills.unix"
-  echo "failover-timeline: killed the leader $victim at t = ${at} s"
+  echo "failover-timeline: killed the leader $victim (partition $victim_partition) at t = ${at} s"
 done
 wait "$client" && client_code=0 || client_code=$?
 cleanup
@@ -98,9 +105,12 @@ py=python3
 if ! "$py" -c "import matplotlib" 2>/dev/null && [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-matplotlib >"$out/apt.log" 2>&1 || true
 fi
+printf '%s\n' "$nodes" >"$out/nodes.txt"
 "$py" - "$out" "$kind" "$client_code" "$config" <<'PY'
 import glob, json, os, sys
 out, kind, client_code, config = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+# node -> partition (--list-nodes: name host cport pport partition row)
+partition_of = {l.split()[0]: int(l.split()[4]) for l in open(os.path.join(out, "nodes.txt")) if l.strip()}
 lines = [l for l in open(os.path.join(out, "client.json")).read().splitlines() if l.strip().startswith("{")]
 if not lines:
     sys.exit("failover-timeline: the client printed no JSON (exit %d); see %s/client.log" % (client_code, out))
@@ -157,11 +167,19 @@ for d in dumps:
         for line in f:
             s += int(line.split("\t")[1])
     sums[os.path.basename(d)[:-4]] = s
-same = len(set(open(d, "rb").read() for d in dumps)) == 1 if dumps else False
-say("survivors' dumps: %s, %s" % (", ".join(sorted(sums)) or "none", "identical" if same else "DIFFER or missing"))
+# The survivors of each partition dump the same state; totals add one survivor per partition.
+by_partition = {}
+for d in dumps:
+    by_partition.setdefault(partition_of.get(os.path.basename(d)[:-4], -1), []).append(d)
+partitions = sorted(set(partition_of.values()))
+same = bool(dumps) and sorted(by_partition) == partitions and all(
+    len(set(open(d, "rb").read() for d in ds)) == 1 for ds in by_partition.values())
+say("survivors' dumps: %s, %s" % (", ".join(sorted(sums)) or "none",
+                                  ("identical" if len(partitions) == 1 else "identical within each partition")
+                                  if same else "DIFFER or missing"))
 ok = ok and same
-if sums:
-    total = next(iter(sums.values()))
+if sums and same:
+    total = sum(sums[os.path.basename(ds[0])[:-4]] for ds in by_partition.values())
     if kind == "transfer":
         say("exactly once: the total balance is %d (conserved if equal to the initial total)" % total)
     else:

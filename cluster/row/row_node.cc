@@ -1,6 +1,8 @@
 #include "cluster/row/row_node.h"
 
 #include <algorithm>
+#include <csignal>
+#include <cstdio>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -214,7 +216,11 @@ void RowNode::EmitHomeSlice(uint64_t b, uint32_t planner, std::vector<planner::P
     if (opt_.replicate) held_[{b, s}] = std::move(send);
   }
   cv_.notify_all();
-  if (opt_.replicate) opt_.replicate(b, s, std::move(bundle));  // this stream's batches come in order: one planner
+  if (opt_.replicate) {
+    MaybeCrash("before_bundle", b);
+    opt_.replicate(b, s, std::move(bundle));  // this stream's batches come in order: one planner
+    MaybeCrash("bundle_proposed", b);
+  }
 }
 
 void RowNode::MarkReplicated(uint64_t batch, uint32_t slice) {
@@ -262,9 +268,11 @@ void RowNode::SendLoop() {
       hs = std::move(to_send_.front());
       to_send_.pop_front();
     }
+    MaybeCrash("before_send", hs.batch);
     for (uint32_t p = 0; p < hs.frames.size(); ++p) {
       if (!hs.frames[p].empty() && !SendToPeer(p, hs.batch, std::move(hs.frames[p]))) return;  // failed or stopped
     }
+    MaybeCrash("after_send", hs.batch);
   }
 }
 
@@ -816,7 +824,16 @@ Status RowNode::RecordValues(const RowDepValues& m) {
   return Status::Ok();
 }
 
+void RowNode::MaybeCrash(const char* step, uint64_t b) const {
+  if (opt_.crash_step.empty() || b < opt_.crash_batch || opt_.crash_step != step) return;
+  std::fprintf(stderr, "row test hook: partition %u kills itself (SIGKILL) at step %s of batch %llu\n", opt_.partition,
+               step, static_cast<unsigned long long>(b));
+  std::fflush(stderr);
+  std::raise(SIGKILL);
+}
+
 void RowNode::OnBatchExecuted(uint64_t b) {
+  MaybeCrash("executed", b);
   // Executor thread. Every kDepRecv slot of batch b was filled before its executors finished,
   // and RecordValues ran before each value was delivered: the record has every value.
   RowBatchEnd rec;

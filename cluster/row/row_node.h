@@ -132,6 +132,11 @@ struct RowNodeOptions {
   };
   bool successor = false;
   Resume resume;
+  // Tests (server.test_row_crash): the node kills itself (SIGKILL) at this step of its first home
+  // slice of crash_batch or later: "before_bundle", "bundle_proposed", "before_send",
+  // "after_send", "executed" (docs/partitioned-rows.md 9.5's crash points). Empty: never.
+  std::string crash_step;
+  uint64_t crash_batch = 0;
   std::string net = "nng";
 };
 
@@ -272,6 +277,8 @@ class RowNode final : public executor::RowSender, public RowHome {
   // A home slice this node planned (or padded: plan_commit false, nobody answers it): to the
   // inbox, its bundle to the group, its parts to the peers once replicated (Rule 1).
   void EmitHomeSlice(uint64_t b, uint32_t planner, std::vector<planner::PlannedSlice>* subs, int64_t plan_ns);
+  // The crash hook (RowNodeOptions::crash_step): SIGKILL when `step` is it and b >= crash_batch.
+  void MaybeCrash(const char* step, uint64_t b) const;
   // Peer `from` holds batches below `batch` for good: what was kept for it below that goes.
   void TrimRetained(uint32_t from, uint64_t batch);
   // With followers: tells the peers (kDurable) once this node's durable batch advanced far enough.

@@ -1,5 +1,6 @@
 #include "cluster/row/row_server.h"
 
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 
@@ -38,6 +39,14 @@ RowNodeOptions RowServer::Options(bool leader) const {
   // place (docs/partitioned-rows.md 9.5).
   ro.failover_timeout_ms = replicated ? c.GetInt("row.failover_timeout_ms") : 0;
   ro.term = ctx_.term;
+  // server.test_row_crash: NODE:STEP:BATCH (a test kills this node at a step of the exchange).
+  if (const std::string& crash = c.GetString("server.test_row_crash"); leader && !crash.empty()) {
+    const size_t a = crash.find(':'), b = crash.rfind(':');
+    if (a != std::string::npos && b > a && crash.substr(0, a) == me.name) {
+      ro.crash_step = crash.substr(a + 1, b - a - 1);
+      ro.crash_batch = std::strtoull(crash.c_str() + b + 1, nullptr, 10);
+    }
+  }
   if (leader && replicated) {
     // Every sub-slice this partition runs, its own and its peers', goes to its group, one stream
     // per (home, planner), and its batch-end records on one more: its followers replay it alone.

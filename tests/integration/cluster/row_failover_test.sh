@@ -9,25 +9,42 @@
 # new leader and both rows' state; every surviving member of each group dumps the same state as
 # its leader; money summed over the two partitions' dumps is conserved (each transfer all or
 # nothing on both partitions, in doubt or not).
-# Usage: row_failover_test.sh BACKEND
+# With STEPS (crash points of docs/partitioned-rows.md 9.5: before_bundle, bundle_proposed,
+# before_send, after_send, executed), one run per step in which p1r0 kills itself (the
+# server.test_row_crash hook) at that step of its first home slice of batch 200 or later,
+# instead of being killed from outside; the same checks after each.
+# Usage: row_failover_test.sh BACKEND [STEP ...]
 source "$(dirname "$0")/lib.sh"
 backend="${1:?raft or zookeeper}"
+shift
+steps=("$@")
+((${#steps[@]} > 0)) || steps=(kill)
 zk=()
 [[ "$backend" == zookeeper && -n "${QRSTORE_ZK_HOSTS:-}" ]] && zk=("--replication.zookeeper.hosts=$QRSTORE_ZK_HOSTS")
 
-qr_grid_config "$QR_TMP/grid-failover.yaml" "$backend" 2 3 \
+for step in "${steps[@]}"; do
+qr_grid_config "$QR_TMP/grid-$step.yaml" "$backend" 2 3 \
   "workload:" "  kind: transfer" "transfer:" "  accounts: 4000" "  initial_balance: 1000" "  max_amount: 1500" \
   "  mp_ratio: 0.5" "batch:" "  txns: 500" "  timeout_ms: 5"
-cfg="$QR_TMP/grid-failover.yaml"
-qr_up "$cfg" "${zk[@]+"${zk[@]}"}" "--replication.zookeeper.root=/qrstore-row-failover-$$" \
-  --replication.zookeeper.session_timeout_ms=2000
+cfg="$QR_TMP/grid-$step.yaml"
+crash=()
+[[ "$step" == kill ]] || crash=("--server.test_row_crash=p1r0:$step:200")
+qr_up "$cfg" "${zk[@]+"${zk[@]}"}" "--replication.zookeeper.root=/qrstore-row-failover-$$-$step" \
+  --replication.zookeeper.session_timeout_ms=2000 "${crash[@]+"${crash[@]}"}"
 qr_client "$cfg" --duration-s 14 --target-tps 10000 --connections 2 --outstanding 500 --seed 61 --json \
   >"$QR_TMP/failover.out" 2>"$QR_TMP/failover.err" &
 client=$!
-sleep 5
-"$QR_SRC/scripts/cluster.sh" kill "$cfg" p1r0 KILL
-note "p1r0 (partition 1's leader) killed"
+if [[ "$step" == kill ]]; then
+  sleep 5
+  "$QR_SRC/scripts/cluster.sh" kill "$cfg" p1r0 KILL
+  note "p1r0 (partition 1's leader) killed"
+fi
 wait "$client" || fail "client failed: $(tail -15 "$QR_TMP/failover.err")"
+if [[ "$step" != kill ]]; then
+  grep -q "row test hook: partition 1 kills itself (SIGKILL) at step $step of batch" \
+    "$QRSTORE_RUN_DIR/grid-$step/p1r0.log" || fail "p1r0 never reached step $step (see its log)"
+  note "p1r0 killed itself at step $step: $(grep -o "of batch [0-9]*" "$QRSTORE_RUN_DIR/grid-$step/p1r0.log" | tail -1)"
+fi
 out="$QR_TMP/failover.out"
 [[ "$(json_field "$out" failovers)" -ge 1 ]] || fail "the client saw no failover: $(tail -5 "$QR_TMP/failover.err")"
 grep -q "failover: p1r[12] leads partition 1 now" "$QR_TMP/failover.err" ||
@@ -37,13 +54,13 @@ import json, sys
 line = [l for l in open(sys.argv[1]).read().splitlines() if l.strip()][-1]
 per = json.loads(line)["committed_per_interval"]
 print("-- commits per second:", per)
-# The kill came 5 s into the run: commits in the last 4 s.
+# The kill came well before the last 4 s: commits in them.
 sys.exit(0 if len(per) >= 8 and sum(per[-5:-1]) > 0 else 1)
 PY
-new="$(grep -ho "p1r[12] .* takes its dead leader's place\|leads partition 1 in the row" "$QRSTORE_RUN_DIR/grid-failover/"p1r[12].log | head -1)"
-[[ -n "$new" ]] || fail "no follower of partition 1 took p1r0's place (see $QRSTORE_RUN_DIR/grid-failover/p1r1.log)"
-grep -q "partition 1's successor at .* resumed at batch" "$QRSTORE_RUN_DIR/grid-failover/p0r0.log" ||
-  fail "p0r0 did not see partition 1's successor resume (see $QRSTORE_RUN_DIR/grid-failover/p0r0.log)"
+new="$(grep -ho "p1r[12] .* takes its dead leader's place\|leads partition 1 in the row" "$QRSTORE_RUN_DIR/grid-$step/"p1r[12].log | head -1)"
+[[ -n "$new" ]] || fail "no follower of partition 1 took p1r0's place (see $QRSTORE_RUN_DIR/grid-$step/p1r1.log)"
+grep -q "partition 1's successor at .* resumed at batch" "$QRSTORE_RUN_DIR/grid-$step/p0r0.log" ||
+  fail "p0r0 did not see partition 1's successor resume (see $QRSTORE_RUN_DIR/grid-$step/p0r0.log)"
 status="$("$QR_SRC/scripts/cluster.sh" status "$cfg" 2>&1)" || true
 grep -Eq "^1 +p1r[12]@[0-9]+ +2 of 3\$" <<<"$status" || fail "status: partition 1's new leader: $status"
 note "status: $(grep -E "^1 +p1r" <<<"$status")"
@@ -70,5 +87,7 @@ for n in p0r0 p0r1 p0r2; do [[ -s "$dir/$n.tsv" ]] || fail "no dump of $n"; done
 note "every surviving member of each group dumps the same state"
 total=$(($(dump_sum "$dir/p0r0.tsv") + $(dump_sum "$dir/p1r1.tsv")))
 [[ "$total" == 4000000 ]] || fail "money not conserved across the partitions: $total"
-note "failover: 4,000,000 conserved over both partitions after partition 1's leader was killed"
+note "$step: 4,000,000 conserved over both partitions after partition 1's leader died"
+QR_CONFIGS=()
+done
 echo PASS
