@@ -413,8 +413,14 @@ int Main(int argc, char** argv) {
       }
     }
     ++failovers;
-    log->warn("failover: {} leads partition {} now; its connections moved to it {} ms after the first lost its leader",
-              found->name, lost_partition, Num(static_cast<double>(NowNanos() - lost_since) / 1e6));
+    const std::string after = Num(static_cast<double>(NowNanos() - lost_since) / 1e6);
+    if (row_size == 1) {
+      log->warn("failover: {} leads now; every connection moved to it {} ms after the first lost its leader", found->name,
+                after);
+    } else {
+      log->warn("failover: {} leads partition {} now; its connections moved to it {} ms after the first lost its leader",
+                found->name, lost_partition, after);
+    }
     if (row_size == 1) {
       target = found->client_address();
       leader_name = found->name;
@@ -491,9 +497,8 @@ int Main(int argc, char** argv) {
         if (lost_since < 0) {
           lost_since = now;
           next_look = now;
-          log->warn("lost the leader of partition {} ({}): txns in flight there are in doubt; looking for the new "
-                    "leader",
-                    lost_partition, why);
+          log->warn("lost the leader {} ({}): txns in flight there are in doubt; looking for the new leader",
+                    row_size == 1 ? leader_name : "of partition " + std::to_string(lost_partition), why);
         }
         if (now >= next_look) look_for_leader(now);
         if (episode_since >= 0 && NowNanos() - episode_since > failover_timeout_ns) {

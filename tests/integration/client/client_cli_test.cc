@@ -268,7 +268,7 @@ TEST_CASE("qrstore-client: bad input exits 2 naming the problem, before connecti
   CHECK(help.out.find("qrstore.opspertxn") != std::string::npos);
 }
 
-TEST_CASE("qrstore-client: a --txns run over 3 connections passes --verify; --json has every documented field") {
+TEST_CASE("qrstore-client: a --txns run over 3 connections passes --verify, --json has every documented field") {
   TwoNodes c("verify3", {}, /*reply_delay_us=*/300);
   Output o = Run(Client(c.config, {"--txns", "3000", "--connections", "3", "--outstanding", "200", "--seed", "5",
                                    "--verify", "--json"}));
@@ -554,14 +554,14 @@ assert abs(float(o["config"]["ycsb.theta"]) - 0.99) < 1e-9, o["config"]["ycsb.th
 )") == "");
 }
 
-TEST_CASE("qrstore-client --status: one line per node; exit 1 naming the node that does not answer") {
+TEST_CASE("qrstore-client --status: one line per node, exit 1 naming the node that does not answer") {
   TwoNodes c("status");
   Output ok = Run(Client(c.config, {"--status"}), 30);
   INFO(ok.Show());
   CHECK(ok.code == 0);
   CHECK(ok.out.find("node ") == 0);
-  CHECK(ok.out.find("\nn0           leader   serving") != std::string::npos);
-  CHECK(ok.out.find("\nn1           follower serving") != std::string::npos);
+  CHECK(ok.out.find("\nn0           leader    serving") != std::string::npos);
+  CHECK(ok.out.find("\nn1           follower  serving") != std::string::npos);
   CHECK(ok.out.find("agrees") != std::string::npos);  // n1 as n0 sees it
 
   const int down = FreePorts(1)[0];
@@ -569,6 +569,6 @@ TEST_CASE("qrstore-client --status: one line per node; exit 1 naming the node th
   Output bad = Run(Client(cfg3, {"--status"}), 30);
   INFO(bad.Show());
   CHECK(bad.code == 1);
-  CHECK(bad.out.find("\nn2           follower down") != std::string::npos);
+  CHECK(bad.out.find("\nn2           -         down") != std::string::npos);
   CHECK(bad.err.find("no answer: n2 (127.0.0.1:" + std::to_string(down) + "): cannot connect") != std::string::npos);
 }

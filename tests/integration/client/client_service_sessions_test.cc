@@ -66,7 +66,7 @@ commit::TxnOutcome OutcomeOf(const storage::Txn& t, uint32_t index) {
 
 }  // namespace
 
-TEST_CASE("client service: a session opens through its entry; answers out of turn land at their own positions") {
+TEST_CASE("client service: a session opens through its entry, answers out of turn land at their own positions") {
   Engine engine;
   cluster::ClientServiceOptions so;
   so.node = "n0";

@@ -362,7 +362,7 @@ TEST_CASE("raft replicator: a member whose application then asks only for later 
   for (auto& m : r) m->Stop();
 }
 
-TEST_CASE("raft replicator: a live follower that stops receiving never holds the quorum back; it falls out of the log",
+TEST_CASE("raft replicator: a live follower that stops receiving never holds the quorum back, it falls out of the log",
           "[raft][integration]") {
   // The leader keeps only 4 MB of log and lets the quorum lack at most 1 MB. Member 2's
   // application asks for nothing, so member 2 pauses and stops taking entries (a paused or

@@ -203,7 +203,7 @@ TEST_CASE("engine: same input, same results with 1-3 planners, 1/2/4 executors, 
   }
 }
 
-TEST_CASE("engine: an aborted txn leaves no trace; a later txn reading its write re-reads",
+TEST_CASE("engine: an aborted txn leaves no trace, a later txn reading its write re-reads",
           "[concurrency]") {
   std::vector<Txn> txns(3);
   txns[0].id = 1;

@@ -177,7 +177,7 @@ TEST_CASE("follower feed: a well-formed slice of another batch, planner or execu
   }
 }
 
-TEST_CASE("follower feed: DrainTo applies every batch below the streams' ends and no more; a promoted node pads and "
+TEST_CASE("follower feed: DrainTo applies every batch below the streams' ends and no more, a promoted node pads and "
           "delivers outcomes from there on") {
   Rig rig("feed-drain");
   rig.pipeline->DeliverOutcomesFrom(UINT64_MAX);  // a follower: its outcomes go nowhere
@@ -227,7 +227,7 @@ TEST_CASE("follower feed: DrainTo applies every batch below the streams' ends an
   CHECK(rig.outcome_batches == std::set<uint64_t>{4});  // none of the replayed batches' outcomes
 }
 
-TEST_CASE("follower feed, continue_after_end: an end marker is an empty batch; the group goes on after it under a "
+TEST_CASE("follower feed, continue_after_end: an end marker is an empty batch, the group goes on after it under a "
           "new leader, and the next marker ends it again") {
   Rig rig("feed-continue", 2, /*continue_after_end=*/true);
   storage::Table expect(kLayout, kKeys);
@@ -264,7 +264,7 @@ TEST_CASE("follower feed, continue_after_end: an end marker is an empty batch; t
   }
 }
 
-TEST_CASE("follower feed, continue_after_end: batches after a marker resume the feed (ended no more); a later marker "
+TEST_CASE("follower feed, continue_after_end: batches after a marker resume the feed (ended no more), a later marker "
           "ends it where the node's stop ends its input") {
   Rig rig("feed-resume", 2, /*continue_after_end=*/true);
   storage::Table expect(kLayout, kKeys);

@@ -222,7 +222,7 @@ TEST_CASE("pipeline: a pipeline fed the decoded slices of another reaches the sa
   CHECK(follower_seen.txns.size() == txns.size());
 }
 
-TEST_CASE("pipeline: nothing commits before its batch is replicated; sync mode executes only then",
+TEST_CASE("pipeline: nothing commits before its batch is replicated, sync mode executes only then",
           "[slow]") {
   for (bool sync : {false, true}) {
     INFO((sync ? "sync" : "speculative"));
@@ -350,7 +350,7 @@ TEST_CASE("pipeline: after Fail nothing is delivered, waits end with the error a
 // A sink or a batch hook that fails the pipeline (a row node whose send to a dead peer fails
 // inside them) must not hang its own commit thread: Fail from inside returns, nothing is
 // delivered after it, and the pipeline stops.
-TEST_CASE("pipeline: Fail from inside the sink or the batch hook returns; nothing is delivered after it") {
+TEST_CASE("pipeline: Fail from inside the sink or the batch hook returns, nothing is delivered after it") {
   for (const bool from_hook : {false, true}) {
     INFO((from_hook ? "from the hook" : "from the sink"));
     storage::Table table(kLayout, kKeys);

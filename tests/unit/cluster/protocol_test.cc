@@ -87,7 +87,7 @@ TEST_CASE("protocol: every truncation, trailing byte and overlong varint of a re
   CHECK(DecodeTxnRequest(EncodeTxnRequest(r2), &got).message().find("at most 1024") != std::string::npos);
 }
 
-TEST_CASE("protocol: session requests carry increasing seqs; open-session messages round trip") {
+TEST_CASE("protocol: session requests carry increasing seqs, open-session messages round trip") {
   TxnRequest req;
   req.request_id = 12;
   req.session = 300;
@@ -270,7 +270,7 @@ TEST_CASE("protocol: random bytes never crash a decoder and what decodes re-enco
   }
 }
 
-TEST_CASE("protocol: checkpoint fetches and pieces round trip; a piece that lies is refused") {
+TEST_CASE("protocol: checkpoint fetches and pieces round trip, a piece that lies is refused") {
   CheckpointFetch f{5, 120, kAnyCheckpoint, 4096, 1 << 20};
   CheckpointFetch f2;
   REQUIRE(DecodeCheckpointFetch(EncodeCheckpointFetch(f), &f2).ok());

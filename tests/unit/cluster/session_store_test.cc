@@ -134,7 +134,7 @@ TEST_CASE("session store: opens in log order, admits new txns, answers what was 
   CHECK(leader.counters().refused == 2);
 }
 
-TEST_CASE("session store: a seq the session forgot is expired, never run again; the session cap evicts") {
+TEST_CASE("session store: a seq the session forgot is expired, never run again, the session cap evicts") {
   planner::SessionLimits limits;
   limits.max_sessions = 2;
   limits.max_outcomes_per_session = 2;

@@ -29,7 +29,7 @@ RowSliceReport Rep(const std::vector<Entry>& entries) {
 }
 }  // namespace
 
-TEST_CASE("row commit: a slice completes when every partition reported; reads come back in op order") {
+TEST_CASE("row commit: a slice completes when every partition reported, reads come back in op order") {
   // Range mapping over 100 keys: partition 0 = 0..49, partition 1 = 50..99. Records of 4 bytes.
   const KeyMapper parts(KeyMapper::Kind::kRange, 2, 100);
   std::vector<RowHomeSlice> got;

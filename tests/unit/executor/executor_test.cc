@@ -264,7 +264,7 @@ std::string RunRangeZeroFirst(storage::Table* table, const std::vector<Txn>& txn
 
 }  // namespace
 
-TEST_CASE("executor: a dependency not yet published does not stall the range; its key keeps planned order") {
+TEST_CASE("executor: a dependency not yet published does not stall the range, its key keeps planned order") {
   // Range 0 holds keys 0..9, range 1 keys 10..19. Txn 1 writes 2 <- 15 (range 1 publishes 15's
   // counter, slot 0); range 1 runs only after range 0 published key 3's counter for txn 2's
   // 12 <- 3 (slot 1), which comes after txn 1: range 0 went on past the parked dependency.

@@ -144,7 +144,7 @@ TEST_CASE("row planner: sub-slices carry the single-node plan's fragments, decod
   CHECK(all_txns_split > 1000);
 }
 
-TEST_CASE("row planner: one partition plans what the single-node planner plans; a txn without ops stays home") {
+TEST_CASE("row planner: one partition plans what the single-node planner plans, a txn without ops stays home") {
   testing::GenOptions g;
   g.dep_per_100 = 30;
   g.debit_per_100 = 10;

@@ -189,7 +189,7 @@ TEST_CASE("session table: the per-session cap forgets the session's oldest and r
   CHECK(V(t, s, 2) == Verdict::kExpired);
 }
 
-TEST_CASE("session table: the global cap forgets the oldest outcome first; a seq below the floor is never kNew") {
+TEST_CASE("session table: the global cap forgets the oldest outcome first, a seq below the floor is never kNew") {
   SessionTable t(Small(4, 100, 4));
   const uint64_t a = t.Open(Pos(1));
   const uint64_t b = t.Open(Pos(1, 1));

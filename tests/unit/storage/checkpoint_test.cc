@@ -368,7 +368,7 @@ TEST_CASE("checkpoint: keep-last-K pruning deletes only older checkpoint files")
         StatusCode::kInvalidArgument);
 }
 
-TEST_CASE("checkpoint: temp and foreign-named files are never listed; stale temps are removed") {
+TEST_CASE("checkpoint: temp and foreign-named files are never listed, stale temps are removed") {
   TempDir dir;
   const RecordLayout l{2, 8};
   auto src = MakeTable(l, 8, Range(0, 3), 0);

@@ -60,7 +60,7 @@ TEST_CASE("table: duplicate key and full table are errors") {
   CHECK(t.size() == 3);
 }
 
-TEST_CASE("table: many sparse keys survive index growth; ForEach visits each once") {
+TEST_CASE("table: many sparse keys survive index growth, ForEach visits each once") {
   RecordLayout l{2, 8};
   const uint64_t n = 5000;
   Table t(l, n);

@@ -100,7 +100,7 @@ TEST_CASE("reference: kAbortIf follows AbortFires on the value read") {
   CHECK(held > 50);
 }
 
-TEST_CASE("reference: transfers conserve money; a short debit aborts") {
+TEST_CASE("reference: transfers conserve money, a short debit aborts") {
   auto ref = Make(3, 100);
   REQUIRE(ref->Apply(T(1, {{OpKind::kDebit, 0, 0, 60}, {OpKind::kCredit, 1, 0, 60}})).value());
   CHECK(Counter(*ref, 0) == 40);

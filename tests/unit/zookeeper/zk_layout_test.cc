@@ -131,7 +131,7 @@ TEST_CASE("zk layout: marker round trip and corruption") {
   CHECK(DecodeMarker(enc + "x", &d, &chunk0).code() == StatusCode::kCorruption);  // inline size
 }
 
-TEST_CASE("zk layout: markers carry the writer's epoch; version-1 markers (no epoch) still decode") {
+TEST_CASE("zk layout: markers carry the writer's epoch, version-1 markers (no epoch) still decode") {
   const std::string payload = "hello epochs";
   MarkerHeader h = MakeMarkerHeader(payload, 1000);
   CHECK(h.epoch == 0);

@@ -309,7 +309,7 @@ TEST_CASE("zk retention: fewer followers registered than configured: rule 1 wait
   }
 }
 
-TEST_CASE("zk retention: at most max_deletes per round; a hold for that says so") {
+TEST_CASE("zk retention: at most max_deletes per round, a hold for that says so") {
   Scenario sc(1, 1000);
   sc.Stream(kS0, 0, 100, 1000).Follower("a", true, {{kS0, 100}}).MaxDeletes(10);
   RetentionPlan p = sc.Plan();

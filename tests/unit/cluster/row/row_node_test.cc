@@ -148,7 +148,7 @@ struct Leader {
 
 }  // namespace
 
-TEST_CASE("row node: a home slice goes to its home's group first; its peer gets its part only once that is confirmed",
+TEST_CASE("row node: a home slice goes to its home's group first, its peer gets its part only once that is confirmed",
           "[row]") {
   const KeyMapper parts(KeyMapper::Kind::kRange, 2, kKeys);  // partition 0: keys 0..99, 1: 100..199
   const KeyMapper ranges = KeyMapper::Within(parts, 1);
@@ -442,7 +442,7 @@ TEST_CASE("row node, Rule 2: each follower replays its partition from its group'
   }
 }
 
-TEST_CASE("row node, failover: a partition's leader dies mid-run; its follower resumes its place and the row goes on",
+TEST_CASE("row node, failover: a partition's leader dies mid-run, its follower resumes its place and the row goes on",
           "[row][failover]") {
   // docs/partitioned-rows.md 9.5. A 2-partition row, each partition with a leader and followers
   // over its `none` hub (its group); txns with cross-partition dependencies, aborts and debits.

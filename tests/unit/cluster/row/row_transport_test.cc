@@ -190,7 +190,7 @@ TEST_CASE("row transport: frames arrive in order, named by sender, small and lar
   for (auto& n : nodes) n->t->Stop();
 }
 
-TEST_CASE("row transport: a peer closing early fails the others naming it; after ExpectClose it is quiet") {
+TEST_CASE("row transport: a peer closing early fails the others naming it, after ExpectClose it is quiet") {
   const auto addrs = testing::LoopbackAddresses(3);
   std::vector<std::unique_ptr<Node>> nodes;
   for (uint32_t i = 0; i < 3; ++i) nodes.push_back(std::make_unique<Node>(i, addrs));
@@ -209,7 +209,7 @@ TEST_CASE("row transport: a peer closing early fails the others naming it; after
   for (auto& n : nodes) n->t->Stop();
 }
 
-TEST_CASE("row transport: an oversized frame fails the receiver; Connect names a peer that never comes") {
+TEST_CASE("row transport: an oversized frame fails the receiver, Connect names a peer that never comes") {
   const auto addrs = testing::LoopbackAddresses(2);
   std::vector<std::unique_ptr<Node>> nodes;
   nodes.push_back(std::make_unique<Node>(0, addrs, 1 << 20));
@@ -306,7 +306,7 @@ TEST_CASE("row transport, failover: a lost peer is reported once, and its succes
   }
 }
 
-TEST_CASE("row transport, failover: a dial-in whose epoch is not higher is refused; the live one keeps working") {
+TEST_CASE("row transport, failover: a dial-in whose epoch is not higher is refused, the live one keeps working") {
   const bool tolerate = GENERATE(true, false);
   CAPTURE(tolerate);
   const auto addrs = testing::LoopbackAddresses(3);
@@ -398,7 +398,7 @@ TEST_CASE("row transport, failover: a replaced connection delivers nothing more,
   for (auto& n : nodes) n->t->Stop();
 }
 
-TEST_CASE("row transport, failover: Redial before the loss was noticed; a writer blocked on the old one returns") {
+TEST_CASE("row transport, failover: Redial before the loss was noticed, a writer blocked on the old one returns") {
   const std::string net = GENERATE(as<std::string>{}, "nng", "posix");
   CAPTURE(net);
   const auto addrs = testing::LoopbackAddresses(2);
