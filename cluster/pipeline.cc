@@ -230,6 +230,7 @@ class PipelineImpl {
     std::lock_guard<std::mutex> lk(ring_.mu);
     return ring_.committed;
   }
+  uint64_t executed_batches() const { return executors_.executed_batches(); }
   bool HistoryCovers(uint64_t batch) const { return executors_.HistoryCovers(batch); }
   void StopHistory() { executors_.StopHistory(); }
 
@@ -316,6 +317,7 @@ void Pipeline::DeliverResolved(uint64_t b, std::vector<executor::RowTxn> fired, 
 void Pipeline::MarkBatchEnd(uint64_t b) { impl_->MarkBatchEnd(b); }
 bool Pipeline::AwaitBatch(uint64_t b) { return impl_->AwaitBatch(b); }
 void Pipeline::DeliverOutcomesFrom(uint64_t b) { impl_->DeliverOutcomesFrom(b); }
+uint64_t Pipeline::executed_batches() const { return impl_->executed_batches(); }
 bool Pipeline::HistoryCovers(uint64_t batch) const { return impl_->HistoryCovers(batch); }
 void Pipeline::StopHistory() { impl_->StopHistory(); }
 void Pipeline::EndInput(uint64_t end) { impl_->EndInput(end); }

@@ -192,6 +192,9 @@ class Pipeline {
   uint64_t committed_batches() const;  // absolute: the next batch id to commit
   // The write histories hold every write of batch `batch` and later (history_bytes > 0 and none
   // overwritten since). Any thread.
+  // Absolute: the next batch to be executed and resolved here (it may not be committed yet). A
+  // caller that sees batch b executed sees every write of it (the table is safe to read for it).
+  uint64_t executed_batches() const;
   bool HistoryCovers(uint64_t batch) const;
   // The write histories record nothing more (HistoryCovers is false from then on). Any thread.
   void StopHistory();

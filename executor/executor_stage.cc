@@ -198,6 +198,11 @@ Status ExecutorStage::DeliverResolved(uint64_t b, std::vector<RowTxn> fired, std
   return Status::Ok();
 }
 
+uint64_t ExecutorStage::executed_batches() const {
+  std::lock_guard<std::mutex> lk(ring_->mu);
+  return executed_;
+}
+
 size_t ExecutorStage::ForgetFrom(uint32_t from, uint64_t first_batch) {
   std::lock_guard<std::mutex> lk(ring_->mu);
   size_t dropped = 0;

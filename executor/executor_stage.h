@@ -165,6 +165,9 @@ class ExecutorStage {
   uint64_t reexecuted_locked() const { return reexecuted_; }  // ring->mu held
   // Every range's write history holds every write of batch `batch` and later (false without
   // histories). Any thread.
+  // The next batch to be executed and resolved (any thread; under the ring's lock, so a caller
+  // that sees batch b executed sees every write of it).
+  uint64_t executed_batches() const;
   bool HistoryCovers(uint64_t batch) const;
   // The write histories record nothing more (WriteHistory::Stop). Any thread.
   void StopHistory();
