@@ -98,17 +98,7 @@ Status ServerImpl::Init(const Config& config, const std::string& node) {
   if (const std::string& f = config.GetString("server.test_kill_before_reply_file"); !f.empty()) {
     kill_before_reply_file_ = f + "." + node;
   }
-  if (const std::string& crash = config.GetString("server.test_row_crash"); !crash.empty()) {
-    const size_t a = crash.find(':'), b = crash.rfind(':');
-    const std::string step = a != std::string::npos && b > a ? crash.substr(a + 1, b - a - 1) : "";
-    const bool known = step == "before_bundle" || step == "bundle_proposed" || step == "before_send" ||
-                       step == "after_send" || step == "executed";
-    if (!known || b + 1 >= crash.size() || crash.find_first_not_of("0123456789", b + 1) != std::string::npos) {
-      return Status::InvalidArgument("server.test_row_crash: '" + crash +
-                                     "' is not NODE:STEP:BATCH with STEP one of before_bundle, bundle_proposed, "
-                                     "before_send, after_send, executed");
-    }
-  }
+  if (auto crash = ParseRowCrash(config.GetString("server.test_row_crash")); !crash.ok()) return crash.status();
   session_values_ = config.GetBool("server.session_read_values");
   session_limits_ = SessionLimitsFromConfig(config);
 

@@ -264,8 +264,8 @@ class RowNode final : public executor::RowSender, public RowHome {
   // A frame about `batch` to peer `to`: kept for a re-send (with followers: Retained), then sent.
   // False once the transport failed or stopped.
   bool SendToPeer(uint32_t to, uint64_t batch, std::string frame);
-  // Keeps a frame for peer `to` (Retained) without sending it; what was kept (nullptr: not, it
-  // is below the peer's durable batch); fails the node past the cap.
+  // Keeps a frame for peer `to` (Retained) unless it is below the peer's durable batch, without
+  // sending it; the frame, shared, either way (to send); fails the node past the cap.
   std::shared_ptr<const std::string> Retain(uint32_t to, uint64_t batch, std::string frame);
   // Failover (docs/partitioned-rows.md 9.5).
   void OnPeerLost(uint32_t p, const Status& why);

@@ -11,6 +11,25 @@
 
 namespace qrstore::cluster {
 
+Result<RowCrash> ParseRowCrash(const std::string& value) {
+  RowCrash out;
+  if (value.empty()) return out;
+  const size_t a = value.find(':'), b = value.rfind(':');
+  if (a != std::string::npos && b > a) {
+    out.node = value.substr(0, a);
+    out.step = value.substr(a + 1, b - a - 1);
+  }
+  const bool known = out.step == "before_bundle" || out.step == "bundle_proposed" || out.step == "before_send" ||
+                     out.step == "after_send" || out.step == "executed";
+  if (!known || b + 1 >= value.size() || value.find_first_not_of("0123456789", b + 1) != std::string::npos) {
+    return Status::InvalidArgument("server.test_row_crash: '" + value +
+                                   "' is not NODE:STEP:BATCH with STEP one of before_bundle, bundle_proposed, "
+                                   "before_send, after_send, executed");
+  }
+  out.batch = std::strtoull(value.c_str() + b + 1, nullptr, 10);
+  return out;
+}
+
 RowServer::RowServer(RowServerContext ctx) : ctx_(std::move(ctx)), leader_(ctx_.leader) {
   nodes_.push_back(MakeNode(Options(ctx_.leader), ctx_.leader));
   node_.store(nodes_.back().get(), std::memory_order_release);
@@ -39,13 +58,11 @@ RowNodeOptions RowServer::Options(bool leader) const {
   // place (docs/partitioned-rows.md 9.5).
   ro.failover_timeout_ms = replicated ? c.GetInt("row.failover_timeout_ms") : 0;
   ro.term = ctx_.term;
-  // server.test_row_crash: NODE:STEP:BATCH (a test kills this node at a step of the exchange).
-  if (const std::string& crash = c.GetString("server.test_row_crash"); leader && !crash.empty()) {
-    const size_t a = crash.find(':'), b = crash.rfind(':');
-    if (a != std::string::npos && b > a && crash.substr(0, a) == me.name) {
-      ro.crash_step = crash.substr(a + 1, b - a - 1);
-      ro.crash_batch = std::strtoull(crash.c_str() + b + 1, nullptr, 10);
-    }
+  // server.test_row_crash (validated at the node's start): a test kills this node at a step of
+  // the exchange.
+  if (auto crash = ParseRowCrash(c.GetString("server.test_row_crash")); leader && crash.ok() && crash->node == me.name) {
+    ro.crash_step = crash->step;
+    ro.crash_batch = crash->batch;
   }
   if (leader && replicated) {
     // Every sub-slice this partition runs, its own and its peers', goes to its group, one stream

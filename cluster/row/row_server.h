@@ -75,6 +75,14 @@ struct RowServerContext {
   uint64_t term = 0;
 };
 
+// server.test_row_crash's value NODE:STEP:BATCH (STEP: a RowNodeOptions::crash_step); empty:
+// off. kInvalidArgument naming the key for anything else.
+struct RowCrash {
+  std::string node, step;
+  uint64_t batch = 0;
+};
+Result<RowCrash> ParseRowCrash(const std::string& value);
+
 class RowServer {
  public:
   explicit RowServer(RowServerContext ctx);
