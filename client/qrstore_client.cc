@@ -101,10 +101,11 @@ int Main(int argc, char** argv) {
                   "whether every follower's state digest agrees with the leader's (replicas_agree).\n"
                   "Connection 0 runs exactly the --seed sequence (the same as qrstore-bench --seed S); connection\n"
                   "c > 0 a seed derived from (S, c). A node that answers not-leader is followed once.\n"
-                  "One partition: each connection opens a client session; when the leader is lost the client\n"
-                  "finds the new one (client.failover_timeout_ms) and sends every unanswered txn again with\n"
-                  "the same sequence number: what already ran is answered from the replicated session table,\n"
-                  "never run twice (--json: retried, committed_no_values, in_doubt; docs/sessions.md).\n"
+                  "Each connection opens a client session (in a partitioned row, at its partition's leader);\n"
+                  "when that leader is lost the client finds the new one (client.failover_timeout_ms) and sends\n"
+                  "every unanswered txn again with the same sequence number: what already ran is answered from\n"
+                  "the replicated session table, never run twice (--json: retried, committed_no_values,\n"
+                  "in_doubt; docs/sessions.md).\n"
                   "--verify (a fresh cluster, this client its only client): replays the planned order on the\n"
                   "serial reference executor and checks every txn's fate and the values it read, and the\n"
                   "leader's final digest.\n"
@@ -252,11 +253,10 @@ int Main(int argc, char** argv) {
     if (!n.ok()) return Fail(kExitBadInput, "flag --node: " + n.status().message());
     target = n.value()->client_address();
   }
-  // The client follows each partition's leader through a failover (client/load.h): one partition,
-  // with sessions; a partitioned row's (docs/partitioned-rows.md 9.5), without sessions yet (what a
-  // lost leader had in flight is in doubt).
+  // The client follows each partition's leader through a failover (client/load.h), with a session
+  // per connection at its partition's home (docs/sessions.md): what a lost leader had in flight is
+  // sent again, and what had run is answered from the session table.
   const bool follow = true;
-  const bool sessions = row_size == 1;
   const int64_t failover_timeout_ns = config.GetInt("client.failover_timeout_ms") * 1'000'000;
   const std::string kind = options.kind == workloads::WorkloadKind::kTransfer ? "transfer" : "ycsb";
   const uint64_t ops_per_txn = options.kind == workloads::WorkloadKind::kTransfer ? 2 : options.ycsb.ops_per_txn;
@@ -282,7 +282,7 @@ int Main(int argc, char** argv) {
     cc.keep_records = verify;
     cc.connect_timeout_ms = connect_ms;
     cc.follow_leader = follow;
-    cc.sessions = sessions;  // one partition: a session per connection, carried across failovers
+    cc.sessions = true;  // a session per connection, carried across failovers
     cc.max_frame_bytes = static_cast<uint32_t>(std::min<uint64_t>(
         std::max<uint64_t>(MaxReplyBytes(options, per_request), 1u << 16), uint64_t{1} << 31));
     return std::make_unique<LoadConnection>(cc, std::move(gen).value(), &window, &errors, &signal);
@@ -313,10 +313,8 @@ int Main(int argc, char** argv) {
     const std::string to = row_size > 1 ? topo->Leader(c % row_size).client_address() : target;
     if (Status st = lc[c]->Connect(to); !st.ok()) return Fail(kExitFailed, st.message());
   }
-  if (sessions) {
-    for (auto& l : lc) {
-      if (Status st = l->OpenSession(connect_ms); !st.ok()) return Fail(kExitFailed, st.message());
-    }
+  for (auto& l : lc) {
+    if (Status st = l->OpenSession(connect_ms); !st.ok()) return Fail(kExitFailed, st.message());
   }
   // The leader we drive: its node name, for its status and its followers.
   std::string leader_name;
@@ -752,11 +750,9 @@ int Main(int argc, char** argv) {
               " write ops): outcome unknown (answered failed or lost in flight without a session, expired, or "
               "unanswered at the end), executed or not\n",
               write_ops_committed, in_doubt, write_ops_in_doubt);
-  if (sessions) {
-    std::printf("  sessions       one per connection; %" PRIu64 " txns sent again to a new leader (each answered "
-                "once: what had run is answered from the replicated session table, not run again)\n",
-                sum(&Counts::retried));
-  }
+  std::printf("  sessions       one per connection; %" PRIu64 " txns sent again to a new leader (each answered "
+              "once: what had run is answered from the replicated session table, not run again)\n",
+              sum(&Counts::retried));
   if (failovers > 0 || gave_up) {
     std::printf("  failovers      %" PRIu64 " (now driving %s); longest time without a commit %.0f ms%s\n", failovers,
                 leader_name.c_str(), static_cast<double>(longest_gap_ns) / 1e6,

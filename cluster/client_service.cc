@@ -289,8 +289,8 @@ void ClientService::HandleOpenSession(Conn* c, std::string_view body) {
   if (Status st = proto::DecodeOpenSession(body, &req); !st.ok()) return SendError(c, 0, st);
   if (!handler_.sessions) {
     return SendError(c, req.request_id,
-                     Status::InvalidArgument("this node takes no client sessions (a partitioned row: not yet; "
-                                             "send txn requests without a session)"));
+                     Status::InvalidArgument("this node takes no client sessions (send txn requests without "
+                                             "a session)"));
   }
   if (SentNotLeader(c, req.request_id)) return;
   if (Status refused = Refusal(); !refused.ok()) return SendError(c, req.request_id, refused);
@@ -321,7 +321,7 @@ void ClientService::HandleTxnRequest(Conn* c, std::string_view body) {
   std::string bad_session;
   if (req.session != 0) {
     if (!handler_.sessions) {
-      bad_session = "this node takes no client sessions (a partitioned row: not yet)";
+      bad_session = "this node takes no client sessions";
     } else if (req.session == storage::kOpenSession) {
       bad_session = "session " + std::to_string(req.session) + " is not a session id";
     } else {

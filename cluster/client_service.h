@@ -81,7 +81,7 @@ struct ClientServiceHandler {
   // A piece of one of this node's checkpoints (cluster/checkpoint_transfer.h): the encoded
   // kCheckpointChunk body, or an error to answer. Empty: fetches get an error.
   std::function<Result<std::string>(const proto::CheckpointFetch&)> checkpoint_fetch;
-  // This node takes client sessions (one partition). Else kOpenSession gets an error and the
+  // This node takes client sessions (a server always does). Else kOpenSession gets an error and the
   // txns of a request that names a session are rejected.
   bool sessions = false;
 };

@@ -36,7 +36,8 @@ void AddClusterConfigKeys(ConfigSchema* s) {
              "return a retried txn's read values after a failover too (replicated configuration): the leader "
              "sends session txns' reads to the followers, which run them and keep the values in their session "
              "table (up to server.session_max_value_bytes); about 3x the replicated bytes for a read-heavy YCSB. "
-             "Off: such a retry's values come from the write histories (server.session_history_bytes)");
+             "Off: such a retry's values come from the write histories (server.session_history_bytes). Ignored in "
+             "partitioned rows (such a retry is answered committed-no-values there)");
   s->AddInt("server.session_history_bytes", 256 << 20, 0, int64_t{1} << 40,
             "every node keeps its recent writes' before-images in this many bytes (per node; about 130 bytes a "
             "write for 100-byte records), so a retry of a txn that committed, after a failover too, gets the values "

@@ -15,7 +15,6 @@ LocalPlanner::LocalPlanner(LocalPlannerOptions options, Pipeline* pipeline, Plan
     : opt_(options), pipeline_(pipeline), hook_(std::move(hook)), queue_(options.client_queue_txns) {
   QR_CHECK(opt_.planners >= 1 && opt_.planners <= opt_.batch_txns);
   QR_CHECK((pipeline_ == nullptr) == (opt_.row != nullptr), "a planner feeds a pipeline or a row home, exactly one");
-  QR_CHECK(opt_.row == nullptr || !opt_.admit, "client sessions are not wired into partitioned rows");
   token_batch_ = opt_.first_batch;
 }
 
@@ -149,12 +148,14 @@ void LocalPlanner::PlannerLoop(uint32_t me) {
           }
           if (row->PeerOpened(b)) {
             queue_.TryPopMany(&txns, slice_max);
+            admit(0);
             closed = true;
             break;
           }
           std::optional<storage::Txn> first = queue_.PopUnlessKicked(&seen, std::chrono::seconds(1));
           if (first) {
             txns.push_back(std::move(*first));
+            admit(0);
             deadline = NowNanos() + opt_.batch_timeout_ns;
             break;
           }

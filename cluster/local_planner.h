@@ -80,10 +80,11 @@ struct LocalPlannerOptions {
   RowHome* row = nullptr;
   storage::KeyMapper partitions;
   uint32_t row_partition = 0;
-  // Client sessions (cluster/session_store.h; not with a row): called on the planner thread
-  // holding the token, after every pop into the slice being filled: (batch, planner, txns,
-  // first new index). It may remove txns from txns[first..] (answered without being planned);
-  // the kept ones keep their order. Their indices are their slice positions.
+  // Client sessions (cluster/session_store.h): called on the planner thread holding the token,
+  // after every pop into the slice being filled: (batch, planner, txns, first new index), the
+  // planner being this home's own (0..planners-1) in a row. It may remove txns from
+  // txns[first..] (answered without being planned); the kept ones keep their order. Their
+  // indices are their (home) slice positions.
   std::function<void(uint64_t, uint32_t, std::vector<storage::Txn>*, size_t)> admit;
 };
 

@@ -219,6 +219,12 @@ Status ServerImpl::Start() {
       if (r->leader_node == me_.name) r->leader_node.clear(), r->leader_address.clear();  // not serving yet
       return true;
     };
+    // Client sessions live at their home (docs/sessions.md, rows): read values are not kept (a
+    // retry of a committed txn that read something is answered committed-no-values).
+    h.sessions = true;
+    sessions_ = std::make_unique<SessionStore>(session_limits_, workload_.Layout().size(), /*keep_values=*/false);
+    sessions_->ForRowHome();
+    if (restored_) sessions_->Restore(std::move(restored_sessions_));
     service_ = std::make_unique<ClientService>(so, h);
     return StartRow();
   }
@@ -370,7 +376,6 @@ Status ServerImpl::StartCheckpointer() {
   co.on_written = [this](uint64_t b) {
     if (replicator_) replicator_->RetainFrom(kGroup, b + 1);
   };
-  // A partitioned row keeps no sessions (yet): its checkpoints hold an empty session table.
   checkpointer_ = std::make_unique<Checkpointer>(co, *table_, [this] {
     return sessions_ ? sessions_->Encode() : planner::SessionTable(session_limits_).Encode();
   });
@@ -491,7 +496,7 @@ Status ServerImpl::StartRow() {
   QR_RETURN_IF_ERROR(StartCheckpointer());
   rc.checkpointer = checkpointer_.get();
   rc.first_batch = restored_ ? restored_next_ : 0;
-  rc.checkpoint_digest_mix = Mix64(SessionsDigest());
+  rc.sessions = sessions_.get();
   row_ = std::make_unique<RowServer>(std::move(rc));
   if (Status st = service_->Start(); !st.ok()) {
     return Status::Unavailable("cluster.nodes[" + std::to_string(me_.index) + "].client_port: " + st.message());

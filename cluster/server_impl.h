@@ -113,7 +113,7 @@ class ServerImpl {
   // With server.checkpoint_dir: the node's checkpointer, started (its image sink goes into the
   // pipeline's options). Nothing without it.
   Status StartCheckpointer();
-  // The session table's digest (a partitioned row keeps none yet: an empty table's).
+  // The session table's digest (an empty table's before there is one).
   uint64_t SessionsDigest() const {
     return sessions_ ? sessions_->Digest() : planner::SessionTable(session_limits_).Digest();
   }

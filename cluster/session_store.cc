@@ -136,7 +136,7 @@ void SessionStore::Admit(uint64_t batch, uint32_t planner, std::vector<storage::
             break;
           case planner::Verdict::kInFlight:
             ++counters_.duplicates;
-            waiters_.emplace(std::make_pair(x.session, x.seq), Waiter{x.client});
+            waiters_.emplace(std::make_pair(x.session, x.seq), Waiter{x.client, storage::ReadOps(x) > 0});
             continue;  // answered by Apply
           case planner::Verdict::kExpired:
             ++counters_.expired;
@@ -177,12 +177,14 @@ void SessionStore::Apply(const std::vector<commit::TxnOutcome>& outcomes,
     }
     if (o.session == 0) continue;
     if (!lk.owns_lock()) lk.lock();
+    // A row home's sub-slice lists the home slice's txns by home_index (ForRowHome).
+    const commit::PlannedPos pos = row_home_ ? commit::PlannedPos{o.pos.batch, o.pos.planner, o.home_index} : o.pos;
     if (o.session == storage::kOpenSession) {
-      opened->emplace_back(i, table_.Open(o.pos));
+      opened->emplace_back(i, table_.Open(pos));
       ++counters_.opened;
       continue;
     }
-    table_.Record(o.session, o.seq, o.pos, o.status, keep_values_ ? o.values : std::string_view(), keep_values_);
+    table_.Record(o.session, o.seq, pos, o.status, keep_values_ ? o.values : std::string_view(), keep_values_);
     if (waiters_.empty()) continue;
     auto [begin, end] = waiters_.equal_range({o.session, o.seq});
     for (auto it = begin; it != end; ++it) {
@@ -191,8 +193,11 @@ void SessionStore::Apply(const std::vector<commit::TxnOutcome>& outcomes,
       a.session = o.session;
       a.seq = o.seq;
       a.code = proto::ResultCodeOf(o.status);
-      a.pos = o.pos;
-      if (a.code == ResultCode::kCommitted) {
+      a.pos = pos;
+      if (a.code == ResultCode::kCommitted && row_home_) {
+        // Only this partition's part of what it read is here.
+        if (it->second.reads) a.code = ResultCode::kCommittedNoValues;
+      } else if (a.code == ResultCode::kCommitted) {
         a.reads = o.reads;
         a.values.assign(o.values);
       }

@@ -87,6 +87,13 @@ class SessionStore {
     history_exists_ = std::move(exists);
   }
 
+  // A home of a partitioned row (docs/sessions.md, rows): Apply gets the outcomes of the home's
+  // own row sub-slices, which list a home slice's txns by TxnContext::home_index and hold only
+  // this partition's read values. So a txn's position is (batch, planner, home_index), the
+  // position its client was answered with, and a duplicate that waited for its original is
+  // answered without values (kCommittedNoValues when it read something). Before the first call.
+  void ForRowHome() { row_home_ = true; }
+
   // Leader, planner thread with the token, before planning slice (batch, planner): filters
   // txns[from..] in place (kept ones keep their order and will sit at their index in the
   // slice) and appends the answers of the ones taken out. With EnableHistory, a retry of a
@@ -118,6 +125,7 @@ class SessionStore {
  private:
   struct Waiter {
     uint32_t client = 0;
+    bool reads = false;  // the txn reads something (ForRowHome: whether it is answered without)
   };
   // A retry planned as a history read: what its answer needs.
   struct HistoryRead {
@@ -132,6 +140,7 @@ class SessionStore {
   planner::SessionTable table_;                                  // guarded by mu_
   const uint32_t record_bytes_;
   const bool keep_values_;
+  bool row_home_ = false;  // ForRowHome
   std::multimap<std::pair<uint64_t, uint64_t>, Waiter> waiters_;  // guarded by mu_: (session, seq)
   SessionStoreCounters counters_;                                // guarded by mu_
   storage::RecordLayout history_layout_;

@@ -32,6 +32,12 @@ void RowPlanner::PlanSlices(uint64_t batch, uint32_t planner, const std::vector<
       tc.read_begin = s.read_slots;
       tc.may_abort = may_abort;
       tc.home_index = i;
+      if (p == home_) {
+        // A client session's txn is recorded where the session lives: only the home's part
+        // names it (docs/sessions.md, rows).
+        tc.session = txn.session;
+        tc.seq = txn.seq;
+      }
       s.may_abort |= may_abort;
     }
     return s.txns[tc_of_[p]];
@@ -45,7 +51,9 @@ void RowPlanner::PlanSlices(uint64_t batch, uint32_t planner, const std::vector<
                static_cast<unsigned long long>(txn.id), static_cast<unsigned>(op.kind));
       may_abort |= MayAbortFrag(static_cast<FragKind>(op.kind));
     }
-    if (txn.ops.empty()) (void)tc_in(home_, txn, i, false);
+    // A txn without ops, and every session txn, is listed at its home first (a session txn's
+    // fate is recorded there even if none of its keys is).
+    if (txn.ops.empty() || txn.session != 0) (void)tc_in(home_, txn, i, may_abort);
     for (uint32_t op_index = 0; op_index < txn.ops.size(); ++op_index) {
       const storage::Op& op = txn.ops[op_index];
       const uint32_t px = partitions_.Of(op.key);

@@ -7,8 +7,9 @@
 // a local slot). Across partitions it becomes a kDepRecv on a slot of x's sub-slice and a
 // kDepSend in y's sub-slice that names that slot and x's partition: the home plans both ends,
 // so the numbering needs no coordination. Every sub-slice lists, in home order, the txns with
-// at least one fragment on its partition; TxnContext::home_index ties them back to the home
-// slice. may_abort is the whole txn's: every partition it touches must keep undo images, since
+// at least one fragment on its partition (the home's also every txn without ops and every client
+// session's txn, which alone carries the session and seq: the session table is the home's);
+// TxnContext::home_index ties them back to the home slice. may_abort is the whole txn's: every partition it touches must keep undo images, since
 // an abort on one partition undoes its writes on all; and a sub-slice's may_abort is the whole
 // home slice's (a cascade reaches txns on partitions where nothing of their own may abort).
 //

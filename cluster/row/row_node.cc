@@ -391,6 +391,7 @@ void RowNode::SendVotes(uint32_t partition, uint64_t batch, uint32_t round, cons
 
 void RowNode::OnSubSliceOutcomes(const std::vector<commit::TxnOutcome>& v) {
   if (v.empty()) return;
+  if (opt_.own_outcomes && OwnStream(v.front().pos.planner)) opt_.own_outcomes(v);
   if (opt_.follower) {
     std::lock_guard<std::mutex> lk(mu_);
     auto& r = reported_[v.front().pos.batch];

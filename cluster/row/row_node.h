@@ -138,6 +138,11 @@ struct RowNodeOptions {
   std::string crash_step;
   uint64_t crash_batch = 0;
   std::string net = "nng";
+  // Client sessions (docs/sessions.md, rows): every member of a home's group, leader or
+  // follower, gets the outcomes of its home's own sub-slices here, in planned order, on the
+  // pipeline's commit thread before they are reported (so before the home slice is answered):
+  // a home txn's fate as this node's run decided it (every session txn has a part at its home).
+  commit::CommitSink own_outcomes;
 };
 
 struct RowNodeStats {
@@ -200,6 +205,8 @@ class RowNode final : public executor::RowSender, public RowHome {
   uint64_t retained_from(uint32_t p) const;
   // A copy of what is kept for peer p, by batch (tests).
   std::vector<std::pair<uint64_t, std::string>> RetainedFrames(uint32_t p) const;
+  // The first batch this node plans (a successor's N; else its pipeline's first batch).
+  uint64_t first_own_batch() const { return opt_.successor ? first_own_ : opt_.pipeline.first_batch; }
   // The batch the row ended at (valid once known).
   bool row_end_known(uint64_t* end) const;
 

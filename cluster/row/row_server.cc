@@ -6,7 +6,9 @@
 
 #include "cluster/client_service.h"
 #include "cluster/replica_monitor.h"
+#include "cluster/session_store.h"
 #include "common/clock.h"
+#include "common/hash.h"
 #include "common/logging.h"
 
 namespace qrstore::cluster {
@@ -35,7 +37,7 @@ RowServer::RowServer(RowServerContext ctx) : ctx_(std::move(ctx)), leader_(ctx_.
   node_.store(nodes_.back().get(), std::memory_order_release);
 }
 
-RowNodeOptions RowServer::Options(bool leader) const {
+RowNodeOptions RowServer::Options(bool leader) {
   const Config& c = *ctx_.config;
   const NodeInfo& me = *ctx_.me;
   const bool replicated = ctx_.topo->replication_factor() > 0;
@@ -64,6 +66,16 @@ RowNodeOptions RowServer::Options(bool leader) const {
     ro.crash_step = crash->step;
     ro.crash_batch = crash->batch;
   }
+  if (ctx_.sessions != nullptr) {
+    // Client sessions (docs/sessions.md, rows): every member applies its home's session entries;
+    // a leader checks its clients' session txns as its planners pop them.
+    ro.own_outcomes = [this](const std::vector<commit::TxnOutcome>& v) { ApplySessions(v); };
+    if (leader) {
+      ro.planner.admit = [this](uint64_t b, uint32_t p, std::vector<storage::Txn>* t, size_t from) {
+        Admit(b, p, t, from);
+      };
+    }
+  }
   if (leader && replicated) {
     // Every sub-slice this partition runs, its own and its peers', goes to its group, one stream
     // per (home, planner), and its batch-end records on one more: its followers replay it alone.
@@ -87,14 +99,75 @@ std::unique_ptr<RowNode> RowServer::MakeNode(RowNodeOptions ro, bool leader) {
   } else {
     record = [r = ctx_.reporter](uint64_t b, uint64_t d) { r->RecordApplied(b, d); };
   }
-  BatchHook on_batch = [record, c = ctx_.checkpointer, x = ctx_.checkpoint_digest_mix](const BatchInfo& b) {
-    record(b.batch, b.digest);
-    if (c != nullptr) c->OnCommitted(b.batch, b.digest ^ x);
+  // The session table is replicated state: its digest goes into the one replicas compare (the
+  // commit thread applied the batch's session entries before this hook).
+  BatchHook on_batch = [record, c = ctx_.checkpointer, s = ctx_.sessions](const BatchInfo& b) {
+    const uint64_t d = s != nullptr ? b.digest ^ Mix64(s->Digest()) : b.digest;
+    record(b.batch, d);
+    if (c != nullptr) c->OnCommitted(b.batch, d);
   };
   return std::make_unique<RowNode>(
-      std::move(ro), ctx_.table,
-      [svc = ctx_.service](const std::vector<commit::TxnOutcome>& o) { svc->OnOutcomes(o); }, on_batch,
+      std::move(ro), ctx_.table, [this](const std::vector<commit::TxnOutcome>& o) { Deliver(o); }, on_batch,
       [this](const Status& st) { ctx_.on_failure(st); }, [this](uint32_t) { ctx_.on_row_ending(); });
+}
+
+void RowServer::Admit(uint64_t b, uint32_t planner, std::vector<storage::Txn>* txns, size_t from) {
+  RowNode* n = node();
+  if (admit_ready_.load(std::memory_order_acquire) != n) {
+    // A new leader's table must hold every session entry its group logged before its first check,
+    // or a txn of its predecessor's that committed but is not applied yet would look new: every
+    // batch before the first it plans committed here (as on one partition, server_roles.cc).
+    const uint64_t first = n->first_own_batch();
+    const int64_t timeout_ms = ctx_.config->GetInt("server.drain_timeout_ms");
+    const int64_t deadline = NowNanos() + timeout_ms * 1'000'000;
+    while (n->pipeline()->committed_batches() < first) {
+      Status h = n->health();
+      if (h.ok() && NowNanos() >= deadline) {
+        h = Status::Timeout("the batches before " + std::to_string(first) + ", its first, not committed within " +
+                            "server.drain_timeout_ms (" + std::to_string(timeout_ms) + " ms): its session table is " +
+                            "incomplete");
+        n->Fail(h);
+      }
+      if (!h.ok()) {
+        txns->resize(from);  // nothing is checked, so nothing runs: answered `failed` with the rest
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    admit_ready_.store(n, std::memory_order_release);
+  }
+  std::vector<SessionAnswer> answers;
+  ctx_.sessions->Admit(b, ctx_.me->partition * ctx_.engine->planner.planners + planner, txns, from, &answers);
+  if (!answers.empty()) ctx_.service->Answer(answers);
+}
+
+void RowServer::ApplySessions(const std::vector<commit::TxnOutcome>& v) {
+  std::vector<std::pair<size_t, uint64_t>> opened;
+  std::vector<SessionAnswer> answers;
+  ctx_.sessions->Apply(v, &opened, &answers);
+  if (!opened.empty() && leader()) {
+    std::lock_guard<std::mutex> lk(opened_mu_);
+    for (const auto& [i, id] : opened) opened_[{v[i].pos.batch, v[i].pos.planner, v[i].home_index}] = id;
+  }
+  if (!answers.empty()) ctx_.service->Answer(answers);  // duplicates that waited for these outcomes
+}
+
+void RowServer::Deliver(const std::vector<commit::TxnOutcome>& v) {
+  std::vector<std::pair<size_t, uint64_t>> opened;
+  {
+    std::lock_guard<std::mutex> lk(opened_mu_);
+    if (!opened_.empty()) {
+      // Home slices are answered in (batch, planner) order: entries before this one are of slices
+      // nobody answers here (a predecessor's).
+      const commit::PlannedPos& p = v.front().pos;
+      auto it = opened_.erase(opened_.begin(), opened_.lower_bound({p.batch, p.planner, 0}));
+      for (; it != opened_.end() && std::get<0>(it->first) == p.batch && std::get<1>(it->first) == p.planner;
+           it = opened_.erase(it)) {
+        opened.emplace_back(std::get<2>(it->first), it->second);
+      }
+    }
+  }
+  ctx_.service->OnOutcomes(v, opened);
 }
 
 RowServer::~RowServer() { Stop(); }

@@ -24,8 +24,11 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cluster/checkpointer.h"
@@ -43,6 +46,7 @@ namespace qrstore::cluster {
 
 class ClientService;
 class DigestMonitor;
+class SessionStore;
 class DigestReporter;
 
 // What the node lends its RowServer (not owned; all outlive it).
@@ -70,7 +74,11 @@ struct RowServerContext {
   // go to it (not owned). A follower restarted from a checkpoint starts at first_batch.
   Checkpointer* checkpointer = nullptr;
   uint64_t first_batch = 0;
-  uint64_t checkpoint_digest_mix = 0;  // mixed into each digest the checkpointer gets (sessions')
+  // Client sessions (docs/sessions.md, rows): the node's replicated session table. Every member
+  // applies its home's session entries in planned order; a leader admits session txns at
+  // planning. Its digest is mixed into each batch's (the monitor's, reporter's and
+  // checkpointer's), as on one partition.
+  SessionStore* sessions = nullptr;
   // The group's term when the node starts (its row transport's epoch).
   uint64_t term = 0;
 };
@@ -114,7 +122,14 @@ class RowServer {
 
  private:
   // The options of this node's RowNode, as a leader or a follower.
-  RowNodeOptions Options(bool leader) const;
+  RowNodeOptions Options(bool leader);
+  // Sessions: the leader's check of the txns a planner of its home just popped (docs/sessions.md);
+  // its first waits until every batch before the node's first own one committed here.
+  void Admit(uint64_t b, uint32_t planner, std::vector<storage::Txn>* txns, size_t from);
+  // Sessions: the outcomes of the home's own sub-slices (RowNodeOptions::own_outcomes).
+  void ApplySessions(const std::vector<commit::TxnOutcome>& v);
+  // The home's outcomes to the clients, with the ids of the sessions they opened.
+  void Deliver(const std::vector<commit::TxnOutcome>& v);
   // A RowNode with the node's sinks and hooks (a leader's digests to the monitor, a follower's to
   // its reporter).
   std::unique_ptr<RowNode> MakeNode(RowNodeOptions ro, bool leader);
@@ -124,6 +139,13 @@ class RowServer {
   std::vector<std::unique_ptr<RowNode>> nodes_;  // every node this server ran; the last is node_
   std::atomic<RowNode*> node_{nullptr};
   std::unique_ptr<FollowerFeed> feed_;  // follower only
+
+  // Sessions: open-session entries applied, by home position (batch, planner, index), until
+  // their home slice is answered (Deliver drops every one before the slice it answers).
+  std::mutex opened_mu_;
+  std::map<std::tuple<uint64_t, uint32_t, uint32_t>, uint64_t> opened_;  // guarded by opened_mu_
+  // The RowNode whose first batches' sessions are known complete (Admit's wait, once per node).
+  std::atomic<const RowNode*> admit_ready_{nullptr};
 };
 
 }  // namespace qrstore::cluster

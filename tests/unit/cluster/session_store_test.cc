@@ -274,3 +274,54 @@ TEST_CASE("session store: a retry of a committed txn that read is planned as its
   CHECK(a7.answers[0].code == ResultCode::kCommittedNoValues);
   CHECK(leader.counters().history_misses == 1);
 }
+
+TEST_CASE("session store: a row home records by home position and answers a waiting duplicate without values") {
+  planner::SessionLimits limits;
+  SessionStore leader(limits, 8), follower(limits, 8);
+  leader.ForRowHome();
+  follower.ForRowHome();
+  // Home slice (batch 0, planner 3): an open, a txn with no part at home, an open. The home's
+  // own sub-slice lists the opens only, at sub-slice indices 0 and 1 (home indices 0 and 2).
+  std::vector<storage::Txn> home = {OpenTxn(), storage::Txn{}, OpenTxn()};
+  std::vector<SessionAnswer> answers;
+  leader.Admit(0, 3, &home, 0, &answers);
+  REQUIRE(home.size() == 3);
+  std::vector<TxnOutcome> own = Outcomes(0, {home[0], home[2]});
+  own[0].pos.planner = own[1].pos.planner = 3;
+  own[0].home_index = 0;
+  own[1].home_index = 2;
+  for (SessionStore* s : {&leader, &follower}) {
+    Applied a = Apply(*s, own);
+    REQUIRE(a.opened.size() == 2);  // (index in the outcomes given, id)
+    CHECK(a.opened[1] == std::make_pair(size_t{1}, uint64_t{2}));
+  }
+  // Batch 1: session 1's seq 1 (reads) at home index 1 of the home slice; a retry of it arrives
+  // in batch 2 while it is in flight and waits.
+  std::vector<storage::Txn> b1 = {storage::Txn{}, SessionTxn(1, 1, 7, /*reads=*/true)};
+  leader.Admit(1, 3, &b1, 0, &answers);
+  REQUIRE(b1.size() == 2);
+  std::vector<storage::Txn> b2 = {SessionTxn(1, 1, 8, true)};
+  leader.Admit(2, 3, &b2, 0, &answers);
+  CHECK(b2.empty());
+  CHECK(answers.empty());
+  // Its own sub-slice lists it alone (index 0), with this partition's part of the values only.
+  std::vector<TxnOutcome> o1 = Outcomes(1, {b1[1]});
+  o1[0].pos.planner = 3;
+  o1[0].home_index = 1;
+  o1[0].reads = 1;
+  o1[0].values = std::string(8, 'p');
+  Applied a = Apply(leader, o1);
+  REQUIRE(a.answers.size() == 1);
+  CHECK(a.answers[0].client == 8);
+  CHECK(a.answers[0].code == ResultCode::kCommittedNoValues);  // never a part passed off as the whole
+  CHECK(a.answers[0].values.empty());
+  CHECK(a.answers[0].pos == (PlannedPos{1, 3, 1}));  // the home position its client was answered with
+  Apply(follower, o1);
+  CHECK(leader.Digest() == follower.Digest());
+  // Asked again: decided at its home position.
+  std::vector<storage::Txn> b3 = {SessionTxn(1, 1, 9, true)};
+  leader.Admit(3, 3, &b3, 0, &answers);
+  REQUIRE(answers.size() == 1);
+  CHECK(answers[0].code == ResultCode::kCommittedNoValues);
+  CHECK(answers[0].pos == (PlannedPos{1, 3, 1}));
+}

@@ -144,7 +144,7 @@ TEST_CASE("row planner: sub-slices carry the single-node plan's fragments, decod
   CHECK(all_txns_split > 1000);
 }
 
-TEST_CASE("row planner: one partition plans what the single-node planner plans, a txn without ops stays home") {
+TEST_CASE("row planner: one partition plans what the single-node planner plans, a txn without ops or with a session is listed at home") {
   testing::GenOptions g;
   g.dep_per_100 = 30;
   g.debit_per_100 = 10;
@@ -174,6 +174,35 @@ TEST_CASE("row planner: one partition plans what the single-node planner plans, 
   CHECK(subs[1].txns[0].home_index == 0);
   CHECK(subs[1].txns[1].home_index == 2);
   CHECK(subs[1].txns[0].fragments == 0);
+
+  // A client session's txn is listed at its home even with no key there, and only the home's
+  // part carries its session and seq (the session table is the home's).
+  std::vector<storage::Txn> sess(2);
+  sess[0].id = 1;
+  sess[0].session = 5;
+  sess[0].seq = 9;
+  sess[0].ops.push_back(storage::Op{storage::OpKind::kUpdate, 10, 0, 0});  // key 10: partition 0
+  sess[1].id = 2;
+  sess[1].session = 5;
+  sess[1].seq = 10;
+  sess[1].ops.push_back(storage::Op{storage::OpKind::kUpdate, 700, 0, 0});  // key 700: home
+  rp.PlanSlices(2, 0, sess, &subs);
+  REQUIRE(subs[0].txns.size() == 1);
+  CHECK(subs[0].txns[0].session == 0);
+  CHECK(subs[0].txns[0].seq == 0);
+  REQUIRE(subs[1].txns.size() == 2);
+  CHECK(subs[1].txns[0].home_index == 0);
+  CHECK(subs[1].txns[0].fragments == 0);
+  CHECK(subs[1].txns[0].session == 5);
+  CHECK(subs[1].txns[0].seq == 9);
+  CHECK(subs[1].txns[1].session == 5);
+  CHECK(subs[1].txns[1].seq == 10);
+  CHECK(subs[1].txns[1].fragments == 1);
+  // Through the codec, the home's part keeps them.
+  std::string bytes = planner::EncodeSlice(subs[1]);
+  PlannedSlice back;
+  REQUIRE(planner::DecodeSlice(bytes, &back).ok());
+  CHECK(back == subs[1]);
 }
 
 TEST_CASE("row sub-slices: the decoder and ValidateSlice refuse what would hang or misroute") {
