@@ -154,7 +154,13 @@ Status ServerImpl::Init(const Config& config, const std::string& node) {
   if (!rc.ok()) return Status::InvalidArgument("replication keys derived for node " + node + ": " + rc.status().message());
   repl_config_ = std::make_unique<Config>(std::move(rc).value());
   auto repl = replication::CreateReplicator(*repl_config_);
-  if (!repl.ok()) return repl.status();
+  if (!repl.ok()) {
+    // Row 0 of a row with a checkpoint could not find out whether another member leads its group.
+    if (leader_ && restored_ && topo_->partitions() > 1) {
+      return RowCheckpointRefusal("its group's replication cannot be set up (" + repl.status().message() + ")");
+    }
+    return repl.status();
+  }
   replicator_ = std::move(repl).value();
   return Status::Ok();
 }
