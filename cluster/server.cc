@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -107,17 +108,10 @@ Status ServerImpl::Init(const Config& config, const std::string& node) {
   // partitions' pages are never resident; with hash partitioning every page holds keys of
   // every partition).
   // A restart: the newest valid checkpoint, if server.checkpoint_dir holds one (docs/recovery.md).
-  if (const std::string dir = NodeCheckpointDir(config, me_.name); !dir.empty()) {
-    if (auto files = storage::ListCheckpoints(dir); topo_->partitions() > 1 && leader_ && files.ok() && !files->empty()) {
-      // Its followers restart from checkpoints (they replay their group's log alone); a leader
-      // of a row cannot yet: its row would have to resume together (docs/partitioned-rows.md 9.6).
-      return Status::InvalidArgument("node " + node + " leads partition " + std::to_string(me_.partition) +
-                                     " of a partitioned row and holds a checkpoint in " + dir +
-                                     ": a row's leaders cannot restart from checkpoints yet; start the cluster "
-                                     "with `cluster.sh up --fresh` (it deletes them)");
-    }
-    RestoreCheckpoint();
-  }
+  // Row 0 of a partitioned row too: whether it may start from its checkpoint (as the follower of
+  // another member that leads its group now) is known only once replication started
+  // (JoinRowGroup); it refuses there if it would have to lead from it.
+  if (!NodeCheckpointDir(config, me_.name).empty()) RestoreCheckpoint();
   if (!table_) {
     table_ = std::make_unique<storage::Table>(workload_.Layout(), workload_.RecordCount());
     std::function<bool(storage::Key)> mine;
@@ -160,7 +154,13 @@ Status ServerImpl::Init(const Config& config, const std::string& node) {
   if (!rc.ok()) return Status::InvalidArgument("replication keys derived for node " + node + ": " + rc.status().message());
   repl_config_ = std::make_unique<Config>(std::move(rc).value());
   auto repl = replication::CreateReplicator(*repl_config_);
-  if (!repl.ok()) return repl.status();
+  if (!repl.ok()) {
+    // Row 0 of a row with a checkpoint could not find out whether another member leads its group.
+    if (leader_ && restored_ && topo_->partitions() > 1) {
+      return RowCheckpointRefusal("its group's replication cannot be set up (" + repl.status().message() + ")");
+    }
+    return repl.status();
+  }
   replicator_ = std::move(repl).value();
   return Status::Ok();
 }
@@ -196,7 +196,7 @@ Status ServerImpl::Start() {
     // A partitioned row: row 0 leads its partition's group at the start; with followers the
     // backend may later make a follower leader, which takes its dead leader's place in the row
     // (RoleTick, RowServer::Promote). Every handler asks the role.
-    role_.store(leader_ ? NodeRole::kLeader : NodeRole::kFollower);
+    // (role_ is set in StartRow, once this node knows whether it leads.)
     h.submit = [this](std::vector<storage::Txn>& t) -> size_t {
       return role() == NodeRole::kLeader ? row_->node()->SubmitMany(t) : 0;
     };
@@ -423,12 +423,87 @@ Status ServerImpl::StartReplication() {
                         : disk_log ? "replication.raft.dir (the raft disk log): "
                                    : "cluster.nodes[" + std::to_string(me_.index) + "].peer_port (raft, " +
                                          me_.peer_address() + "): ";
-    return Status(st.code() == StatusCode::kInvalidArgument ? Status::InvalidArgument(where + st.message())
-                                                              : Status::Unavailable(where + st.message()));
+    const Status out = st.code() == StatusCode::kInvalidArgument ? Status::InvalidArgument(where + st.message())
+                                                                   : Status::Unavailable(where + st.message());
+    // Row 0 of a row with a checkpoint cannot tell whether another member leads its group.
+    if (leader_ && restored_ && topo_->partitions() > 1) {
+      return RowCheckpointRefusal("its group's replication did not start (" + out.message() + ")");
+    }
+    return out;
   }
   // A restored node joins as a follower whatever its row; the backend may promote it later.
   resuming_ = restored_;
+  if (leader_ && topo_->partitions() > 1) return JoinRowGroup();
   return leader_ && !restored_ ? WaitForLeadership() : Status::Ok();
+}
+
+int64_t ServerImpl::RowLeaderWaitMs() const {
+  // Raft: a group that lost its leader elects one within a few election timeouts (each is
+  // randomized in [E, 2E), then a pre-vote and a vote). ZooKeeper: once the dead leader's session
+  // expired (its election znode goes with it) the next candidate takes over.
+  const Config& r = *repl_config_;
+  const int64_t ms = backend_ == "raft" ? 5 * r.GetInt("replication.raft.election_ticks") *
+                                              r.GetInt("replication.raft.tick_ms")
+                                        : 2 * r.GetInt("replication.zookeeper.session_timeout_ms");
+  return std::min(ms, config_->GetInt("server.start_timeout_ms"));
+}
+
+Status ServerImpl::RowCheckpointRefusal(const std::string& why) const {
+  return Status::InvalidArgument(
+      "node " + me_.name + " (row 0 of partition " + std::to_string(me_.partition) +
+      " of a partitioned row) holds a checkpoint in " + NodeCheckpointDir(*config_, me_.name) + " and " + why +
+      ": it would have to lead from its checkpoint, and a row's leaders cannot restart from checkpoints yet (the "
+      "row would have to resume together); start the cluster with `cluster.sh up --fresh` (it deletes them), or "
+      "start this node while another member of its group leads (it then follows from its checkpoint)");
+}
+
+Status ServerImpl::JoinRowGroup() {
+  const int64_t wait_ms = restored_ ? RowLeaderWaitMs() : config_->GetInt("server.start_timeout_ms");
+  const int64_t deadline = NowNanos() + wait_ms * 1'000'000;
+  for (;;) {
+    if (replicator_->IsLeader(kGroup)) {
+      if (restored_) return RowCheckpointRefusal("its group made it leader");
+      bool still = true;
+      for (uint32_t s = 0; still && s < Streams(); ++s) {
+        auto n = replicator_->NextBatchId(kGroup, s);
+        still = n.ok();  // not: it lost the lead meanwhile; look again
+        if (still && n.value() != 0) {
+          return Status::InvalidArgument(
+              "node " + me_.name + " leads partition " + std::to_string(me_.partition) +
+              " of a partitioned row, but stream " + std::to_string(s) + " of its group already holds batches up to " +
+              std::to_string(n.value() - 1) + " of an earlier run: a row's leaders cannot resume a row's log yet "
+              "(the row would have to resume together); start the cluster with `cluster.sh up --fresh`");
+        }
+      }
+      if (still) return Status::Ok();  // a fresh cluster's leader
+    }
+    const replication::LeaderView v = replicator_->Leader(kGroup);
+    // (A leader named as this node but not `self` is this node before its restart: its session or
+    // term not over yet.)
+    if (const NodeInfo* ln = LeaderNode(v); ln != nullptr && ln->name != me_.name) {
+      leader_ = false;
+      {
+        std::lock_guard<std::mutex> lk(hint_mu_);
+        hint_node_ = ln->name;
+        hint_address_ = ln->client_address();
+        hint_term_ = v.term;
+      }
+      Logger("server")->warn("{} {} leads partition {} (term {}): this node, its leader before a restart, starts as "
+                             "its follower and replays the group's log from batch {}",
+                             Identity(), ln->name, me_.partition, v.term, restored_ ? restored_next_ : 0);
+      return Status::Ok();
+    }
+    if (NowNanos() >= deadline) {
+      if (restored_) {
+        return RowCheckpointRefusal("no other member of its group led within " + std::to_string(wait_ms) + " ms");
+      }
+      return Status::Unavailable("replication (" + backend_ + "): this node (row 0) neither became leader of " +
+                                 "partition " + std::to_string(me_.partition) + " nor saw another member lead "
+                                 "within server.start_timeout_ms (" + std::to_string(wait_ms) +
+                                 " ms): are the other members of cluster.nodes up?");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 void ServerImpl::MakeMonitor() {
@@ -444,8 +519,12 @@ void ServerImpl::MakeMonitor() {
 void ServerImpl::MakeReporter() {
   DigestReporter::Options ro;
   ro.node = me_.name;
-  // Row 0 leads a fresh cluster; later the role thread follows the backend (SetLeader).
-  ro.leader_address = leader_ ? "" : topo_->Leader(me_.partition).client_address();
+  // Row 0 leads a fresh cluster; a follower reports to the leader it knows of (the config's row 0,
+  // or in a row the member that led when this node started: JoinRowGroup); later the role thread
+  // follows the backend (SetLeader).
+  std::string leader, address;
+  LeaderHint(&leader, &address, nullptr);
+  ro.leader_address = leader_ || leader == me_.name ? "" : address;
   ro.interval_ms = config_->GetInt("server.report_interval_ms");
   reporter_ = std::make_unique<DigestReporter>(ro);
 }
@@ -461,6 +540,11 @@ void ServerImpl::NoteFailure(Status st) {
 
 Status ServerImpl::StartRow() {
   const bool replicated = topo_->replication_factor() > 0;
+  // Replication first: row 0 learns there whether it leads its group or, started again after its
+  // group elected another member, follows it (JoinRowGroup); what is built below depends on it.
+  // The client port opens after (its handlers ask the role, and status reads the RowServer).
+  if (replicated) QR_RETURN_IF_ERROR(StartReplication());
+  role_.store(leader_ ? NodeRole::kLeader : NodeRole::kFollower, std::memory_order_release);
   // Every node keeps its own digests (a promoted follower checks the others at once); with rf = 0
   // a monitor of no followers, as on one partition.
   MakeMonitor();
@@ -501,7 +585,6 @@ Status ServerImpl::StartRow() {
   if (Status st = service_->Start(); !st.ok()) {
     return Status::Unavailable("cluster.nodes[" + std::to_string(me_.index) + "].client_port: " + st.message());
   }
-  if (replicated) QR_RETURN_IF_ERROR(StartReplication());
   if (checkpointer_ && replicated) replicator_->RetainFrom(kGroup, restored_ ? restored_next_ : 0);
   QR_RETURN_IF_ERROR(row_->Start());
   if (!leader_) QR_RETURN_IF_ERROR(reporter_->Start());

@@ -24,7 +24,8 @@
 // A partitioned row (P > 1): row 0 leads each partition at the start; a follower the backend
 // makes leader takes its partition's place in the row (PromoteRow, RowServer::Promote), unless
 // the row ended already (its leaders stopped cleanly); a row leader that stops leading is
-// deposed as above.
+// deposed as above. A row 0 started again after its group elected another member starts as that
+// member's follower (JoinRowGroup), like any other, and may be elected again later.
 #pragma once
 
 #include <atomic>
@@ -95,8 +96,19 @@ class ServerImpl {
   std::string Identity() const { return "[" + me_.name + " " + NodeRoleName(role()) + "]"; }
   Status StartRow();
   // Starts the replication backend (errors name the key at fault); row 0 then waits until it
-  // leads a fresh stream.
+  // leads a fresh stream (a partitioned row's: JoinRowGroup).
   Status StartReplication();
+  // Row 0 of a partitioned row, replication started: leads its group if the backend makes it
+  // leader of empty streams, or starts as the follower of another member that leads (a former
+  // leader started again after a failover: leader_ turns false, and it replays the group's log
+  // from batch 0 or its checkpoint like any follower). Bounded by server.start_timeout_ms (with a
+  // checkpoint, RowLeaderWaitMs). Errors: it would have to lead from a checkpoint or resume a
+  // log of an earlier run (kInvalidArgument: a row cannot resume together yet), no leader.
+  Status JoinRowGroup();
+  // How long row 0 with a checkpoint waits for another member of its group to lead.
+  int64_t RowLeaderWaitMs() const;
+  // Row 0 of a row with a checkpoint that cannot follow another leader (`why`): the refusal.
+  Status RowCheckpointRefusal(const std::string& why) const;
   // Init: loads the newest valid checkpoint of server.checkpoint_dir/<node> into table_ (the
   // refused ones are logged); none: table_ stays empty (the initial table is loaded).
   void RestoreCheckpoint();
@@ -170,7 +182,9 @@ class ServerImpl {
   std::unique_ptr<Config> repl_config_;
   std::unique_ptr<Topology> topo_;
   NodeInfo me_;
-  bool leader_ = false;  // row 0: leads a fresh cluster (a partitioned row: leads, full stop)
+  // Row 0: leads a fresh cluster. A partitioned row: leads, full stop, unless another member led
+  // its group when it started (JoinRowGroup makes it a follower; then fixed).
+  bool leader_ = false;
   std::string backend_, mode_;
   EngineConfig engine_;
   workloads::WorkloadOptions workload_;
