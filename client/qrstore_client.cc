@@ -237,13 +237,17 @@ int Main(int argc, char** argv) {
                                    "): lower client.txns_per_request");
   }
   const int64_t stall_ns = config.GetInt("client.stall_timeout_ms") * 1'000'000;
-  // One partition: whoever leads it now (the backend elects; row 0 only leads a fresh cluster).
-  // A group just started (or restarted) may not have elected yet: wait for it, as after a failover.
-  if (topo->partitions() == 1 && !cli.Has("node")) {
-    WaitForServingLeader(topo.value(), 0, std::min(connect_ms, 1000), config.GetInt("client.failover_timeout_ms"));
+  // Each partition: whoever leads it now (the backend elects; row 0 only leads a fresh cluster, and
+  // in a row a follower may have taken a dead leader's place). A group just started (or
+  // restarted) may not have elected yet: wait for it, as after a failover.
+  std::vector<std::string> leads;  // [partition] its leader's client address
+  if (!cli.Has("node")) {
+    for (uint32_t p = 0; p < topo->partitions(); ++p) {
+      WaitForServingLeader(topo.value(), p, std::min(connect_ms, 1000), config.GetInt("client.failover_timeout_ms"));
+      leads.push_back(LiveLeader(topo.value(), p, connect_ms).client_address());
+    }
   }
-  std::string target = (topo->partitions() > 1 ? topo->Leader(0) : LiveLeader(topo.value(), 0, connect_ms))
-                           .client_address();
+  std::string target = leads.empty() ? std::string() : leads[0];
   // A partitioned row: connection c drives the leader of partition c mod P, with txns whose
   // first key is on that partition (the key routes the txn to its home).
   const uint32_t row_size = topo->partitions();
@@ -310,7 +314,7 @@ int Main(int argc, char** argv) {
     lc[0] = std::move(fresh).value();
   }
   for (uint32_t c = 1; c < conns; ++c) {
-    const std::string to = row_size > 1 ? topo->Leader(c % row_size).client_address() : target;
+    const std::string to = row_size > 1 ? leads[c % row_size] : target;
     if (Status st = lc[c]->Connect(to); !st.ok()) return Fail(kExitFailed, st.message());
   }
   for (auto& l : lc) {
