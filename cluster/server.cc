@@ -28,6 +28,7 @@
 #include "common/clock.h"
 #include "common/hash.h"
 #include "common/logging.h"
+#include "common/net/stream_net.h"
 #include "common/report.h"
 #include "common/thread.h"
 #include "planner/eq.h"
@@ -462,20 +463,51 @@ Status ServerImpl::JoinRowGroup() {
   const int64_t deadline = NowNanos() + wait_ms * 1'000'000;
   for (;;) {
     if (replicator_->IsLeader(kGroup)) {
-      if (restored_) return RowCheckpointRefusal("its group made it leader");
-      bool still = true;
+      bool still = true, fresh = !restored_;
       for (uint32_t s = 0; still && s < Streams(); ++s) {
         auto n = replicator_->NextBatchId(kGroup, s);
         still = n.ok();  // not: it lost the lead meanwhile; look again
-        if (still && n.value() != 0) {
-          return Status::InvalidArgument(
-              "node " + me_.name + " leads partition " + std::to_string(me_.partition) +
-              " of a partitioned row, but stream " + std::to_string(s) + " of its group already holds batches up to " +
-              std::to_string(n.value() - 1) + " of an earlier run: a row's leaders cannot resume a row's log yet "
-              "(the row would have to resume together); start the cluster with `cluster.sh up --fresh`");
-        }
+        if (still && n.value() != 0) fresh = false;
       }
-      if (still) return Status::Ok();  // a fresh cluster's leader
+      if (still && fresh) return Status::Ok();  // a fresh cluster's leader
+      if (still) {
+        // It can take its place only in a row that goes on: every other partition's leader takes
+        // row connections (followers listen on none). A row restarted together cannot resume.
+        std::string idle;
+        const std::unique_ptr<net::StreamNet> probe = net::MakePosixStreamNet();
+        for (uint32_t q = 0; q < topo_->partitions(); ++q) {
+          if (q == me_.partition) continue;
+          bool up = false;
+          for (const NodeInfo* m : topo_->Group(q)) up = up || probe->Connect(m->row_address(), 300) != nullptr;
+          if (!up) idle += (idle.empty() ? "" : ", ") + std::to_string(q);
+        }
+        if (!idle.empty()) {
+          const std::string why = "its group made it leader, and no member of partition(s) " + idle +
+                                  " takes row connections (the whole row starting again?)";
+          if (restored_) return RowCheckpointRefusal(why);
+          return Status::InvalidArgument("node " + me_.name + " leads partition " + std::to_string(me_.partition) +
+                                         " of a partitioned row whose log holds batches of an earlier run, but " +
+                                         why + ": a row's leaders cannot resume a row's log together yet; start the "
+                                         "cluster with `cluster.sh up --fresh`");
+        }
+        // Its group made it leader again after a restart, before another member was elected: it
+        // replays its group's log as a follower first (from its checkpoint, or batch 0), then the
+        // watch thread promotes it and it takes its place in the row as any elected follower does
+        // (RowServer::Promote). (A whole row started again together cannot resume: the peers it
+        // would resume with are not leading; its promotion then fails naming them.)
+        leader_ = false;
+        {
+          std::lock_guard<std::mutex> lk(hint_mu_);
+          hint_node_ = me_.name;
+          hint_address_ = me_.client_address();
+          hint_term_ = replicator_->Leader(kGroup).term;
+        }
+        Logger("server")->warn("{} its group made it leader again (term {}) while its log holds batches of the run "
+                               "before its restart: it replays the log as a follower from batch {} first, then "
+                               "takes its place in the row",
+                               Identity(), replicator_->Leader(kGroup).term, restored_ ? restored_next_ : 0);
+        return Status::Ok();
+      }
     }
     const replication::LeaderView v = replicator_->Leader(kGroup);
     // (A leader named as this node but not `self` is this node before its restart: its session or

@@ -10,24 +10,83 @@
 # and agree with its leader. Checks, from outside: p1r0's log says it follows and (checkpoint)
 # that it restored; `cluster.sh status` shows it a serving follower of the new leader whose digest
 # agrees, and partition 1 with 3 of 3 members serving; the client finishes and every txn it sent
-# has one fate or is in doubt; every node stops cleanly; every member of each group, p1r0
+# has one fate, none in doubt; a client started afterwards finds each partition's leader as it is
+# now (not the config's row 0) and sees every replica agree; every node stops cleanly; every member of each group, p1r0
 # included, dumps the same state as its leader; money summed over the partitions is conserved.
 # ZooKeeper deletes the batches a majority read, so there p1r0 needs its checkpoint: the default
 # is that variant alone (plain ends with p1r0 stranded, as any follower restarted from batch 0).
-# Usage: row_rejoin_test.sh BACKEND [VARIANT ...]   (VARIANT: plain | checkpoint; default both,
-# zookeeper: checkpoint)
+# VARIANT reelected (raft): its group elects p1r0 itself again after its restart (its log the
+# longest: p1r1 was paused while the others committed, p1r2 is paused while p1r0 restarts); it
+# must replay the log from its checkpoint as a follower first, then take its place in the row as
+# any elected follower; then a client runs, every replica agrees, and the dumps match.
+# Usage: row_rejoin_test.sh BACKEND [VARIANT ...]   (VARIANT: plain | checkpoint | reelected;
+# default: raft all three, zookeeper: checkpoint)
 source "$(dirname "$0")/lib.sh"
 backend="${1:?raft or zookeeper}"
 shift
 variants=("$@")
 if ((${#variants[@]} == 0)); then
-  variants=(plain checkpoint)
+  variants=(plain checkpoint reelected)
   [[ "$backend" == zookeeper ]] && variants=(checkpoint)
 fi
+
+# Its group makes the restarted leader leader again (raft, a disk log: p1r0's log is the longest).
+reelected() {
+  qr_grid_config "$QR_TMP/rejoin-reelected.yaml" raft 2 3 \
+    "workload:" "  kind: transfer" "transfer:" "  accounts: 4000" "  initial_balance: 1000" "  max_amount: 1500" \
+    "  mp_ratio: 0.5" "batch:" "  txns: 500" "  timeout_ms: 5"
+  local cfg="$QR_TMP/rejoin-reelected.yaml" cs="$QR_SRC/scripts/cluster.sh"
+  local run="$QRSTORE_RUN_DIR/rejoin-reelected"
+  local o=(--server.checkpoint_dir="$QR_TMP/ck-reelected" --server.checkpoint_every_batches=20
+    --replication.raft.log=disk --replication.raft.dir="$QR_TMP/raft-reelected")
+  qr_up "$cfg" "${o[@]}"
+  qr_client "$cfg" --duration-s 2 --target-tps 10000 --connections 2 --seed 73 --json >"$QR_TMP/r1.out" \
+    2>"$QR_TMP/r1.err" || fail "reelected: the first client failed: $(tail -5 "$QR_TMP/r1.err")"
+  # p1r1 falls behind while p1r0 and p1r2 commit more (the client says p1r1 does not agree: expected).
+  "$cs" kill "$cfg" p1r1 STOP
+  qr_client "$cfg" --duration-s 2 --target-tps 10000 --connections 2 --seed 74 --json >"$QR_TMP/r2.out" \
+    2>"$QR_TMP/r2.err" || true
+  [[ "$(json_field "$QR_TMP/r2.out" committed)" -gt 0 ]] || fail "reelected: nothing committed with p1r1 paused"
+  # p1r0 dies with the longest log; p1r2 cannot campaign (paused), p1r1 cannot win (behind).
+  "$cs" kill "$cfg" p1r2 STOP
+  "$cs" kill "$cfg" p1r0 KILL
+  "$cs" kill "$cfg" p1r1 CONT
+  qr_up "$cfg"  # p1r0 again
+  local deadline=$((SECONDS + 30))
+  until grep -q "leads partition 1 in the row" "$run/p1r0.log"; do
+    ((SECONDS < deadline)) || fail "reelected: p1r0 did not take its place in the row again (see $run/p1r0.log)"
+    sleep 0.2
+  done
+  "$cs" kill "$cfg" p1r2 CONT
+  grep -q "its group made it leader again (term [0-9]*) while its log holds batches" "$run/p1r0.log" ||
+    fail "reelected: p1r0 does not say its group elected it again (see $run/p1r0.log)"
+  grep -q "restored from .*checkpoint-" "$run/p1r0.log" || fail "reelected: p1r0 did not restore its checkpoint"
+  note "reelected: $(grep -o "its group made it leader again (term [0-9]*)" "$run/p1r0.log" | tail -1); it replayed" \
+    "its log as a follower, then led in the row"
+  qr_client "$cfg" --duration-s 3 --target-tps 10000 --connections 2 --seed 75 --json >"$QR_TMP/r3.out" \
+    2>"$QR_TMP/r3.err" || fail "reelected: a client after the re-election failed: $(tail -5 "$QR_TMP/r3.err")"
+  [[ "$(json_field "$QR_TMP/r3.out" replicas_agree)" == true ]] ||
+    fail "reelected: replicas do not agree: $(json_field "$QR_TMP/r3.out" replicas_detail)"
+  [[ "$(json_field "$QR_TMP/r3.out" committed)" -gt 0 ]] || fail "reelected: nothing committed after it"
+  qr_down "$cfg" || fail "reelected: not every node stopped cleanly"
+  local dir n
+  dir="$(qr_dump_dir "$cfg")"
+  for n in p0r1 p0r2; do cmp -s "$dir/p0r0.tsv" "$dir/$n.tsv" || fail "reelected: $n's dump differs from p0r0's"; done
+  for n in p1r1 p1r2; do cmp -s "$dir/p1r0.tsv" "$dir/$n.tsv" || fail "reelected: $n's dump differs from p1r0's"; done
+  [[ "$(($(dump_sum "$dir/p0r0.tsv") + $(dump_sum "$dir/p1r0.tsv")))" == 4000000 ]] ||
+    fail "reelected: money not conserved"
+  note "reelected: $(json_field "$QR_TMP/r3.out" committed) committed after it, replicas agree, dumps equal per group"
+  QR_CONFIGS=()
+}
 zk=()
 [[ "$backend" == zookeeper && -n "${QRSTORE_ZK_HOSTS:-}" ]] && zk=("--replication.zookeeper.hosts=$QRSTORE_ZK_HOSTS")
 
 for variant in "${variants[@]}"; do
+  if [[ "$variant" == reelected ]]; then
+    [[ "$backend" == raft ]] || fail "the reelected variant is raft's"
+    reelected
+    continue
+  fi
   qr_grid_config "$QR_TMP/rejoin-$variant.yaml" "$backend" 2 3 \
     "workload:" "  kind: transfer" "transfer:" "  accounts: 4000" "  initial_balance: 1000" "  max_amount: 1500" \
     "  mp_ratio: 0.5" "batch:" "  txns: 500" "  timeout_ms: 5"
@@ -87,6 +146,14 @@ for variant in "${variants[@]}"; do
   ((committed + aborted + in_doubt == submitted)) ||
     fail "submitted $submitted, but committed $committed + aborted $aborted + in doubt $in_doubt"
   note "client: $submitted submitted, $committed committed, $aborted aborted, $in_doubt in doubt"
+  ((in_doubt == 0)) || fail "$in_doubt txns in doubt (sessions carry them to the successor)"
+  # A client started now finds each partition's leader as it is (p1r0 is not), and the
+  # rejoined p1r0 keeps up with what it runs.
+  qr_client "$cfg" --txns 4000 --connections 2 --outstanding 500 --seed 72 --json >"$QR_TMP/after.out" \
+    2>"$QR_TMP/after.err" || fail "a client started after the rejoin failed: $(tail -5 "$QR_TMP/after.err")"
+  [[ "$(json_field "$QR_TMP/after.out" replicas_agree)" == true ]] ||
+    fail "after the rejoin: replicas do not agree: $(json_field "$QR_TMP/after.out" replicas_detail)"
+  note "a client started after the rejoin: $(json_field "$QR_TMP/after.out" committed) committed, replicas agree"
   qr_down "$cfg" || fail "not every node stopped cleanly (p1r0 included)"
   dir="$(qr_dump_dir "$cfg")"
   for n in p0r0 p0r1 p0r2 p1r0 p1r1 p1r2; do [[ -s "$dir/$n.tsv" ]] || fail "no dump of $n"; done
