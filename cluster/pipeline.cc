@@ -95,7 +95,9 @@ class PipelineImpl {
   }
 
   void AcceptRepeats() { executors_.AcceptRepeats(); }
-  size_t ForgetFrom(uint32_t from, uint64_t first_batch) { return executors_.ForgetFrom(from, first_batch); }
+  size_t ForgetFrom(uint32_t from, uint64_t first_batch, std::vector<executor::ExecutorStage::Forgotten>* values) {
+    return executors_.ForgetFrom(from, first_batch, values);
+  }
 
   void DeliverVotes(uint64_t b, uint32_t from, uint32_t round, std::vector<executor::RowTxn> ids) {
     Status error = executors_.DeliverVotes(b, from, round, std::move(ids));
@@ -307,7 +309,10 @@ void Pipeline::DeliverDepValue(uint64_t b, uint32_t p, uint32_t slot, int64_t va
   impl_->DeliverDepValue(b, p, slot, value, from);
 }
 void Pipeline::AcceptRepeats() { impl_->AcceptRepeats(); }
-size_t Pipeline::ForgetFrom(uint32_t from, uint64_t first_batch) { return impl_->ForgetFrom(from, first_batch); }
+size_t Pipeline::ForgetFrom(uint32_t from, uint64_t first_batch,
+                             std::vector<executor::ExecutorStage::Forgotten>* values) {
+  return impl_->ForgetFrom(from, first_batch, values);
+}
 void Pipeline::DeliverVotes(uint64_t b, uint32_t from, uint32_t round, std::vector<executor::RowTxn> ids) {
   impl_->DeliverVotes(b, from, round, std::move(ids));
 }

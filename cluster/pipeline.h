@@ -153,8 +153,10 @@ class Pipeline {
                        uint32_t from = executor::ExecutorStage::kNoSender);
   // Row nodes: partition `from`'s leader changed; its successor resumes at `first_batch`: its
   // predecessor's values and votes for those batches not used yet are dropped
-  // (ExecutorStage::ForgetFrom; docs/partitioned-rows.md 9.3). Returns how many.
-  size_t ForgetFrom(uint32_t from, uint64_t first_batch);
+  // (ExecutorStage::ForgetFrom; docs/partitioned-rows.md 9.3). Returns how many; the dropped
+  // values' (batch, slice, slot) go to `values` if given.
+  size_t ForgetFrom(uint32_t from, uint64_t first_batch,
+                    std::vector<executor::ExecutorStage::Forgotten>* values = nullptr);
   // Row nodes: partition `from`'s aborted txns of batch b for voting round `round` (any thread).
   // Twice for one (b, from, round), from itself or out of range: fails the pipeline (but see
   // AcceptRepeats).

@@ -203,13 +203,19 @@ uint64_t ExecutorStage::executed_batches() const {
   return executed_;
 }
 
-size_t ExecutorStage::ForgetFrom(uint32_t from, uint64_t first_batch) {
+size_t ExecutorStage::ForgetFrom(uint32_t from, uint64_t first_batch, std::vector<Forgotten>* values) {
   std::lock_guard<std::mutex> lk(ring_->mu);
   size_t dropped = 0;
   for (auto it = pending_.lower_bound({first_batch, 0}); it != pending_.end();) {
     auto& v = it->second;
     const size_t before = v.size();
-    v.erase(std::remove_if(v.begin(), v.end(), [&](const EarlyValue& e) { return e.from == from; }), v.end());
+    v.erase(std::remove_if(v.begin(), v.end(),
+                           [&](const EarlyValue& e) {
+                             if (e.from != from) return false;
+                             if (values != nullptr) values->push_back(Forgotten{it->first.first, it->first.second, e.slot});
+                             return true;
+                           }),
+            v.end());
     dropped += before - v.size();
     pending_values_ -= before - v.size();
     it = v.empty() ? pending_.erase(it) : std::next(it);

@@ -144,8 +144,15 @@ class ExecutorStage {
   // on still waiting for its sub-slice, and every vote from it for those batches not consumed yet,
   // is dropped (its predecessor may have computed them from its own home slices that never
   // reached its group's log; the successor sends its own). What was used was computed from
-  // content in the order for good. Returns how many values and votes were dropped.
-  size_t ForgetFrom(uint32_t from, uint64_t first_batch);
+  // content in the order for good. Returns how many values and votes were dropped; the dropped
+  // values' (batch, slice, slot) are appended to `values` if given (a leader also drops them
+  // from the batch-end records it builds: cluster/row/row_node.h).
+  struct Forgotten {
+    uint64_t batch = 0;
+    uint32_t slice = 0;
+    uint32_t slot = 0;
+  };
+  size_t ForgetFrom(uint32_t from, uint64_t first_batch, std::vector<Forgotten>* values = nullptr);
   // Row nodes, any thread: partition `from`'s aborted txns of batch b for voting round `round`.
   // An error (twice, from itself or out of range, batch outside the window; with repeats
   // accepted: twice with different txns, from itself or out of range, a batch too far ahead)

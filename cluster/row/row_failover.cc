@@ -95,7 +95,22 @@ void RowNode::Resumed(uint32_t from, const RowResume& m) {
   // What the predecessor sent and was not used may come from its own home slices that never
   // reached its group's log (docs 9.3): dropped; the successor sends its own. Everything from now
   // on may repeat what this node has.
-  const size_t forgotten = pipeline_->ForgetFrom(from, m.batch);
+  std::vector<executor::ExecutorStage::Forgotten> dropped;
+  const size_t forgotten = pipeline_->ForgetFrom(from, m.batch, &dropped);
+  if (!dropped.empty()) {
+    // Rule 2: those values were recorded for their batch's record when they came; the record
+    // must not carry them either, or a follower replaying it finds a value for a slot its log's
+    // sub-slice lacks (a padded one) or gets it twice (the successor re-sends its own).
+    std::lock_guard<std::mutex> lk(rec_mu_);
+    for (const auto& f : dropped) {
+      auto it = rec_values_.find(f.batch);
+      if (it == rec_values_.end()) continue;
+      auto& v = it->second;
+      v.erase(std::remove_if(v.begin(), v.end(),
+                             [&](const RowBatchEndValue& x) { return x.slice == f.slice && x.slot == f.slot; }),
+              v.end());
+    }
+  }
   pipeline_->AcceptRepeats();
   {
     std::lock_guard<std::mutex> lk(mu_);
