@@ -470,6 +470,15 @@ Status ServerImpl::JoinRowGroup() {
         if (still && n.value() != 0) fresh = false;
       }
       if (still && fresh) return Status::Ok();  // a fresh cluster's leader
+      if (still && backend_ != "raft") {
+        // (ZooKeeper: a restarted configured leader may see its own earlier epoch as its lead
+        // before its session's election ran: not trusted; it refuses as before.)
+        if (restored_) return RowCheckpointRefusal("its group made it leader");
+        return Status::InvalidArgument("node " + me_.name + " leads partition " + std::to_string(me_.partition) +
+                                       " of a partitioned row whose log holds batches of an earlier run: a row's "
+                                       "leaders cannot resume a row's log yet; start the cluster with "
+                                       "`cluster.sh up --fresh`");
+      }
       if (still) {
         // It can take its place only in a row that goes on: every other partition's leader takes
         // row connections (followers listen on none). A row restarted together cannot resume.
