@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# chaos.sh: runs qrstore-client against a replicated group while it kills (SIGKILL), pauses
-# (SIGSTOP/SIGCONT) and restarts random nodes on a schedule drawn from a seed, then checks that
-# nothing was lost, run twice or left in doubt (docs/chaos.md).
+# chaos.sh: runs qrstore-client against a replicated group (or a partitioned row's grid of groups)
+# while it kills (SIGKILL), pauses (SIGSTOP/SIGCONT) and restarts random nodes on a schedule drawn
+# from a seed, then checks that nothing was lost, run twice or left in doubt (docs/chaos.md).
 #
 #   scripts/chaos.sh CONFIG --duration-s S [--seed K] [options] [--key=value ...]
 #
@@ -32,12 +32,16 @@
 # (a minority of a group of three or more) is down or paused: kill (SIGKILL, then
 # `cluster.sh up` after the downtime: it restarts from its newest checkpoint), pause (SIGSTOP,
 # SIGCONT after the pause), restart (`cluster.sh restart`: killed and started at once). A target
-# is a node of the group or "leader" (whoever leads when the event comes). A node that exits by
+# is a node of the group or "leader" (whoever leads when the event comes). In a partitioned row
+# (P partitions x R >= 3 rows) "the group" is the whole grid: one node of it away at a time (so
+# one partition fails over at a time), a target is any node or "leader:P" (partition P's leader
+# then), and the dumps are compared within each partition. A node that exits by
 # itself is started again: a deposed leader (exit 3, by design) is counted; any other exit status
 # fails the run. Checked at the end: the client ran without error and has no txn in doubt,
-# every node serving and caught up, `cluster.sh down` clean, every node's dump identical, and
-# exactly once: money conserved (workload.kind transfer) or YCSB's update counters summing to
-# the client's update_ops_committed. A ledger of what happened is printed last.
+# every node serving and caught up, `cluster.sh down` clean, every node's dump identical (within
+# each partition), and exactly once: money conserved (workload.kind transfer) or YCSB's update
+# counters (one dump per partition) summing to the client's update_ops_committed. A ledger of
+# what happened is printed last.
 # Set by chaos.sh (before the overrides, which win): server.checkpoint_dir=DIR/checkpoints,
 # server.checkpoint_every_batches; after them: server.dump_state_dir=DIR/dump.
 # Exit status: 0 every check passed; 1 a check failed; 2 bad input.
@@ -130,15 +134,21 @@ name="$(get cluster.name 2>/dev/null)" || { get cluster.name >/dev/null || true;
 backend="$(get replication.backend)"
 kind="$(get workload.kind)"
 list="$(server --list-nodes)" || bad "the node list of $config is invalid (above)"
-nodes=()
+nodes=() node_part=()
+partitions=1
 while read -r n _ _ _ part _; do
-  ((part == 0)) || bad "$config is a partitioned row (partition $part): chaos runs on one group (no failover in rows yet)"
-  nodes+=("$n")
+  nodes+=("$n") node_part+=("$part")
+  ((part + 1 <= partitions)) || partitions=$((part + 1))
 done <<<"$list"
-group=${#nodes[@]}
+grid=${#nodes[@]}            # every node
+group=$((grid / partitions))  # the members of each partition's group
+parts_of=""                   # "node:partition ..." for the status parsers
+for ((i = 0; i < grid; i++)); do parts_of+="${nodes[$i]}:${node_part[$i]} "; done
 [[ "$backend" == raft || "$backend" == zookeeper ]] ||
   bad "replication.backend is '$backend': chaos needs one that fails over (raft or zookeeper)"
-((group >= 3)) || bad "$group member(s): chaos needs a group of at least 3 (a majority stays up while one is away)"
+((group >= 3)) || bad "$group member(s) per group: chaos needs groups of at least 3 (a majority stays up while one is away)"
+((partitions == 1)) || [[ "$backend" == raft ]] ||
+  bad "a partitioned row with $backend: chaos on rows runs with raft only (a ZooKeeper row leader started again before its group elected another refuses to start: docs/partitioned-rows.md 9.6)"
 
 # --- the schedule: from the seed only ----------------------------------------------------------
 # A 64-bit LCG (Knuth's MMIX constants) in bash arithmetic, which wraps modulo 2^64: the same
@@ -164,10 +174,15 @@ for ((i = 0; i < kEventsMax; i++)); do
   elif ((r < 75)); then action=pause; rand_in "$pause_ms"; ms=$r
   else action=restart; ms=0
   fi
-  # One event in three aims at whoever leads then; the others at a node drawn from the group
-  # (which may be the leader too).
+  # One event in three aims at whoever leads then (in a row: a partition drawn too); the others
+  # at a node drawn from the group (the grid), which may be a leader too.
   rand 3
-  if ((r == 0)); then target=leader; else rand "$group"; target="${nodes[$r]}"; fi
+  if ((r == 0)); then
+    target=leader
+    if ((partitions > 1)); then rand "$partitions"; target="leader:$r"; fi
+  else
+    rand "$grid"; target="${nodes[$r]}"
+  fi
   ((t + ms <= end_ms)) || break
   ev_at+=("$t") ev_action+=("$action") ev_target+=("$target") ev_ms+=("$ms")
   t=$((t + ms))
@@ -175,7 +190,11 @@ done
 events=${#ev_at[@]}
 
 secs() { printf '%d.%01d' $(($1 / 1000)) $((($1 % 1000) / 100)); }
-echo "chaos: $config (cluster $name, $backend, $kind, group of $group: ${nodes[*]}; one member away at a time)"
+if ((partitions > 1)); then
+  echo "chaos: $config (cluster $name, $backend, $kind, $partitions partitions x $group rows: ${nodes[*]}; one node away at a time)"
+else
+  echo "chaos: $config (cluster $name, $backend, $kind, group of $group: ${nodes[*]}; one member away at a time)"
+fi
 echo "chaos: seed $seed, $duration_s s, $events events; replay: scripts/chaos.sh ${argv[*]}"
 echo "chaos: schedule (offset, action, node, duration; each event also waits until the group is whole):"
 for ((i = 0; i < events; i++)); do
@@ -241,7 +260,7 @@ trap 'say "interrupted"; exit 1' INT TERM
 
 say "work folder $dir; run folder $run"
 "$cluster_sh" up "$config" --fresh "${node_opts[@]}" >"$dir/up.out" 2>&1 || { cat "$dir/up.out" >&2; problem "cluster.sh up failed"; exit 1; }
-say "$group nodes up (cluster.sh up: $dir/up.out)"
+say "$grid nodes up (cluster.sh up: $dir/up.out)"
 
 pace=()
 ((target_tps > 0)) && pace=(--target-tps "$target_tps")  # 0: no limit (the client takes no 0)
@@ -258,17 +277,27 @@ status() {
   timeout 20 "$bin/qrstore-client" --config "$config" "${overrides[@]+"${overrides[@]}"}" --status \
     --client.connect_timeout_ms=1000 2>/dev/null || true
 }
-leader_now() { status | awk 'NR > 1 && $2 == "leader" && $3 == "serving" { print $1; exit }'; }
-# Whole: every node answers, exactly one leader serving, every follower serving, caught up and
-# not disagreeing.
+# The node table's rows only (a row's status adds a partition and a row table below it).
+# leader_now [P]: the node leading (and serving) partition P (default 0).
+leader_now() {
+  status | awk -v map="$parts_of" -v want="${1:-0}" '
+    BEGIN { k = split(map, a, " "); for (i = 1; i <= k; i++) { split(a[i], b, ":"); part[b[1]] = b[2] } }
+    ($1 in part) && part[$1] == want && $2 == "leader" && $3 == "serving" { print $1; exit }'
+}
+# Whole: every node answers, exactly one leader serving per partition, every follower serving,
+# caught up and not disagreeing.
 whole() {
-  status | awk -v lag_max="$kCaughtUpLagBatches" -v n="$group" '
-    NR == 1 { next }
+  status | awk -v lag_max="$kCaughtUpLagBatches" -v map="$parts_of" -v n="$grid" -v parts="$partitions" '
+    BEGIN { k = split(map, a, " "); for (i = 1; i <= k; i++) { split(a[i], b, ":"); part[b[1]] = b[2] } }
+    !($1 in part) { next }
     { rows++ }
-    $2 == "leader" && $3 == "serving" && $7 != "MISMATCH" { leaders++; next }
+    $2 == "leader" && $3 == "serving" && $7 != "MISMATCH" { leaders[part[$1]]++; next }
     $2 == "follower" && $3 == "serving" && $6 ~ /^[0-9]+$/ && $6 <= lag_max && ($7 == "agrees" || $7 == "behind") { ok++; next }
     { bad++ }
-    END { exit !(rows == n && leaders == 1 && ok == n - 1 && bad == 0) }'
+    END {
+      for (p = 0; p < parts; p++) if (leaders[p] != 1) exit 1
+      exit !(rows == n && ok == n - parts && bad == 0)
+    }'
 }
 
 # The checkpoint NODE's last start loaded, as its log says.
@@ -339,11 +368,13 @@ for ((i = 0; i < events; i++)); do
   fi
   action="${ev_action[$i]}" target="${ev_target[$i]}" ms="${ev_ms[$i]}"
   node="$target"
-  if [[ "$target" == leader ]]; then
-    node="$(leader_now)"
+  if [[ "$target" == leader || "$target" == leader:* ]]; then
+    aim=0; [[ "$target" == leader:* ]] && aim="${target#leader:}"
+    node="$(leader_now "$aim")"
     [[ -n "$node" ]] || { problem "event $((i + 1)): no leader serving to aim at: $(status | tr -s ' ' | tr '\n' ';')"; continue; }
   fi
-  lead="$(leader_now)"
+  for ((j = 0; j < grid; j++)); do [[ "${nodes[$j]}" == "$node" ]] && p_of="${node_part[$j]}"; done
+  lead="$(leader_now "$p_of")"
   [[ "$node" == "$lead" ]] && leader_hits=$((leader_hits + 1))
   role="follower"; [[ "$node" == "$lead" ]] && role="leader"
   case "$action" in
@@ -423,7 +454,7 @@ final_status="$(status)"
 if whole; then pass "every node serving, the followers caught up (status)"; else flunk "not every node serving or caught up: $(echo "$final_status" | tr -s ' ' | tr '\n' ';')"; fi
 
 # Failovers seen: each promotion is logged by the node that took over ("leads from batch").
-promotions="$(cat "$run"/*.log 2>/dev/null | grep -c 'leads from batch' || true)"
+promotions="$(cat "$run"/*.log 2>/dev/null | grep -c 'leads from batch\|leads partition [0-9]* in the row' || true)"
 restored="$(cat "$run"/*.log 2>/dev/null | grep -c 'restored from' || true)"
 stranded="$(cat "$run"/*.log 2>/dev/null | grep -ci 'stranded' || true)"
 fetched="$(cat "$run"/*.log 2>/dev/null | grep -c 'I \[server\].* fetched .*checkpoint-.* from ' || true)"
@@ -435,17 +466,22 @@ if QRSTORE_STOP_TIMEOUT_S=60 "$cluster_sh" down "$config" >"$dir/down.out" 2>&1;
 else
   flunk "cluster.sh down was not clean: $(grep -v 'stopped cleanly' "$dir/down.out" | head -n 8 | tr '\n' ' ' | cut -c1-600)"
 fi
-first="" same=1
-for n in "${nodes[@]}"; do
-  f="$dump/$n.tsv"
-  if [[ ! -s "$f" ]]; then flunk "no dump from $n ($f)"; same=0; continue; fi
-  if [[ -z "$first" ]]; then first="$f"
-  elif ! cmp -s "$first" "$f"; then flunk "dumps differ: $(basename "$first") vs $n.tsv: $(diff "$first" "$f" | head -3 | tr '\n' ' ')"; same=0
-  fi
+same=1 total=0 dumped=0
+for ((p = 0; p < partitions; p++)); do
+  first=""
+  for ((j = 0; j < grid; j++)); do
+    ((node_part[j] == p)) || continue
+    n="${nodes[$j]}" f="$dump/${nodes[$j]}.tsv"
+    if [[ ! -s "$f" ]]; then flunk "no dump from $n ($f)"; same=0; continue; fi
+    if [[ -z "$first" ]]; then first="$f"
+    elif ! cmp -s "$first" "$f"; then flunk "dumps differ: $(basename "$first") vs $n.tsv: $(diff "$first" "$f" | head -3 | tr '\n' ' ')"; same=0
+    fi
+  done
+  # (one dump per partition: each holds its partition's records only)
+  [[ -n "$first" ]] && total=$((total + $(awk -F'\t' '{ s += $2 } END { printf "%d", s }' "$first"))) && dumped=$((dumped + 1))
 done
-((same)) && pass "every node's dump identical (${nodes[*]})"
-if [[ -n "$first" ]]; then
-  total="$(awk -F'\t' '{ s += $2 } END { printf "%d", s }' "$first")"
+((same)) && pass "every node's dump identical$( ((partitions > 1)) && echo " within its partition") (${nodes[*]})"
+if ((dumped == partitions)); then
   if [[ "$kind" == transfer ]]; then
     want=$(($(get transfer.accounts) * $(get transfer.initial_balance)))
     [[ "$total" == "$want" ]] && pass "money conserved: $total" || flunk "money not conserved: $total, want $want"
