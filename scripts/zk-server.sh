@@ -130,7 +130,16 @@ launch_server() {
     -Dlog4j.configuration="file:$sdir/log4j.properties" \
     -cp "$ZK_CLASSPATH" org.apache.zookeeper.server.quorum.QuorumPeerMain "$sdir/zoo.cfg" \
     >"$sdir/server.log" 2>&1 </dev/null &
-  echo $! >"$sdir/pid"
+  local pid=$!
+  echo "$pid" >"$sdir/pid"
+  # Until the forked shell has exec'd java, /proc/PID/cmdline is this script's, and
+  # is_our_server would call a server that is merely slow to start dead (CI met that once,
+  # under load: "server 1 exited during start" with an empty log). Wait, bounded, for the exec.
+  local waited=0
+  while kill -0 "$pid" 2>/dev/null && ! is_our_server "$pid" "$sdir/zoo.cfg" && ((waited < 100)); do
+    sleep 0.05
+    waited=$((waited + 1))
+  done
 }
 
 stop_all() {
