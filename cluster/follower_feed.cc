@@ -372,6 +372,7 @@ bool FollowerFeed::ApplyBatchEnd(uint64_t b, std::string_view bytes) {
   }
   // Within the pipeline's window for values and results: b may enter.
   if (!pipeline_->AwaitBatch(b)) return false;
+  if (opt_.on_batch_end) opt_.on_batch_end(rec);
   // A value may come before its sub-slice is published (the pipeline keeps it); the pipeline
   // checks each against its slot (a kDepRecv's, filled once) and fails on any other.
   for (const RowBatchEndValue& v : rec.values) pipeline_->DeliverDepValue(b, v.slice, v.slot, v.value);

@@ -69,6 +69,9 @@ struct FollowerFeedOptions {
   // stream by stream in batch order), before its own part is published: what its leader sent the
   // peers, for the re-send a successor owes them (RowNode::KeepBundle).
   std::function<void(const RowHomeBundle&)> on_bundle;
+  // A row follower: each batch-end record, once decoded (replay thread, in batch order), before
+  // it reaches the pipeline: the votes its leader sent the peers, kept likewise (RowNode::KeepVotes).
+  std::function<void(const RowBatchEnd&)> on_batch_end;
   // See "End of stream" above; `executors` sizes the empty batch a marker stands for.
   bool continue_after_end = false;
   uint32_t executors = 1;

@@ -79,7 +79,7 @@ void RowNode::ResumeLoop() {
   }
 }
 
-void RowNode::Resumed(uint32_t from, const RowResume& m) {
+void RowNode::Resumed(uint32_t from, const RowResume& m, bool dialed) {
   auto log = Logger("row");
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -117,7 +117,7 @@ void RowNode::Resumed(uint32_t from, const RowResume& m) {
     if (!repeats_.load()) commit_->AcceptRepeats(0);
     repeats_.store(true);
   }
-  if (Status st = transport_->Redial(from, m.address, opt_.connect_timeout_ms); !st.ok()) {
+  if (Status st = dialed ? Status::Ok() : transport_->Redial(from, m.address, opt_.connect_timeout_ms); !st.ok()) {
     Fail(Status::Unavailable("partition " + std::to_string(from) + "'s successor at " + m.address +
                              " resumed, but this node cannot reach it: " + st.message()));
     return;
@@ -194,11 +194,26 @@ Status RowNode::SeedFromLog() {
   return Status::Ok();
 }
 
+void RowNode::ResumeWhileHandshaking(std::unique_lock<std::mutex>* lk, const std::vector<std::string>& dialed) {
+  while (!resumes_.empty() && !Halted()) {
+    ResumeRequest req = std::move(resumes_.front());
+    resumes_.pop_front();
+    lk->unlock();
+    // The handshake dialed every peer's leader: a peer's successor at the address dialed needs
+    // no new connection (a redial would also count its connection in as lost, and it dials in
+    // once only). Before the handshake's own re-sends: both are repeats the receiver drops.
+    Resumed(req.from, req.msg, req.from < dialed.size() && dialed[req.from] == req.msg.address);
+    lk->lock();
+  }
+}
+
 Status RowNode::Handshake() {
   auto log = Logger("row");
   const uint64_t d = opt_.pipeline.first_batch;
+  std::vector<std::string> dialed(nparts_);  // [peer] the address its leader was dialed at
   if (opt_.resume.candidates.empty()) {
     QR_RETURN_IF_ERROR(transport_->DialAll(opt_.connect_timeout_ms));
+    for (uint32_t p = 0; p < nparts_; ++p) dialed[p] = opt_.peer_addresses[p];
   } else {
     // Each peer partition's leader now: the member whose row port answers (a follower listens on
     // none, a dead leader's is closed), tried in turn until the deadline.
@@ -208,8 +223,11 @@ Status RowNode::Handshake() {
       const auto& cands = opt_.resume.candidates.at(p);
       Status st = Status::Unavailable("no member of its group listed");
       for (size_t i = 0; !cands.empty() && !Halted(); i = (i + 1) % cands.size()) {
-        st = transport_->Redial(p, cands[i], 300);
-        if (st.ok()) break;
+        st = transport_->DialCurrent(p, cands[i], 300);
+        if (st.ok()) {
+          dialed[p] = cands[i];
+          break;
+        }
         if (NowNanos() >= deadline) break;
         if (i + 1 == cands.size()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
@@ -226,9 +244,20 @@ Status RowNode::Handshake() {
   std::map<uint32_t, RowResume> answers;
   {
     std::unique_lock<std::mutex> lk(mu_);
-    if (!cv_.wait_for(lk, std::chrono::milliseconds(opt_.connect_timeout_ms),
-                      [&] { return Halted() || answers_.size() + 1 == nparts_; }) ||
-        Halted()) {
+    // A peer that is a successor too (two partitions failing over at once) answers only after
+    // it answered this node's resume: answered here, not on the row-resume thread (not started
+    // yet), or both would wait for each other until the time-out.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(opt_.connect_timeout_ms);
+    for (;;) {
+      ResumeWhileHandshaking(&lk, dialed);
+      if (!cv_.wait_until(lk, deadline, [&] { return Halted() || answers_.size() + 1 == nparts_ || !resumes_.empty(); })) {
+        break;
+      }
+      if (Halted() || answers_.size() + 1 == nparts_) break;
+    }
+    // A peer's resume comes before its answer on the same connection: every one queued now.
+    ResumeWhileHandshaking(&lk, dialed);
+    if (answers_.size() + 1 != nparts_ || Halted()) {
       std::string missing;
       for (uint32_t p = 0; p < nparts_; ++p) {
         if (p != opt_.partition && answers_.count(p) == 0) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
@@ -327,6 +356,16 @@ void RowNode::KeepBundle(const RowHomeBundle& bundle) {
     if (p == opt_.partition) continue;
     // The frame exactly as the leader sent it (HomeSlicePlanned encodes the same message).
     SendToPeer(p, bundle.batch, EncodeRowMessage(RowSubSlice{bundle.batch, bundle.slice, bundle.from, bundle.parts[p]}));
+  }
+}
+
+void RowNode::KeepVotes(const RowBatchEnd& record) {
+  QR_CHECK(opt_.follower, "KeepVotes on a leader");
+  for (uint32_t round = 0; round < record.votes.size(); ++round) {
+    const std::string frame = EncodeRowMessage(RowVotes{record.batch, opt_.partition, round, record.votes[round]});
+    for (uint32_t p = 0; p < nparts_; ++p) {
+      if (p != opt_.partition) SendToPeer(p, record.batch, frame);
+    }
   }
 }
 

@@ -127,6 +127,8 @@ std::string EncodeRowMessage(const RowBatchEnd& m) {
   }
   PutTxns(&w, m.fired);
   PutTxns(&w, m.aborted);
+  w.PutVarint(m.votes.size());
+  for (const auto& round : m.votes) PutTxns(&w, round);
   return w.Release();
 }
 
@@ -218,6 +220,11 @@ Status DecodeRowMessage(std::string_view bytes, RowBatchEnd* out) {
   }
   QR_RETURN_IF_ERROR(GetTxns(&r, "batch end", "fired txn", &out->fired));
   QR_RETURN_IF_ERROR(GetTxns(&r, "batch end", "aborted txn", &out->aborted));
+  if (!r.GetCount(&n, 1) || n > kMaxRowItems) return Corrupt("batch end", "bad or truncated round count");
+  out->votes.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    QR_RETURN_IF_ERROR(GetTxns(&r, "batch end", "round " + std::to_string(i) + " vote", &out->votes[i]));
+  }
   if (!r.done()) return Corrupt("batch end", "trailing bytes");
   for (const executor::RowTxn& id : out->fired) {
     if (!std::binary_search(out->aborted.begin(), out->aborted.end(), id)) {

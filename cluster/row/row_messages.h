@@ -64,7 +64,10 @@ struct RowDepValues {
 // Rule 2; not used yet): every dependency value it received for a kDepRecv slot, by (slice,
 // slot), strictly increasing, and the batch's resolution when it may abort: `fired`, the txns
 // whose abort-capable fragment fired anywhere in the row (voting round 0's union), and `aborted`,
-// the final cascade set (fired among them); both sorted, no repeats.
+// the final cascade set (fired among them); both sorted, no repeats; `votes`, the leader's own
+// votes of the batch, round by round from round 0 (what it sent every peer: RowVotes), so that a
+// follower that takes its place can re-send them to a peer's successor that runs the batch again
+// (docs/partitioned-rows.md 9.5). Rounds may be empty (nobody added a txn in the last one).
 struct RowBatchEndValue {
   uint32_t slice = 0;
   uint32_t slot = 0;
@@ -76,6 +79,7 @@ struct RowBatchEnd {
   std::vector<RowBatchEndValue> values;
   std::vector<executor::RowTxn> fired;
   std::vector<executor::RowTxn> aborted;
+  std::vector<std::vector<executor::RowTxn>> votes;  // [round]: each sorted, no repeats
 };
 // Partition `from`'s aborted txns of `batch` in voting round `round`, sorted, no repeats.
 struct RowVotes {

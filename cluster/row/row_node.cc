@@ -386,6 +386,13 @@ void RowNode::Flush() {
 }
 
 void RowNode::SendVotes(uint32_t partition, uint64_t batch, uint32_t round, const std::vector<executor::RowTxn>& ids) {
+  if (opt_.replicate && !opt_.follower) {
+    // The batch's record carries this node's votes round by round (the same ids go to every
+    // peer: recorded at the first): a follower that takes its place re-sends them (9.5).
+    std::lock_guard<std::mutex> lk(rec_mu_);
+    auto& v = rec_votes_[batch];
+    if (v.size() == round) v.push_back(ids);
+  }
   SendToPeer(partition, batch, EncodeRowMessage(RowVotes{batch, opt_.partition, round, ids}));
 }
 
@@ -562,6 +569,10 @@ void RowNode::OnBatchExecuted(uint64_t b) {
       rec.aborted = std::move(it->second.second);
       rec_resolved_.erase(it);
     }
+    if (auto it = rec_votes_.find(b); it != rec_votes_.end()) {
+      rec.votes = std::move(it->second);
+      rec_votes_.erase(it);
+    }
   }
   std::sort(rec.values.begin(), rec.values.end(),
             [](const RowBatchEndValue& x, const RowBatchEndValue& y) { return std::tie(x.slice, x.slot) < std::tie(y.slice, y.slot); });
@@ -590,6 +601,8 @@ void RowNode::OnBatchExecuted(uint64_t b) {
     MarkReplicated(b, rs);
     return;
   }
+  // Votes alone do not make it wait: a follower needs them only for a batch it ran, whose record
+  // its log holds by then (one whose record was lost is run again by the successor, voting).
   const bool empty = rec.values.empty() && rec.fired.empty() && rec.aborted.empty();
   // Every batch has a record, so a follower's stream has no gaps; an empty one tells it nothing
   // it could not work out, so the batch need not wait for it (docs/partitioned-rows.md 9.4).

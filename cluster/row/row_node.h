@@ -185,6 +185,9 @@ class RowNode final : public executor::RowSender, public RowHome {
   // A follower: a home bundle of its own home from its group's log (FollowerFeedOptions::
   // on_bundle): the parts its leader sent the peers are kept with the rest (RetainedFrames).
   void KeepBundle(const RowHomeBundle& bundle);
+  // A follower: a batch-end record from its group's log (FollowerFeedOptions::on_batch_end): the
+  // votes its leader sent the peers are kept with the rest, as it sent them (RowVotes per round).
+  void KeepVotes(const RowBatchEnd& record);
   Pipeline* pipeline() { return pipeline_.get(); }
   // Waits (bounded) until the row ended, every batch committed, every home slice was answered
   // and every peer finished too. OK, or why not.
@@ -277,7 +280,12 @@ class RowNode final : public executor::RowSender, public RowHome {
   // Failover (docs/partitioned-rows.md 9.5).
   void OnPeerLost(uint32_t p, const Status& why);
   void ResumeLoop();  // "row-resume": a peer's successor resumes: redial, answer, re-send
-  void Resumed(uint32_t from, const RowResume& m);
+  // `dialed`: a successor's own handshake dialed `from` at m.address already (two partitions
+  // failing over at once resume with each other): not dialed again.
+  void Resumed(uint32_t from, const RowResume& m, bool dialed = false);
+  // A successor's handshake, waiting for its peers' answers: answers the resumes of peers that
+  // are successors too (each would otherwise wait for the other's answer). Under mu_ (`lk`).
+  void ResumeWhileHandshaking(std::unique_lock<std::mutex>* lk, const std::vector<std::string>& dialed);
   // A successor's start: seeds its inbox from the log's entries, then the handshake.
   Status SeedFromLog();
   Status Handshake();
@@ -350,6 +358,7 @@ class RowNode final : public executor::RowSender, public RowHome {
   std::map<uint64_t, std::vector<RowBatchEndValue>> rec_values_;  // guarded by rec_mu_
   std::map<uint64_t, std::pair<std::vector<executor::RowTxn>, std::vector<executor::RowTxn>>>
       rec_resolved_;  // guarded by rec_mu_: (fired, aborted) of batches that may abort
+  std::map<uint64_t, std::vector<std::vector<executor::RowTxn>>> rec_votes_;  // guarded by rec_mu_: [round]
 
   // Home slices delivered in order: the next (batch, planner) due and those completed early.
   mutable std::mutex home_mu_;

@@ -193,6 +193,7 @@ Status RowServer::Start() {
     fo.place = planner::RowPlace{ctx_.partition_map, me.partition};
     RowNode* n = node();
     fo.on_bundle = [n](const RowHomeBundle& b) { n->KeepBundle(b); };
+    fo.on_batch_end = [n](const RowBatchEnd& r) { n->KeepVotes(r); };
     feed_ = std::make_unique<FollowerFeed>(fo, n->pipeline(), ctx_.replicator, [this, n](uint64_t end) {
       ctx_.reporter->MarkEnded(true);
       n->SetEnd(end);

@@ -313,12 +313,20 @@ Status RowTransport::DialAllUntil(int64_t deadline_ns, int64_t timeout_ms) {
 }
 
 Status RowTransport::Redial(uint32_t p, const std::string& address, int64_t timeout_ms) {
+  return DialOut(p, address, timeout_ms, /*redial=*/true);
+}
+
+Status RowTransport::DialCurrent(uint32_t p, const std::string& address, int64_t timeout_ms) {
+  return DialOut(p, address, timeout_ms, /*redial=*/false);
+}
+
+Status RowTransport::DialOut(uint32_t p, const std::string& address, int64_t timeout_ms, bool redial) {
   QR_CHECK(opt_.tolerate_peer_loss, "row transport: Redial without tolerate_peer_loss");
   QR_CHECK(p < links_.size() && p != opt_.me, "row transport: Redial partition %u", p);
   auto c = Dial(p, address, NowNanos() + timeout_ms * 1'000'000, timeout_ms);
   if (!c.ok()) return c.status();
-  InstallOut(p, std::move(c).value(), address, /*redial=*/true);
-  Logger("row")->info("row transport: redialed {}", Describe(p, address));
+  InstallOut(p, std::move(c).value(), address, redial);
+  Logger("row")->info("row transport: {} {}", redial ? "redialed" : "dialed", Describe(p, address));
   return Status::Ok();
 }
 

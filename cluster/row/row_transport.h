@@ -125,6 +125,10 @@ class RowTransport {
   // outbound connection. The old one is shut down (a writer blocked on it returns, its frame
   // dropped). From now on Peer(p) names `address`.
   Status Redial(uint32_t p, const std::string& address, int64_t timeout_ms);
+  // A successor's first dial of p (its own transport is new, so whatever p's connection in is,
+  // it comes from p's current leader: another successor may dial in before this dial): as
+  // Redial, but p's inbound connection is kept, not taken for a predecessor's.
+  Status DialCurrent(uint32_t p, const std::string& address, int64_t timeout_ms);
   // Sends one frame to partition `to`. false (nothing more is sent) once the transport failed
   // or stopped. With tolerate_peer_loss, true also when the frame was dropped because `to` is
   // lost (or the connection it was written to was replaced meanwhile): the caller re-sends.
@@ -180,6 +184,7 @@ class RowTransport {
   // Dials `address` for p until `deadline_ns` and sends the hello.
   Result<std::shared_ptr<net::StreamConn>> Dial(uint32_t p, const std::string& address, int64_t deadline_ns,
                                                 int64_t timeout_ms);
+  Status DialOut(uint32_t p, const std::string& address, int64_t timeout_ms, bool redial);
   void InstallOut(uint32_t p, std::shared_ptr<net::StreamConn> conn, const std::string& address, bool redial);
   // The connection of generation `gen` in direction `dir` of p closed or failed.
   void Lost(uint32_t p, Direction dir, uint64_t gen, const Status& why);

@@ -374,7 +374,8 @@ int main(int argc, char** argv) {
     Write(root / "fuzz_row_messages", "home-bundle", std::string(1, '\6') + bundle);
     Write(root / "fuzz_row_messages", "home-bundle-peek", std::string(1, '\3') + bundle);
     const std::string end = cluster::EncodeRowMessage(
-        cluster::RowBatchEnd{5, 1, {{0, 0, 17}, {0, 3, -4}, {2, 1, 1ll << 40}}, {{0, 2}}, {{0, 2}, {1, 0}, {2, 5}}});
+        cluster::RowBatchEnd{5, 1, {{0, 0, 17}, {0, 3, -4}, {2, 1, 1ll << 40}}, {{0, 2}}, {{0, 2}, {1, 0}, {2, 5}},
+                             {{{0, 2}}, {{1, 0}}, {}}});
     Write(root / "fuzz_row_messages", "batch-end", std::string(1, '\7') + end);
     Write(root / "fuzz_row_messages", "batch-end-peek", std::string(1, '\3') + end);
     const std::string resume = cluster::EncodeRowMessage(cluster::RowResume{1, false, 7, 40, 0, "127.0.0.1:7101"});

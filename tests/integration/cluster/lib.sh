@@ -38,7 +38,8 @@ qr_cleanup() {
     # A node that did not stop (cluster.sh down saved its threads' stacks before SIGKILL).
     for f in "$QRSTORE_RUN_DIR"/*/*.stacks; do [[ -f "$f" ]] && { echo "--- $f" >&2; grep -E '^(Thread|#)' "$f" >&2; }; done
   fi
-  [[ $code -eq 0 ]] && rm -rf "$QR_TMP"
+  # QR_KEEP=1 keeps a passing test's folder (its logs) too.
+  [[ $code -eq 0 && -z "${QR_KEEP:-}" ]] && rm -rf "$QR_TMP"
   exit $code
 }
 trap qr_cleanup EXIT

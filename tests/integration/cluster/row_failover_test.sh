@@ -16,6 +16,10 @@
 # before_send, after_send, executed), one run per step in which p1r0 kills itself (the
 # server.test_row_crash hook) at that step of its first home slice of batch 200 or later,
 # instead of being killed from outside; the same checks after each.
+# With STEP kill_both, both partitions' leaders p0r0 and p1r0 are killed at once: two elections,
+# two successors resuming with each other (docs/partitioned-rows.md 9.5: each answers the other's
+# resume during its own handshake; each re-sends what its predecessor sent the other, its votes
+# from its group's batch-end records among it); the same checks, for both partitions.
 # Usage: row_failover_test.sh BACKEND [STEP ...]
 source "$(dirname "$0")/lib.sh"
 backend="${1:?raft or zookeeper}"
@@ -31,7 +35,12 @@ qr_grid_config "$QR_TMP/grid-$step.yaml" "$backend" 2 3 \
   "  mp_ratio: 0.5" "batch:" "  txns: 500" "  timeout_ms: 5"
 cfg="$QR_TMP/grid-$step.yaml"
 crash=()
-[[ "$step" == kill ]] || crash=("--server.test_row_crash=p1r0:$step:200")
+killed=(p1r0)
+case "$step" in
+  kill) ;;
+  kill_both) killed=(p0r0 p1r0) ;;
+  *) crash=("--server.test_row_crash=p1r0:$step:200") ;;
+esac
 qr_up "$cfg" "${zk[@]+"${zk[@]}"}" "--replication.zookeeper.root=/qrstore-row-failover-$$-$step" \
   --replication.zookeeper.session_timeout_ms=2000 "${crash[@]+"${crash[@]}"}"
 # Requests of 20 txns every 4 ms per connection: some are always in flight (a batch takes >= 5 ms).
@@ -43,17 +52,26 @@ if [[ "$step" == kill ]]; then
   sleep 5
   "$QR_SRC/scripts/cluster.sh" kill "$cfg" p1r0 KILL
   note "p1r0 (partition 1's leader) killed"
+elif [[ "$step" == kill_both ]]; then
+  sleep 5
+  pids=()
+  for n in p0r0 p1r0; do pids+=("$(cat "$QRSTORE_RUN_DIR/grid-$step/$n.pid")"); done
+  kill -KILL "${pids[@]}"
+  note "p0r0 and p1r0 (both partitions' leaders) killed at once (pids ${pids[*]})"
 fi
 wait "$client" || fail "client failed: $(tail -15 "$QR_TMP/failover.err")"
-if [[ "$step" != kill ]]; then
+if [[ "$step" != kill* ]]; then
   grep -q "row test hook: partition 1 kills itself (SIGKILL) at step $step of batch" \
     "$QRSTORE_RUN_DIR/grid-$step/p1r0.log" || fail "p1r0 never reached step $step (see its log)"
   note "p1r0 killed itself at step $step: $(grep -o "of batch [0-9]*" "$QRSTORE_RUN_DIR/grid-$step/p1r0.log" | tail -1)"
 fi
 out="$QR_TMP/failover.out"
 [[ "$(json_field "$out" failovers)" -ge 1 ]] || fail "the client saw no failover: $(tail -5 "$QR_TMP/failover.err")"
-grep -q "failover: p1r[12] leads partition 1 now" "$QR_TMP/failover.err" ||
-  fail "no failover of partition 1 in the client's log: $(grep -i failover "$QR_TMP/failover.err" | head -5)"
+for k in "${killed[@]}"; do
+  kp="${k:1:1}"
+  grep -q "failover: p${kp}r[12] leads partition $kp now" "$QR_TMP/failover.err" ||
+    fail "no failover of partition $kp in the client's log: $(grep -i failover "$QR_TMP/failover.err" | head -5)"
+done
 python3 - "$out" <<'PY' || fail "no commits after the kill"
 import json, sys
 line = [l for l in open(sys.argv[1]).read().splitlines() if l.strip()][-1]
@@ -62,13 +80,29 @@ print("-- commits per second:", per)
 # The kill came well before the last 4 s: commits in them.
 sys.exit(0 if len(per) >= 8 and sum(per[-5:-1]) > 0 else 1)
 PY
-new="$(grep -ho "p1r[12] .* takes its dead leader's place\|leads partition 1 in the row" "$QRSTORE_RUN_DIR/grid-$step/"p1r[12].log | head -1)"
-[[ -n "$new" ]] || fail "no follower of partition 1 took p1r0's place (see $QRSTORE_RUN_DIR/grid-$step/p1r1.log)"
-grep -q "partition 1's successor at .* resumed at batch" "$QRSTORE_RUN_DIR/grid-$step/p0r0.log" ||
-  fail "p0r0 did not see partition 1's successor resume (see $QRSTORE_RUN_DIR/grid-$step/p0r0.log)"
 status="$("$QR_SRC/scripts/cluster.sh" status "$cfg" 2>&1)" || true
-grep -Eq "^1 +p1r[12]@[0-9]+ +2 of 3\$" <<<"$status" || fail "status: partition 1's new leader: $status"
-note "status: $(grep -E "^1 +p1r" <<<"$status")"
+for k in "${killed[@]}"; do
+  kp="${k:1:1}"
+  grep -q "leads partition $kp in the row" "$QRSTORE_RUN_DIR/grid-$step/"p${kp}r[12].log ||
+    fail "no follower of partition $kp took $k's place (see $QRSTORE_RUN_DIR/grid-$step/p${kp}r1.log)"
+  grep -Eq "^$kp +p${kp}r[12]@[0-9]+ +2 of 3\$" <<<"$status" || fail "status: partition $kp's new leader: $status"
+  note "status: $(grep -E "^$kp +p${kp}r" <<<"$status")"
+done
+if [[ "$step" == kill_both ]]; then
+  # Each successor resumed with the other: each answered the other's resume (so neither waited
+  # for the other until its time-out) and got the other's answer.
+  for kp in 0 1; do
+    q=$((1 - kp))
+    grep -hq "\[partition $kp\] partition $q's successor at .* resumed at batch" "$QRSTORE_RUN_DIR/grid-$step/"p${kp}r[12].log ||
+      fail "partition $kp's successor did not answer partition $q's successor's resume"
+    grep -hq "\[partition $kp\] resumed its place in the row at batch" "$QRSTORE_RUN_DIR/grid-$step/"p${kp}r[12].log ||
+      fail "partition $kp's successor did not finish its handshake"
+  done
+  note "both successors resumed with each other"
+else
+  grep -q "partition 1's successor at .* resumed at batch" "$QRSTORE_RUN_DIR/grid-$step/p0r0.log" ||
+    fail "p0r0 did not see partition 1's successor resume (see $QRSTORE_RUN_DIR/grid-$step/p0r0.log)"
+fi
 in_doubt="$(json_field "$out" in_doubt)"
 committed="$(json_field "$out" committed_total)"
 aborted="$(json_field "$out" aborted_total)"
@@ -83,7 +117,7 @@ note "client: $submitted submitted, $committed committed, $aborted aborted, $in_
 ((retried > 0)) || fail "nothing was sent again: the kill found no txn in flight at p1r0 (the test proves nothing)"
 # Each leader's followers report digests of their state and session table (docs/sessions.md).
 [[ "$(json_field "$out" replicas_agree)" == true ]] || fail "the survivors do not agree: $(json_field "$out" replicas_detail)"
-qr_down "$cfg" || true  # p1r0 is gone: down reports nothing for it; the others stop cleanly (checked below)
+qr_down "$cfg" || true  # the killed leaders are gone: down reports nothing for it; the others stop cleanly (checked below)
 dir="$(qr_dump_dir "$cfg")"
 for p in 0 1; do
   ref=""
@@ -93,12 +127,13 @@ for p in 0 1; do
     cmp -s "$ref" "$dir/p${p}r${r}.tsv" || fail "p${p}r${r}'s dump differs from $(basename "$ref")"
   done
 done
-for n in p0r0 p0r1 p0r2; do [[ -s "$dir/$n.tsv" ]] || fail "no dump of $n"; done
-[[ "$(ls "$dir"/p1r[12].tsv 2>/dev/null | wc -l)" == 2 ]] || fail "partition 1's survivors did not both dump"
+for n in p0r0 p0r1 p0r2 p1r1 p1r2; do
+  [[ " ${killed[*]} " == *" $n "* || -s "$dir/$n.tsv" ]] || fail "no dump of $n"
+done
 note "every surviving member of each group dumps the same state"
-total=$(($(dump_sum "$dir/p0r0.tsv") + $(dump_sum "$dir/p1r1.tsv")))
+total=$(($(dump_sum "$dir/p0r1.tsv") + $(dump_sum "$dir/p1r1.tsv")))
 [[ "$total" == 4000000 ]] || fail "money not conserved across the partitions: $total"
-note "$step: 4,000,000 conserved over both partitions after partition 1's leader died"
+note "$step: 4,000,000 conserved over both partitions after ${killed[*]} died"
 QR_CONFIGS=()
 done
 

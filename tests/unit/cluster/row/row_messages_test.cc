@@ -194,7 +194,8 @@ TEST_CASE("row messages: a home bundle round-trips, names its home's part and re
 }
 
 TEST_CASE("row messages: a batch-end record round-trips and refuses disorder, strays and malformed input") {
-  RowBatchEnd e{77, 2, {{0, 1, -5}, {0, 9, INT64_MAX}, {3, 0, INT64_MIN}}, {{1, 4}}, {{0, 2}, {1, 4}, {2, 0}}};
+  RowBatchEnd e{77, 2, {{0, 1, -5}, {0, 9, INT64_MAX}, {3, 0, INT64_MIN}}, {{1, 4}}, {{0, 2}, {1, 4}, {2, 0}},
+                {{{1, 4}}, {{0, 2}, {2, 0}}, {}}};
   const std::string eb = EncodeRowMessage(e);
   CHECK(PeekRowMessage(eb).value() == RowMsgKind::kBatchEnd);
   RowBatchEnd e2;
@@ -207,12 +208,14 @@ TEST_CASE("row messages: a batch-end record round-trips and refuses disorder, st
   CHECK(e2.values[2].value == INT64_MIN);
   CHECK(e2.fired == e.fired);
   CHECK(e2.aborted == e.aborted);
+  CHECK(e2.votes == e.votes);  // the leader's own votes, round by round, an empty last round kept
   CHECK(EncodeRowMessage(e2) == eb);
   RequireRefusedWhenCut<RowBatchEnd>(eb);
   // An empty record (nothing received, nothing aborted) is the common case.
-  const std::string empty = EncodeRowMessage(RowBatchEnd{3, 0, {}, {}, {}});
+  const std::string empty = EncodeRowMessage(RowBatchEnd{3, 0, {}, {}, {}, {}});
   REQUIRE(DecodeRowMessage(empty, &e2).ok());
   CHECK(e2.values.empty());
+  CHECK(e2.votes.empty());
 
   auto refused = [&](const RowBatchEnd& m, const std::string& why) {
     RowBatchEnd out;
@@ -221,11 +224,12 @@ TEST_CASE("row messages: a batch-end record round-trips and refuses disorder, st
     CHECK(s.code() == StatusCode::kCorruption);
     CHECK(s.message().find(why) != std::string::npos);
   };
-  refused(RowBatchEnd{1, 0, {{0, 3, 1}, {0, 3, 2}}, {}, {}}, "values not strictly increasing by (slice, slot) at 1");
-  refused(RowBatchEnd{1, 0, {{1, 0, 1}, {0, 5, 2}}, {}, {}}, "values not strictly increasing");
-  refused(RowBatchEnd{1, 0, {}, {{1, 1}, {0, 0}}, {{0, 0}, {1, 1}}}, "fired txn ids not strictly increasing at 1");
-  refused(RowBatchEnd{1, 0, {}, {}, {{2, 2}, {2, 2}}}, "aborted txn ids not strictly increasing");
-  refused(RowBatchEnd{1, 0, {}, {{0, 7}}, {{0, 6}}}, "fired txn (0, 7) is not among the aborted");
+  refused(RowBatchEnd{1, 0, {{0, 3, 1}, {0, 3, 2}}, {}, {}, {}}, "values not strictly increasing by (slice, slot) at 1");
+  refused(RowBatchEnd{1, 0, {{1, 0, 1}, {0, 5, 2}}, {}, {}, {}}, "values not strictly increasing");
+  refused(RowBatchEnd{1, 0, {}, {{1, 1}, {0, 0}}, {{0, 0}, {1, 1}}, {}}, "fired txn ids not strictly increasing at 1");
+  refused(RowBatchEnd{1, 0, {}, {}, {{2, 2}, {2, 2}}, {}}, "aborted txn ids not strictly increasing");
+  refused(RowBatchEnd{1, 0, {}, {{0, 7}}, {{0, 6}}, {}}, "fired txn (0, 7) is not among the aborted");
+  refused(RowBatchEnd{1, 0, {}, {}, {}, {{}, {{3, 1}, {3, 1}}}}, "round 1 vote ids not strictly increasing at 1");
   // Neither a vote message nor a bundle passes for one.
   CHECK(DecodeRowMessage(EncodeRowMessage(RowVotes{1, 0, 0, {}}), &e2).message().find("kind 3, expected 7") !=
         std::string::npos);

@@ -83,6 +83,7 @@ std::unique_ptr<FollowerFeed> StartRowFeed(RowNode* node, replication::Replicato
   fo.place = planner::RowPlace{parts, p};
   fo.batch_end_stream = true;
   fo.on_bundle = [node](const RowHomeBundle& b) { node->KeepBundle(b); };
+  fo.on_batch_end = [node](const RowBatchEnd& r) { node->KeepVotes(r); };
   auto feed = std::make_unique<FollowerFeed>(fo, node->pipeline(), repl, [node](uint64_t end) { node->SetEnd(end); });
   REQUIRE(feed->Start().ok());
   return feed;
@@ -401,6 +402,7 @@ TEST_CASE("row node, Rule 2: each follower replays its partition from its group'
         std::set<std::tuple<uint64_t, uint32_t, uint32_t, int64_t>> values;
         std::map<std::pair<uint64_t, uint32_t>, std::string> reports;
         std::map<std::pair<uint64_t, uint32_t>, std::string> parts;
+        std::map<std::pair<uint64_t, uint32_t>, std::string> votes;  // (batch, round)
         for (const auto& [b, frame] : n.RetainedFrames(q)) {
           if (b < from) continue;
           const RowMsgKind kind = PeekRowMessage(frame).value();
@@ -416,15 +418,23 @@ TEST_CASE("row node, Rule 2: each follower replays its partition from its group'
             RowReport m;
             REQUIRE(DecodeRowMessage(frame, &m).ok());
             reports.emplace(std::make_pair(m.batch, m.slice), frame);
+          } else if (kind == RowMsgKind::kVotes) {
+            RowVotes m;
+            REQUIRE(DecodeRowMessage(frame, &m).ok());
+            votes.emplace(std::make_pair(m.batch, m.round), frame);
           }
         }
-        return std::make_tuple(values, reports, parts);
+        return std::make_tuple(values, reports, parts, votes);
       };
       const auto by_leader = sent(*leaders[p]->node);
       const auto by_follower = sent(*f.node);
       CHECK(std::get<0>(by_follower) == std::get<0>(by_leader));
       CHECK(std::get<1>(by_follower) == std::get<1>(by_leader));
       CHECK(std::get<2>(by_follower) == std::get<2>(by_leader));  // its home's parts, byte for byte
+      // Its leader's votes, every round, byte for byte (from the batch-end records): a peer's
+      // successor that runs a batch again needs them from whoever leads this partition then.
+      CHECK(std::get<3>(by_follower) == std::get<3>(by_leader));
+      CHECK_FALSE(std::get<3>(by_leader).empty());
       CHECK_FALSE(std::get<0>(by_leader).empty());  // everything the leader sent: values, reports, parts
       CHECK_FALSE(std::get<1>(by_leader).empty());
       CHECK_FALSE(std::get<2>(by_leader).empty());
