@@ -471,8 +471,8 @@ Status ServerImpl::JoinRowGroup() {
       }
       if (still && fresh) return Status::Ok();  // a fresh cluster's leader
       if (still && backend_ != "raft") {
-        // (ZooKeeper: a restarted configured leader may see its own earlier epoch as its lead
-        // before its session's election ran: not trusted; it refuses as before.)
+        // (ZooKeeper: it won its group's election inside ZkReplicator::Start, nobody else in
+        // line; a leader that won there is not fed the log it would replay: it refuses.)
         if (restored_) return RowCheckpointRefusal("its group made it leader");
         return Status::InvalidArgument("node " + me_.name + " leads partition " + std::to_string(me_.partition) +
                                        " of a partitioned row whose log holds batches of an earlier run: a row's "

@@ -147,8 +147,6 @@ for ((i = 0; i < grid; i++)); do parts_of+="${nodes[$i]}:${node_part[$i]} "; don
 [[ "$backend" == raft || "$backend" == zookeeper ]] ||
   bad "replication.backend is '$backend': chaos needs one that fails over (raft or zookeeper)"
 ((group >= 3)) || bad "$group member(s) per group: chaos needs groups of at least 3 (a majority stays up while one is away)"
-((partitions == 1)) || [[ "$backend" == raft ]] ||
-  bad "a partitioned row with $backend: chaos on rows runs with raft only (a ZooKeeper row leader started again before its group elected another refuses to start: docs/partitioned-rows.md 9.6)"
 
 # --- the schedule: from the seed only ----------------------------------------------------------
 # A 64-bit LCG (Knuth's MMIX constants) in bash arithmetic, which wraps modulo 2^64: the same

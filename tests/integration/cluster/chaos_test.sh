@@ -14,6 +14,8 @@
 #              with half the txns multi-partition and 20% dependent writes; one node of the grid
 #              away at a time, partition leaders among them (each fails over in its row; the
 #              dead leader rejoins as a follower); dumps compared within each partition
+#   zookeeper row  the same grid with ZooKeeper (a 2 s session) and transfers (half of them
+#              across the partitions): money conserved over the partitions
 # QRSTORE_CHAOS_SEED overrides the fixed seed (e.g. to try a few more by hand).
 # Usage: chaos_test.sh raft|zookeeper [row]
 source "$(dirname "$0")/lib.sh"
