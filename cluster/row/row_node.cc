@@ -102,6 +102,9 @@ RowNode::RowNode(RowNodeOptions options, storage::Table* table, commit::CommitSi
     for (uint32_t p = 0; p < nparts_; ++p) retained_.push_back(std::make_unique<Retained>());
   }
   committed_ = records_next_ = durable_sent_ = fed_batch_ = opt_.pipeline.first_batch;
+  // A successor's batches below D have their records in its group's log already: values a peer
+  // re-sends for them (its own successor running them again) are not recorded (RecordValues).
+  rec_done_ = opt_.pipeline.first_batch;
   lost_ns_.assign(nparts_, 0);
   peer_term_.assign(nparts_, 0);
   if (opt_.successor) {

@@ -452,29 +452,48 @@ TEST_CASE("row node, Rule 2: each follower replays its partition from its group'
   }
 }
 
-TEST_CASE("row node, failover: a partition's leader dies mid-run, its follower resumes its place and the row goes on",
+// One failover case: a row of `parts` partitions whose leaders of `dead` stop abruptly (at once)
+// once each committed `after` batches.
+struct FailoverShape {
+  uint32_t parts = 2;
+  std::vector<uint32_t> dead;
+  uint64_t after = 2;
+};
+
+TEST_CASE("row node, failover: partition leaders die mid-run (one, or two at once), their followers resume their "
+          "places and the row goes on",
           "[row][failover]") {
-  // docs/partitioned-rows.md 9.5. A 2-partition row, each partition with a leader and followers
+  // docs/partitioned-rows.md 9.5. A row of 2 or 3 partitions, each with a leader and followers
   // over its `none` hub (its group); txns with cross-partition dependencies, aborts and debits.
-  // One partition's leader stops abruptly mid-run (its row connection closes, its group gets
-  // nothing more). Its follower F collects its group's log, stops its follower pipeline at D and
-  // becomes the successor S (term 2, a new address) over the same table; the other partition's
-  // leader waited for it, answers its resume, redials it and both go on: more txns at both homes,
-  // then the row's end. Checks: the live leader answers every txn submitted to it exactly once;
-  // a second follower of each partition, fed from its group's log alone throughout (the dead
-  // leader's entries, then the successor's), ends with its leader's digest and table; so does
-  // partition 0's first follower.
-  // `dead`: the partition whose leader dies; `after`: once that many batches committed there.
-  const uint32_t dead = GENERATE(1u, 0u);
-  const uint64_t after = GENERATE(2u, 6u);
-  CAPTURE(dead, after);
-  const uint32_t live = 1 - dead;
-  constexpr uint32_t kParts = 2;
-  const uint32_t streams = kParts + 1;
-  const KeyMapper parts(KeyMapper::Kind::kHash, kParts, kKeys);
+  // The leaders of `dead` stop abruptly mid-run (their row connections close, their groups get
+  // nothing more). Each one's follower F collects its group's log, stops its follower pipeline at
+  // D and becomes the successor S (term 2, a new address) over the same table; the live leaders
+  // waited, answer each resume, redial and go on; two successors started together resume with
+  // each other (each answers the other's resume inside its own handshake, and re-sends the votes
+  // its predecessor sent, which it kept from its group's batch-end records). Then more txns at
+  // every home, then the row's end. Checks: every leader answers each txn submitted to it exactly
+  // once; every other follower (fed from its group's log alone throughout: the dead leader's
+  // entries, then the successor's) ends with its leader's digest and table.
+  const FailoverShape shape = GENERATE(values<FailoverShape>({{2, {1}, 2},
+                                                              {2, {1}, 6},
+                                                              {2, {0}, 2},
+                                                              {2, {0}, 6},
+                                                              {3, {1}, 4},
+                                                              {2, {0, 1}, 3},
+                                                              {3, {0, 2}, 4}}));
+  const uint32_t nparts = shape.parts;
+  std::vector<bool> is_dead(nparts, false);
+  for (uint32_t p : shape.dead) is_dead[p] = true;
+  INFO(nparts << " partitions, " << shape.dead.size() << " leader(s) dead, the first " << shape.dead[0]
+              << ", after " << shape.after << " batches");
+  static int run = 0;
+  const std::string hub = "failover-" + std::to_string(run++) + "-p";
+  const uint32_t streams = nparts + 1;
+  const KeyMapper parts(KeyMapper::Kind::kHash, nparts, kKeys);
   const KeyMapper ranges = KeyMapper::Within(parts, 2);
-  std::vector<std::string> addrs = testing::LoopbackAddresses(kParts);
-  const std::string successor_address = testing::LoopbackAddresses(1)[0];
+  std::vector<std::string> addrs = testing::LoopbackAddresses(nparts + shape.dead.size());
+  const std::vector<std::string> successor_addresses(addrs.begin() + nparts, addrs.end());
+  addrs.resize(nparts);
   struct Member {
     std::unique_ptr<replication::none::NoneReplicator> repl;
     std::unique_ptr<storage::Table> table;
@@ -485,16 +504,16 @@ TEST_CASE("row node, failover: a partition's leader dies mid-run, its follower r
     std::map<uint64_t, commit::TxnStatus> answered;  // guarded by mu: txn id -> fate (a leader's clients)
     uint64_t repeats = 0;                          // guarded by mu: a txn answered twice
   };
-  // [partition]: leader, follower F (promoted in partition 1), follower G (replays throughout).
+  // [partition]: leader, follower F (promoted where the leader dies), follower G (replays throughout).
   std::vector<std::unique_ptr<Member>> leaders, fs, gs;
-  std::unique_ptr<Member> successor;
+  std::vector<std::unique_ptr<Member>> successors(nparts);  // [partition] where its leader died
   auto stop_all = [&] {
     std::vector<Member*> order;
-    for (auto* v : {&fs, &gs}) {
-      for (auto& m : *v) order.push_back(m.get());
+    for (auto* v : {&fs, &gs, &successors, &leaders}) {
+      for (auto& m : *v) {
+        if (m) order.push_back(m.get());
+      }
     }
-    if (successor) order.push_back(successor.get());
-    for (auto& m : leaders) order.push_back(m.get());
     for (Member* m : order) {
       if (m->node) m->node->Stop();
       if (m->feed) m->feed->Stop();
@@ -525,12 +544,23 @@ TEST_CASE("row node, failover: a partition's leader dies mid-run, its follower r
     replication::none::NoneOptions no;
     no.leader = leader;
     no.planners = streams;
-    no.hub = "failover-p" + std::to_string(p);
+    no.hub = hub + std::to_string(p);
     auto r = std::make_unique<replication::none::NoneReplicator>(no);
     REQUIRE(r->Start().ok());
     return r;
   };
-  for (uint32_t p = 0; p < kParts; ++p) {
+  // Starts nodes at once (each leader or successor waits for its peers).
+  auto start_together = [](const std::vector<RowNode*>& nodes) {
+    std::vector<Status> st(nodes.size());
+    std::vector<std::thread> ts;
+    for (size_t i = 0; i < nodes.size(); ++i) ts.emplace_back([&, i] { st[i] = nodes[i]->Start(); });
+    for (auto& t : ts) t.join();
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      INFO("node " << i << ": " << st[i].ToString());
+      REQUIRE(st[i].ok());
+    }
+  };
+  for (uint32_t p = 0; p < nparts; ++p) {
     for (int role = 0; role < 3; ++role) {  // leader, F, G
       auto m = std::make_unique<Member>();
       m->repl = new_repl(p, role == 0);
@@ -550,8 +580,12 @@ TEST_CASE("row node, failover: a partition's leader dies mid-run, its follower r
       (role == 0 ? leaders : role == 1 ? fs : gs).push_back(std::move(m));
     }
   }
-  StartPair(leaders[0]->node.get(), leaders[1]->node.get());
-  for (uint32_t p = 0; p < kParts; ++p) {
+  {
+    std::vector<RowNode*> ls;
+    for (auto& l : leaders) ls.push_back(l->node.get());
+    start_together(ls);
+  }
+  for (uint32_t p = 0; p < nparts; ++p) {
     for (auto* v : {&fs, &gs}) {
       Member* f = (*v)[p].get();
       REQUIRE(f->node->Start().ok());
@@ -569,78 +603,88 @@ TEST_CASE("row node, failover: a partition's leader dies mid-run, its follower r
     while (!pred() && NowNanos() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(2));
     return pred();
   };
-  // Phase 1: both homes busy; the dead partition's leader dies once some batches committed there.
-  REQUIRE(submit(leaders[live]->node.get(), 41, 400, 0) == 400);
-  REQUIRE(submit(leaders[dead]->node.get(), 42, 400, 10'000'000) == 400);
-  REQUIRE(wait_for([&] { return leaders[dead]->node->Stats().committed_batches >= after; }));
-  leaders[dead]->node->Stop();  // as a crash: its connection closes, nothing more reaches its group
-  leaders[dead]->repl->Stop();
+  // Phase 1: every home busy; the dead partitions' leaders die once some batches committed there.
+  for (uint32_t p = 0; p < nparts; ++p) REQUIRE(submit(leaders[p]->node.get(), 41 + p, 400, p * 10'000'000ull) == 400);
+  for (uint32_t p : shape.dead) {
+    REQUIRE(wait_for([&] { return leaders[p]->node->Stats().committed_batches >= shape.after; }));
+  }
+  for (uint32_t p : shape.dead) {
+    leaders[p]->node->Stop();  // as a crash: its connections close, nothing more reaches its group
+    leaders[p]->repl->Stop();
+  }
 
-  // The dead partition's follower F becomes its successor S (what the server's promotion does).
-  Member& f = *fs[dead];
-  std::vector<uint64_t> next(streams);
-  for (uint32_t s = 0; s < streams; ++s) next[s] = f.repl->NextBatchId(0, s).value();
-  uint64_t d = 0;
-  std::vector<std::vector<std::string>> entries;
-  REQUIRE(f.feed->CollectFrom(next, 10'000, &d, &entries).ok());
-  REQUIRE(wait_for([&] { return f.node->Stats().committed_batches >= d; }));
-  CHECK(f.node->Stats().committed_batches == d);
-  RowNodeOptions so = NodeOptions(dead, addrs, parts, ranges);
-  so.peer_addresses[dead] = successor_address;
-  so.failover_timeout_ms = 30'000;
-  so.term = 2;
-  so.pipeline.first_batch = d;
-  so.successor = true;
-  so.resume.next = next;
-  so.resume.entries = std::move(entries);
-  for (uint32_t p = 0; p < kParts; ++p) so.resume.kept.push_back(f.node->RetainedFrames(p));
-  f.node->Stop();
-  f.feed->Stop();
-  f.repl->CancelReceives(0);
-  successor = std::make_unique<Member>();
-  Member* sraw = successor.get();
-  successor->repl = new_repl(dead, /*leader=*/true);
-  successor->table = std::move(f.table);
-  so.replicate = replicate_into(sraw);
-  successor->node = std::make_unique<RowNode>(so, successor->table.get(), sink(sraw), [](const BatchInfo&) {},
-                                              on_failure(sraw), [](uint32_t) {});
-  REQUIRE(successor->node->Start().ok());
-  INFO("the successor resumed at batch " << d);
+  // Each dead partition's follower F becomes its successor S (what the server's promotion does).
+  std::vector<RowNode*> starting;
+  std::vector<uint64_t> ds;
+  for (size_t i = 0; i < shape.dead.size(); ++i) {
+    const uint32_t p = shape.dead[i];
+    Member& f = *fs[p];
+    std::vector<uint64_t> next(streams);
+    for (uint32_t s = 0; s < streams; ++s) next[s] = f.repl->NextBatchId(0, s).value();
+    uint64_t d = 0;
+    std::vector<std::vector<std::string>> entries;
+    REQUIRE(f.feed->CollectFrom(next, 10'000, &d, &entries).ok());
+    REQUIRE(wait_for([&] { return f.node->Stats().committed_batches >= d; }));
+    CHECK(f.node->Stats().committed_batches == d);
+    ds.push_back(d);
+    RowNodeOptions so = NodeOptions(p, addrs, parts, ranges);
+    so.peer_addresses[p] = successor_addresses[i];
+    // The other successors' addresses: what the server finds by the answering row port.
+    for (size_t j = 0; j < shape.dead.size(); ++j) so.peer_addresses[shape.dead[j]] = successor_addresses[j];
+    so.failover_timeout_ms = 30'000;
+    so.term = 2;
+    so.pipeline.first_batch = d;
+    so.successor = true;
+    so.resume.next = next;
+    so.resume.entries = std::move(entries);
+    for (uint32_t q = 0; q < nparts; ++q) so.resume.kept.push_back(f.node->RetainedFrames(q));
+    f.node->Stop();
+    f.feed->Stop();
+    f.repl->CancelReceives(0);
+    successors[p] = std::make_unique<Member>();
+    Member* sraw = successors[p].get();
+    sraw->repl = new_repl(p, /*leader=*/true);
+    sraw->table = std::move(f.table);
+    so.replicate = replicate_into(sraw);
+    sraw->node = std::make_unique<RowNode>(so, sraw->table.get(), sink(sraw), [](const BatchInfo&) {},
+                                           on_failure(sraw), [](uint32_t) {});
+    starting.push_back(sraw->node.get());
+  }
+  start_together(starting);
+  std::string resumed_at;
+  for (uint64_t d : ds) resumed_at += std::to_string(d) + " ";
+  INFO("the successors resumed at batches " << resumed_at);
 
-  // Phase 2: both homes go on; then the row ends.
-  REQUIRE(submit(leaders[live]->node.get(), 43, 300, 20'000'000) == 300);
-  REQUIRE(submit(successor->node.get(), 44, 300, 30'000'000) == 300);
-  leaders[live]->node->CloseInput();
-  successor->node->CloseInput();
-  REQUIRE(leaders[live]->node->WaitFinished(30'000).ok());
-  REQUIRE(successor->node->WaitFinished(30'000).ok());
+  // Phase 2: every home goes on; then the row ends.
+  std::vector<Member*> leader_of(nparts);
+  for (uint32_t p = 0; p < nparts; ++p) leader_of[p] = is_dead[p] ? successors[p].get() : leaders[p].get();
+  for (uint32_t p = 0; p < nparts; ++p) {
+    REQUIRE(submit(leader_of[p]->node.get(), 51 + p, 300, (10 + p) * 10'000'000ull) == 300);
+  }
+  for (Member* l : leader_of) l->node->CloseInput();
+  for (Member* l : leader_of) REQUIRE(l->node->WaitFinished(30'000).ok());
   uint64_t end = 0;
-  REQUIRE(leaders[live]->node->row_end_known(&end));
-  CHECK(leaders[live]->node->row_stats().resumes == 1);
-  for (Member* l : {leaders[live].get(), successor.get()}) {
+  REQUIRE(leader_of[0]->node->row_end_known(&end));
+  for (uint32_t p = 0; p < nparts; ++p) {
+    INFO("the leader of partition " << p);
+    // A live leader answered every successor's resume; a successor every other one's.
+    CHECK(leader_of[p]->node->row_stats().resumes == shape.dead.size() - (is_dead[p] ? 1 : 0));
     for (uint32_t s = 0; s < streams; ++s) {
-      l->repl->ReplicateData(replication::ReplicateMeta{0, s, end}, EncodeEndMarker(end),
-                             [](const replication::ReplicateMeta&, Status st) { REQUIRE(st.ok()); });
+      leader_of[p]->repl->ReplicateData(replication::ReplicateMeta{0, s, end}, EncodeEndMarker(end),
+                                        [](const replication::ReplicateMeta&, Status st) { REQUIRE(st.ok()); });
     }
+    std::lock_guard<std::mutex> lk(leader_of[p]->mu);
+    // Every txn its clients submitted, once (a successor's: its own clients', not its predecessor's).
+    CHECK(leader_of[p]->answered.size() == (is_dead[p] ? 300u : 700u));
+    CHECK(leader_of[p]->repeats == 0);
+    CHECK(leader_of[p]->failures.empty());
   }
-  {
-    std::lock_guard<std::mutex> lk(leaders[live]->mu);
-    CHECK(leaders[live]->answered.size() == 700);  // every txn its clients submitted, once
-    CHECK(leaders[live]->repeats == 0);
-    CHECK(leaders[live]->failures.empty());
+  std::vector<std::pair<uint32_t, Member*>> replicas;
+  for (uint32_t p = 0; p < nparts; ++p) {
+    if (!is_dead[p]) replicas.emplace_back(p, fs[p].get());
+    replicas.emplace_back(p, gs[p].get());
   }
-  {
-    std::lock_guard<std::mutex> lk(successor->mu);
-    CHECK(successor->answered.size() == 300);  // its own clients' (its predecessor's were not its)
-    CHECK(successor->repeats == 0);
-    CHECK(successor->failures.empty());
-  }
-  std::vector<Member*> leader_of(kParts);
-  leader_of[live] = leaders[live].get();
-  leader_of[dead] = successor.get();
-  std::vector<Member*> replicas = {fs[live].get(), gs[live].get(), gs[dead].get()};
-  for (Member* r : replicas) {
-    const uint32_t p = r == gs[dead].get() ? dead : live;
+  for (const auto& [p, r] : replicas) {
     INFO("a follower of partition " << p);
     REQUIRE(r->node->WaitFinished(30'000).ok());
     CHECK(r->node->Stats().committed_batches == end);
