@@ -453,9 +453,9 @@ Status ServerImpl::RowCheckpointRefusal(const std::string& why) const {
   return Status::InvalidArgument(
       "node " + me_.name + " (row 0 of partition " + std::to_string(me_.partition) +
       " of a partitioned row) holds a checkpoint in " + NodeCheckpointDir(*config_, me_.name) + " and " + why +
-      ": it would have to lead from its checkpoint, and a row's leaders cannot restart from checkpoints yet (the "
-      "row would have to resume together); start the cluster with `cluster.sh up --fresh` (it deletes them), or "
-      "start this node while another member of its group leads (it then follows from its checkpoint)");
+      ": it would have to lead from its checkpoint without replaying its group's log as a follower first, which a "
+      "row's leader cannot do; start the cluster with `cluster.sh up --fresh` (it deletes them), or start this node "
+      "with its group's other members running (it then follows from its checkpoint, or, elected, replays and leads)");
 }
 
 Status ServerImpl::JoinRowGroup() {
@@ -480,8 +480,9 @@ Status ServerImpl::JoinRowGroup() {
                                        "`cluster.sh up --fresh`");
       }
       if (still) {
-        // It can take its place only in a row that goes on: every other partition's leader takes
-        // row connections (followers listen on none). A row restarted together cannot resume.
+        // Other partitions whose members take no row connection yet (followers listen on none):
+        // the whole row is starting again. Its promotion below then waits (server.start_timeout_ms)
+        // for their leaders, which resume together with it (each a successor answering the others).
         std::string idle;
         const std::unique_ptr<net::StreamNet> probe = net::MakePosixStreamNet();
         for (uint32_t q = 0; q < topo_->partitions(); ++q) {
@@ -491,19 +492,15 @@ Status ServerImpl::JoinRowGroup() {
           if (!up) idle += (idle.empty() ? "" : ", ") + std::to_string(q);
         }
         if (!idle.empty()) {
-          const std::string why = "its group made it leader, and no member of partition(s) " + idle +
-                                  " takes row connections (the whole row starting again?)";
-          if (restored_) return RowCheckpointRefusal(why);
-          return Status::InvalidArgument("node " + me_.name + " leads partition " + std::to_string(me_.partition) +
-                                         " of a partitioned row whose log holds batches of an earlier run, but " +
-                                         why + ": a row's leaders cannot resume a row's log together yet; start the "
-                                         "cluster with `cluster.sh up --fresh`");
+          Logger("server")->warn("{} no member of partition(s) {} takes row connections yet: the whole row is "
+                                 "starting again; it resumes once their leaders do",
+                                 Identity(), idle);
         }
         // Its group made it leader again after a restart, before another member was elected: it
         // replays its group's log as a follower first (from its checkpoint, or batch 0), then the
         // watch thread promotes it and it takes its place in the row as any elected follower does
-        // (RowServer::Promote). (A whole row started again together cannot resume: the peers it
-        // would resume with are not leading; its promotion then fails naming them.)
+        // (RowServer::Promote), with the row's other leaders: successors too when the whole row
+        // started again (its promotion fails naming them if they do not come within the time-out).
         leader_ = false;
         {
           std::lock_guard<std::mutex> lk(hint_mu_);
