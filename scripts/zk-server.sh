@@ -78,6 +78,16 @@ is_our_server() {
   tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$cfg"
 }
 
+# Whether PID is a live process (not gone, not a zombie: a server that died during start stays
+# a zombie child of this script until it exits). Unlike is_our_server, it does not read the
+# command line, which a process in the middle of an exec (the fork before java's, or java's own
+# launcher) may show as empty or as the script's: CI twice judged a starting server dead that way.
+process_alive() {
+  local pid="$1" stat
+  [[ -n "$pid" ]] && stat="$(cat "/proc/$pid/stat" 2>/dev/null)" || return 1
+  [[ "${stat##*) }" != Z* ]]
+}
+
 num_servers() {
   local dir="$1" n=0
   while [[ -d "$dir/s$((n + 1))" ]]; do n=$((n + 1)); done
@@ -130,16 +140,7 @@ launch_server() {
     -Dlog4j.configuration="file:$sdir/log4j.properties" \
     -cp "$ZK_CLASSPATH" org.apache.zookeeper.server.quorum.QuorumPeerMain "$sdir/zoo.cfg" \
     >"$sdir/server.log" 2>&1 </dev/null &
-  local pid=$!
-  echo "$pid" >"$sdir/pid"
-  # Until the forked shell has exec'd java, /proc/PID/cmdline is this script's, and
-  # is_our_server would call a server that is merely slow to start dead (CI met that once,
-  # under load: "server 1 exited during start" with an empty log). Wait, bounded, for the exec.
-  local waited=0
-  while kill -0 "$pid" 2>/dev/null && ! is_our_server "$pid" "$sdir/zoo.cfg" && ((waited < 100)); do
-    sleep 0.05
-    waited=$((waited + 1))
-  done
+  echo $! >"$sdir/pid"
 }
 
 stop_all() {
@@ -209,7 +210,7 @@ cmd_start() {
     while ((SECONDS < deadline)); do
       ready=0
       for ((i = 1; i <= n; i++)); do
-        if ! is_our_server "$(cat "$dir/s$i/pid")" "$dir/s$i/zoo.cfg"; then
+        if ! process_alive "$(cat "$dir/s$i/pid")"; then
           dead="$i"
           grep -q "Address already in use" "$dir/s$i/server.log" 2>/dev/null && bind_failed=1
           break 2
