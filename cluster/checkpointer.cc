@@ -20,6 +20,13 @@
 
 namespace qrstore::cluster {
 
+uint64_t CheckpointPhase(uint64_t every_batches, uint32_t row, uint32_t rows, bool stagger) {
+  if (!stagger || rows <= 1 || every_batches <= 1) return 0;
+  // every_batches * row could overflow for absurd intervals: split it.
+  const uint64_t r = row % rows;
+  return (every_batches / rows) * r + (every_batches % rows) * r / rows;
+}
+
 std::string NodeCheckpointDir(const Config& config, const std::string& node) {
   const std::string& dir = config.GetString("server.checkpoint_dir");
   return dir.empty() ? std::string() : dir + "/" + node;
@@ -65,7 +72,7 @@ Status ValidateNodeCheckpoint(const std::string& path, const storage::Checkpoint
 Checkpointer::Checkpointer(CheckpointerOptions options, const storage::Table& table,
                            std::function<std::string()> encode_sessions)
     : opt_(std::move(options)), encode_sessions_(std::move(encode_sessions)) {
-  QR_CHECK(opt_.every_batches >= 1 && opt_.keep >= 1 && opt_.identity);
+  QR_CHECK(opt_.every_batches >= 1 && opt_.phase < opt_.every_batches && opt_.keep >= 1 && opt_.identity);
   // Sized once, here: a copy at a boundary allocates nothing.
   image_.Prepare(table);
 }

@@ -1,8 +1,12 @@
 // Checkpointer: writes a node's checkpoints in the background while execution goes on (issue 21;
 // storage/checkpoint.h is the file, storage/table_image.h the copy).
 //
-// When. Candidate batches are every `every_batches`-th (b + 1 a multiple of it), the same on
-// every replica. At a candidate's end the executors copy the table into the image if the writer
+// When. Candidate batches are every `every_batches`-th, at this node's phase: b is one when
+// (b + 1) % every_batches == phase. The server gives each member of a group its own phase (row r of
+// R: r * every_batches / R, server.checkpoint_stagger), so the members of a group do not all copy
+// and write at the same batch: a majority is never all paused or all writing at once (on one host
+// the three writers at the same batch took the group's throughput down by a third for that
+// second). A phase of 0 on every node gives the same batches everywhere. At a candidate's end the executors copy the table into the image if the writer
 // is idle (Want); otherwise that candidate is skipped (a write slower than every_batches batches
 // makes checkpoints rarer, never queues them). The commit stage's hook for the same batch gives
 // the rest of the state at that boundary: the state digest (table and session table) and the
@@ -38,6 +42,7 @@ namespace qrstore::cluster {
 struct CheckpointerOptions {
   std::string dir;              // this node's checkpoint directory (created by Start if missing)
   uint64_t every_batches = 0;   // >= 1
+  uint64_t phase = 0;           // < every_batches: this node's candidates are b with (b + 1) % every_batches == phase
   int keep = 2;                 // >= 1
   storage::CheckpointMeta base; // cluster id, partition(s), record size, capacity, streams (stream_next's size)
   std::function<std::string()> identity;  // for log lines ("[n1 follower]": the role changes)
@@ -58,6 +63,11 @@ struct CheckpointStats {
   uint64_t skipped = 0;          // candidates skipped (the writer was busy)
   std::string last_error;        // the last failed write ("": none)
 };
+
+// The phase (CheckpointerOptions::phase) of row `row` of `rows` (a group's members): with
+// `stagger`, row * every_batches / rows, so a group's members' checkpoints are spread evenly over
+// the interval; without, 0 (the same batches on every node).
+uint64_t CheckpointPhase(uint64_t every_batches, uint32_t row, uint32_t rows, bool stagger);
 
 // A node's checkpoint folder: <server.checkpoint_dir>/<node> ("" when checkpoint_dir is empty).
 std::string NodeCheckpointDir(const Config& config, const std::string& node);
@@ -104,7 +114,7 @@ class Checkpointer : public executor::ImageSink {
   void WriteFinal(const storage::Table& table, uint64_t sessions_digest);
 
   CheckpointStats Stats() const;
-  bool Candidate(uint64_t b) const { return (b + 1) % opt_.every_batches == 0; }
+  bool Candidate(uint64_t b) const { return (b + 1) % opt_.every_batches == opt_.phase; }
 
  private:
   void Loop();

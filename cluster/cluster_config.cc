@@ -48,10 +48,14 @@ void AddClusterConfigKeys(ConfigSchema* s) {
             "retries are answered committed-no-values)");
   s->AddString("server.checkpoint_dir", "",
                "write checkpoints of this node's table and session table under <dir>/<node>/ in the background "
-               "(docs/recovery.md); empty: none. Restarting from them is not built yet");
+               "(docs/recovery.md); a restarted node resumes from its newest valid one. Empty: none");
   s->AddInt("server.checkpoint_every_batches", 1000, 1, INT64_MAX,
-            "a checkpoint after every this many batches (the same batches on every node); one still being "
-            "written makes the next due ones be skipped, not queued");
+            "a checkpoint after every this many batches; one still being written makes the next due ones be "
+            "skipped, not queued");
+  s->AddBool("server.checkpoint_stagger", true,
+             "the members of a group take their checkpoints at different batches (row r of R rows: r * "
+             "checkpoint_every_batches / R batches later than row 0), so they never all copy and write at once; "
+             "false: the same batches on every node");
   s->AddInt("server.checkpoint_keep", 2, 1, 1000, "checkpoints kept per node (the newest; older ones are deleted)");
   s->AddInt("row.peer_timeout_ms", 10000, 200, 3'600'000,
             "a partitioned row's node fails when a peer has sent nothing (not even a heartbeat, sent every "

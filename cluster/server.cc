@@ -364,6 +364,7 @@ Status ServerImpl::StartCheckpointer() {
   CheckpointerOptions co;
   co.dir = dir;
   co.every_batches = static_cast<uint64_t>(c.GetInt("server.checkpoint_every_batches"));
+  co.phase = CheckpointPhase(co.every_batches, me_.row, topo_->rows(), c.GetBool("server.checkpoint_stagger"));
   co.keep = static_cast<int>(c.GetInt("server.checkpoint_keep"));
   const storage::CheckpointExpect id = NodeCheckpointIdentity(*topo_, me_.partition, workload_);
   co.base.cluster_id = id.cluster_id;

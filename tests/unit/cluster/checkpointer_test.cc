@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <thread>
 
@@ -184,4 +185,37 @@ TEST_CASE("checkpointer: a directory it cannot create is an error naming it", "[
   Status st = c.Start();
   CHECK(!st.ok());
   CHECK(st.message().find("/proc/qrstore-no-such/n1") != std::string::npos);
+}
+
+TEST_CASE("checkpointer: a group's members take their checkpoints at their own phase", "[checkpoint]") {
+  // Three rows, every 250 batches: rows 1 and 2 a third and two thirds of the interval later.
+  CHECK(cluster::CheckpointPhase(250, 0, 3, true) == 0);
+  CHECK(cluster::CheckpointPhase(250, 1, 3, true) == 83);
+  CHECK(cluster::CheckpointPhase(250, 2, 3, true) == 166);
+  CHECK(cluster::CheckpointPhase(250, 2, 3, false) == 0);
+  CHECK(cluster::CheckpointPhase(250, 0, 1, true) == 0);   // one member: nothing to spread
+  CHECK(cluster::CheckpointPhase(1, 1, 2, true) == 0);     // every batch: every node each time
+  CHECK(cluster::CheckpointPhase(2, 1, 3, true) == 0);
+  CHECK(cluster::CheckpointPhase(2, 2, 3, true) == 1);
+  // Every phase is below the interval, also for intervals whose product with the row overflows.
+  const uint64_t huge = std::numeric_limits<uint64_t>::max();
+  CHECK(cluster::CheckpointPhase(huge, 2, 3, true) < huge);
+  CHECK(cluster::CheckpointPhase(huge, 2, 3, true) > huge / 2);
+
+  Fixture f;
+  f.opt.phase = 3;  // candidates: b + 1 = 3, 13, 23, ...
+  cluster::Checkpointer c(f.opt, f.table, [&] { return f.sessions; });
+  REQUIRE(c.Start().ok());
+  CHECK_FALSE(c.Candidate(9));
+  CHECK(c.Candidate(2));
+  CHECK(c.Candidate(12));
+  CHECK(c.Want(9) == nullptr);
+  storage::TableImage* img = c.Want(12);
+  REQUIRE(img != nullptr);
+  img->CopyShare(f.table, 0, 1);
+  c.Taken(12);
+  c.OnCommitted(12, f.table.Digest() ^ Mix64(1));
+  REQUIRE(WaitWritten(c, 1));
+  CHECK(c.Stats().last_batch == 12);
+  CHECK(std::filesystem::exists(f.opt.dir + "/checkpoint-00000000000000000012.qrc"));
 }
