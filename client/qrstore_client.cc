@@ -579,7 +579,15 @@ int Main(int argc, char** argv) {
   // not noticed yet) is not waited for: it is reported apart (a dead member is the group's
   // business now, and a restart brings it back).
   std::vector<std::string> down_followers;
-  if (row_size > 1) {
+  // One group whose leader no longer answers: lost after the load ended (killed as the run
+  // finished, before any connection saw it), so its group elects another; wait for it as a
+  // failover would (client.failover_timeout_ms) and compare the replicas with that one.
+  const bool leader_lost = row_size == 1 && !QueryStatus(target, connect_ms).ok();
+  if (leader_lost) {
+    log->warn("{} does not answer after the run: comparing the replicas with whoever leads now", leader_name);
+    WaitForServingLeader(topo.value(), 0, connect_ms, failover_timeout_ns / 1'000'000);
+  }
+  if (row_size > 1 || leader_lost) {
     // A row: partition 0's leader now (a failover may have moved it), as for the others below.
     const cluster::NodeInfo& l = LiveLeader(topo.value(), 0, connect_ms);
     target = l.client_address();
