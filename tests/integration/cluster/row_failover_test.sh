@@ -148,12 +148,22 @@ if [[ " ${steps[*]} " == *" kill "* ]]; then
   cfg="$QR_TMP/grid-ycsb.yaml"
   qr_up "$cfg" "${zk[@]+"${zk[@]}"}" "--replication.zookeeper.root=/qrstore-row-failover-$$-ycsb" \
     --replication.zookeeper.session_timeout_ms=2000
-  qr_client "$cfg" --duration-s 12 --target-tps 10000 --connections 2 --outstanding 500 --seed 62 --json \
-    --client.txns_per_request=20 \
-    >"$QR_TMP/ycsb.out" 2>"$QR_TMP/ycsb.err" &
+  # The client runs until interrupted (SIGINT: it ends as if its time were up) 3 s after it moved
+  # to p1r0's successor: with a fixed 12 s, CI's ASan run killed p1r0 as the run ended (each step
+  # of the test starts slow programs there) and the client ended mid-failover. 300 s: a bound.
+  "$QRSTORE_BIN/qrstore-client" --config "$cfg" --duration-s 300 --target-tps 10000 --connections 2 \
+    --outstanding 500 --seed 62 --json --client.txns_per_request=20 >"$QR_TMP/ycsb.out" 2>"$QR_TMP/ycsb.err" &
   client=$!
   sleep 4
   "$QR_SRC/scripts/cluster.sh" kill "$cfg" p1r0 KILL
+  for ((i = 0; i < 600; i++)); do
+    grep -q "failover: p1r[12] leads partition 1 now" "$QR_TMP/ycsb.err" && break
+    kill -0 "$client" 2>/dev/null || break
+    sleep 0.1
+  done
+  sleep 3
+  kill -0 "$client" 2>/dev/null || fail "ycsb client ended before it was interrupted: $(tail -15 "$QR_TMP/ycsb.err")"
+  kill -INT "$client"
   wait "$client" || fail "ycsb client failed: $(tail -15 "$QR_TMP/ycsb.err")"
   [[ "$(json_field "$QR_TMP/ycsb.out" failovers)" -ge 1 ]] || fail "ycsb: the client saw no failover"
   qr_down "$cfg" || true
