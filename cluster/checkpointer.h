@@ -2,15 +2,15 @@
 // storage/checkpoint.h is the file, storage/table_image.h the copy).
 //
 // When. Candidate batches are every `every_batches`-th, at this node's phase: b is one when
-// (b + 1) % every_batches == phase. The server gives each member of a group its own phase (row r of
-// R: r * every_batches / R, server.checkpoint_stagger), so the members of a group do not all copy
-// and write at the same batch: a majority is never all paused or all writing at once (on one host
-// the three writers at the same batch took the group's throughput down by a third for that
-// second). A phase of 0 on every node gives the same batches everywhere. At a candidate's end the executors copy the table into the image if the writer
-// is idle (Want); otherwise that candidate is skipped (a write slower than every_batches batches
-// makes checkpoints rarer, never queues them). The commit stage's hook for the same batch gives
-// the rest of the state at that boundary: the state digest (table and session table) and the
-// session table's encoding, captured only while a checkpoint of that batch may still be taken.
+// (b + 1) % every_batches == phase. The server gives each member of a group its own phase
+// (CheckpointPhase, server.checkpoint_stagger), so the members of a group do not all copy and
+// write at the same batch: a majority is never all paused or all writing at once. A phase of 0
+// on every node gives the same batches everywhere. At a candidate's end the executors copy the
+// table into the image if the writer is idle (Want); otherwise that candidate is skipped (a
+// write slower than every_batches batches makes checkpoints rarer, never queues them). The
+// commit stage's hook for the same batch gives the rest of the state at that boundary: the state
+// digest (table and session table) and the session table's encoding, captured only while a
+// checkpoint of that batch may still be taken.
 // Once both halves of a batch are in, the "checkpoint" thread writes the file (temp, fsync,
 // rename; the newest `keep` kept) and the image is free for the next candidate.
 //
