@@ -105,7 +105,7 @@ on_host() {
 
 node_pid() {  # prints the pid if the node is running
   local n="$1" host="$2"
-  on_host "$host" "p=\$(cat '$run/$n.pid' 2>/dev/null) && [ -n \"\$p\" ] && kill -0 \"\$p\" 2>/dev/null && tr '\\0' ' ' </proc/\$p/cmdline | grep -q -- '--node $n' && echo \$p" || true
+  on_host "$host" "p=\$(cat '$run/$n.pid' 2>/dev/null) && [ -n \"\$p\" ] && kill -0 \"\$p\" 2>/dev/null && tr '\\0' ' ' 2>/dev/null </proc/\$p/cmdline | grep -q -- '--node $n' && echo \$p" || true
 }
 
 start_node() {
@@ -213,38 +213,44 @@ cmd_up() {
 cmd_down() {
   local list n host cport pport part row pid code failed=0 any=0 unclean=()
   list="$(nodes)" || exit 2
-  # Leaders first: they finish their batches and replicate an end marker; then followers, which
-  # have applied everything by then, stop at once. Who leads is what the nodes say now (the
-  # backend elects; row 0 only leads a fresh cluster), else row order.
+  # Every node gets SIGTERM at once, leaders first: a leader finishes its batches, replicates an
+  # end marker and waits for its connected followers to apply everything; a follower waits for
+  # that end marker and then stops. Signalling the followers only after their leader exited left
+  # them up to an election time-out to elect one of themselves (slow hosts: a follower won,
+  # promoted itself, lost its majority as the others stopped and exited "deposed"); a follower
+  # that is stopping never promotes itself. Who leads is what the nodes say now (the backend
+  # elects; row 0 only leads a fresh cluster), else row order; nodes are then waited for in
+  # that order.
   local leaders=""
   if [[ -x "$bin/qrstore-client" ]]; then
     leaders="$("$bin/qrstore-client" --config "$config" "${all[@]+"${all[@]}"}" --status 2>/dev/null |
                awk 'NR > 1 && $2 == "leader" { print $1 }')" || true
   fi
-  # Nodes running now: one that exits by itself while earlier ones stop (a follower that failed
+  local ordered
+  ordered="$(awk -v leaders=" $(tr '\n' ' ' <<<"$leaders")" \
+                 '{ print (index(leaders, " " $1 " ") > 0 ? 0 : 1), $0 }' <<<"$list" | sort -k1,1n -k7,7n)"
+  # Nodes running now: one that exits by itself while the others stop (a follower that failed
   # and then won an election fail-stops) is reported with its exit status, not skipped.
-  local -A running=()
-  while read -r n host _; do
-    [[ -n "$(node_pid "$n" "$host")" ]] && running[$n]=1
-  done < <(awk '{ print $1, $2 }' <<<"$list")
-  while read -r _ n host cport pport part row; do
+  local -A running=() pids=()
+  while read -r _ n host _; do
     pid="$(node_pid "$n" "$host")"
-    local by_itself=""
-    if [[ -z "$pid" ]]; then
-      [[ -n "${running[$n]:-}" ]] || continue
-      by_itself=" (by itself, while the others stopped)"
+    [[ -n "$pid" ]] || continue
+    running[$n]=1
+    pids[$n]="$pid"
+    on_host "$host" "kill -TERM $pid" || true
+    # A paused node (SIGSTOP, a debugger) cannot act on SIGTERM: let it run so it stops cleanly.
+    if [[ "$(on_host "$host" "ps -o stat= -p $pid" 2>/dev/null || true)" == T* ]]; then
+      echo "cluster.sh: node $n was paused (stopped by a signal): sent SIGCONT so it can act on SIGTERM"
+      on_host "$host" "kill -CONT $pid" || true
     fi
+  done <<<"$ordered"
+  local deadline
+  while read -r _ n host cport pport part row; do
+    [[ -n "${running[$n]:-}" ]] || continue
     any=1
-    if [[ -n "$pid" ]]; then
-      on_host "$host" "kill -TERM $pid" || true
-      # A paused node (SIGSTOP, a debugger) cannot act on SIGTERM: let it run so it stops cleanly.
-      if [[ "$(on_host "$host" "ps -o stat= -p $pid" 2>/dev/null || true)" == T* ]]; then
-        echo "cluster.sh: node $n was paused (stopped by a signal): sent SIGCONT so it can act on SIGTERM"
-        on_host "$host" "kill -CONT $pid" || true
-      fi
-    fi
-    local deadline=$((SECONDS + stop_timeout))
-    while [[ -n "$pid" && -n "$(node_pid "$n" "$host")" ]]; do
+    pid="${pids[$n]}"
+    deadline=$((SECONDS + stop_timeout))
+    while [[ -n "$(node_pid "$n" "$host")" ]]; do
       if ((SECONDS >= deadline)); then
         # Where it hangs, before the evidence goes: every thread's stack, when gdb is there.
         if on_host "$host" "command -v gdb >/dev/null && timeout 30 gdb -p $pid -batch -ex 'thread apply all bt' >'$run/$n.stacks' 2>&1"; then
@@ -262,15 +268,14 @@ cmd_down() {
     for _ in $(seq 50); do on_host "$host" "test -f '$run/$n.exit'" && break; sleep 0.1; done
     code="$(on_host "$host" "cat '$run/$n.exit' 2>/dev/null" || true)"
     if [[ "$code" == 0 ]]; then
-      echo "cluster.sh: node $n stopped cleanly$by_itself"
+      echo "cluster.sh: node $n stopped cleanly"
     else
-      echo "cluster.sh: node $n stopped with status ${code:-unknown}$by_itself; its log ($run/$n.log):" >&2
+      echo "cluster.sh: node $n stopped with status ${code:-unknown}; its log ($run/$n.log):" >&2
       tail_log "$n" "$host" 15 >&2
       failed=1
       unclean+=("$n")
     fi
-  done < <(awk -v leaders=" $(tr '\n' ' ' <<<"$leaders")" \
-               '{ print (index(leaders, " " $1 " ") > 0 ? 0 : 1), $0 }' <<<"$list" | sort -k1,1n -k7,7n)
+  done <<<"$ordered"
   if [[ -d "$run/zk" ]]; then
     "$here/scripts/zk-server.sh" stop "$run/zk" >/dev/null 2>&1 || true
     echo "cluster.sh: stopped the local ZooKeeper"
