@@ -124,7 +124,7 @@ int Main(int argc, char** argv) {
                   "connection, replicas that disagree, verify); 2 bad input (flags, config, workload file).");
   cli.AddValue("config", "FILE", "the cluster config the servers run (e.g. configs/cluster-raft.yaml)");
   cli.AddValue("txns", "N", "run exactly N transactions (over all connections)");
-  cli.AddValue("duration-s", "S", "measure for S seconds (after the warm-up), then let the in-flight ones finish");
+  cli.AddValue("duration-s", "S", "measure for S seconds (after the warm-up), then let the in-flight ones finish (a failover under way when the time is up is finished first)");
   cli.AddValue("warmup-s", "W", "with --duration-s: run W seconds before measuring (default 0)");
   cli.AddValue("connections", "C", "connections (default client.connections)");
   cli.AddValue("outstanding", "K", "txns in flight per connection (default client.outstanding)");
@@ -261,6 +261,9 @@ int Main(int argc, char** argv) {
   // per connection at its partition's home (docs/sessions.md): what a lost leader had in flight is
   // sent again, and what had run is answered from the session table.
   const bool follow = true;
+  // A partition whose group has one node (no replicas) has no one to take over: a run that ends
+  // while it is lost does not wait for a failover (below).
+  auto can_take_over = [&](uint32_t partition) { return topo->Group(partition).size() > 1; };
   const int64_t failover_timeout_ns = config.GetInt("client.failover_timeout_ms") * 1'000'000;
   const std::string kind = options.kind == workloads::WorkloadKind::kTransfer ? "transfer" : "ycsb";
   const uint64_t ops_per_txn = options.kind == workloads::WorkloadKind::kTransfer ? 2 : options.ycsb.ops_per_txn;
@@ -378,6 +381,7 @@ int Main(int argc, char** argv) {
   std::vector<uint64_t> timeline;
   int64_t last_report = start, last_progress = start;
   bool broken = false, stalled = false, capped = false, gave_up = false, interrupted = false;
+  bool finishing_failover = false;  // the run's time ran out during a failover (below)
   // Failover (follow): when the first connection lost its leader, the next look for a leader,
   // its back-off; failovers done; the longest time without a commit (unavailable_ms).
   // An episode lasts from a loss until the first commit after it: a leader that keeps refusing
@@ -450,6 +454,37 @@ int Main(int argc, char** argv) {
     for (auto& l : lc) l->Shutdown(Status::Timeout(target + ": " + why));
     return true;
   };
+  // Failover (follow), once per loop turn: notes a lost leader, looks for the new one when due
+  // (look_for_leader); true when no node took over within client.failover_timeout_ms (noted).
+  auto follow_tick = [&](int64_t now) {
+    std::string why;
+    bool lost = false;
+    for (uint32_t c = 0; c < lc.size(); ++c) {
+      std::string w;
+      // While one partition fails over, only its connections count (the others' wait).
+      if ((lost_since < 0 || c % row_size == lost_partition) && lc[c]->LostLeader(&w)) {
+        if (!lost && lost_since < 0) lost_partition = c % row_size;
+        lost = true;
+        if (why.empty()) why = w;
+      }
+    }
+    if (!lost) return false;
+    if (episode_since < 0) episode_since = now;
+    if (lost_since < 0) {
+      lost_since = now;
+      next_look = now;
+      log->warn("lost the leader {} ({}): txns in flight there are in doubt; looking for the new leader",
+                row_size == 1 ? leader_name : "of partition " + std::to_string(lost_partition), why);
+    }
+    if (now >= next_look) look_for_leader(now);
+    if (episode_since >= 0 && NowNanos() - episode_since > failover_timeout_ns) {
+      errors.Note("no node of partition " + std::to_string(lost_partition) +
+                  " took over as leader within client.failover_timeout_ms (" +
+                  std::to_string(failover_timeout_ns / 1'000'000) + " ms; asked every node of cluster.nodes)");
+      return true;
+    }
+    return false;
+  };
   for (;;) {
     const int64_t now = NowNanos();
     if (window.start_ns.load() == INT64_MAX && now >= start + warmup_ns) {
@@ -482,35 +517,9 @@ int Main(int argc, char** argv) {
       commits_seen = c;
       last_commit_ns = now;
     }
-    if (follow) {
-      std::string why;
-      bool lost = false;
-      for (uint32_t c = 0; c < lc.size(); ++c) {
-        std::string w;
-        // While one partition fails over, only its connections count (the others' wait).
-        if ((lost_since < 0 || c % row_size == lost_partition) && lc[c]->LostLeader(&w)) {
-          if (!lost && lost_since < 0) lost_partition = c % row_size;
-          lost = true;
-          if (why.empty()) why = w;
-        }
-      }
-      if (lost) {
-        if (episode_since < 0) episode_since = now;
-        if (lost_since < 0) {
-          lost_since = now;
-          next_look = now;
-          log->warn("lost the leader {} ({}): txns in flight there are in doubt; looking for the new leader",
-                    row_size == 1 ? leader_name : "of partition " + std::to_string(lost_partition), why);
-        }
-        if (now >= next_look) look_for_leader(now);
-        if (episode_since >= 0 && NowNanos() - episode_since > failover_timeout_ns) {
-          errors.Note("no node of partition " + std::to_string(lost_partition) +
-                      " took over as leader within client.failover_timeout_ms (" +
-                      std::to_string(failover_timeout_ns / 1'000'000) + " ms; asked every node of cluster.nodes)");
-          gave_up = true;
-          break;
-        }
-      }
+    if (follow && follow_tick(now)) {
+      gave_up = true;
+      break;
     }
     broken = !all([](LoadConnection& l) { return !l.Broken(); });
     if (broken) break;
@@ -527,7 +536,18 @@ int Main(int argc, char** argv) {
       capped = !has_txns;
       break;
     }
-    if (!has_txns && window.start_ns.load() != INT64_MAX && now >= window.start_ns.load() + duration_ns) break;
+    // The run's time is up: it ends, but not in the middle of a failover. A leader lost just
+    // before the end leaves txns in doubt on connections that have no leader: the client finishes
+    // the failover first (bounded by client.failover_timeout_ms, above), so that the drain gets
+    // their outcomes from the new leader.
+    const bool time_up =
+        !has_txns && window.start_ns.load() != INT64_MAX && now >= window.start_ns.load() + duration_ns;
+    if (time_up && (lost_since < 0 || !can_take_over(lost_partition))) break;
+    if (time_up && !finishing_failover) {
+      finishing_failover = true;
+      log->warn("the run's {} s are up during a failover: finishing it before the drain (client.failover_timeout_ms)",
+                Num(duration_flag.value()));
+    }
     if (row_size == 1 && lost_since < 0 && inflight() > 0 && now - last_progress > kSilentLeaderNs && now >= next_look) {
       // No reply for a while with txns in flight: if another node says it leads, this one was
       // deposed while paused or cut off (it may never answer again): move to the new leader.
@@ -544,7 +564,7 @@ int Main(int argc, char** argv) {
     if (lost_since < 0 && (stalled = check_stall(now))) break;
     int64_t wake = std::min<int64_t>(next_report, now + 100'000'000);  // stall checks 10 times a second
     if (lost_since >= 0) wake = std::min(wake, next_look);
-    if (!has_txns) {
+    if (!has_txns && !time_up) {
       const int64_t ws = window.start_ns.load();
       wake = std::min(wake, ws == INT64_MAX ? start + warmup_ns : ws + duration_ns);
     }
@@ -558,13 +578,33 @@ int Main(int argc, char** argv) {
   if (!has_txns && window.start_ns.load() != INT64_MAX) close_window();  // before the drain
   if (capped) log->warn("stopped submitting at client.verify_max_txns = {} txns (kept for --verify)", verify_cap);
 
-  // Drain: no new requests; the in-flight ones are answered (or the connection stalls).
+  // Drain: no new requests; the in-flight ones are answered (or the connection stalls). A leader
+  // lost during the drain is followed as in the run (unless the run was interrupted or gave up):
+  // the new leader answers what the old one left unanswered (sessions), and the connections
+  // moved to it stop sending again.
+  bool replicated = true;
+  for (uint32_t p = 0; p < row_size; ++p) replicated = replicated && can_take_over(p);
+  const bool follow_in_drain = follow && replicated && !interrupted && !gave_up && !broken && !stalled;
+  auto drained = [&](LoadConnection& l) { return l.Idle() && !(follow_in_drain && l.LostLeader()); };
   for (auto& l : lc) l->StopSending();
-  while (!broken && !stalled && !all([](LoadConnection& l) { return l.Idle(); })) {
+  auto failing_over = [&] { return follow_in_drain && lost_since >= 0; };
+  bool drain_failover = false;  // logged once
+  while (!broken && !stalled && !gave_up && (failing_over() || !all(drained))) {
     const int64_t now = NowNanos();
-    if ((stalled = check_stall(now))) break;
+    if (follow_in_drain) {
+      if (!drain_failover && std::any_of(lc.begin(), lc.end(), [](auto& l) { return l->LostLeader(); })) {
+        drain_failover = true;
+        log->warn("the leader was lost during the drain: following it to the new one (client.failover_timeout_ms)");
+      }
+      if (follow_tick(now)) {
+        gave_up = true;
+        break;
+      }
+      for (auto& l : lc) l->StopSending();  // a connection moved to a new leader sends only what it resends
+    }
+    if (!failing_over() && (stalled = check_stall(now))) break;
     broken = !all([](LoadConnection& l) { return !l.Broken(); });
-    events = signal.WaitFor(events, 100'000'000);
+    events = signal.WaitFor(events, failing_over() ? std::max<int64_t>(next_look - now, 1'000'000) : 100'000'000);
   }
   for (auto& l : lc) l->Finish();
   for (auto& l : lc) broken |= l->Broken();

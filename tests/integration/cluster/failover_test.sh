@@ -23,6 +23,11 @@
 #                  values too, so the retries get their original values: none is answered without
 #                  them, and --verify checks every txn's fate and read values (the retries' too)
 #                  against the serial reference.
+#   kill-at-end    (raft) n0 paused about 2 s before the client's 6 s are up and killed 0.3 s
+#                  later, with a 3 s election time-out: the failover is under way when the
+#                  client's time runs out (or, on a slow host, its leader dies during its drain);
+#                  either way it finishes the failover (the new leader answers what n0 left
+#                  unanswered) before it ends.
 #   stop           SIGTERM n0 alone: a clean stop (its end markers are an empty batch to the
 #                  others, who elect a leader that goes on after them); n0 exits 0 with a dump
 #                  of its last batch (not compared: the others went on).
@@ -36,8 +41,8 @@
 #   - exactly once: YCSB's update counters sum to exactly the write ops both clients saw
 #     committed (a lost txn makes the sum smaller, one run twice larger); transfer: the total
 #     balance is what it started with.
-# Usage: failover_test.sh raft|zookeeper kill|kill-transfer|pause|stop|cutoff|kill-before-reply[-values|-short-history]
-#        (the last four: raft)
+# Usage: failover_test.sh raft|zookeeper kill|kill-transfer|pause|stop|cutoff|kill-at-end|kill-before-reply[-values|-short-history]
+#        (the last five: raft)
 source "$(dirname "$0")/lib.sh"
 backend="${1:?raft or zookeeper}"
 how="${2:?kill, kill-transfer, pause or cutoff}"
@@ -56,6 +61,9 @@ else
   [[ "$how" == kill-before-reply* ]] && values=(--server.stats_interval_ms=1000)
   [[ "$how" == kill-before-reply-values ]] && values+=(--server.session_read_values=true)
   [[ "$how" == kill-before-reply-short-history ]] && values+=(--server.session_history_bytes=65536)
+  # kill-at-end: no election within 3 s of n0's last heartbeat (300 ticks of 10 ms, up to 6 s
+  # randomized), so the failover surely outlasts the client's last second.
+  [[ "$how" == kill-at-end ]] && values+=(--replication.raft.election_ticks=300)
   qr_up "$cfg" --replication.raft.test_isolate_file="$QR_TMP/isolate" --server.test_kill_before_reply_file="$QR_TMP/kill" \
     "${values[@]+"${values[@]}"}"
 fi
@@ -67,11 +75,24 @@ status() { qr_client "$cfg" --status --client.connect_timeout_ms=1000 2>/dev/nul
 # The node that says it leads and serves (column 2: role, 3: state), if any but n0.
 new_leader() { status | awk 'NR > 1 && $1 != "n0" && $2 == "leader" && $3 == "serving" { print $1; exit }'; }
 
-qr_client "$cfg" --duration-s 12 --connections 2 --outstanding 3000 --seed 7 --json --client.progress_interval_ms=250 \
+duration=12
+[[ "$how" == kill-at-end ]] && duration=6
+qr_client "$cfg" --duration-s "$duration" --connections 2 --outstanding 3000 --seed 7 --json --client.progress_interval_ms=250 \
   "${verify[@]+"${verify[@]}"}" \
   >"$QR_TMP/client1.out" 2>"$QR_TMP/client1.err" &
 client=$!
-sleep 2.5
+if [[ "$how" == kill-at-end ]]; then
+  # The client's own clock: its progress line "t=4s" comes 3.5 to 4.5 s into its 6 s. n0 is
+  # paused and killed by its pid (cluster.sh takes a second or more on a busy host); with no
+  # election before 3 s after the pause, the new leader comes after the client's time is up.
+  for _ in $(seq 1 300); do grep -q " t=4s " "$QR_TMP/client1.err" && break; sleep 0.05; done
+  grep -q " t=4s " "$QR_TMP/client1.err" || fail "the client never reached t=4s: $(tail -3 "$QR_TMP/client1.err")"
+  n0_pid="$(cat "$run/n0.pid")"
+  kill -STOP "$n0_pid"
+  note "$(date +%T.%3N): n0 paused; the client said $(grep -m1 " t=4s " "$QR_TMP/client1.err" | cut -c1-30)"
+else
+  sleep 2.5
+fi
 if [[ "$how" == pause ]]; then
   "$QR_SRC/scripts/cluster.sh" kill "$cfg" n0 STOP
 elif [[ "$how" == cutoff ]]; then
@@ -80,6 +101,9 @@ elif [[ "$how" == kill-before-reply* ]]; then
   touch "$QR_TMP/kill.n0"  # the leader dies with a committed slice unanswered
 elif [[ "$how" == stop ]]; then
   "$QR_SRC/scripts/cluster.sh" kill "$cfg" n0 TERM
+elif [[ "$how" == kill-at-end ]]; then
+  sleep 0.3
+  kill -KILL "$n0_pid"
 else
   # Stopped first, killed 0.3 s later: the client's senders fill their windows meanwhile, so it
   # surely has txns unanswered at n0 when it dies (killed at once, it could find both
@@ -147,6 +171,12 @@ c1="$QR_TMP/client1.out"
 [[ "$(json_field "$c1" replicas_agree)" == true ]] || fail "the survivors do not agree: $(json_field "$c1" replicas_detail)"
 [[ "$(json_field "$c1" down_followers)" == "['n0']" ]] || fail "n0 is not reported down: $(json_field "$c1" down_followers)"
 grep -q "failover: $leader leads now" "$QR_TMP/client1.err" || fail "the client's log does not say it moved to $leader"
+if [[ "$how" == kill-at-end ]]; then
+  # The failover spanned the end of the run: the client says which way it met it.
+  grep -q "s are up during a failover\|the leader was lost during the drain" "$QR_TMP/client1.err" ||
+    fail "the client's time did not run out during the failover (the test's timing missed): $(grep -h "lost the leader\|failover:" "$QR_TMP/client1.err")"
+  note "the client finished the failover at its end: $(grep -h "s are up during a failover\|lost during the drain" "$QR_TMP/client1.err" | cut -c1-150)"
+else
 python3 - "$c1" <<'PY' || fail "the client committed nothing after the failover"
 import json, sys
 line = [l for l in open(sys.argv[1]).read().splitlines() if l.strip()][-1]
@@ -156,6 +186,7 @@ print("-- commits per 250 ms:", per)
 print("-- unavailable_ms %.0f, in doubt %d txns, retried %d" % (j["unavailable_ms"], j["in_doubt"], j["retried"]))
 sys.exit(0 if sum(per[-8:-1]) > 0 and j["unavailable_ms"] > 0 else 1)
 PY
+fi
 [[ "$(json_field "$c1" in_doubt)" == 0 ]] || fail "the client ended with $(json_field "$c1" in_doubt) txns in doubt"
 if [[ "$how" == stop ]]; then
   for _ in $(seq 1 100); do [[ -f "$run/n0.exit" ]] && break; sleep 0.1; done
