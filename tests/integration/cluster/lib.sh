@@ -149,6 +149,17 @@ wait_n2_stranded() {
   note "the leader reports n2 stranded while it is away"
 }
 
+# qr_interrupt_client PID STARTED MIN_S: ends a client started (directly, not through qr_client,
+# so that PID is the client's) with a long --duration-s: once it has run MIN_S seconds (STARTED is
+# bash's SECONDS at its start) it gets SIGINT, which ends it as if its time were up. Tests whose
+# steps take longer on a busy host end the load when those steps are done, not at a fixed time.
+qr_interrupt_client() {
+  local pid="$1" started="$2" min="$3"
+  while ((SECONDS - started < min)) && kill -0 "$pid" 2>/dev/null; do sleep 0.2; done
+  kill -0 "$pid" 2>/dev/null || fail "the client ended before it was interrupted: $(tail -5 "$QR_TMP/client.err")"
+  kill -INT "$pid"
+}
+
 # commits_never_stop CLIENT_JSON: the client's commits per second (its --json summary) never
 # 0 over at least 20 inner seconds, but for at most one dip (a resume); the first and last are
 # partial.

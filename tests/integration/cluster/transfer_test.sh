@@ -42,9 +42,12 @@ run="$QRSTORE_RUN_DIR/transfer"
 status() { qr_client "$cfg" --status --client.connect_timeout_ms=1000 2>/dev/null || true; }
 n2_row() { status | awk '$1 == "n2"'; }
 
-qr_client "$cfg" --duration-s 30 --connections 2 --outstanding 3000 --seed 43 --json >"$QR_TMP/client.out" \
-  2>"$QR_TMP/client.err" &
+# The load runs until n2 serves again, and 3 s more (25 s at least; 300 s: a bound): with a fixed
+# 30 s, n2 came back as the run ended on a busy host, and the summary still had it stranded.
+"$QRSTORE_BIN/qrstore-client" --config "$cfg" --duration-s 300 --connections 2 --outstanding 3000 --seed 43 --json \
+  >"$QR_TMP/client.out" 2>"$QR_TMP/client.err" &
 client=$!
+client_start=$SECONDS
 sleep 3
 for _ in $(seq 1 300); do compgen -G "$ck/n2/checkpoint-*.qrc" >/dev/null && break; sleep 0.1; done
 compgen -G "$ck/n2/checkpoint-*.qrc" >/dev/null || fail "n2 wrote no checkpoint within 30 s"
@@ -99,6 +102,8 @@ while ((SECONDS < deadline)); do
 done
 [[ "$(n2_row | awk '{ print $3 }')" == serving ]] || fail "n2 is not serving again: $(n2_row)"
 
+sleep 3
+qr_interrupt_client "$client" "$client_start" 25
 wait "$client" || fail "client failed: $(tail -5 "$QR_TMP/client.err")"
 out="$QR_TMP/client.out"
 [[ "$(json_field "$out" failed)" == 0 ]] || fail "the client saw failed txns"
