@@ -66,7 +66,12 @@ export QRSTORE_ZK_HOSTS
 echo "   ZooKeeper at $QRSTORE_ZK_HOSTS"
 
 stage "running every test"
+# failures DIR: after a failed ctest run in DIR, each failed test's name and why, in a few lines
+# (the end of this long output is where a reader looks first).
+failures() { python3 scripts/failed-tests.py "$1" || true; }
+
 if ! (cd build && ctest --output-on-failure -j"$jobs" --timeout 600 "${ctest_args[@]+"${ctest_args[@]}"}"); then
+  failures build
   # A ZooKeeper that died mid-run fails every later ZooKeeper test: say so, with its log.
   if ! scripts/zk-server.sh status "$zkdir" | grep -qv down; then
     echo "== the tests' ZooKeeper server is down; the end of its log:"
@@ -82,7 +87,7 @@ if [ "$tsan" = 1 ]; then
   cmake --build build-tsan -j"$jobs" --target concurrency_tests
   stage "running the concurrency tests under ThreadSanitizer"
   (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/scripts/tsan.supp" \
-     ctest --output-on-failure -L concurrency --timeout 600)
+     ctest --output-on-failure -L concurrency --timeout 600) || { failures build-tsan; exit 1; }
 fi
 if [ "$asan" = 1 ]; then
   # The unit and integration tests (target sanitizer_tests: every test binary labelled unit or
@@ -98,7 +103,8 @@ if [ "$asan" = 1 ]; then
   cmake --build build-fuzz -j"$jobs" --target sanitizer_tests
   stage "running the unit and integration tests under AddressSanitizer + UBSan"
   (cd build-fuzz && ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" LSAN_OPTIONS="suppressions=$root/scripts/lsan.supp" \
-     UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" ctest --output-on-failure -j"$jobs" -L "unit|integration" -LE "fuzz|rss|slow" --timeout 600)
+     UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" ctest --output-on-failure -j"$jobs" -L "unit|integration" -LE "fuzz|rss|slow" --timeout 600) ||
+    { failures build-fuzz; exit 1; }
 fi
 if [ "$fuzz" = 1 ]; then
   stage "fuzz smoke: every fuzz target for ${QRSTORE_FUZZ_SECONDS:-10} s, $jobs at a time (build-fuzz/)"
