@@ -11,7 +11,10 @@ cfg="$QR_TMP/replfail.yaml"
 # gone), and only the stop's speed is at stake there.
 qr_up "$cfg" --replication.zookeeper.op_deadline_ms=2000 --server.drain_timeout_ms=3000
 zk_pid="$(cat "$QRSTORE_RUN_DIR/replfail/zk/s1/pid")"
-qr_client "$cfg" --duration-s 8 --connections 2 --outstanding 1500 --json >"$QR_TMP/c.out" 2>"$QR_TMP/c.err" &
+# No node takes over here (ZooKeeper is what failed): the client gives up its failover after 3 s
+# (client.failover_timeout_ms; it would finish a failover under way past its 8 s for up to that).
+qr_client "$cfg" --duration-s 8 --connections 2 --outstanding 1500 --client.failover_timeout_ms=3000 --json \
+  >"$QR_TMP/c.out" 2>"$QR_TMP/c.err" &
 client=$!
 sleep 2
 kill -STOP "$zk_pid"
