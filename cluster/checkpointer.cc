@@ -180,8 +180,7 @@ void Checkpointer::Loop() {
     have_state_ = false;
     lk.unlock();
     Write(b, digest, sessions, [this](const storage::RecordEmit& emit) { image_.ForEach(emit); }, false);
-    lk.lock();
-    state_ = State::kIdle;
+    lk.lock();  // Write left kWriting for kIdle under the lock that counted the checkpoint
   }
 }
 
@@ -219,6 +218,9 @@ void Checkpointer::Write(uint64_t b, uint64_t digest, const std::string& session
   const double cpu_ms = static_cast<double>(ThreadCpuNanos() - cpu0) / 1e6;
   auto log = Logger("server");
   std::lock_guard<std::mutex> lk(mu_);
+  // Idle again in the same critical section that counts the result: whoever sees `written` grow
+  // (or last_error set) finds the writer ready for the next candidate.
+  if (!at_stop) state_ = State::kIdle;
   if (!path.ok()) {
     // Not fatal: the node serves on; the next candidate tries again. Said once per failure.
     stats_.last_error = path.status().message();
