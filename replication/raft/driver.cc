@@ -159,6 +159,15 @@ void Driver::Fail(const Status& st) {
   listener_->OnFailed(st);
 }
 
+namespace {
+// Adds `ns` to *total and raises *max (optional) to it: the raft thread is the only writer.
+void NoteTime(std::atomic<uint64_t>* total, std::atomic<uint64_t>* max, int64_t ns) {
+  const uint64_t v = ns > 0 ? static_cast<uint64_t>(ns) : 0;
+  total->fetch_add(v, std::memory_order_relaxed);
+  if (max != nullptr && v > max->load(std::memory_order_relaxed)) max->store(v, std::memory_order_relaxed);
+}
+}  // namespace
+
 void Driver::Run() {
   using Clock = std::chrono::steady_clock;
   int64_t next_tick = NowMillis() + options_.tick_ms;
@@ -263,8 +272,17 @@ bool Driver::ProcessReadies() {
   std::vector<bool> has(cores_.size(), false);
   std::vector<bool> to_sync(cores_.size(), false);
   auto sync = [&](uint32_t g) -> Status {
+    const int64_t t0 = NowNanos();
     Status st = storages_[g]->Sync();
+    NoteTime(&counters_.sync_ns, &counters_.sync_max_ns, NowNanos() - t0);
     counters_.syncs.fetch_add(1, std::memory_order_relaxed);
+    return st;
+  };
+  // A storage write, timed.
+  auto timed = [&](auto&& write) {
+    const int64_t t0 = NowNanos();
+    Status st = write();
+    NoteTime(&counters_.write_ns, nullptr, NowNanos() - t0);
     return st;
   };
   // 1. persist
@@ -287,16 +305,16 @@ bool Driver::ProcessReadies() {
     };
     if (r.snapshot) {
       // First: the stored log is dropped and continues after the snapshot point.
-      if (!wrote(storage.ResetTo(r.snapshot->index, r.snapshot->term))) return false;
+      if (!wrote(timed([&] { return storage.ResetTo(r.snapshot->index, r.snapshot->term); }))) return false;
       GroupLog& log = logs_[g];
       log.sizes.clear();
       log.bytes = 0;
       Logger("raft")->info("[{} g{}] installed a snapshot: the log continues after index {} (term {})",
                            options_.identity, g, r.snapshot->index, r.snapshot->term);
     }
-    if (r.hard_state && !wrote(storage.SaveHardState(*r.hard_state))) return false;
+    if (r.hard_state && !wrote(timed([&] { return storage.SaveHardState(*r.hard_state); }))) return false;
     if (!r.entries.empty()) {
-      if (!wrote(storage.Append(r.entries))) return false;
+      if (!wrote(timed([&] { return storage.Append(r.entries); }))) return false;
       GroupLog& log = logs_[g];
       const Index first = r.entries.front().index;
       while (!log.sizes.empty() && log.sizes.back().first >= first) {
@@ -394,7 +412,9 @@ void Driver::CompactLogs() {
       log.bytes -= log.sizes.front().second;
       log.sizes.pop_front();
     }
+    const int64_t t0 = NowNanos();
     Status st = storages_[g]->Compact(upto);
+    NoteTime(&counters_.compact_ns, &counters_.compact_max_ns, NowNanos() - t0);
     if (!st.ok()) {
       Fail(st);
       return;
@@ -489,13 +509,17 @@ void Driver::LogStats() {
                          RoleName(c.role()), c.term(), c.commit_index(), c.applied_index(), c.first_index(),
                          c.last_index(), logs_[g].bytes, logs_[g].apply_paused ? " (apply paused)" : "");
   }
+  auto ms = [](const std::atomic<uint64_t>& ns) { return static_cast<double>(ns.load(std::memory_order_relaxed)) / 1e6; };
   Logger("raft")->info("[{}] raft driver: {} iterations, {} readies, {} syncs, {} inbound dropped, {} appends "
-                       "dropped while paused",
+                       "dropped while paused; log storage time: writes {:.1f} ms, syncs {:.1f} ms (max {:.1f}), "
+                       "compactions {:.1f} ms (max {:.1f})",
                        options_.identity, counters_.iterations.load(std::memory_order_relaxed),
                        counters_.readies.load(std::memory_order_relaxed),
                        counters_.syncs.load(std::memory_order_relaxed),
                        counters_.messages_in_dropped.load(std::memory_order_relaxed),
-                       counters_.appends_dropped_paused.load(std::memory_order_relaxed));
+                       counters_.appends_dropped_paused.load(std::memory_order_relaxed), ms(counters_.write_ns),
+                       ms(counters_.sync_ns), ms(counters_.sync_max_ns), ms(counters_.compact_ns),
+                       ms(counters_.compact_max_ns));
 }
 
 }  // namespace qrstore::replication::raft

@@ -144,6 +144,14 @@ struct DriverCounters {
   std::atomic<uint64_t> messages_isolated{0};     // dropped by the isolate_file test hook
   std::atomic<uint64_t> appends_dropped_paused{0};
   std::atomic<uint64_t> proposals_deferred{0};
+  // The raft thread's time in its log storage (steady clock ns): writes (entries, hard state,
+  // snapshot resets), syncs, and compactions (a disk log unlinks whole segments there). The
+  // stats line shows them: what a durable log costs the thread that every commit goes through.
+  std::atomic<uint64_t> write_ns{0};
+  std::atomic<uint64_t> sync_ns{0};
+  std::atomic<uint64_t> sync_max_ns{0};
+  std::atomic<uint64_t> compact_ns{0};
+  std::atomic<uint64_t> compact_max_ns{0};
 };
 
 class Driver {
