@@ -104,6 +104,9 @@ class MemoryLogStorage : public LogStorage {
 struct DiskLogOptions {
   std::string dir;  // created if missing
   uint64_t segment_bytes = 64 << 20;
+  // Appends are copied into one reused buffer of this size and written from it (see WriteStaged
+  // in log_storage.cc for why); at least 4 KB.
+  uint64_t write_buffer_bytes = 1 << 20;
   // Only used for the syncs the storage does on its own: the tmp hard state file before its
   // rename, and a segment being closed when a new one starts. kNever skips those too.
   FsyncPolicy fsync = FsyncPolicy::kBatch;
@@ -165,6 +168,7 @@ class DiskLogStorage : public LogStorage {
   bool dir_dirty_ = false;         // files created/removed since the last dir fsync
   uint64_t syncs_ = 0;
   uint64_t truncated_bytes_ = 0;
+  std::vector<char> stage_;        // the staging buffer of Append (allocated at first use)
 };
 
 }  // namespace qrstore::replication::raft
