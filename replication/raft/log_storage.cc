@@ -539,8 +539,6 @@ Status DiskLogStorage::Append(const std::vector<Entry>& entries) {
       seg.size += kRecordHeaderBytes + e.data.size();
       ++i;
     }
-    const size_t stage_bytes = std::max<uint64_t>(options_.write_buffer_bytes, 4096);
-    if (stage_.size() != stage_bytes) stage_.assign(stage_bytes, 0);
     QR_RETURN_IF_ERROR(WriteStaged(active_fd_, iov, start, seg.path, &stage_));
     active_dirty_ = true;
   }

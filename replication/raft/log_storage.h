@@ -36,6 +36,7 @@
 // optimisation (core.h) and is saved with the next term/vote change.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -146,7 +147,8 @@ class DiskLogStorage : public LogStorage {
     std::vector<Term> terms;        // term of each record
     uint64_t size = 0;              // bytes in the file
   };
-  explicit DiskLogStorage(DiskLogOptions options) : options_(std::move(options)) {}
+  explicit DiskLogStorage(DiskLogOptions options)
+      : options_(std::move(options)), stage_(std::max<uint64_t>(options_.write_buffer_bytes, 4096)) {}
   Status Recover();
   Status RecoverSegment(Segment* seg, bool* torn);
   Status OpenActive();            // opens the last segment for writing
@@ -168,7 +170,7 @@ class DiskLogStorage : public LogStorage {
   bool dir_dirty_ = false;         // files created/removed since the last dir fsync
   uint64_t syncs_ = 0;
   uint64_t truncated_bytes_ = 0;
-  std::vector<char> stage_;        // the staging buffer of Append (allocated at first use)
+  std::vector<char> stage_;        // Append's staging buffer (write_buffer_bytes)
 };
 
 }  // namespace qrstore::replication::raft
