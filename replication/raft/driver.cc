@@ -30,6 +30,8 @@ Status Driver::Start() {
   for (uint32_t g = 0; g < options_.groups; ++g) {
     PersistentState restored = storages_[g]->Recovered();
     GroupLog& log = logs_[g];
+    log.durable = storages_[g]->last_index();
+    log.durable_vote = {restored.hard.term, restored.hard.voted_for};
     for (const Entry& e : restored.entries) {
       log.sizes.emplace_back(e.index, e.data.size());
       log.bytes += e.data.size();
@@ -293,6 +295,7 @@ bool Driver::ProcessReadies() {
     counters_.readies.fetch_add(1, std::memory_order_relaxed);
     Ready& r = readies[g];
     LogStorage& storage = *storages_[g];
+    DeliverDurableCommits(g, r);
     // Each write is synced at once with fsync=always, else once per storage below.
     auto wrote = [&](Status st) {
       if (st.ok() && options_.fsync == FsyncPolicy::kAlways) st = sync(g);
@@ -327,6 +330,34 @@ bool Driver::ProcessReadies() {
       }
       listener_->OnPersisted(g, r.entries);
     }
+    if (options_.fsync != FsyncPolicy::kBatch) NoteDurable(g, r);
+  }
+  auto send = [&](uint32_t g) {
+    if (isolated_.load(std::memory_order_relaxed)) {
+      counters_.messages_isolated.fetch_add(readies[g].messages.size(), std::memory_order_relaxed);
+    } else {
+      for (Message& m : readies[g].messages) transport_->Send(std::move(m));
+    }
+    readies[g].messages.clear();
+  };
+  // A leader's appends go out before its own sync (Raft thesis 10.2.1: the leader writes its
+  // log in parallel with replicating it): they promise nothing about the leader's disk, and the
+  // core counts the leader's own copy toward a commit only once it is durable (Core::Advance,
+  // after the sync below; the followers' answers are stepped in a later iteration, after it).
+  // So a batch's commit waits for max(leader's fsync, a follower's write + fsync + round trip),
+  // not their sum. Only when the ready is nothing but appends and brings no new term or vote
+  // (a term or vote must be durable before any message of it leaves) and no snapshot.
+  if (options_.fsync == FsyncPolicy::kBatch) {
+    for (uint32_t g = 0; g < cores_.size(); ++g) {
+      if (!has[g] || !to_sync[g] || readies[g].messages.empty() || readies[g].snapshot) continue;
+      const std::optional<HardState>& hs = readies[g].hard_state;
+      if (hs && logs_[g].durable_vote != std::make_pair(hs->term, hs->voted_for)) continue;
+      bool appends_only = true;
+      for (const Message& m : readies[g].messages) appends_only = appends_only && m.type == MessageType::kAppendRequest;
+      if (!appends_only) continue;
+      counters_.appends_before_sync.fetch_add(readies[g].messages.size(), std::memory_order_relaxed);
+      send(g);
+    }
   }
   // Group commit: one sync per storage for everything this iteration wrote.
   if (options_.fsync == FsyncPolicy::kBatch) {
@@ -337,24 +368,60 @@ bool Driver::ProcessReadies() {
         Fail(st);
         return false;
       }
+      NoteDurable(g, readies[g]);
     }
   }
-  // 2. send (only now: the messages may promise what was just persisted)
+  // 2. send (only now: the messages may promise what was just persisted). The term and vote
+  // are durable now (whatever the policy: kNever promises nothing anyway).
   for (uint32_t g = 0; g < cores_.size(); ++g) {
     if (!has[g]) continue;
-    if (isolated_.load(std::memory_order_relaxed)) {
-      counters_.messages_isolated.fetch_add(readies[g].messages.size(), std::memory_order_relaxed);
-      continue;
-    }
-    for (Message& m : readies[g].messages) transport_->Send(std::move(m));
+    if (const std::optional<HardState>& hs = readies[g].hard_state) logs_[g].durable_vote = {hs->term, hs->voted_for};
+    send(g);
   }
   // 3. deliver, 4. advance
   for (uint32_t g = 0; g < cores_.size(); ++g) {
     if (!has[g]) continue;
-    if (!readies[g].committed.empty()) listener_->OnCommitted(g, readies[g].committed);
+    if (!readies[g].committed.empty()) {
+      counters_.committed_after_sync.fetch_add(readies[g].committed.size(), std::memory_order_relaxed);
+      listener_->OnCommitted(g, readies[g].committed);
+    }
     cores_[g]->Advance();
   }
   return true;
+}
+
+void Driver::DeliverDurableCommits(uint32_t g, Ready& r) {
+  if (r.committed.empty()) return;
+  // What this storage holds durably and this Ready leaves in place: a snapshot drops the whole
+  // stored log, and entries from index i replace the stored ones from i (a follower taking a
+  // new leader's suffix), so a committed entry at such an index is durable only once this
+  // Ready's own write is synced.
+  Index durable = logs_[g].durable;
+  if (r.snapshot) durable = 0;
+  if (!r.entries.empty()) durable = std::min(durable, r.entries.front().index - 1);
+  size_t n = 0;
+  while (n < r.committed.size() && r.committed[n].index <= durable) ++n;
+  if (n == 0) return;
+  // These commits need nothing from this iteration's write and sync: hand them over now, so
+  // the application (a leader acknowledging its clients) does not wait for an fsync of
+  // entries that have nothing to do with them.
+  std::vector<Entry> early;
+  if (n == r.committed.size()) {
+    early.swap(r.committed);
+  } else {
+    early.assign(std::make_move_iterator(r.committed.begin()), std::make_move_iterator(r.committed.begin() + n));
+    r.committed.erase(r.committed.begin(), r.committed.begin() + n);
+  }
+  counters_.committed_early.fetch_add(early.size(), std::memory_order_relaxed);
+  listener_->OnCommitted(g, early);
+}
+
+void Driver::NoteDurable(uint32_t g, const Ready& r) {
+  if (!r.entries.empty()) {
+    logs_[g].durable = r.entries.back().index;
+  } else if (r.snapshot) {
+    logs_[g].durable = r.snapshot->index;
+  }
 }
 
 void Driver::NoteRoleChanges() {
@@ -510,16 +577,19 @@ void Driver::LogStats() {
                          c.last_index(), logs_[g].bytes, logs_[g].apply_paused ? " (apply paused)" : "");
   }
   auto ms = [](const std::atomic<uint64_t>& ns) { return static_cast<double>(ns.load(std::memory_order_relaxed)) / 1e6; };
-  Logger("raft")->info("[{}] raft driver: {} iterations, {} readies, {} syncs, {} inbound dropped, {} appends "
-                       "dropped while paused; log storage time: writes {:.1f} ms, syncs {:.1f} ms (max {:.1f}), "
-                       "compactions {:.1f} ms (max {:.1f})",
+  Logger("raft")->info("[{}] raft driver: {} iterations, {} readies, {} syncs ({} appends sent before one), {} "
+                       "inbound dropped, {} appends dropped while paused; log storage time: writes {:.1f} ms, "
+                       "syncs {:.1f} ms (max {:.1f}), compactions {:.1f} ms (max {:.1f}); committed entries "
+                       "handed over before the iteration's sync {}, after it {}",
                        options_.identity, counters_.iterations.load(std::memory_order_relaxed),
                        counters_.readies.load(std::memory_order_relaxed),
                        counters_.syncs.load(std::memory_order_relaxed),
+                       counters_.appends_before_sync.load(std::memory_order_relaxed),
                        counters_.messages_in_dropped.load(std::memory_order_relaxed),
                        counters_.appends_dropped_paused.load(std::memory_order_relaxed), ms(counters_.write_ns),
                        ms(counters_.sync_ns), ms(counters_.sync_max_ns), ms(counters_.compact_ns),
-                       ms(counters_.compact_max_ns));
+                       ms(counters_.compact_max_ns), counters_.committed_early.load(std::memory_order_relaxed),
+                       counters_.committed_after_sync.load(std::memory_order_relaxed));
 }
 
 }  // namespace qrstore::replication::raft

@@ -6,9 +6,10 @@
 // Transport. Its loop:
 //   wait (bounded by the next tick) on the inbox: peer messages, control tasks, proposal tasks
 //   -> Step each message -> run tasks (they may Propose) -> Tick when due
-//   -> for every core with a Ready: persist hard state + entries (fsync per policy: kAlways
-//      after each write, kBatch once per storage per iteration = group commit, kNever not)
-//   -> send messages -> hand committed entries to the listener -> Advance
+//   -> for every core with a Ready: hand the committed entries already durable here to the
+//      listener -> persist hard state + entries (fsync per policy: kAlways after each write,
+//      kBatch once per storage per iteration = group commit, kNever not) -> send messages
+//      -> hand the rest of the committed entries to the listener -> Advance
 //   -> report role changes -> compact the in-memory log to its byte budget.
 // Nothing in the loop blocks on the network (Transport::Send never blocks) or on the
 // application (listener calls must only hand over), so executor load elsewhere in the process
@@ -140,10 +141,16 @@ struct DriverCounters {
   std::atomic<uint64_t> iterations{0};
   std::atomic<uint64_t> readies{0};
   std::atomic<uint64_t> syncs{0};
+  std::atomic<uint64_t> appends_before_sync{0};  // a leader's appends sent before its own sync (fsync: batch)
   std::atomic<uint64_t> messages_in_dropped{0};   // inbox full
   std::atomic<uint64_t> messages_isolated{0};     // dropped by the isolate_file test hook
   std::atomic<uint64_t> appends_dropped_paused{0};
   std::atomic<uint64_t> proposals_deferred{0};
+  // Committed entries handed to the listener before the iteration's own write and sync (they
+  // were durable here already), and those that had to wait for it (a follower's entries that
+  // arrived with the commit that covers them).
+  std::atomic<uint64_t> committed_early{0};
+  std::atomic<uint64_t> committed_after_sync{0};
   // The raft thread's time in its log storage (steady clock ns): writes (entries, hard state,
   // snapshot resets), syncs, and compactions (a disk log unlinks whole segments there). The
   // stats line shows them: what a durable log costs the thread that every commit goes through.
@@ -201,11 +208,24 @@ class Driver {
     Index self_stranded = 0;       // follower: the leader's first index, as last reported
     bool offer_reported = false;   // OnSnapshotOffer was asked about a standing offer
     bool caught_up = true;         // Core::caught_up, as last logged
+    // The last index the storage holds as durably as the fsync policy makes it (after the
+    // sync that followed its write; written is enough with fsync=never). Committed entries up
+    // to it are delivered before the iteration's own write and sync (ProcessReadies).
+    Index durable = 0;
+    // The term and vote the storage holds durably (restored at Start, then each hard state
+    // after its sync): a leader's appends go out before the sync only when their ready does not
+    // change them (ProcessReadies).
+    std::pair<Term, NodeId> durable_vote{0, kNoNode};
   };
 
   void Run();
   // Returns false on a fatal storage error.
   bool ProcessReadies();
+  // Hands the listener the leading committed entries of `r` that the storage holds durably
+  // already (GroupLog::durable), before `r` is persisted; the rest stay in r.committed.
+  void DeliverDurableCommits(uint32_t g, Ready& r);
+  // `r` is now as durable as the fsync policy makes it: moves GroupLog::durable.
+  void NoteDurable(uint32_t g, const Ready& r);
   void NoteRoleChanges();
   void CompactLogs();
   // Reports changes of each group's stranded members, and of this member being stranded

@@ -28,6 +28,16 @@
 //    segments below an index. Truncation on conflict cuts the segment holding the first
 //    conflicting entry and deletes later ones.
 //
+//    Direct I/O (DiskLogOptions::direct_io, on by default): segments are written with O_DIRECT,
+//    from an aligned staging buffer, in whole 4 KB blocks at 4 KB offsets: each Append rewrites
+//    the segment's last partial block (kept in memory, identical bytes) and pads the new last
+//    one with zeros. So the file runs on in zeros past its last record until it is closed (cut
+//    to its records when a new segment starts, or at a clean close); Open takes such a zero tail
+//    shorter than a block for padding, not damage. No page cache pages are taken for the log
+//    (on this project's virtual hosts a fresh page-cache page cost more CPU than the write:
+//    docs/benchmarks-log.md). A file system that refuses O_DIRECT (tmpfs) gets buffered writes,
+//    said once in the log.
+//
 // Durability. Append/SaveHardState write; Sync() makes everything written so far durable
 // (fsync of the active segment, and of the directory if files were created or deleted). The
 // driver decides when to call Sync per FsyncPolicy: kAlways after each write, kBatch once per
@@ -35,6 +45,8 @@
 // The hard state is only rewritten when term or vote change: the commit index in it is an
 // optimisation (core.h) and is saved with the next term/vote change.
 #pragma once
+
+#include <sys/uio.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -106,8 +118,11 @@ struct DiskLogOptions {
   std::string dir;  // created if missing
   uint64_t segment_bytes = 64 << 20;
   // Appends are copied into one reused buffer of this size and written from it (see WriteStaged
-  // in log_storage.cc for why); at least 4 KB.
+  // in log_storage.cc for why); at least 4 KB, rounded up to a multiple of 4 KB.
   uint64_t write_buffer_bytes = 1 << 20;
+  // Segments written with O_DIRECT (see the top of this file); buffered writes where the file
+  // system refuses it.
+  bool direct_io = true;
   // Only used for the syncs the storage does on its own: the tmp hard state file before its
   // rename, and a segment being closed when a new one starts. kNever skips those too.
   FsyncPolicy fsync = FsyncPolicy::kBatch;
@@ -135,8 +150,11 @@ class DiskLogStorage : public LogStorage {
   Index first_index() const override;
   Index last_index() const override;
   uint64_t syncs() const override { return syncs_; }
-  // Bytes cut off a torn/corrupt tail at Open (0 on a clean open).
+  // Bytes cut off a torn/corrupt tail at Open (0 on a clean open; a direct-I/O segment's zero
+  // padding does not count).
   uint64_t recovered_truncated_bytes() const { return truncated_bytes_; }
+  // Whether segments are written with O_DIRECT (direct_io asked and the file system took it).
+  bool direct() const { return direct_; }
 
  private:
   struct Segment {
@@ -147,11 +165,23 @@ class DiskLogStorage : public LogStorage {
     std::vector<Term> terms;        // term of each record
     uint64_t size = 0;              // bytes in the file
   };
-  explicit DiskLogStorage(DiskLogOptions options)
-      : options_(std::move(options)), stage_(std::max<uint64_t>(options_.write_buffer_bytes, 4096)) {}
+  struct FreeDeleter {
+    void operator()(char* p) const;
+  };
+  explicit DiskLogStorage(DiskLogOptions options);
   Status Recover();
   Status RecoverSegment(Segment* seg, bool* torn);
   Status OpenActive();            // opens the last segment for writing
+  // Opens `path` for writing with `flags`, plus O_DIRECT while direct_ (falling back to buffered
+  // writes, for good, if the file system refuses it).
+  int OpenSegmentFile(const std::string& path, int flags);
+  // Writes `iov` at `offset` of the active segment (its current end) through the staging
+  // buffer: buffered, or direct (whole blocks from the last block boundary, tail_ first).
+  Status WriteAtEnd(const std::vector<iovec>& iov, uint64_t offset, const std::string& path);
+  // Direct I/O: reads the active segment's last partial block (below its size) into tail_.
+  Status LoadTail();
+  // Direct I/O: cuts the active segment's zero padding off (it ends at its last record).
+  Status CutPadding();
   Status StartSegment(Index first_index, Term prev_term);
   Status TruncateFrom(Index index);
   Status WriteHardStateFile(const HardState& hard);
@@ -170,7 +200,11 @@ class DiskLogStorage : public LogStorage {
   bool dir_dirty_ = false;         // files created/removed since the last dir fsync
   uint64_t syncs_ = 0;
   uint64_t truncated_bytes_ = 0;
-  std::vector<char> stage_;        // Append's staging buffer (write_buffer_bytes)
+  bool direct_ = false;            // segments written with O_DIRECT
+  // Append's staging buffer: write_buffer_bytes rounded up to whole blocks, block-aligned.
+  std::unique_ptr<char, FreeDeleter> stage_;
+  size_t stage_cap_ = 0;
+  std::string tail_;               // direct: the active segment's bytes after its last block boundary
 };
 
 }  // namespace qrstore::replication::raft

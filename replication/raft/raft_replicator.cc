@@ -37,6 +37,9 @@ void AddConfigKeys(ConfigSchema* schema) {
                     "disk log sync: always (each write), batch (once per driver iteration), never",
                     {"always", "batch", "never"});
   schema->AddInt("replication.raft.segment_bytes", 64ll << 20, 4096, 1ll << 40, "disk log segment size");
+  schema->AddBool("replication.raft.direct_io", true,
+                  "disk log segments written with O_DIRECT (whole blocks, no page cache); buffered writes where "
+                  "the file system refuses it");
   schema->AddInt("replication.raft.max_log_bytes", 256ll << 20, 1 << 20, 1ll << 40,
                  "log bytes retained per group (older applied entries are compacted)");
   schema->AddInt("replication.raft.max_append_bytes", 4ll << 20, 1024, 1ll << 30,
@@ -136,6 +139,7 @@ Result<RaftReplicatorOptions> RaftOptionsFromConfig(const Config& config) {
   o.dir = config.GetString("replication.raft.dir");
   if (o.disk_log && o.dir.empty()) errors.push_back("replication.raft.dir: required when replication.raft.log=disk");
   o.segment_bytes = static_cast<uint64_t>(config.GetInt("replication.raft.segment_bytes"));
+  o.direct_io = config.GetBool("replication.raft.direct_io");
   o.max_buffered_bytes = static_cast<uint64_t>(config.GetInt("replication.raft.max_buffered_bytes"));
   o.send_buffer_messages = static_cast<int>(config.GetInt("replication.raft.send_buffer_messages"));
   o.nng_transport = config.GetString("replication.raft.transport") == "nng";
@@ -205,6 +209,7 @@ Status RaftReplicator::Start() {
       DiskLogOptions dopt;
       dopt.dir = options_.dir + "/group-" + std::to_string(g);
       dopt.segment_bytes = options_.segment_bytes;
+      dopt.direct_io = options_.direct_io;
       dopt.fsync = options_.driver.fsync;
       dopt.identity = identity_ + " g" + std::to_string(g);
       Result<std::unique_ptr<DiskLogStorage>> opened = DiskLogStorage::Open(dopt);

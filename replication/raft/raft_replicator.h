@@ -83,6 +83,7 @@ struct RaftReplicatorOptions {
   bool disk_log = false;
   std::string dir;                     // disk log root (group-<g>/ below it)
   uint64_t segment_bytes = 64 << 20;
+  bool direct_io = true;  // DiskLogOptions::direct_io
   uint64_t max_buffered_bytes = 256ull << 20;  // per group, committed but not yet received
   uint64_t max_payload_bytes = 64ull << 20;
   // Own proposals in flight (bytes, per group) before ReplicateData waits; the core's hard

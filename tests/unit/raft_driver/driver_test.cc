@@ -1,6 +1,7 @@
 // Raft driver with an in-process fake transport: three drivers elect the preferred leader,
 // commit proposals on every member in order, and never send a message that promises state
-// their storage has not synced (the Ready contract), under each fsync policy. Also checks the
+// their storage has not synced (the Ready contract) nor hand over a committed entry before its
+// storage synced it, under each fsync policy. Also checks the
 // fsync policy plumbing (how often Sync is called) and bounded proposal back-pressure.
 #include <atomic>
 #include <chrono>
@@ -21,6 +22,8 @@ class CheckingStorage : public LogStorage {
   PersistentState Recovered() const override { return inner_.Recovered(); }
   Status Append(const std::vector<Entry>& entries) override {
     ++appends;
+    // Entries from this index replace the stored ones: what was synced there is gone.
+    if (!entries.empty()) synced_last = std::min(synced_last, entries.front().index - 1);
     return inner_.Append(entries);
   }
   Status SaveHardState(const HardState& hard) override {
@@ -75,6 +78,8 @@ struct FakeNetwork {
   FakeTransport* nodes[3] = {nullptr, nullptr, nullptr};
   std::atomic<uint64_t> violations{0};
   std::atomic<uint64_t> delivered{0};
+  std::atomic<int> cut{-1};  // every message to or from this member is dropped
+  std::atomic<uint64_t> appends_before_sync{0};  // appends whose entries their sender had not synced
 };
 
 Status FakeTransport::Start(Handler h) {
@@ -102,9 +107,20 @@ void FakeTransport::Send(Message m) {
         (storage_->synced_hard.term != m.term || storage_->synced_hard.voted_for != self_)) {
       net_->violations.fetch_add(1);
     }
+    // A leader's appends may leave before its own log is synced (fsync=batch: written in
+    // parallel with replicating it), but never before the term they carry is durable.
+    if (m.type == MessageType::kAppendRequest && storage_->synced_hard.term != m.term) {
+      net_->violations.fetch_add(1);
+    }
+    if (m.type == MessageType::kAppendRequest && !m.entries.empty() &&
+        m.entries.back().index > storage_->synced_last) {
+      net_->appends_before_sync.fetch_add(1);
+    }
   }
   FakeTransport* to = m.to < 3 ? net_->nodes[m.to] : nullptr;
   if (to == nullptr) return;
+  const int cut = net_->cut.load();
+  if (cut == static_cast<int>(m.to) || cut == static_cast<int>(self_)) return;
   std::lock_guard<std::mutex> lock(to->mu);
   if (to->handler) {
     net_->delivered.fetch_add(1);
@@ -112,13 +128,16 @@ void FakeTransport::Send(Message m) {
   }
 }
 
-// Records committed non-empty entries; the test thread waits on it.
+// Records committed non-empty entries; the test thread waits on it. With `storage` set it
+// counts every committed entry handed over before its storage synced it (a violation: the
+// driver hands over early only what is durable here already).
 class RecordingListener : public DriverListener {
  public:
   void OnPersisted(uint32_t, const std::vector<Entry>&) override {}
   void OnCommitted(uint32_t, std::vector<Entry>& committed) override {
     std::lock_guard<std::mutex> lock(mu_);
     for (Entry& e : committed) {
+      if (storage != nullptr && e.index > storage->synced_last) not_durable.fetch_add(1);
       if (!e.data.empty()) data_.push_back(std::string(e.data.view()));
     }
     cv_.notify_all();
@@ -135,6 +154,8 @@ class RecordingListener : public DriverListener {
     return data_;
   }
   std::atomic<bool> became_leader{false};
+  CheckingStorage* storage = nullptr;  // set before the driver starts
+  std::atomic<uint64_t> not_durable{0};
 
  private:
   std::mutex mu_;
@@ -154,6 +175,7 @@ struct Cluster {
       storages[i] = storage.get();
       auto transport = std::make_unique<FakeTransport>(&net, i, storage.get(), policy != FsyncPolicy::kNever);
       net.nodes[i] = transport.get();
+      if (policy != FsyncPolicy::kNever) listeners[i].storage = storage.get();
       DriverOptions o;
       o.node_id = i;
       o.members = {0, 1, 2};
@@ -212,14 +234,25 @@ void RunPolicy(FsyncPolicy policy) {
   REQUIRE(failures.load() == 0);
   for (auto& d : c.drivers) d->Stop();
   REQUIRE(c.net.violations.load() == 0);
+  for (auto& l : c.listeners) REQUIRE(l.not_durable.load() == 0);
+  // The leader counts its own copy only once synced, so each of its commits covers entries
+  // durable before the iteration that hands them over: none waits for that iteration's sync.
+  const DriverCounters& leader = c.drivers[0]->counters();
+  CHECK(leader.committed_after_sync.load() == 0);
+  CHECK(leader.committed_early.load() >= expected.size());
   for (CheckingStorage* s : c.storages) {
     switch (policy) {
       case FsyncPolicy::kAlways:
         REQUIRE(s->syncs() == s->appends + s->hard_states);  // one sync after every write
+        REQUIRE(c.net.appends_before_sync.load() == 0);       // everything is sent after its sync
         break;
       case FsyncPolicy::kBatch:
         REQUIRE(s->syncs() > 0);
         REQUIRE(s->syncs() <= s->appends + s->hard_states);  // at most one per iteration
+        // The leader's new entries go to the followers before its own sync (most of them: a
+        // ready that also brings a new term or vote waits for its sync).
+        REQUIRE(c.net.appends_before_sync.load() > 0);
+        REQUIRE(c.drivers[0]->counters().appends_before_sync.load() > 0);
         break;
       case FsyncPolicy::kNever:
         REQUIRE(s->syncs() == 0);
@@ -246,6 +279,28 @@ TEST_CASE("raft driver: proposals beyond the core's uncommitted budget wait inst
   REQUIRE(c.listeners[1].WaitCount(100));
   REQUIRE(failures.load() == 0);
   REQUIRE(c.drivers[0]->counters().proposals_deferred.load() > 0);
+}
+
+TEST_CASE("raft driver: a follower catching up is handed entries committed elsewhere only once it synced them",
+          "[raft_driver][driver]") {
+  // Cut off, member 2 misses 100 entries that the leader commits with member 1; back, it
+  // receives them with a commit that covers them already: those commits must wait for the
+  // iteration's own write and sync (the others are handed over before it).
+  Cluster c(FsyncPolicy::kBatch);
+  WaitLeader(c);
+  std::atomic<int> failures{0};
+  c.Propose("before the cut", &failures);
+  REQUIRE(c.listeners[2].WaitCount(1));
+  c.net.cut.store(2);
+  for (int i = 0; i < 100; ++i) c.Propose("entry-" + std::to_string(i), &failures);
+  REQUIRE(c.listeners[1].WaitCount(101));
+  c.net.cut.store(-1);
+  REQUIRE(c.listeners[2].WaitCount(101));
+  REQUIRE(c.listeners[2].data() == c.listeners[0].data());
+  for (auto& d : c.drivers) d->Stop();
+  REQUIRE(failures.load() == 0);
+  for (auto& l : c.listeners) REQUIRE(l.not_durable.load() == 0);
+  REQUIRE(c.drivers[2]->counters().committed_after_sync.load() > 0);
 }
 
 TEST_CASE("raft driver: tasks submitted after Stop are aborted, not lost", "[raft_driver][driver]") {
