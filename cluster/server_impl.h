@@ -136,6 +136,12 @@ class ServerImpl {
   // A leader's clean end of replication: end markers at batch `end` on every stream, then a
   // bounded wait for connected followers to apply everything.
   Status EndReplication(uint64_t end);
+  // A raft follower that failed (it applies nothing more) and is told to stop: its vote still
+  // counts in its group's majority, so it stays a member until the leader it follows is gone
+  // (another term, or none known) or `deadline` (NowNanos), letting that leader's end markers
+  // commit when the whole group stops at once (cluster.sh down). Its report connection closes
+  // first: the leader does not wait for it to apply.
+  void StayAVoter(int64_t deadline);
   // Leader: the followers of its group the replication backend has given up on (stranded:
   // what they lack is gone from the backend), by node name, with the backend's reason.
   std::map<std::string, std::string> StrandedFollowers() const;

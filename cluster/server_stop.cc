@@ -91,6 +91,26 @@ Status ServerImpl::EndReplication(uint64_t end) {
   return result;
 }
 
+void ServerImpl::StayAVoter(int64_t deadline) {
+  if (backend_ != "raft" || !replicator_) return;  // zookeeper: the servers hold the quorum
+  const replication::LeaderView followed = replicator_->Leader(kGroup);
+  if (!followed.known || followed.self) return;
+  if (reporter_) reporter_->Stop(1000);  // its last report
+  auto log = Logger("server");
+  log->info("{} failed: staying a voter of the group until its leader (term {}) stops", Identity(), followed.term);
+  const int64_t t0 = NowNanos();
+  for (;;) {
+    const replication::LeaderView v = replicator_->Leader(kGroup);
+    if (!v.known || v.self || v.term != followed.term || v.member != followed.member) break;
+    if (NowNanos() >= deadline) {
+      log->warn("{} its leader still leads after server.drain_timeout_ms: leaving the group", Identity());
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  log->info("{} the leader it followed is gone after {} ms: leaving the group", Identity(), (NowNanos() - t0) / 1'000'000);
+}
+
 Status ServerImpl::Shutdown() {
   auto log = Logger("server");
   stopping_.store(true);
@@ -166,6 +186,7 @@ Status ServerImpl::Shutdown() {
     // applies everything before them and stops. Without them (its leader still runs, or is gone)
     // it waits server.drain_timeout_ms for them.
     const int64_t deadline = NowNanos() + drain_timeout_ms_ * 1'000'000;
+    if (!PipeHealth().ok() || !feed_->health().ok()) StayAVoter(deadline);
     uint64_t end = 0;
     bool ended = false;
     while (!(ended = feed_->WaitEnded(100, &end)) && NowNanos() < deadline && PipeHealth().ok() &&

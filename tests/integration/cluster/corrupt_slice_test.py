@@ -76,6 +76,7 @@ def main():
         down = subprocess.run([SRC + "/scripts/cluster.sh", "down", cfg], capture_output=True, text=True)
         took = time.time() - t0
     out = down.stdout + down.stderr
+    print(out, end="")
     expect("node n0 stopped cleanly" in out, "the leader stops cleanly")
     expect("node n1 stopped with status 1" in out and "node n2 stopped with status 1" in out,
            "the failed followers exit with status 1")
