@@ -5,7 +5,10 @@
 #
 #   scripts/chaos.sh CONFIG --duration-s S [--seed K] [options] [--key=value ...]
 #
-#   --duration-s S         the client's run (and the window of the events), seconds, >= 20
+#   --duration-s S         the client's run (and the window of the events), seconds, >= 20; when
+#                          the group takes longer than planned to settle after an event, the
+#                          rest of the schedule and the run are pushed back by as much, up to
+#                          3 x S in all (the ledger says by how much), so the whole schedule runs
 #   --seed K               the schedule's seed and the client's workload seed (default 1); the
 #                          same seed, CONFIG and options print the same schedule: a replay
 #   --downtime-ms MIN-MAX  how long a killed node stays down before it is started again
@@ -232,6 +235,8 @@ say() { local line; line="chaos: [+$(secs "$(now_ms)")s] $*"; echo "$line"; echo
 
 # Counts for the ledger.
 kills=0 pauses=0 restarts=0 starts=0 deposed=0 leader_hits=0 skipped=0 unsettled=0
+late_ms=0        # how far the schedule (and the run's end) is pushed back: slow settling
+readonly max_run_ms=$((3 * duration_s * 1000))
 problems=()
 problem() { problems+=("$*"); say "PROBLEM: $*"; }
 
@@ -262,7 +267,9 @@ say "$grid nodes up (cluster.sh up: $dir/up.out)"
 
 pace=()
 ((target_tps > 0)) && pace=(--target-tps "$target_tps")  # 0: no limit (the client takes no 0)
-"$bin/qrstore-client" --config "$config" "${overrides[@]+"${overrides[@]}"}" --duration-s "$duration_s" \
+# The client's own time is the bound (3 x S); chaos.sh ends it with SIGINT (as if its time were
+# up) S seconds in, plus however much the schedule was pushed back.
+"$bin/qrstore-client" --config "$config" "${overrides[@]+"${overrides[@]}"}" --duration-s "$((3 * duration_s))" \
   --connections "$connections" --outstanding "$outstanding" "${pace[@]+"${pace[@]}"}" --seed "$seed" --json \
   >"$dir/client.out" 2>"$dir/client.err" &
 client_pid=$!
@@ -351,7 +358,7 @@ settle() {
 client_running() { kill -0 "$client_pid" 2>/dev/null; }
 
 for ((i = 0; i < events; i++)); do
-  at=$((client_t0_ms + ev_at[i]))
+  at=$((client_t0_ms + ev_at[i] + late_ms))
   ((at <= $(now_ms))) || watch_for $((at - $(now_ms)))
   if ! settle; then
     problem "the group was not whole ${settle_timeout_s} s after the last event: $(status | tr -s ' ' | tr '\n' ';')"
@@ -359,9 +366,17 @@ for ((i = 0; i < events; i++)); do
     unsettled=1
     break
   fi
-  if ! client_running || (($(now_ms) - client_t0_ms + ev_ms[i] > (duration_s - quiet_s / 2) * 1000)); then
+  # The group took longer than planned to settle: the rest of the schedule moves back by as much.
+  settled_ms=$(now_ms)
+  ((settled_ms <= at)) || late_ms=$((late_ms + settled_ms - at))
+  if ! client_running; then
     skipped=$((events - i))
-    say "skipping the last $skipped event(s): the run is ending (the group took longer than planned to settle)"
+    say "skipping the last $skipped event(s): the client has ended"
+    break
+  fi
+  if (($(now_ms) - client_t0_ms + ev_ms[i] + quiet_s * 1000 / 2 > max_run_ms)); then
+    skipped=$((events - i))
+    say "skipping the last $skipped event(s): the run would pass 3 x --duration-s (the group took $(secs "$late_ms") s longer than planned to settle)"
     break
   fi
   action="${ev_action[$i]}" target="${ev_target[$i]}" ms="${ev_ms[$i]}"
@@ -416,6 +431,13 @@ for ((i = 0; i < events; i++)); do
 done
 say "events done: $kills kill(s), $pauses pause(s), $((restarts - kills)) restart(s); waiting for the group and the client"
 ((unsettled)) || settle || problem "the group was not whole ${settle_timeout_s} s after the last event: $(status | tr -s ' ' | tr '\n' ';')"
+# The run ends S seconds after the client started, pushed back as the schedule was (at most 3 x S,
+# the client's own bound): SIGINT ends it as if its time were up.
+run_end_ms=$((client_t0_ms + duration_s * 1000 + late_ms))
+((run_end_ms <= client_t0_ms + max_run_ms)) || run_end_ms=$((client_t0_ms + max_run_ms))
+((late_ms == 0)) || say "the run ends $(secs "$late_ms") s later than planned: the group took that much longer to settle"
+while client_running && (($(now_ms) < run_end_ms)); do restart_exited; sleep 0.2; done
+client_running && kill -INT "$client_pid" 2>/dev/null || true
 
 # --- the end: the client's verdict, the nodes' state, their dumps ------------------------------
 deadline=$((SECONDS + duration_s + 120))
@@ -491,7 +513,7 @@ if ((dumped == partitions)); then
 fi
 
 echo "chaos: ledger (seed $seed, $duration_s s, $config, cluster $name, $backend, $kind):"
-echo "chaos:   events           $((events - skipped)) of $events run ($leader_hits aimed at the leader)"
+echo "chaos:   events           $((events - skipped)) of $events run ($leader_hits aimed at the leader); pushed back by $(secs "$late_ms") s in all (slow settling)"
 echo "chaos:   kills            $kills (each started again after its downtime)"
 echo "chaos:   pauses           $pauses"
 echo "chaos:   restarts         $restarts (after a kill or cluster.sh restart), $starts more of nodes that exited by themselves"
