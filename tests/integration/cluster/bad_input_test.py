@@ -280,10 +280,22 @@ def sessions(leader):
     first = session_request(c, 30, sid, [1, 2], k)
     expect([r[0] for r in first] == [qp.COMMITTED, qp.COMMITTED], "seqs 1 and 2 commit: %s" % [r[:3] for r in first])
     again = session_request(c, 31, sid, [1, 2, 3], k)
-    expect([r[0] for r in again[:2]] == [qp.COMMITTED_NO_VALUES] * 2 and
-           [r[2] for r in again[:2]] == [r[2] for r in first] and again[2][0] == qp.COMMITTED,
-           "seqs 1 and 2 sent again are answered from the session table at their original positions; "
-           "seq 3 beside them runs: %s" % [r[:3] for r in again])
+    # A retry of a committed txn that read something is answered with its original fate and
+    # position: committed-no-values from a leader that keeps no write histories (the first leader
+    # of a fresh group), or committed with the values it read then, recomputed from the write
+    # histories, from a leader that keeps them (one that took over after the group started: under
+    # load here, row 0 can lose its first term or another member win the first election; CI saw
+    # it). docs/sessions.md, "Read values".
+    def answered_again(r, orig):
+        if r[2] != orig[2]:
+            return False
+        if r[0] == qp.COMMITTED_NO_VALUES:
+            return r[3] == b""
+        return r[0] == qp.COMMITTED and r[3] == orig[3] and len(orig[3]) > 0
+    expect(all(answered_again(r, o) for r, o in zip(again[:2], first)) and again[2][0] == qp.COMMITTED,
+           "seqs 1 and 2 sent again are answered from the session table at their original positions "
+           "(committed-no-values, or committed with the values they read then); seq 3 beside them runs: %s"
+           % [(r[0], r[2], r[3] == o[3]) for r, o in zip(again, first + [first[0]])])
     expect(read_counter(c, 32, k) == before + 3, "the record was updated 3 times, not 5 (nothing ran twice)")
 
     res = session_request(c, 33, sid, [3 + 50 + 10], k)

@@ -27,9 +27,11 @@ if [[ "$backend" == raft ]]; then
 else
   zk=()
   [[ -n "${QRSTORE_ZK_HOSTS:-}" ]] && zk=("--replication.zookeeper.hosts=$QRSTORE_ZK_HOSTS")
-  # 4 MB kept in ZooKeeper (a second or two at full load); a short session, so a killed or
+  # 16 MB kept in ZooKeeper (a few seconds at full load); a short session, so a killed or
   # paused follower stops counting as live soon (the server clamps it to 2 ticks at least).
-  qr_up "$cfg" "${zk[@]+"${zk[@]}"}" --replication.zookeeper.retain_bytes=4194304 \
+  # (The leader waits only for the most advanced live follower, so n1 too is stranded if it
+  # falls that far behind n2 before n2 goes away: with 4 MB, CI saw it on a busy host.)
+  qr_up "$cfg" "${zk[@]+"${zk[@]}"}" --replication.zookeeper.retain_bytes=16777216 \
     --replication.zookeeper.session_timeout_ms=4000
   why="fell behind"
 fi

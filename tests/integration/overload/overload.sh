@@ -283,7 +283,7 @@ full_disk_inner() {  # in a private mount namespace
   start_raft_pair "$tmp/full.yaml" "$tmp/fd" "$tmp/full/raft-n0" "$tmp/fd-raft-n1" || return
   # Two members (rf = 1) cannot elect a new leader: the client, which follows its leader, looks
   # for one for client.failover_timeout_ms (3 s here), then gives up.
-  local r; read -r -a r <<<"$(measure "$tmp/fd-client.out" "$tmp/fd-client.err" "$bin/qrstore-client" --config "$tmp/full.yaml" --txns 100000 --json --log-level=warn --client.failover_timeout_ms=3000)"
+  local r; read -r -a r <<<"$(measure "$tmp/fd-client.out" "$tmp/fd-client.err" "$bin/qrstore-client" --config "$tmp/full.yaml" --txns 100000 --json --log-level=warn --client.failover_timeout_ms=3000 --client.settle_timeout_ms=2000)"
   echo "   client: exit ${r[0]} after ${r[1]} s: $(tail -1 "$tmp/fd-client.err" | cut -c1-260)"
   echo "   $(df -k "$tmp/full" | tail -1 | awk '{ print "tmpfs " $3 " of " $2 " kB used" }')"
   stop_node "$p0"
