@@ -69,9 +69,9 @@ Status ValidateNodeCheckpoint(const std::string& path, const storage::Checkpoint
   return Status::Ok();
 }
 
-Checkpointer::Checkpointer(CheckpointerOptions options, const storage::Table& table,
+Checkpointer::Checkpointer(CheckpointerOptions options, storage::Table& table,
                            std::function<std::string()> encode_sessions)
-    : opt_(std::move(options)), encode_sessions_(std::move(encode_sessions)) {
+    : opt_(std::move(options)), encode_sessions_(std::move(encode_sessions)), table_(table) {
   QR_CHECK(opt_.every_batches >= 1 && opt_.phase < opt_.every_batches && opt_.keep >= 1 && opt_.identity);
   // Sized once, here: a copy at a boundary allocates nothing.
   image_.Prepare(table);
@@ -98,6 +98,13 @@ void Checkpointer::Stop() {
   thread_.Join();
 }
 
+Checkpointer::~Checkpointer() {
+  Stop();
+  // An image armed after the writer left (Want just before Stop, Taken after it) is completed
+  // here, so the table never points at a destroyed image (the executors have stopped by now).
+  image_.CompleteCopy(table_);
+}
+
 storage::TableImage* Checkpointer::Want(uint64_t b) {
   if (!Candidate(b)) return nullptr;
   std::lock_guard<std::mutex> lk(mu_);
@@ -108,6 +115,7 @@ storage::TableImage* Checkpointer::Want(uint64_t b) {
   state_ = State::kTaking;
   batch_ = b;
   have_image_ = false;
+  image_complete_ = false;
   copy_start_ns_ = NowNanos();
   return &image_;
 }
@@ -117,7 +125,12 @@ void Checkpointer::Taken(uint64_t b) {
     std::lock_guard<std::mutex> lk(mu_);
     QR_CHECK(state_ == State::kTaking && batch_ == b);
     have_image_ = true;
-    stats_.last_copy_ms = static_cast<double>(NowNanos() - copy_start_ns_) / 1e6;
+    stats_.last_pause_ms = static_cast<double>(NowNanos() - copy_start_ns_) / 1e6;
+    if (!opt_.copy_on_write) {  // the executors copied it all
+      image_complete_ = true;
+      stats_.last_copy_ms = stats_.last_pause_ms;
+      stats_.last_preserved = 0;
+    }
   }
   cv_.notify_all();
 }
@@ -171,8 +184,20 @@ void Checkpointer::Loop() {
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
     cv_.wait(lk, [&] {
-      return stop_ || (state_ == State::kTaking && have_image_ && have_state_ && state_batch_ == batch_);
+      return stop_ ||
+             (state_ == State::kTaking && have_image_ && (!image_complete_ || (have_state_ && state_batch_ == batch_)));
     });
+    if (state_ == State::kTaking && have_image_ && !image_complete_) {
+      // Copy-on-write: the rest of the copy, beside the executors; even when stopping, so that
+      // the table is not left armed.
+      lk.unlock();
+      image_.CompleteCopy(table_);
+      lk.lock();
+      image_complete_ = true;
+      stats_.last_copy_ms = static_cast<double>(NowNanos() - copy_start_ns_) / 1e6;
+      stats_.last_preserved = image_.preserved();
+      continue;
+    }
     if (stop_) return;
     state_ = State::kWriting;
     const uint64_t b = batch_, digest = state_digest_;
@@ -237,8 +262,15 @@ void Checkpointer::Write(uint64_t b, uint64_t digest, const std::string& session
   stats_.last_write_s = secs;
   stats_.last_error.clear();
   const std::string copy = at_stop ? std::string("at stop") : fmt::format("copy {:.1f} ms", stats_.last_copy_ms);
-  log->info("{} checkpoint of batch {}: {} ({:.1f} MB, {}, written in {:.2f} s, {:.0f} ms cpu)", opt_.identity(), b,
-            path.value(), static_cast<double>(bytes) / 1e6, copy, secs, cpu_ms);
+  // The executors' pause: copy-on-write, the marking (and the preserved records, copied by the
+  // writers of the table as they went on); otherwise the whole copy.
+  const std::string pause =
+      at_stop ? std::string()
+              : opt_.copy_on_write ? fmt::format("; executors paused {:.1f} ms, {} records copied on write",
+                                                 stats_.last_pause_ms, stats_.last_preserved)
+                                   : std::string("; executors paused for the copy");
+  log->info("{} checkpoint of batch {}: {} ({:.1f} MB, {}, written in {:.2f} s, {:.0f} ms cpu{})", opt_.identity(), b,
+            path.value(), static_cast<double>(bytes) / 1e6, copy, secs, cpu_ms, pause);
   if (opt_.on_written) opt_.on_written(b);
 }
 

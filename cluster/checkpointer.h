@@ -5,14 +5,17 @@
 // (b + 1) % every_batches == phase. The server gives each member of a group its own phase
 // (CheckpointPhase, server.checkpoint_stagger), so the members of a group do not all copy and
 // write at the same batch: a majority is never all paused or all writing at once. A phase of 0
-// on every node gives the same batches everywhere. At a candidate's end the executors copy the
-// table into the image if the writer is idle (Want); otherwise that candidate is skipped (a
-// write slower than every_batches batches makes checkpoints rarer, never queues them). The
+// on every node gives the same batches everywhere. At a candidate's end the executors take the
+// table's image if the writer is idle (Want); otherwise that candidate is skipped (a write
+// slower than every_batches batches makes checkpoints rarer, never queues them). Copy-on-write
+// (copy_on_write, the default; storage/table_image.h): they only arm the image there and go on,
+// and the writer thread copies what the table's writers have not preserved before it writes;
+// otherwise they copy the whole table there (paused). The
 // commit stage's hook for the same batch gives the rest of the state at that boundary: the state
 // digest (table and session table) and the session table's encoding, captured only while a
 // checkpoint of that batch may still be taken.
-// Once both halves of a batch are in, the "checkpoint" thread writes the file (temp, fsync,
-// rename; the newest `keep` kept) and the image is free for the next candidate.
+// Once both halves of a batch are in (the image complete), the "checkpoint" thread writes the
+// file (temp, fsync, rename; the newest `keep` kept) and the image is free for the next candidate.
 //
 // Threads. Want / Taken: an executor thread with the ring's lock held (quick, never blocking:
 // they only take this object's lock). OnCommitted: the commit thread that finished the batch
@@ -44,6 +47,7 @@ struct CheckpointerOptions {
   uint64_t every_batches = 0;   // >= 1
   uint64_t phase = 0;           // < every_batches: this node's candidates are b with (b + 1) % every_batches == phase
   int keep = 2;                 // >= 1
+  bool copy_on_write = true;    // images taken copy-on-write (storage/table_image.h), not paused
   storage::CheckpointMeta base; // cluster id, partition(s), record size, capacity, streams (stream_next's size)
   std::function<std::string()> identity;  // for log lines ("[n1 follower]": the role changes)
   // Called (writer thread) after checkpoint of batch b was written, with b: the raft disk log
@@ -59,7 +63,9 @@ struct CheckpointStats {
   int64_t last_unix_ms = 0;      // when it was written (shown as an age)
   uint64_t last_bytes = 0;
   double last_write_s = 0;       // writing the file (after the copy)
-  double last_copy_ms = 0;       // the executors' pause for the copy
+  double last_copy_ms = 0;       // from the boundary until the image held the whole table
+  double last_pause_ms = 0;      // of it, the executors' pause (copy-on-write: the marking only)
+  uint64_t last_preserved = 0;   // copy-on-write: records the table's writers copied first
   uint64_t skipped = 0;          // candidates skipped (the writer was busy)
   std::string last_error;        // the last failed write ("": none)
 };
@@ -91,8 +97,9 @@ Status ValidateNodeCheckpoint(const std::string& path, const storage::Checkpoint
 class Checkpointer : public executor::ImageSink {
  public:
   // `encode_sessions` returns the session table's bytes (called by OnCommitted's thread).
-  Checkpointer(CheckpointerOptions options, const storage::Table& table, std::function<std::string()> encode_sessions);
-  ~Checkpointer() override { Stop(); }
+  // `table` outlives this object (copy-on-write: the writer thread completes images from it).
+  Checkpointer(CheckpointerOptions options, storage::Table& table, std::function<std::string()> encode_sessions);
+  ~Checkpointer() override;
   Checkpointer(const Checkpointer&) = delete;
   Checkpointer& operator=(const Checkpointer&) = delete;
 
@@ -104,6 +111,7 @@ class Checkpointer : public executor::ImageSink {
   // executor::ImageSink
   storage::TableImage* Want(uint64_t b) override;
   void Taken(uint64_t b) override;
+  bool CopyOnWrite() const override { return opt_.copy_on_write; }
   // Batch b committed with state digest `digest` (sessions applied).
   void OnCommitted(uint64_t b, uint64_t digest);
   // Clean stop, the pipeline stopped (nothing runs): a checkpoint of `table` as it is, at the
@@ -124,6 +132,7 @@ class Checkpointer : public executor::ImageSink {
 
   const CheckpointerOptions opt_;
   const std::function<std::string()> encode_sessions_;
+  storage::Table& table_;
   storage::TableImage image_;  // the executors' during a copy, the writer's while writing
 
   mutable std::mutex mu_;
@@ -131,6 +140,7 @@ class Checkpointer : public executor::ImageSink {
   enum class State { kIdle, kTaking, kWriting } state_ = State::kIdle;  // guarded by mu_
   uint64_t batch_ = 0;           // guarded by mu_: the batch being taken or written
   bool have_image_ = false;      // guarded by mu_: Taken(batch_) came
+  bool image_complete_ = false;  // guarded by mu_: and the image holds the whole table (CompleteCopy done)
   int64_t copy_start_ns_ = 0;    // guarded by mu_
   bool have_state_ = false;      // guarded by mu_: OnCommitted(state_batch_) came while idle or taking
   uint64_t state_batch_ = 0;     // guarded by mu_

@@ -56,6 +56,10 @@ void AddClusterConfigKeys(ConfigSchema* s) {
              "the members of a group take their checkpoints at different batches (row r of R rows: r * "
              "checkpoint_every_batches / R batches later than row 0), so they never all copy and write at once; "
              "false: the same batches on every node");
+  s->AddBool("server.checkpoint_copy_on_write", true,
+             "the executors stop at a checkpoint's batch only to mark every record (each one written afterwards "
+             "is copied first) and the checkpoint thread copies the rest beside them; false: they copy the whole "
+             "table at that batch before going on (storage/table_image.h)");
   s->AddInt("server.checkpoint_keep", 2, 1, 1000, "checkpoints kept per node (the newest; older ones are deleted)");
   s->AddInt("row.peer_timeout_ms", 10000, 200, 3'600'000,
             "a partitioned row's node fails when a peer has sent nothing (not even a heartbeat, sent every "

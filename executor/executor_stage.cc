@@ -48,6 +48,7 @@ ExecutorStage::ExecutorStage(ExecutorStageOptions options, BatchRing* ring, stor
   }
   executed_ = ring_->first_batch;
   image_next_ = ring_->first_batch;
+  image_cow_ = opt_.image_sink != nullptr && opt_.image_sink->CopyOnWrite();
 }
 
 bool ExecutorStage::HistoryCovers(uint64_t batch) const {
@@ -399,6 +400,24 @@ bool ExecutorStage::ImageBoundary(uint64_t done, uint32_t me) {
     image_arrived_ = image_copied_ = 0;
   }
   if (image_batch_ != done || image_ == nullptr) return true;
+  if (image_cow_) {
+    // Copy-on-write: the last to come arms the image (every range is done with `done` and its
+    // aborts are undone: nobody writes the table meanwhile), then everyone goes on.
+    if (++image_arrived_ < ring.executors) {
+      ring.executed_cv.wait(lk, [&] { return ring.Halted() || image_complete_ > done; });
+      return image_complete_ > done;
+    }
+    storage::TableImage* image = image_;
+    lk.unlock();
+    image->Arm(*table_);
+    lk.lock();
+    image_ = nullptr;
+    image_complete_ = done + 1;
+    opt_.image_sink->Taken(done);
+    lk.unlock();
+    ring.executed_cv.notify_all();
+    return true;
+  }
   if (++image_arrived_ == ring.executors) ring.executed_cv.notify_all();
   // Until every range is done with `done` (and its aborts are undone), nobody copies.
   ring.executed_cv.wait(lk, [&] { return ring.Halted() || image_arrived_ == ring.executors; });

@@ -64,9 +64,11 @@
 
 namespace qrstore::executor {
 
-// Checkpoints (issue 21): at a batch boundary the executors may copy the table into an image
-// (storage/table_image.h), all of them at once, each its share, then go on. Called with the
-// ring's mu held, so both must be quick and must not block.
+// Checkpoints (issue 21): at a batch boundary the executors take an image of the table
+// (storage/table_image.h): every executor stops there, then either the last one to arrive arms
+// it for copy-on-write (CopyOnWrite()) and all go on at once, or each copies its share and all go
+// on once every share is copied. Want and Taken are called with the ring's mu held, so they must
+// be quick and must not block.
 class ImageSink {
  public:
   virtual ~ImageSink() = default;
@@ -74,8 +76,11 @@ class ImageSink {
   // b (every range done with b and its aborts undone), or nullptr for none. Prepared (its
   // buffers sized for the table) by the sink; not touched by anyone else until Taken(b).
   virtual storage::TableImage* Want(uint64_t b) = 0;
-  // The image Want(b) returned holds the table after b.
+  // The image Want(b) returned holds the table after b; copy-on-write: it is armed (the table's
+  // writers preserve what they overwrite) and the sink completes the copy (CompleteCopy).
   virtual void Taken(uint64_t b) = 0;
+  // Whether images are taken copy-on-write (asked once, when the stage is made).
+  virtual bool CopyOnWrite() const { return false; }
 };
 
 struct ExecutorStageOptions {
@@ -194,8 +199,9 @@ class ExecutorStage {
   // against this node's run and undoes. False if the ring halted (or the check failed it).
   bool ResolvedByLeader(uint64_t b, BatchSlot& slot, uint64_t* digest_delta);
   // Executor `me` at the boundary after batch `done`: the first to come asks the sink; if it
-  // wants an image, waits for the others, copies its share and waits until every share is
-  // copied. False if the ring halted meanwhile.
+  // wants an image, waits for the others; then copy-on-write: the last to come arms the image and
+  // all go on; otherwise each copies its share and waits until every share is copied. False if
+  // the ring halted meanwhile.
   bool ImageBoundary(uint64_t done, uint32_t me);
   // Fills row slot `dep_slot` of sub-slice ss = (b, p). ring->mu held.
   Status FillLocked(SliceState& ss, uint64_t b, uint32_t p, uint32_t dep_slot, int64_t value);
@@ -245,6 +251,7 @@ class ExecutorStage {
   storage::TableImage* image_ = nullptr;
   uint32_t image_arrived_ = 0, image_copied_ = 0;
   uint64_t image_complete_ = 0;
+  bool image_cow_ = false;  // opt_.image_sink->CopyOnWrite(), asked once
 
   std::vector<NamedThread> threads_;  // start order; Start and Join only (the controlling thread)
 };

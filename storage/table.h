@@ -17,6 +17,7 @@
 // layout.size() bytes; Digest() depends only on the set of (key, record bytes) pairs.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -29,6 +30,8 @@
 #include "storage/txn.h"
 
 namespace qrstore::storage {
+
+class TableImage;
 
 class Table {
  public:
@@ -58,6 +61,14 @@ class Table {
       return nullptr;
     }
     return FindSparse(key);
+  }
+
+  // Call before writing the record of `key` (through Find's pointer) while an engine runs. While a
+  // copy-on-write image is being taken (storage/table_image.h, TableImage::Arm) it first puts the
+  // record's value at the image's boundary into the image, if nobody has yet; otherwise it is one
+  // load of a flag that rarely changes.
+  void BeforeWrite(Key key) {
+    if (cow_armed_.load(std::memory_order_acquire)) PreserveForImage(key);
   }
 
   // A hint that `key` will be probed soon (executors prefetch a few fragments ahead).
@@ -154,6 +165,8 @@ class Table {
     return chunks_[slot / kChunkRecords].get() + (slot % kChunkRecords) * stride_;
   }
   void GrowSparseIndex();
+  // BeforeWrite's slow path (table_image.cc): cow_image_->Preserve(*this, key).
+  void PreserveForImage(Key key);
 
   RecordLayout layout_;
   uint64_t capacity_;
@@ -165,6 +178,10 @@ class Table {
   std::vector<uint64_t> sparse_slot_;
   uint64_t sparse_count_ = 0;
   std::vector<std::unique_ptr<char[]>> chunks_;  // sparse record storage, never moved
+  // A copy-on-write image being taken (TableImage::Arm sets both, its CompleteCopy clears the
+  // flag once every record is in the image; cow_image_ is only read while the flag is set).
+  std::atomic<bool> cow_armed_{false};
+  TableImage* cow_image_ = nullptr;
 };
 
 }  // namespace qrstore::storage
