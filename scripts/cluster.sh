@@ -113,15 +113,17 @@ start_node() {
   local args=(--config "$config" --node "$n" "$@")
   if is_local "$host"; then
     mkdir -p "$run"
-    rm -f "$run/$n.exit" "$run/$n.out"
-    # The wrapper records the server's pid and, when it ends, its exit code.
+    rm -f "$run/$n.exit" "$run/$n.exit.tmp" "$run/$n.out"
+    # The wrapper records the server's pid and, when it ends, its exit code: written aside and
+    # renamed, so a reader that finds <node>.exit finds the code in it (CI once read it between
+    # its creation and its write: "stopped with status unknown" for a node that exited 0).
     setsid bash -c 'exe="$1"; dir="$2"; n="$3"; shift 3
       "$exe" "$@" >"$dir/$n.out" 2>>"$dir/$n.log" </dev/null & pid=$!
-      echo "$pid" >"$dir/$n.pid"; wait "$pid"; echo $? >"$dir/$n.exit"' \
+      echo "$pid" >"$dir/$n.pid"; wait "$pid"; echo $? >"$dir/$n.exit.tmp"; mv -f "$dir/$n.exit.tmp" "$dir/$n.exit"' \
       _ "$bin/qrstore-server" "$run" "$n" "${args[@]}" </dev/null >/dev/null 2>&1 &
   else
     local q; q="$(printf '%q ' "${args[@]}")"
-    ssh -o BatchMode=yes "$host" "mkdir -p '$run' && cd '$remote_dir' && rm -f '$run/$n.exit' && setsid bash -c 'build/bin/qrstore-server $q >\"$run/$n.out\" 2>>\"$run/$n.log\" </dev/null & echo \$! >\"$run/$n.pid\"; wait \$!; echo \$? >\"$run/$n.exit\"' >/dev/null 2>&1 </dev/null &"
+    ssh -o BatchMode=yes "$host" "mkdir -p '$run' && cd '$remote_dir' && rm -f '$run/$n.exit' '$run/$n.exit.tmp' && setsid bash -c 'build/bin/qrstore-server $q >\"$run/$n.out\" 2>>\"$run/$n.log\" </dev/null & echo \$! >\"$run/$n.pid\"; wait \$!; echo \$? >\"$run/$n.exit.tmp\"; mv -f \"$run/$n.exit.tmp\" \"$run/$n.exit\"' >/dev/null 2>&1 </dev/null &"
   fi
 }
 
@@ -277,8 +279,8 @@ cmd_down() {
       fi
       sleep 0.1
     done
-    # The wrapper writes the exit code just after the server ends.
-    for _ in $(seq 50); do on_host "$host" "test -f '$run/$n.exit'" && break; sleep 0.1; done
+    # The wrapper writes the exit code just after the server ends (up to 30 s on a busy host).
+    for _ in $(seq 300); do on_host "$host" "test -f '$run/$n.exit'" && break; sleep 0.1; done
     code="$(on_host "$host" "cat '$run/$n.exit' 2>/dev/null" || true)"
     if [[ "$code" == 0 ]]; then
       echo "cluster.sh: node $n stopped cleanly"
