@@ -40,9 +40,17 @@ for _ in $(seq 1 200); do
 done
 ((n == ${#nodes[@]})) || fail "only $n of ${#nodes[@]} nodes wrote a checkpoint"
 sleep 2
-for node in "${nodes[@]}"; do "$QR_SRC/scripts/cluster.sh" kill "$cfg" "$node" STOP >/dev/null; done
+# At once: one kill for all six (as a power loss would). Stopped one `cluster.sh kill` at a time,
+# leaders first, the stops spread over a second on a busy host, and partition 1's leader, still
+# running, committed its batch-end record of a batch whose slice partition 0's stopped leader
+# had not committed in its group: that slice was lost, and the restarted row waited forever for
+# its values (a gap in the whole-row restart that this makes rare, not impossible: the note of
+# stop 43 and docs/partitioned-rows.md 9, "Known gap").
+pids=()
+for node in "${nodes[@]}"; do pids+=("$(cat "$run/$node.pid")"); done
+kill -STOP "${pids[@]}"
 sleep 0.3
-for node in "${nodes[@]}"; do "$QR_SRC/scripts/cluster.sh" kill "$cfg" "$node" KILL >/dev/null; done
+kill -KILL "${pids[@]}"
 for node in "${nodes[@]}"; do
   for _ in $(seq 1 50); do [[ -f "$run/$node.exit" ]] && break; sleep 0.1; done
   [[ -f "$run/$node.exit" ]] || fail "$node did not die"
