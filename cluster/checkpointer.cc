@@ -238,7 +238,8 @@ void Checkpointer::Write(uint64_t b, uint64_t digest, const std::string& session
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();  // shown as an age only
   const int64_t t0 = NowNanos(), cpu0 = ThreadCpuNanos();
-  auto path = storage::WriteCheckpoint(opt_.dir, meta, records, sessions, opt_.keep);
+  auto path = storage::WriteCheckpoint(opt_.dir, meta, records, sessions, opt_.keep, storage::kCheckpointBlockBytes,
+                                       opt_.direct_io);
   const double secs = static_cast<double>(NowNanos() - t0) / 1e9;
   const double cpu_ms = static_cast<double>(ThreadCpuNanos() - cpu0) / 1e6;
   auto log = Logger("server");

@@ -48,6 +48,7 @@ struct CheckpointerOptions {
   uint64_t phase = 0;           // < every_batches: this node's candidates are b with (b + 1) % every_batches == phase
   int keep = 2;                 // >= 1
   bool copy_on_write = true;    // images taken copy-on-write (storage/table_image.h), not paused
+  bool direct_io = true;        // files written with O_DIRECT (storage::WriteCheckpoint)
   storage::CheckpointMeta base; // cluster id, partition(s), record size, capacity, streams (stream_next's size)
   std::function<std::string()> identity;  // for log lines ("[n1 follower]": the role changes)
   // Called (writer thread) after checkpoint of batch b was written, with b: the raft disk log

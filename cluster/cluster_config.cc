@@ -60,6 +60,9 @@ void AddClusterConfigKeys(ConfigSchema* s) {
              "the executors stop at a checkpoint's batch only to mark every record (each one written afterwards "
              "is copied first) and the checkpoint thread copies the rest beside them; false: they copy the whole "
              "table at that batch before going on (storage/table_image.h)");
+  s->AddBool("server.checkpoint_direct_io", true,
+             "checkpoint files written with O_DIRECT (no page cache: less CPU, nothing dirty left to hold the raft "
+             "log's syncs back); buffered where the file system refuses it");
   s->AddInt("server.checkpoint_keep", 2, 1, 1000, "checkpoints kept per node (the newest; older ones are deleted)");
   s->AddInt("row.peer_timeout_ms", 10000, 200, 3'600'000,
             "a partitioned row's node fails when a peer has sent nothing (not even a heartbeat, sent every "

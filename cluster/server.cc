@@ -367,6 +367,7 @@ Status ServerImpl::StartCheckpointer() {
   co.phase = CheckpointPhase(co.every_batches, me_.row, topo_->rows(), c.GetBool("server.checkpoint_stagger"));
   co.keep = static_cast<int>(c.GetInt("server.checkpoint_keep"));
   co.copy_on_write = c.GetBool("server.checkpoint_copy_on_write");
+  co.direct_io = c.GetBool("server.checkpoint_direct_io");
   const storage::CheckpointExpect id = NodeCheckpointIdentity(*topo_, me_.partition, workload_);
   co.base.cluster_id = id.cluster_id;
   co.base.partition = id.partition;

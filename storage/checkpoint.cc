@@ -9,7 +9,9 @@
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <utility>
 
 #include "common/codec.h"
@@ -244,41 +246,153 @@ Status Prune(const std::string& dir, const std::string& written, int keep) {
   return Status::Ok();
 }
 
-// Writes the file body to fd (header patched last, once the record count is known) and syncs it.
-Status WriteBody(int fd, const std::string& tmp, CheckpointMeta* meta, const RecordSource& records,
+// The file's bytes in order (Append), the header patched last (Finish), then fsync.
+//
+// Buffered (the page cache): write-back as it goes, in chunks: without it the whole file sat
+// dirty in the page cache until the final fsync, whose burst (three nodes at one batch on one
+// disk) stalled the raft log's per-batch fdatasync behind it. At most two chunks are dirty at a
+// time. Advisory: an error there is not the file's (the final fsync reports those).
+//
+// Direct (O_DIRECT): the bytes go through a block-aligned staging buffer, written in whole
+// 1 MB pieces at aligned offsets; the last piece is padded to a whole 4 KB block and the file
+// cut to its length at the end. The first block is kept aside so that the header can be patched
+// into it. No page cache: on this project's virtual hosts the kernel's copy into fresh page cache
+// pages cost more CPU than the rest of the write (docs/benchmarks-log.md), and nothing dirty is
+// left to hold the raft log's fdatasync back. A file system that refuses O_DIRECT (at open, or
+// at the first write) gets the same staged writes, buffered.
+class OutFile {
+ public:
+  static constexpr size_t kAlign = 4096;
+  static constexpr size_t kStageBytes = size_t{1} << 20;
+
+  OutFile(int fd, std::string path, bool direct) : fd_(fd), path_(std::move(path)), staged_(direct) {
+    if (staged_) {
+      stage_.reset(static_cast<char*>(std::aligned_alloc(kAlign, kStageBytes)));
+      head_.reset(static_cast<char*>(std::aligned_alloc(kAlign, kAlign)));
+      QR_CHECK(stage_ && head_, "checkpoint: cannot allocate the staging buffer");
+    }
+  }
+
+  Status Append(const void* data, size_t n) {
+    if (!staged_) {
+      QR_RETURN_IF_ERROR(WriteAll(fd_, data, n, path_));
+      offset_ += n;
+      Writeback();
+      return Status::Ok();
+    }
+    const char* p = static_cast<const char*>(data);
+    while (n > 0) {
+      const size_t take = std::min(n, kStageBytes - fill_);
+      std::memcpy(stage_.get() + fill_, p, take);
+      fill_ += take;
+      p += take;
+      n -= take;
+      if (fill_ == kStageBytes) QR_RETURN_IF_ERROR(FlushStage());
+    }
+    return Status::Ok();
+  }
+
+  // `header` replaces the file's first header.size() bytes (written by Append as a placeholder).
+  Status Finish(const std::string& header) {
+    if (!staged_) {
+      QR_RETURN_IF_ERROR(PWriteAll(fd_, header, 0, path_));
+    } else {
+      QR_CHECK(header.size() <= kAlign, "checkpoint header of %zu bytes", header.size());
+      const uint64_t length = written_ + fill_;
+      if (fill_ > 0) {  // the last piece, padded to a whole block
+        const size_t padded = (fill_ + kAlign - 1) / kAlign * kAlign;
+        std::memset(stage_.get() + fill_, 0, padded - fill_);
+        fill_ = padded;
+        QR_RETURN_IF_ERROR(FlushStage());
+      }
+      // The first block again, with the header patched in (the file is never shorter than it).
+      QR_CHECK(written_ >= kAlign);
+      std::memcpy(head_.get(), header.data(), header.size());
+      QR_RETURN_IF_ERROR(PWriteAligned(head_.get(), kAlign, 0));
+      if (::ftruncate(fd_, static_cast<off_t>(length)) != 0) return Errno("truncate " + path_);
+    }
+    // The rename must not become visible before the bytes are durable.
+    if (::fsync(fd_) != 0) return Errno("fsync " + path_);
+    return Status::Ok();
+  }
+
+ private:
+  struct FreeDeleter {
+    void operator()(char* p) const { std::free(p); }
+  };
+
+  // Buffered: start write-back of the last chunk, wait for the one before (see above).
+  void Writeback() {
+    if (offset_ - synced_ < kWritebackChunkBytes) return;
+    (void)::sync_file_range(fd_, static_cast<off_t>(synced_), static_cast<off_t>(offset_ - synced_),
+                            SYNC_FILE_RANGE_WRITE);
+    if (synced_ > waited_) {
+      (void)::sync_file_range(fd_, static_cast<off_t>(waited_), static_cast<off_t>(synced_ - waited_),
+                              SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+      waited_ = synced_;
+    }
+    synced_ = offset_;
+  }
+
+  // Staged: writes the stage (fill_ bytes, a multiple of kAlign) at written_.
+  Status FlushStage() {
+    if (written_ == 0) std::memcpy(head_.get(), stage_.get(), kAlign);  // the header is patched into it at Finish
+    QR_RETURN_IF_ERROR(PWriteAligned(stage_.get(), fill_, written_));
+    written_ += fill_;
+    fill_ = 0;
+    return Status::Ok();
+  }
+
+  Status PWriteAligned(const char* p, size_t n, uint64_t offset) {
+    size_t done = 0;
+    while (done < n) {
+      const ssize_t w = ::pwrite(fd_, p + done, n - done, static_cast<off_t>(offset + done));
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EINVAL && !tried_buffered_) {
+          // The file system took O_DIRECT at open but not this write: buffered from here on.
+          tried_buffered_ = true;
+          const int flags = ::fcntl(fd_, F_GETFL);
+          if (flags >= 0 && ::fcntl(fd_, F_SETFL, flags & ~O_DIRECT) == 0) continue;
+        }
+        return Errno("write " + path_);
+      }
+      if (w == 0) return Status::IoError("write " + path_ + ": no progress");
+      done += static_cast<size_t>(w);
+    }
+    return Status::Ok();
+  }
+
+  const int fd_;
+  const std::string path_;
+  const bool staged_;
+  // buffered
+  uint64_t offset_ = 0, synced_ = 0, waited_ = 0;
+  // staged
+  std::unique_ptr<char, FreeDeleter> stage_, head_;
+  size_t fill_ = 0;
+  uint64_t written_ = 0;  // bytes written, whole blocks; the stage holds the next fill_
+  bool tried_buffered_ = false;
+};
+
+// Writes the file body to `out` (header patched last, once the record count is known) and syncs it.
+Status WriteBody(OutFile& out, const std::string& tmp, CheckpointMeta* meta, const RecordSource& records,
                  std::string_view extra, uint64_t block_records) {
   const uint64_t entry = 8 + uint64_t{meta->record_size};
   // Placeholder header of the final size; rewritten with the record count at the end.
   std::string header = EncodeHeader(*meta, block_records);
-  QR_RETURN_IF_ERROR(WriteAll(fd, header.data(), header.size(), tmp));
+  QR_RETURN_IF_ERROR(out.Append(header.data(), header.size()));
 
   std::string block;
   block.reserve(block_records * entry + kBlockOverheadBytes);
   uint64_t count = 0, blocks = 0, total = 0, blocks_chain = 0;
   Status st;
-  // Write-back as we go, in chunks: without it the whole file sat dirty in the page cache until
-  // the final fsync, whose burst (three nodes at one batch on one disk) stalled the raft log's
-  // per-batch fdatasync behind it. At most two chunks are dirty at a time. Advisory: an error
-  // here is not the file's (the final fsync reports those).
-  uint64_t offset = header.size(), synced = header.size(), waited = 0;
-  auto writeback = [&]() {
-    if (offset - synced < kWritebackChunkBytes) return;
-    (void)::sync_file_range(fd, static_cast<off_t>(synced), static_cast<off_t>(offset - synced), SYNC_FILE_RANGE_WRITE);
-    if (synced > waited) {
-      (void)::sync_file_range(fd, static_cast<off_t>(waited), static_cast<off_t>(synced - waited),
-                              SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
-      waited = synced;
-    }
-    synced = offset;
-  };
   auto flush = [&]() {
     const uint32_t c = static_cast<uint32_t>(count);
     std::memcpy(block.data(), &c, sizeof c);
     const uint64_t sum = BulkHash64(block.data(), block.size(), BlockSeed(blocks));
     block.append(reinterpret_cast<const char*>(&sum), sizeof sum);
-    st = WriteAll(fd, block.data(), block.size(), tmp);
-    offset += block.size();
-    if (st.ok()) writeback();
+    st = out.Append(block.data(), block.size());
     blocks_chain = Hash64(&sum, sizeof sum, blocks_chain);
     ++blocks;
     count = 0;
@@ -303,10 +417,10 @@ Status WriteBody(int fd, const std::string& tmp, CheckpointMeta* meta, const Rec
   const uint32_t end_marker = 0;
   const uint64_t extra_len = extra.size();
   const uint64_t extra_sum = BulkHash64(extra.data(), extra.size(), kExtraSeed);
-  QR_RETURN_IF_ERROR(WriteAll(fd, &end_marker, sizeof end_marker, tmp));
-  QR_RETURN_IF_ERROR(WriteAll(fd, &extra_len, sizeof extra_len, tmp));
-  QR_RETURN_IF_ERROR(WriteAll(fd, extra.data(), extra.size(), tmp));
-  QR_RETURN_IF_ERROR(WriteAll(fd, &extra_sum, sizeof extra_sum, tmp));
+  QR_RETURN_IF_ERROR(out.Append(&end_marker, sizeof end_marker));
+  QR_RETURN_IF_ERROR(out.Append(&extra_len, sizeof extra_len));
+  QR_RETURN_IF_ERROR(out.Append(extra.data(), extra.size()));
+  QR_RETURN_IF_ERROR(out.Append(&extra_sum, sizeof extra_sum));
 
   meta->records = total;
   header = EncodeHeader(*meta, block_records);
@@ -318,11 +432,8 @@ Status WriteBody(int fd, const std::string& tmp, CheckpointMeta* meta, const Rec
   footer.PutU64(blocks);
   footer.PutU64(Chain(header_sum, blocks_chain, extra_sum));
   footer.PutU64(Hash64(footer.data().data(), footer.size(), kFooterSeed));
-  QR_RETURN_IF_ERROR(WriteAll(fd, footer.data().data(), footer.size(), tmp));
-  QR_RETURN_IF_ERROR(PWriteAll(fd, header, 0, tmp));
-  // The rename must not become visible before the bytes are durable.
-  if (::fsync(fd) != 0) return Errno("fsync " + tmp);
-  return Status::Ok();
+  QR_RETURN_IF_ERROR(out.Append(footer.data().data(), footer.size()));
+  return out.Finish(header);
 }
 
 }  // namespace
@@ -334,7 +445,7 @@ std::string CheckpointFileName(uint64_t batch) {
 }
 
 Result<std::string> WriteCheckpoint(const std::string& dir, CheckpointMeta meta, const RecordSource& records,
-                                    std::string_view extra, int keep, uint32_t block_bytes) {
+                                    std::string_view extra, int keep, uint32_t block_bytes, bool direct_io) {
   if (keep < 1) return Status::InvalidArgument("checkpoint keep must be >= 1, got " + std::to_string(keep));
   if (meta.record_size == 0) return Status::InvalidArgument("checkpoint record_size must be > 0");
   if (meta.stream_next.size() > UINT32_MAX) return Status::InvalidArgument("checkpoint: too many streams");
@@ -347,9 +458,16 @@ Result<std::string> WriteCheckpoint(const std::string& dir, CheckpointMeta meta,
   const std::string path = JoinPath(dir, name);
   const std::string tmp = JoinPath(dir, std::string(kTmpPrefix) + name.substr(kNamePrefix.size()) + ".tmp");
 
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC;
+  int fd = direct_io ? ::open(tmp.c_str(), flags | O_DIRECT, 0644) : -1;
+  const bool direct = fd >= 0;
+  if (fd < 0 && (!direct_io || errno == EINVAL)) fd = ::open(tmp.c_str(), flags, 0644);  // tmpfs: no O_DIRECT
   if (fd < 0) return Errno("create " + tmp);
-  Status st = WriteBody(fd, tmp, &meta, records, extra, block_records);
+  Status st;
+  {
+    OutFile out(fd, tmp, direct);
+    st = WriteBody(out, tmp, &meta, records, extra, block_records);
+  }
   if (::close(fd) != 0 && st.ok()) st = Errno("close " + tmp);
   if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) st = Errno("rename " + tmp + " to " + path);
   if (!st.ok()) {

@@ -91,10 +91,11 @@ using RecordSource = std::function<void(const RecordEmit& emit)>;
 // files; nothing else in dir is touched. The file just written is never deleted, even if dir
 // holds files of higher batches. Returns the path. Errors name the path and the errno text; a
 // failure to prune is an error too (the new file is then complete and valid). block_bytes is the
-// block size target (tests use small blocks).
+// block size target (tests use small blocks). direct_io: written with O_DIRECT (no page cache;
+// buffered where the file system refuses it; see OutFile in checkpoint.cc).
 Result<std::string> WriteCheckpoint(const std::string& dir, CheckpointMeta meta, const RecordSource& records,
                                     std::string_view extra, int keep,
-                                    uint32_t block_bytes = kCheckpointBlockBytes);
+                                    uint32_t block_bytes = kCheckpointBlockBytes, bool direct_io = true);
 
 // Reads and validates `path` in full into `table` (empty, of layout size expect.record_size and
 // capacity expect.capacity: anything else is a bug, checked) and fills *meta and *extra (either
