@@ -265,11 +265,18 @@ void Checkpointer::Write(uint64_t b, uint64_t digest, const std::string& session
   const std::string copy = at_stop ? std::string("at stop") : fmt::format("copy {:.1f} ms", stats_.last_copy_ms);
   // The executors' pause: copy-on-write, the marking (and the preserved records, copied by the
   // writers of the table as they went on); otherwise the whole copy.
-  const std::string pause =
-      at_stop ? std::string()
-              : opt_.copy_on_write ? fmt::format("; executors paused {:.1f} ms, {} records copied on write",
-                                                 stats_.last_pause_ms, stats_.last_preserved)
-                                   : std::string("; executors paused for the copy");
+  std::string pause;
+  if (at_stop) {
+  } else if (!opt_.copy_on_write) {
+    pause = "; executors paused for the copy";
+  } else if (image_.began_stopped()) {  // sparse records: copied with every executor stopped
+    pause = fmt::format("; executors paused {:.1f} ms, {} records copied on write", stats_.last_pause_ms,
+                        stats_.last_preserved);
+  } else {
+    pause = fmt::format("; executors did not stop (the last passed the batch {:.1f} ms after the first), {} records "
+                        "copied on write",
+                        stats_.last_pause_ms, stats_.last_preserved);
+  }
   log->info("{} checkpoint of batch {}: {} ({:.1f} MB, {}, written in {:.2f} s, {:.0f} ms cpu{})", opt_.identity(), b,
             path.value(), static_cast<double>(bytes) / 1e6, copy, secs, cpu_ms, pause);
   if (opt_.on_written) opt_.on_written(b);

@@ -65,7 +65,7 @@ struct CheckpointStats {
   uint64_t last_bytes = 0;
   double last_write_s = 0;       // writing the file (after the copy)
   double last_copy_ms = 0;       // from the boundary until the image held the whole table
-  double last_pause_ms = 0;      // of it, the executors' pause (copy-on-write: the marking only)
+  double last_pause_ms = 0;      // from the first executor at the batch to the last (copy-on-write: none waits)
   uint64_t last_preserved = 0;   // copy-on-write: records the table's writers copied first
   uint64_t skipped = 0;          // candidates skipped (the writer was busy)
   std::string last_error;        // the last failed write ("": none)

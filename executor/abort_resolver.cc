@@ -113,7 +113,7 @@ void AbortResolver::Resolve(const std::vector<const planner::PlannedSlice*>& sli
         if (a.undo != Access::kNoUndo && restored_.Insert(f.key)) {
           char* rec = table->Find(f.key);
           QR_CHECK(rec != nullptr, "undo image for an absent key");
-          table->BeforeWrite(f.key);
+          table->BeforeWrite(f.key, cow_epoch_);
           Touch(f.key, rec, rec_size);
           std::memcpy(rec, logs[r]->undo.data() + a.undo, rec_size);
           ++out->restored_records;
@@ -166,7 +166,7 @@ void AbortResolver::Resolve(const std::vector<const planner::PlannedSlice*>& sli
         continue;
       }
       if (planner::IsWriteFrag(f.kind)) {
-        table->BeforeWrite(f.key);
+        table->BeforeWrite(f.key, cow_epoch_);
         Touch(f.key, rec, rec_size);
         undo_index_.emplace_back(rec, undo_.size());
         undo_.append(rec, rec_size);

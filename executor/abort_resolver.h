@@ -100,6 +100,9 @@ class AbortResolver {
   void Resolve(const std::vector<const planner::PlannedSlice*>& slices, const std::vector<ExecLog*>& logs,
                storage::Table* table, BatchFates* out, const std::vector<char*>& read_values = {},
                uint64_t* digest_delta = nullptr, const std::vector<WriteHistory*>& histories = {});
+  // The checkpoint image epoch of the executor that resolves (Table::BeforeWrite): every
+  // executor waits for the resolution, so all are in the same one.
+  void set_cow_epoch(uint8_t e) { cow_epoch_ = e; }
 
  private:
   // Remembers a record's image before resolution first touches it (digest tracking).
@@ -121,6 +124,7 @@ class AbortResolver {
   std::vector<std::pair<char*, size_t>> undo_index_;     // (record, offset in undo_)
   std::vector<std::pair<uint32_t, int64_t>> dep_values_; // (slot, value) of one txn
   bool track_touches_ = false;
+  uint8_t cow_epoch_ = 0;
   KeySet touched_;
   std::vector<std::pair<storage::Key, char*>> touched_recs_;  // in touch order
   std::string touched_before_;                                // their images, record size each

@@ -338,6 +338,8 @@ void ExecutorStage::Loop(uint32_t me) {
       // Last one out resolves the batch. The others that logged are waiting below, so the
       // logs and the records of every range are this thread's until `executed`.
       slot.fates.any_abort = false;
+      resolver_.set_cow_epoch(ex.cow_epoch());  // everyone waits before the same boundary
+      row_resolver_.set_cow_epoch(ex.cow_epoch());
       if (log && opt_.row_sender != nullptr) {
         lk.unlock();
         uint64_t delta = 0;
@@ -392,25 +394,51 @@ bool ExecutorStage::ImageBoundary(uint64_t done, uint32_t me) {
   std::unique_lock<std::mutex> lk(ring.mu);
   if (done >= image_next_) {
     // The first executor past `done`: every earlier boundary is decided (an executor passes
-    // them in order, and one with an image holds everyone until all have copied).
+    // them in order; one with a stopping image holds everyone until it is taken, and a
+    // copy-on-write one is kept apart below until every executor passed it).
     QR_CHECK_EQ(done, image_next_);
     image_next_ = done + 1;
+    storage::TableImage* image = opt_.image_sink->Want(done);
+    if (image != nullptr && image_cow_ && table_->sparse_size() == 0) {
+      // Copy-on-write, nobody waits: the first here begins the image's epoch; each takes it as
+      // it passes (its range is done with `done`, and its aborts are undone: an executor of a
+      // batch that logged waited for its resolution before coming here); the last hands the
+      // image over. Others may pass later boundaries before the last one passes this one.
+      QR_CHECK(cow_image_ == nullptr, "a second copy-on-write image before the first was taken");
+      cow_image_ = image;
+      cow_batch_ = done;
+      cow_arrived_ = 0;
+      image_epoch_ = image->Begin(*table_, /*stopped=*/false);
+      image = nullptr;
+    }
     image_batch_ = done;
-    image_ = opt_.image_sink->Want(done);
+    image_ = image;
     image_arrived_ = image_copied_ = 0;
+  }
+  if (cow_image_ != nullptr && cow_batch_ == done) {
+    executors_[me]->set_cow_epoch(image_epoch_);
+    if (++cow_arrived_ == ring.executors) {
+      cow_image_ = nullptr;
+      opt_.image_sink->Taken(done);
+    }
+    return true;
   }
   if (image_batch_ != done || image_ == nullptr) return true;
   if (image_cow_) {
-    // Copy-on-write: the last to come arms the image (every range is done with `done` and its
-    // aborts are undone: nobody writes the table meanwhile), then everyone goes on.
+    // Copy-on-write with sparse records: those are copied at the boundary, with every executor
+    // stopped there; the last to come begins the image, then everyone goes on.
     if (++image_arrived_ < ring.executors) {
       ring.executed_cv.wait(lk, [&] { return ring.Halted() || image_complete_ > done; });
-      return image_complete_ > done;
+      if (image_complete_ <= done) return false;
+      executors_[me]->set_cow_epoch(image_epoch_);
+      return true;
     }
     storage::TableImage* image = image_;
     lk.unlock();
-    image->Arm(*table_);
+    const uint8_t epoch = image->Begin(*table_, /*stopped=*/true);
     lk.lock();
+    image_epoch_ = epoch;
+    executors_[me]->set_cow_epoch(epoch);
     image_ = nullptr;
     image_complete_ = done + 1;
     opt_.image_sink->Taken(done);

@@ -252,6 +252,12 @@ class ExecutorStage {
   uint32_t image_arrived_ = 0, image_copied_ = 0;
   uint64_t image_complete_ = 0;
   bool image_cow_ = false;  // opt_.image_sink->CopyOnWrite(), asked once
+  uint8_t image_epoch_ = 0;  // copy-on-write: the epoch of the image being taken (TableImage::Begin)
+  // A copy-on-write image taken without stopping (guarded by ring->mu): for boundary cow_batch_,
+  // cow_arrived_ executors past it so far; executors may pass later boundaries meanwhile.
+  storage::TableImage* cow_image_ = nullptr;
+  uint64_t cow_batch_ = 0;
+  uint32_t cow_arrived_ = 0;
 
   std::vector<NamedThread> threads_;  // start order; Start and Join only (the controlling thread)
 };

@@ -57,7 +57,7 @@ inline void RangeExecutor::Exec(const planner::PlannedSlice& slice, uint32_t i, 
     }
   } else {
     const bool writes = planner::IsWriteFrag(f.kind);
-    if (writes) table_->BeforeWrite(f.key);  // a copy-on-write checkpoint image keeps the old value
+    if (writes) table_->BeforeWrite(f.key, cow_epoch_);  // a copy-on-write checkpoint image keeps the old value
     if constexpr (kLog) {
       if (writes) {
         undo = log_.undo.size();

@@ -122,6 +122,10 @@ class RangeExecutor {
   // Record every write's before-image in `history` (not owned; nullptr: none), and answer a
   // history read's kReads from it (executor/write_history.h).
   void set_history(WriteHistory* history) { history_ = history; }
+  // The checkpoint image epoch this executor is in (Table::BeforeWrite): set by its own thread as
+  // it passes an image's boundary.
+  void set_cow_epoch(uint8_t e) { cow_epoch_ = e; }
+  uint8_t cow_epoch() const { return cow_epoch_; }
   WriteHistory* history() const { return history_; }
 
   // The row's value sender; needed before a slice with kDepSend runs. Not owned.
@@ -211,6 +215,7 @@ class RangeExecutor {
   RowSender* row_sender_ = nullptr;
   bool park_when_logging_ = false;
   WriteHistory* history_ = nullptr;
+  uint8_t cow_epoch_ = 0;
 };
 
 }  // namespace qrstore::executor

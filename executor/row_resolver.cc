@@ -112,7 +112,7 @@ void RowResolver::Undo(const std::vector<RowTxn>& fired, BatchFates* out, uint64
       const storage::Key key = slices_[a.planner]->eqs[r][a.frag].key;
       if (!restored_.Insert(key)) continue;
       char* rec = table_->Find(key);
-      table_->BeforeWrite(key);
+      table_->BeforeWrite(key, cow_epoch_);
       const char* before = log.undo.data() + a.undo;
       if (digest_delta != nullptr) *digest_delta += storage::Table::DigestDelta(key, rec, before, rec_size);
       std::memcpy(rec, before, rec_size);

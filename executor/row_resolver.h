@@ -41,6 +41,8 @@ class RowResolver {
   // write of it, and fills `out` (fired: kLogic, else aborted: kCascade). With `digest_delta`,
   // adds the digest change of the restored records.
   void Undo(const std::vector<RowTxn>& fired, BatchFates* out, uint64_t* digest_delta);
+  // The checkpoint image epoch of the executor that resolves (AbortResolver::set_cow_epoch).
+  void set_cow_epoch(uint8_t e) { cow_epoch_ = e; }
 
  private:
   bool Aborted(uint32_t slice, uint32_t local) const { return aborted_[slice][local] != 0; }
@@ -50,6 +52,7 @@ class RowResolver {
   std::vector<const planner::PlannedSlice*> slices_;
   std::vector<ExecLog*> logs_;
   storage::Table* table_ = nullptr;
+  uint8_t cow_epoch_ = 0;
   std::vector<std::vector<uint8_t>> aborted_;  // [slice][local txn]
   KeySet tainted_;                             // keys an aborted txn wrote (per Cascade pass)
   KeySet restored_;

@@ -47,6 +47,8 @@ class Table {
 
   const RecordLayout& layout() const { return layout_; }
   uint64_t size() const { return size_; }
+  // Records with keys at or above capacity (the sparse region).
+  uint64_t sparse_size() const { return sparse_count_; }
   uint64_t capacity() const { return capacity_; }
 
   // Copies layout().size() bytes from `record`. Errors: full (kResourceExhausted) or duplicate
@@ -63,12 +65,13 @@ class Table {
     return FindSparse(key);
   }
 
-  // Call before writing the record of `key` (through Find's pointer) while an engine runs. While a
-  // copy-on-write image is being taken (storage/table_image.h, TableImage::Arm) it first puts the
-  // record's value at the image's boundary into the image, if nobody has yet; otherwise it is one
-  // load of a flag that rarely changes.
-  void BeforeWrite(Key key) {
-    if (cow_armed_.load(std::memory_order_acquire)) PreserveForImage(key);
+  // Call before writing the record of `key` (through Find's pointer) while an engine runs, with
+  // the writer's image epoch (the epoch of the last checkpoint boundary its executor passed; 0
+  // before any). While a copy-on-write image is being taken (storage/table_image.h) a writer
+  // past its boundary first puts the record's value at the boundary into the image, if nobody has
+  // yet; otherwise it is one load of a flag that rarely changes.
+  void BeforeWrite(Key key, uint8_t epoch) {
+    if (cow_armed_.load(std::memory_order_acquire)) PreserveForImage(key, epoch);
   }
 
   // A hint that `key` will be probed soon (executors prefetch a few fragments ahead).
@@ -165,8 +168,8 @@ class Table {
     return chunks_[slot / kChunkRecords].get() + (slot % kChunkRecords) * stride_;
   }
   void GrowSparseIndex();
-  // BeforeWrite's slow path (table_image.cc): cow_image_->Preserve(*this, key).
-  void PreserveForImage(Key key);
+  // BeforeWrite's slow path (table_image.cc): cow_image_->Preserve(*this, key, epoch).
+  void PreserveForImage(Key key, uint8_t epoch);
 
   RecordLayout layout_;
   uint64_t capacity_;
@@ -178,7 +181,7 @@ class Table {
   std::vector<uint64_t> sparse_slot_;
   uint64_t sparse_count_ = 0;
   std::vector<std::unique_ptr<char[]>> chunks_;  // sparse record storage, never moved
-  // A copy-on-write image being taken (TableImage::Arm sets both, its CompleteCopy clears the
+  // A copy-on-write image being taken (TableImage::Begin sets both, its CompleteCopy clears the
   // flag once every record is in the image; cow_image_ is only read while the flag is set).
   std::atomic<bool> cow_armed_{false};
   TableImage* cow_image_ = nullptr;

@@ -1,26 +1,33 @@
 // TableImage: a copy of a Table's records taken at a batch boundary, for a checkpoint written
 // in the background while execution goes on (issue 21: "two versions at the boundary").
 //
-// Two ways to take one; the executors stop at the boundary for both (executor/executor_stage.h:
-// every range done with the batch, its aborts undone).
+// Two ways to take one, both at a batch boundary (executor/executor_stage.h: a range is done with
+// the batch once its executor finished it and the batch's aborts are undone).
 //
-// Copy-on-write (Arm, then CompleteCopy; the default). The last executor at the boundary arms
-// the image: it copies the presence bitmap and the sparse records (few or none: YCSB's keys are
-// all dense) and marks every dense record "pending"; then every executor goes on at once. From
-// then on, the first write of a pending record (Table::BeforeWrite, called by every writer of
-// the table while an engine runs: the executors and the abort resolvers) copies that record into
-// the image before it changes; the checkpoint writer thread copies every record still pending
-// (CompleteCopy), then disarms the table. So the executors' pause is the boundary itself (all
-// arrive, a bitmap copy and a memset of one byte per record), not a copy of the whole table, and
-// a write while the copy runs costs one more load, or one record's copy. Per record, not per
-// page or chunk: a batch of uniform random writes touches nearly every chunk of 4096 records,
-// so per chunk its first batch would copy nearly the whole table inline.
+// Copy-on-write (Begin, then CompleteCopy; the default). Nobody stops. The first executor at the
+// boundary begins the image: it copies the presence bitmap (the index does not change while an
+// engine runs), starts a new image epoch and arms the table; each executor, as it passes the
+// boundary, takes that epoch as its own and goes on. Every writer of the table (the executors and
+// the abort resolvers, through Table::BeforeWrite) passes its own epoch with each write: the
+// first write of a record by a writer already in the new epoch copies the record into the image
+// before it changes. Each record is only ever written by its own range's executor (or by the
+// resolver while every executor waits), so a record whose owner has not reached the boundary
+// yet is written in the old epoch and not copied: its value at the boundary is still to come.
+// Once every executor has passed (Taken), the checkpoint writer thread copies every record not
+// copied yet (CompleteCopy), then disarms the table. A write while armed costs one more load, or
+// one record's copy. Per record, not per page or chunk: a batch of uniform random writes touches
+// nearly every chunk of 4096 records, so per chunk its first batch would copy nearly the whole
+// table inline. A table with sparse records (keys at or above its capacity) is armed with every
+// executor stopped at the boundary instead (Begin with `stopped`), its sparse records copied
+// there: they are few or none (YCSB's keys are all dense).
 //
-// Per record, a state byte: clean (copied, or not armed), pending, copying. Whoever moves it from
-// pending to copying (compare-and-swap) copies the record and sets it clean (release); a writer
-// that finds it copying waits for clean (the other side copies one record: microseconds, unless
-// it was descheduled). The executors see the armed state through the boundary's lock; the writer
-// thread sees it through Taken (executor/executor_stage.h, ImageSink).
+// Per record, one tag byte: the epoch of the last image that holds it, with a busy bit while it
+// is being copied. A writer in epoch E that finds a record tagged otherwise moves the tag to
+// E|busy (compare-and-swap), copies the record and sets it to E (release); one that finds E|busy
+// waits for E (the other side copies one record: microseconds, unless it was descheduled). An
+// image is complete only once every present record is tagged with its epoch, and the next one
+// begins only after that, so tags are only ever this epoch or the one before (epochs cycle
+// through 1..127).
 //
 // Paused copy (CopyShare; server.checkpoint_copy_on_write=false). The executors each copy one
 // share of the table into the image at the boundary: share i of n is the dense keys
@@ -35,10 +42,10 @@
 // executors at the boundary (paused) or mostly by the writer thread beside them (copy-on-write);
 // docs/benchmarks.md has the measurements.
 //
-// Threads: CopyShare(i, n) calls for different i may run at once. Arm: one executor at the
-// boundary. Preserve (through Table::BeforeWrite): any writer of the table, concurrently with
-// each other and with CompleteCopy (the writer thread's). Everything else is the writer thread's,
-// after the copy is complete.
+// Threads: CopyShare(i, n) calls for different i may run at once. Begin: the first executor at
+// the boundary (the executors' lock held). Preserve (through Table::BeforeWrite): any writer of
+// the table, concurrently with each other and with CompleteCopy (the writer thread's, after
+// Taken). Everything else is the writer thread's, after the copy is complete.
 #pragma once
 
 #include <atomic>
@@ -67,8 +74,8 @@ class TableImage {
     stride_ = t.stride_;
     dense_.reset(new char[capacity_ * stride_]);
     present_.assign(t.present_.size(), 0);
-    state_.reset(new std::atomic<uint8_t>[capacity_]);
-    for (uint64_t k = 0; k < capacity_; ++k) state_[k].store(kClean, std::memory_order_relaxed);
+    tag_.reset(new std::atomic<uint8_t>[capacity_]);
+    for (uint64_t k = 0; k < capacity_; ++k) tag_[k].store(0, std::memory_order_relaxed);
   }
   // Writes every page of the buffers once, so that the first copy does not fault them in: the
   // executors' first pause was 0.5-1 s for 1M records of 100 bytes with three nodes on 2 cores,
@@ -100,31 +107,41 @@ class TableImage {
     if (i == 0) CopySparse(t);
   }
 
-  // Copy-on-write, at the boundary (every writer of `t` stopped there): copies the presence
-  // bitmap and the sparse records, marks every dense record pending and arms `t` (its writers
-  // call Preserve through Table::BeforeWrite from now on). Prepare(t) first; not while armed.
-  void Arm(Table& t);
-  // Copy-on-write: copies every record still pending (beside the writers), then disarms `t`.
-  // A no-op unless armed. Returns the records it copied itself (the rest were copied by writers).
+  // Copy-on-write, by the first executor at the boundary: copies the presence bitmap, starts the
+  // next epoch (returned: each executor takes it as it passes the boundary) and arms `t`.
+  // `stopped`: every writer of `t` is stopped at the boundary (required when `t` has sparse
+  // records, which are copied here then). Prepare(t) first; not while armed.
+  uint8_t Begin(Table& t, bool stopped);
+  // The epoch Begin started (0 before the first).
+  uint8_t epoch() const { return epoch_.load(std::memory_order_relaxed); }
+  // Copy-on-write, once every writer passed the boundary: copies every record not copied yet
+  // (beside the writers), then disarms `t`. A no-op unless armed. Returns the records it copied
+  // itself (the rest were copied by writers).
   uint64_t CompleteCopy(Table& t);
-  // Whether Arm came and CompleteCopy has not finished.
+  // Whether Begin came and CompleteCopy has not finished.
   bool armed() const { return armed_; }
-  // Through Table::BeforeWrite, before `key`'s record of `t` is written while armed: copies it
-  // into the image unless done already (or waits while the writer thread copies it).
-  void Preserve(const Table& t, Key key) {
-    if (key >= capacity_) return;  // sparse: copied by Arm
-    std::atomic<uint8_t>& s = state_[key];
+  // Whether the last Begin was told every writer was stopped.
+  bool began_stopped() const { return began_stopped_; }
+  // Through Table::BeforeWrite, before `key`'s record of `t` is written by a writer in epoch
+  // `epoch` while armed: copies it into the image unless that is done or the writer is still in
+  // the epoch before (or waits while another thread copies it).
+  void Preserve(const Table& t, Key key, uint8_t epoch) {
+    if (key >= capacity_) return;  // sparse: copied by Begin
+    // A writer not in this image's epoch has not reached the boundary yet (or its stage began
+    // after it: epoch 0): what it writes is still before the boundary.
+    if (epoch != epoch_.load(std::memory_order_relaxed)) return;
+    std::atomic<uint8_t>& s = tag_[key];
     uint8_t v = s.load(std::memory_order_acquire);
-    if (v == kClean) return;
-    if (v == kPending && s.compare_exchange_strong(v, kCopying, std::memory_order_acq_rel)) {
+    if (v == epoch) return;  // copied already
+    if (v != (epoch | kBusy) && s.compare_exchange_strong(v, epoch | kBusy, std::memory_order_acq_rel)) {
       std::memcpy(dense_.get() + key * stride_, t.dense_.get() + key * stride_, stride_);
-      s.store(kClean, std::memory_order_release);
+      s.store(epoch, std::memory_order_release);
       preserved_.fetch_add(1, std::memory_order_relaxed);
       return;
     }
-    WaitClean(s);
+    WaitTag(s, epoch);
   }
-  // Records writers copied (Preserve) since the last Arm.
+  // Records writers copied (Preserve) since the last Begin.
   uint64_t preserved() const { return preserved_.load(std::memory_order_relaxed); }
 
   const RecordLayout& layout() const { return layout_; }
@@ -157,8 +174,8 @@ class TableImage {
   }
 
  private:
-  static constexpr uint8_t kClean = 0, kPending = 1, kCopying = 2;
-  static void WaitClean(std::atomic<uint8_t>& s);  // another thread copies the record: wait
+  static constexpr uint8_t kBusy = 0x80;  // a tag's busy bit; epochs are 1..127
+  static void WaitTag(std::atomic<uint8_t>& s, uint8_t epoch);  // another thread copies the record: wait
   void CopySparse(const Table& t) {
     sparse_keys_.clear();
     sparse_bytes_.clear();
@@ -176,10 +193,13 @@ class TableImage {
   std::vector<uint64_t> present_;
   std::vector<Key> sparse_keys_;
   std::string sparse_bytes_;  // sparse_keys_.size() records, in that order
-  // Copy-on-write: one state per dense key (kClean, kPending, kCopying); armed_ is the writer
-  // thread's view (Arm happens before Taken hands the image over; CompleteCopy clears it).
-  std::unique_ptr<std::atomic<uint8_t>[]> state_;
+  // Copy-on-write: one tag per dense key (see the top of the file). epoch_, armed_ and
+  // began_stopped_: written by Begin (an executor, before Taken hands the image over) and by
+  // CompleteCopy (the writer thread).
+  std::unique_ptr<std::atomic<uint8_t>[]> tag_;
+  std::atomic<uint8_t> epoch_{0};  // read by writers (Preserve) while Begin may change it
   bool armed_ = false;
+  bool began_stopped_ = false;
   std::atomic<uint64_t> preserved_{0};
 };
 

@@ -117,8 +117,8 @@ TEST_CASE("checkpointer: only every Nth batch is a candidate, and an image is ta
 
 // Plays an executor writing the table while an image is armed: key k's counter set to `value`,
 // preserved first (Table::BeforeWrite).
-void WriteArmed(storage::Table* t, uint64_t k, int64_t value) {
-  t->BeforeWrite(k);
+void WriteArmed(storage::Table* t, uint64_t k, int64_t value, uint8_t epoch) {
+  t->BeforeWrite(k, epoch);
   storage::SetCounter(t->Find(k), value);
 }
 
@@ -131,15 +131,15 @@ TEST_CASE("checkpointer: copy-on-write, the writer completes the image beside th
   storage::TableImage* img = c.Want(9);
   REQUIRE(img != nullptr);
   const uint64_t digest9 = f.table.Digest() ^ Mix64(1);
-  img->Arm(f.table);  // the last executor at the boundary
-  c.Taken(9);
+  const uint8_t e9 = img->Begin(f.table, /*stopped=*/false);  // the first executor at the boundary
+  c.Taken(9);  // the last one passed it
   // Execution goes on at once: what it overwrites is preserved first, so the file still holds
   // the table at the boundary. (The writer thread copies the rest meanwhile, or after.)
-  for (uint64_t k = 0; k < 100; k += 3) WriteArmed(&f.table, k, -7);
+  for (uint64_t k = 0; k < 100; k += 3) WriteArmed(&f.table, k, -7, e9);
   // A write that happens to pass the check after the writer is done costs a load only.
   c.OnCommitted(9, digest9);
   REQUIRE(WaitWritten(c, 1));
-  for (uint64_t k = 1; k < 100; k += 3) WriteArmed(&f.table, k, -8);  // disarmed by now: not preserved
+  for (uint64_t k = 1; k < 100; k += 3) WriteArmed(&f.table, k, -8, e9);  // disarmed by now: not preserved
   storage::CheckpointMeta meta;
   uint64_t td = 0;
   std::string extra;
@@ -153,14 +153,20 @@ TEST_CASE("checkpointer: copy-on-write, the writer completes the image beside th
   // The next one is taken the same way from the table as it is now.
   img = c.Want(19);
   REQUIRE(img != nullptr);
-  const uint64_t digest19 = f.table.Digest() ^ Mix64(1);
-  img->Arm(f.table);
+  const uint8_t e19 = img->Begin(f.table, /*stopped=*/false);
+  CHECK(e19 != e9);
+  // A writer still before this boundary (epoch e9) writes without preserving: its own value at
+  // the boundary is yet to come (the test plays it: key 2 is then written in e19 too).
+  WriteArmed(&f.table, 2, -10, e9);
+  WriteArmed(&f.table, 5, -12, 0);  // likewise a writer of a stage that began after image 9 (epoch 0)
+  const uint64_t digest19_final = f.table.Digest() ^ Mix64(1);
+  WriteArmed(&f.table, 2, -11, e19);
   c.Taken(19);
-  c.OnCommitted(19, digest19);
+  c.OnCommitted(19, digest19_final);
   REQUIRE(WaitWritten(c, 2));
   f.ReadNewest(&meta, &td, &extra);
   CHECK(meta.batch == 19);
-  CHECK(td == (digest19 ^ Mix64(1)));
+  CHECK(td == (digest19_final ^ Mix64(1)));  // key 2 as its old-epoch writer left it, not as the new one did
 }
 
 TEST_CASE("checkpointer: an image armed when the checkpointer stops is completed, the table disarmed", "[checkpoint]") {
@@ -172,12 +178,12 @@ TEST_CASE("checkpointer: an image armed when the checkpointer stops is completed
     REQUIRE(c.Start().ok());
     img = c.Want(9);
     REQUIRE(img != nullptr);
-    img->Arm(f.table);
+    img->Begin(f.table, /*stopped=*/true);
     c.Stop();      // the writer leaves before Taken comes (no commit either)
     c.Taken(9);    // an executor at the boundary as the server stopped
     CHECK(img->armed());
   }  // the destructor completes it: the table no longer points at the destroyed image
-  WriteArmed(&f.table, 5, -9);  // under ASan, a use after free if the table were still armed
+  WriteArmed(&f.table, 5, -9, 1);  // under ASan, a use after free if the table were still armed
   CHECK(storage::GetCounter(f.table.Find(5)) == -9);
 }
 
