@@ -31,16 +31,7 @@ uint64_t TableImage::CompleteCopy(Table& t) {
     while (bits != 0) {
       const uint64_t k = w * 64 + static_cast<uint64_t>(__builtin_ctzll(bits));
       bits &= bits - 1;
-      std::atomic<uint8_t>& s = tag_[k];
-      uint8_t v = s.load(std::memory_order_acquire);
-      if (v == e) continue;  // a writer copied it
-      if (v != (e | kBusy) && s.compare_exchange_strong(v, e | kBusy, std::memory_order_acq_rel)) {
-        std::memcpy(dense_.get() + k * stride_, t.dense_.get() + k * stride_, stride_);
-        s.store(e, std::memory_order_release);
-        ++copied;
-      } else {
-        WaitTag(s, e);  // a writer is copying it now
-      }
+      if (CopyOnce(t, k, e)) ++copied;  // else a writer copied it (or is copying it: waited for)
     }
   }
   // Every record is in the image: the writers may skip the check again.

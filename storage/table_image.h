@@ -130,16 +130,7 @@ class TableImage {
     // A writer not in this image's epoch has not reached the boundary yet (or its stage began
     // after it: epoch 0): what it writes is still before the boundary.
     if (epoch != epoch_.load(std::memory_order_relaxed)) return;
-    std::atomic<uint8_t>& s = tag_[key];
-    uint8_t v = s.load(std::memory_order_acquire);
-    if (v == epoch) return;  // copied already
-    if (v != (epoch | kBusy) && s.compare_exchange_strong(v, epoch | kBusy, std::memory_order_acq_rel)) {
-      std::memcpy(dense_.get() + key * stride_, t.dense_.get() + key * stride_, stride_);
-      s.store(epoch, std::memory_order_release);
-      preserved_.fetch_add(1, std::memory_order_relaxed);
-      return;
-    }
-    WaitTag(s, epoch);
+    if (CopyOnce(t, key, epoch)) preserved_.fetch_add(1, std::memory_order_relaxed);
   }
   // Records writers copied (Preserve) since the last Begin.
   uint64_t preserved() const { return preserved_.load(std::memory_order_relaxed); }
@@ -176,6 +167,20 @@ class TableImage {
  private:
   static constexpr uint8_t kBusy = 0x80;  // a tag's busy bit; epochs are 1..127
   static void WaitTag(std::atomic<uint8_t>& s, uint8_t epoch);  // another thread copies the record: wait
+  // Copies dense record `key` of `t` into the image for epoch `epoch` unless it is tagged so
+  // already; waits while another thread copies it. True if this call copied it.
+  bool CopyOnce(const Table& t, Key key, uint8_t epoch) {
+    std::atomic<uint8_t>& s = tag_[key];
+    uint8_t v = s.load(std::memory_order_acquire);
+    if (v == epoch) return false;
+    if (v != (epoch | kBusy) && s.compare_exchange_strong(v, epoch | kBusy, std::memory_order_acq_rel)) {
+      std::memcpy(dense_.get() + key * stride_, t.dense_.get() + key * stride_, stride_);
+      s.store(epoch, std::memory_order_release);
+      return true;
+    }
+    WaitTag(s, epoch);
+    return false;
+  }
   void CopySparse(const Table& t) {
     sparse_keys_.clear();
     sparse_bytes_.clear();
