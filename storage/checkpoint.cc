@@ -246,64 +246,73 @@ Status Prune(const std::string& dir, const std::string& written, int keep) {
   return Status::Ok();
 }
 
-// The file's bytes in order (Append), the header patched last (Finish), then fsync.
+// The file's bytes in order (Reserve + Commit, or Append), the header patched last (Finish),
+// then fsync. Every byte goes through one staging buffer, which the caller may fill in place
+// (Reserve): the writer builds each block of records there, so a record is copied once on its
+// way to the file.
 //
-// Buffered (the page cache): write-back as it goes, in chunks: without it the whole file sat
-// dirty in the page cache until the final fsync, whose burst (three nodes at one batch on one
-// disk) stalled the raft log's per-batch fdatasync behind it. At most two chunks are dirty at a
-// time. Advisory: an error there is not the file's (the final fsync reports those).
+// Buffered (the page cache): the stage is written out whenever the next reservation does not fit,
+// with write-back as it goes, in chunks: without it the whole file sat dirty in the page cache
+// until the final fsync, whose burst (three nodes at one batch on one disk) stalled the raft log's
+// per-batch fdatasync behind it. At most two chunks are dirty at a time. Advisory: an error there
+// is not the file's (the final fsync reports those).
 //
-// Direct (O_DIRECT): the bytes go through a block-aligned staging buffer, written in whole
-// 1 MB pieces at aligned offsets; the last piece is padded to a whole 4 KB block and the file
-// cut to its length at the end. The first block is kept aside so that the header can be patched
-// into it. No page cache: on this project's virtual hosts the kernel's copy into fresh page cache
-// pages cost more CPU than the rest of the write (docs/benchmarks-log.md), and nothing dirty is
-// left to hold the raft log's fdatasync back. A file system that refuses O_DIRECT (at open, or
-// at the first write) gets the same staged writes, buffered.
+// Direct (O_DIRECT): the stage is block-aligned and written in whole 4 KB blocks at aligned
+// offsets (what is left of a block moves to the front of the stage); the last piece is padded to
+// a whole block and the file cut to its length at the end. The first block is kept aside so that
+// the header can be patched into it. No page cache: on this project's virtual hosts the kernel's
+// copy into fresh page cache pages cost more CPU than the rest of the write
+// (docs/benchmarks-log.md), and nothing dirty is left to hold the raft log's fdatasync back. A
+// file system that refuses O_DIRECT (at open, or at the first write) gets the same staged writes,
+// buffered.
 class OutFile {
  public:
   static constexpr size_t kAlign = 4096;
-  static constexpr size_t kStageBytes = size_t{1} << 20;
+  static constexpr size_t kStageBytes = size_t{2} << 20;
 
-  OutFile(int fd, std::string path, bool direct) : fd_(fd), path_(std::move(path)), staged_(direct) {
-    if (staged_) {
-      stage_.reset(static_cast<char*>(std::aligned_alloc(kAlign, kStageBytes)));
+  OutFile(int fd, std::string path, bool direct) : fd_(fd), path_(std::move(path)), direct_(direct) {
+    Grow(kStageBytes);
+    if (direct_) {
       head_.reset(static_cast<char*>(std::aligned_alloc(kAlign, kAlign)));
-      QR_CHECK(stage_ && head_, "checkpoint: cannot allocate the staging buffer");
+      QR_CHECK(head_, "checkpoint: cannot allocate the staging buffer");
     }
   }
 
+  // *p: room for n bytes in the stage, valid until the next Reserve or Append; Commit says how
+  // many of them were filled.
+  Status Reserve(size_t n, char** p) {
+    if (fill_ + n > cap_) {
+      QR_RETURN_IF_ERROR(Drain());
+      if (fill_ + n > cap_) Grow(fill_ + n);  // one block larger than the stage (a huge record)
+    }
+    *p = stage_.get() + fill_;
+    return Status::Ok();
+  }
+  void Commit(size_t n) {
+    QR_CHECK(fill_ + n <= cap_);
+    fill_ += n;
+  }
   Status Append(const void* data, size_t n) {
-    if (!staged_) {
-      QR_RETURN_IF_ERROR(WriteAll(fd_, data, n, path_));
-      offset_ += n;
-      Writeback();
-      return Status::Ok();
-    }
-    const char* p = static_cast<const char*>(data);
-    while (n > 0) {
-      const size_t take = std::min(n, kStageBytes - fill_);
-      std::memcpy(stage_.get() + fill_, p, take);
-      fill_ += take;
-      p += take;
-      n -= take;
-      if (fill_ == kStageBytes) QR_RETURN_IF_ERROR(FlushStage());
-    }
+    char* p = nullptr;
+    QR_RETURN_IF_ERROR(Reserve(n, &p));
+    std::memcpy(p, data, n);
+    Commit(n);
     return Status::Ok();
   }
 
   // `header` replaces the file's first header.size() bytes (written by Append as a placeholder).
   Status Finish(const std::string& header) {
-    if (!staged_) {
+    if (!direct_) {
+      QR_RETURN_IF_ERROR(Drain());
       QR_RETURN_IF_ERROR(PWriteAll(fd_, header, 0, path_));
     } else {
       QR_CHECK(header.size() <= kAlign, "checkpoint header of %zu bytes", header.size());
       const uint64_t length = written_ + fill_;
       if (fill_ > 0) {  // the last piece, padded to a whole block
         const size_t padded = (fill_ + kAlign - 1) / kAlign * kAlign;
-        std::memset(stage_.get() + fill_, 0, padded - fill_);
+        std::memset(stage_.get() + fill_, 0, padded - fill_);  // within cap_: a multiple of kAlign
         fill_ = padded;
-        QR_RETURN_IF_ERROR(FlushStage());
+        QR_RETURN_IF_ERROR(Drain());
       }
       // The first block again, with the header patched in (the file is never shorter than it).
       QR_CHECK(written_ >= kAlign);
@@ -321,6 +330,35 @@ class OutFile {
     void operator()(char* p) const { std::free(p); }
   };
 
+  // A stage of at least n bytes (a multiple of kAlign), keeping what it holds.
+  void Grow(size_t n) {
+    const size_t cap = (n + kAlign - 1) / kAlign * kAlign;
+    std::unique_ptr<char, FreeDeleter> s(static_cast<char*>(std::aligned_alloc(kAlign, cap)));
+    QR_CHECK(s, "checkpoint: cannot allocate a staging buffer of %zu bytes", cap);
+    if (fill_ > 0) std::memcpy(s.get(), stage_.get(), fill_);
+    stage_ = std::move(s);
+    cap_ = cap;
+  }
+
+  // Writes out what the stage holds (direct: its whole blocks; the rest moves to the front).
+  Status Drain() {
+    if (!direct_) {
+      QR_RETURN_IF_ERROR(WriteAll(fd_, stage_.get(), fill_, path_));
+      offset_ += fill_;
+      fill_ = 0;
+      Writeback();
+      return Status::Ok();
+    }
+    const size_t whole = fill_ / kAlign * kAlign;
+    if (whole == 0) return Status::Ok();
+    if (written_ == 0) std::memcpy(head_.get(), stage_.get(), kAlign);  // the header is patched into it at Finish
+    QR_RETURN_IF_ERROR(PWriteAligned(stage_.get(), whole, written_));
+    written_ += whole;
+    fill_ -= whole;
+    if (fill_ > 0) std::memmove(stage_.get(), stage_.get() + whole, fill_);
+    return Status::Ok();
+  }
+
   // Buffered: start write-back of the last chunk, wait for the one before (see above).
   void Writeback() {
     if (offset_ - synced_ < kWritebackChunkBytes) return;
@@ -332,15 +370,6 @@ class OutFile {
       waited_ = synced_;
     }
     synced_ = offset_;
-  }
-
-  // Staged: writes the stage (fill_ bytes, a multiple of kAlign) at written_.
-  Status FlushStage() {
-    if (written_ == 0) std::memcpy(head_.get(), stage_.get(), kAlign);  // the header is patched into it at Finish
-    QR_RETURN_IF_ERROR(PWriteAligned(stage_.get(), fill_, written_));
-    written_ += fill_;
-    fill_ = 0;
-    return Status::Ok();
   }
 
   Status PWriteAligned(const char* p, size_t n, uint64_t offset) {
@@ -365,13 +394,14 @@ class OutFile {
 
   const int fd_;
   const std::string path_;
-  const bool staged_;
-  // buffered
-  uint64_t offset_ = 0, synced_ = 0, waited_ = 0;
-  // staged
+  const bool direct_;
   std::unique_ptr<char, FreeDeleter> stage_, head_;
-  size_t fill_ = 0;
-  uint64_t written_ = 0;  // bytes written, whole blocks; the stage holds the next fill_
+  size_t cap_ = 0;
+  size_t fill_ = 0;  // bytes in the stage, not yet written
+  // buffered: bytes written, started write-back up to, waited for up to
+  uint64_t offset_ = 0, synced_ = 0, waited_ = 0;
+  // direct: bytes written (whole blocks); the stage holds the next fill_
+  uint64_t written_ = 0;
   bool tried_buffered_ = false;
 };
 
@@ -383,26 +413,33 @@ Status WriteBody(OutFile& out, const std::string& tmp, CheckpointMeta* meta, con
   std::string header = EncodeHeader(*meta, block_records);
   QR_RETURN_IF_ERROR(out.Append(header.data(), header.size()));
 
-  std::string block;
-  block.reserve(block_records * entry + kBlockOverheadBytes);
+  // Each block is built in place in the file's stage (see OutFile).
+  const size_t max_block = static_cast<size_t>(block_records * entry + kBlockOverheadBytes);
+  char* block = nullptr;
+  size_t fill = 0;  // bytes of `block` so far
   uint64_t count = 0, blocks = 0, total = 0, blocks_chain = 0;
   Status st;
   auto flush = [&]() {
     const uint32_t c = static_cast<uint32_t>(count);
-    std::memcpy(block.data(), &c, sizeof c);
-    const uint64_t sum = BulkHash64(block.data(), block.size(), BlockSeed(blocks));
-    block.append(reinterpret_cast<const char*>(&sum), sizeof sum);
-    st = out.Append(block.data(), block.size());
+    std::memcpy(block, &c, sizeof c);
+    const uint64_t sum = BulkHash64(block, fill, BlockSeed(blocks));
+    std::memcpy(block + fill, &sum, sizeof sum);
+    out.Commit(fill + sizeof sum);
     blocks_chain = Hash64(&sum, sizeof sum, blocks_chain);
     ++blocks;
     count = 0;
-    block.clear();
   };
+  const uint32_t record_size = meta->record_size;
   const RecordEmit emit = [&](Key key, const char* rec) {
     if (!st.ok()) return;  // a write failed: let the source finish, report afterwards
-    if (count == 0) block.assign(4, '\0');  // the count, patched by flush
-    block.append(reinterpret_cast<const char*>(&key), sizeof key);
-    block.append(rec, meta->record_size);
+    if (count == 0) {
+      st = out.Reserve(max_block, &block);
+      if (!st.ok()) return;
+      fill = 4;  // the count, patched by flush
+    }
+    std::memcpy(block + fill, &key, sizeof key);
+    std::memcpy(block + fill + sizeof key, rec, record_size);
+    fill += entry;
     ++total;
     if (++count == block_records) flush();
   };

@@ -182,6 +182,34 @@ TEST_CASE("checkpoint: written with O_DIRECT, the file is byte for byte the buff
   CHECK(direct_bytes.size() > (size_t{3} << 20));
 }
 
+TEST_CASE("checkpoint: records and an extra blob larger than the writer's 2 MB stage") {
+  // Blocks are built in place in the file's staging buffer: one larger than it (a single record
+  // of 2.5 MB) makes the stage grow, keeping the bytes it held; so does the extra blob (5 MB).
+  const RecordLayout l{64, 40000};  // 2,560,000-byte records: one per block
+  auto src = MakeTable(l, 3, Range(0, 3), 21);
+  const CheckpointMeta meta = MetaFor(*src, 8);
+  std::string extra(5'000'000, 'e');
+  for (size_t i = 0; i < extra.size(); i += 4093) extra[i] = static_cast<char>('a' + i % 26);
+  std::string bytes[2];
+  for (bool direct : {false, true}) {
+    INFO((direct ? "direct" : "buffered"));
+    TempDir dir;
+    Result<std::string> path =
+        storage::WriteCheckpoint(dir.path(), meta, SourceOf(*src), extra, 1, storage::kCheckpointBlockBytes, direct);
+    REQUIRE(path.ok());
+    bytes[direct] = ReadBytes(path.value());
+    std::unique_ptr<Table> got;
+    CheckpointMeta m;
+    std::string x;
+    REQUIRE(Load(path.value(), ExpectFor(meta), l, &got, &m, &x).ok());
+    CheckSameRecords(*src, *got);
+    CHECK(x == extra);
+    CHECK(m.records == 3);
+  }
+  CHECK(bytes[0].size() > 12'000'000);
+  CHECK(bytes[0] == bytes[1]);
+}
+
 TEST_CASE("checkpoint: empty table and no streams") {
   TempDir dir;
   const RecordLayout l{2, 8};
