@@ -135,6 +135,7 @@ class Checkpointer : public executor::ImageSink {
   const std::function<std::string()> encode_sessions_;
   storage::Table& table_;
   storage::TableImage image_;  // the executors' during a copy, the writer's while writing
+  int64_t copy_cpu_ns_ = 0;    // the writer thread's CPU in CompleteCopy for the image being written (mu_)
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
