@@ -90,6 +90,7 @@ Status Checkpointer::Start() {
 }
 
 void Checkpointer::Stop() {
+  hurry_.store(true, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lk(mu_);
     stop_ = true;
@@ -241,8 +242,10 @@ void Checkpointer::Write(uint64_t b, uint64_t digest, const std::string& session
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();  // shown as an age only
   const int64_t t0 = NowNanos(), cpu0 = ThreadCpuNanos();
+  // The background ones paced; the one at stop as fast as it goes.
+  const storage::WritePace pace{at_stop ? 0 : opt_.write_bytes_per_s, &hurry_};
   auto path = storage::WriteCheckpoint(opt_.dir, meta, records, sessions, opt_.keep, storage::kCheckpointBlockBytes,
-                                       opt_.direct_io);
+                                       opt_.direct_io, pace);
   const double secs = static_cast<double>(NowNanos() - t0) / 1e9;
   const double write_cpu_ms = static_cast<double>(ThreadCpuNanos() - cpu0) / 1e6;
   auto log = Logger("server");

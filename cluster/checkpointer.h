@@ -23,6 +23,7 @@
 // The writer thread: Start / Stop from the controlling thread. Lock order: ring lock, then mu_.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -49,6 +50,7 @@ struct CheckpointerOptions {
   int keep = 2;                 // >= 1
   bool copy_on_write = true;    // images taken copy-on-write (storage/table_image.h), not paused
   bool direct_io = true;        // files written with O_DIRECT (storage::WriteCheckpoint)
+  uint64_t write_bytes_per_s = 0;  // the background writes paced to this (storage::WritePace); 0: unpaced
   storage::CheckpointMeta base; // cluster id, partition(s), record size, capacity, streams (stream_next's size)
   std::function<std::string()> identity;  // for log lines ("[n1 follower]": the role changes)
   // Called (writer thread) after checkpoint of batch b was written, with b: the raft disk log
@@ -136,6 +138,7 @@ class Checkpointer : public executor::ImageSink {
   storage::Table& table_;
   storage::TableImage image_;  // the executors' during a copy, the writer's while writing
   int64_t copy_cpu_ns_ = 0;    // the writer thread's CPU in CompleteCopy for the image being written (mu_)
+  std::atomic<bool> hurry_{false};  // set by Stop: a paced write in progress finishes unpaced
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -63,6 +63,10 @@ void AddClusterConfigKeys(ConfigSchema* s) {
   s->AddBool("server.checkpoint_direct_io", true,
              "checkpoint files written with O_DIRECT (no page cache: less CPU, nothing dirty left to hold the raft "
              "log's syncs back); buffered where the file system refuses it");
+  s->AddInt("server.checkpoint_write_mb_per_s", 100, 0, 1 << 20,
+            "a checkpoint is written at most this fast (MB a second; it sleeps between pieces of the file), so "
+            "its CPU and disk share is spread over the write instead of taken in one burst; the one written at a "
+            "clean stop is not paced. 0: as fast as it goes");
   s->AddInt("server.checkpoint_keep", 2, 1, 1000, "checkpoints kept per node (the newest; older ones are deleted)");
   s->AddInt("row.peer_timeout_ms", 10000, 200, 3'600'000,
             "a partitioned row's node fails when a peer has sent nothing (not even a heartbeat, sent every "

@@ -368,6 +368,7 @@ Status ServerImpl::StartCheckpointer() {
   co.keep = static_cast<int>(c.GetInt("server.checkpoint_keep"));
   co.copy_on_write = c.GetBool("server.checkpoint_copy_on_write");
   co.direct_io = c.GetBool("server.checkpoint_direct_io");
+  co.write_bytes_per_s = static_cast<uint64_t>(c.GetInt("server.checkpoint_write_mb_per_s")) * 1'000'000;
   const storage::CheckpointExpect id = NodeCheckpointIdentity(*topo_, me_.partition, workload_);
   co.base.cluster_id = id.cluster_id;
   co.base.partition = id.partition;

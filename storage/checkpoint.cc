@@ -7,13 +7,16 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <utility>
 
+#include "common/clock.h"
 #include "common/codec.h"
 #include "common/hash.h"
 
@@ -270,7 +273,8 @@ class OutFile {
   static constexpr size_t kAlign = 4096;
   static constexpr size_t kStageBytes = size_t{2} << 20;
 
-  OutFile(int fd, std::string path, bool direct) : fd_(fd), path_(std::move(path)), direct_(direct) {
+  OutFile(int fd, std::string path, bool direct, const WritePace& pace)
+      : fd_(fd), path_(std::move(path)), direct_(direct), pace_(pace), start_ns_(NowNanos()) {
     Grow(kStageBytes);
     if (direct_) {
       head_.reset(static_cast<char*>(std::aligned_alloc(kAlign, kAlign)));
@@ -347,6 +351,7 @@ class OutFile {
       offset_ += fill_;
       fill_ = 0;
       Writeback();
+      Pace(offset_);
       return Status::Ok();
     }
     const size_t whole = fill_ / kAlign * kAlign;
@@ -356,7 +361,18 @@ class OutFile {
     written_ += whole;
     fill_ -= whole;
     if (fill_ > 0) std::memmove(stage_.get(), stage_.get() + whole, fill_);
+    Pace(written_);
     return Status::Ok();
+  }
+
+  // Paced: sleeps until `bytes` written since the start fit the rate (each sleep at most a
+  // piece's worth: a stage of 2 MB at the rate), unless told to hurry.
+  void Pace(uint64_t bytes) const {
+    if (pace_.bytes_per_s == 0 || (pace_.hurry != nullptr && pace_.hurry->load(std::memory_order_relaxed))) return;
+    const int64_t due_ns =
+        static_cast<int64_t>(static_cast<double>(bytes) * 1e9 / static_cast<double>(pace_.bytes_per_s));
+    const int64_t ahead_ns = start_ns_ + due_ns - NowNanos();
+    if (ahead_ns > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(ahead_ns));
   }
 
   // Buffered: start write-back of the last chunk, wait for the one before (see above).
@@ -395,6 +411,8 @@ class OutFile {
   const int fd_;
   const std::string path_;
   const bool direct_;
+  const WritePace pace_;
+  const int64_t start_ns_;
   std::unique_ptr<char, FreeDeleter> stage_, head_;
   size_t cap_ = 0;
   size_t fill_ = 0;  // bytes in the stage, not yet written
@@ -482,7 +500,8 @@ std::string CheckpointFileName(uint64_t batch) {
 }
 
 Result<std::string> WriteCheckpoint(const std::string& dir, CheckpointMeta meta, const RecordSource& records,
-                                    std::string_view extra, int keep, uint32_t block_bytes, bool direct_io) {
+                                    std::string_view extra, int keep, uint32_t block_bytes, bool direct_io,
+                                    const WritePace& pace) {
   if (keep < 1) return Status::InvalidArgument("checkpoint keep must be >= 1, got " + std::to_string(keep));
   if (meta.record_size == 0) return Status::InvalidArgument("checkpoint record_size must be > 0");
   if (meta.stream_next.size() > UINT32_MAX) return Status::InvalidArgument("checkpoint: too many streams");
@@ -502,7 +521,7 @@ Result<std::string> WriteCheckpoint(const std::string& dir, CheckpointMeta meta,
   if (fd < 0) return Errno("create " + tmp);
   Status st;
   {
-    OutFile out(fd, tmp, direct);
+    OutFile out(fd, tmp, direct, pace);
     st = WriteBody(out, tmp, &meta, records, extra, block_records);
   }
   if (::close(fd) != 0 && st.ok()) st = Errno("close " + tmp);

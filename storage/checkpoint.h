@@ -35,6 +35,7 @@
 // table (LoadNewestCheckpoint does exactly that).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -84,6 +85,16 @@ struct CheckpointExpect {
 using RecordEmit = std::function<void(Key, const char*)>;
 using RecordSource = std::function<void(const RecordEmit& emit)>;
 
+// How fast WriteCheckpoint may write. bytes_per_s > 0: at most that many bytes a second since
+// the write began (it sleeps between pieces of the file, each sleep at most one 2 MB piece's
+// worth), so that a checkpoint written beside execution takes its CPU and disk share spread
+// out, not in one burst; 0: as fast as it goes. Once *hurry is true (if set: e.g. the node is
+// stopping) it stops sleeping.
+struct WritePace {
+  uint64_t bytes_per_s = 0;
+  const std::atomic<bool>* hurry = nullptr;
+};
+
 // Writes `dir`/checkpoint-<meta.batch>.qrc atomically (temp file in dir, fsync, rename, fsync
 // dir; `dir` must exist) with `extra`, an opaque blob (the session table) under its own
 // checksum. meta.records is counted by the writer. Then deletes checkpoint files of dir other
@@ -92,10 +103,11 @@ using RecordSource = std::function<void(const RecordEmit& emit)>;
 // holds files of higher batches. Returns the path. Errors name the path and the errno text; a
 // failure to prune is an error too (the new file is then complete and valid). block_bytes is the
 // block size target (tests use small blocks). direct_io: written with O_DIRECT (no page cache;
-// buffered where the file system refuses it; see OutFile in checkpoint.cc).
+// buffered where the file system refuses it; see OutFile in checkpoint.cc). pace: see WritePace.
 Result<std::string> WriteCheckpoint(const std::string& dir, CheckpointMeta meta, const RecordSource& records,
                                     std::string_view extra, int keep,
-                                    uint32_t block_bytes = kCheckpointBlockBytes, bool direct_io = true);
+                                    uint32_t block_bytes = kCheckpointBlockBytes, bool direct_io = true,
+                                    const WritePace& pace = WritePace{});
 
 // Reads and validates `path` in full into `table` (empty, of layout size expect.record_size and
 // capacity expect.capacity: anything else is a bug, checked) and fills *meta and *extra (either

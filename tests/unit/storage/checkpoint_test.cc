@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "storage/checkpoint.h"
 #include "storage/record.h"
 #include "storage/table.h"
@@ -208,6 +210,38 @@ TEST_CASE("checkpoint: records and an extra blob larger than the writer's 2 MB s
   }
   CHECK(bytes[0].size() > 12'000'000);
   CHECK(bytes[0] == bytes[1]);
+}
+
+TEST_CASE("checkpoint: a paced write takes at least its bytes over the rate, and hurries when told") {
+  // 60,000 entries of 40 bytes: about 2.4 MB, direct and buffered. At 8 MB/s the write must
+  // take at least 0.25 s (a lower bound only: a slow host makes it longer, never shorter).
+  const RecordLayout l{4, 8};
+  auto src = MakeTable(l, 60000, Range(0, 60000), 5);
+  const CheckpointMeta meta = MetaFor(*src, 3);
+  for (bool direct : {false, true}) {
+    INFO((direct ? "direct" : "buffered"));
+    TempDir dir;
+    std::atomic<bool> hurry{false};
+    const int64_t t0 = NowNanos();
+    Result<std::string> path = storage::WriteCheckpoint(dir.path(), meta, SourceOf(*src), "", 1,
+                                                        storage::kCheckpointBlockBytes, direct,
+                                                        storage::WritePace{8'000'000, &hurry});
+    const double secs = static_cast<double>(NowNanos() - t0) / 1e9;
+    REQUIRE(path.ok());
+    const uint64_t bytes = ReadBytes(path.value()).size();
+    REQUIRE(bytes > 2'000'000);
+    // Every piece is paced, the last one at the end too.
+    CHECK(secs >= static_cast<double>(bytes) / 8e6 * 0.99);
+    std::unique_ptr<Table> got;
+    REQUIRE(Load(path.value(), ExpectFor(meta), l, &got).ok());
+    CheckSameRecords(*src, *got);
+  }
+  // Told to hurry (a node stopping): a rate of 1 byte a second does not hold it.
+  TempDir dir;
+  std::atomic<bool> hurry{true};
+  REQUIRE(storage::WriteCheckpoint(dir.path(), meta, SourceOf(*src), "", 1, storage::kCheckpointBlockBytes, true,
+                                   storage::WritePace{1, &hurry})
+              .ok());
 }
 
 TEST_CASE("checkpoint: empty table and no streams") {
