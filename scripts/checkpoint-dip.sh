@@ -11,7 +11,7 @@
 # alone, the followers' alone and all.
 #
 #   scripts/checkpoint-dip.sh [CONFIG] [--seconds S] [--warmup S] [--around A] [--out DIR]
-#                             [--control EVERY:WIDTH] [--from DIR] [--key=value ...]
+#                             [--control EVERY:WIDTH] [--from DIR] [--keep-data] [--key=value ...]
 #
 # CONFIG: default configs/cluster-raft.yaml. --seconds: the measured window (default 60),
 # --warmup: before it (default 3). --control EVERY:WIDTH: the measurement's own floor: the run
@@ -21,16 +21,18 @@
 # running nothing. Extra --key=value arguments go to the servers and the client (e.g.
 # --server.checkpoint_every_batches=100 for more events). Nothing else should run meanwhile.
 # Programs: build/bin (Release), or QRSTORE_BIN. Writes OUT (default
-# run/checkpoint-dip-<time>): client.err, the nodes' logs (run/), events.csv, summary.txt.
+# run/checkpoint-dip-<time>): client.err, the nodes' logs (run/), events.csv, summary.txt; the
+# nodes' data (checkpoints and raft logs: about 1.5 GB a run of the default config) is removed
+# once the cluster is down, unless --keep-data.
 # Exit status: 0 measured; 1 the run did not work or held no checkpoint to measure; 2 bad input.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${QRSTORE_BIN:-$here/build/bin}"
-usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; }
 bad() { echo "checkpoint-dip: $*" >&2; exit 2; }
 die() { echo "checkpoint-dip: $*" >&2; exit 1; }
 
-config="$here/configs/cluster-raft.yaml" seconds=60 warmup=3 around=1 out="" extra=() control="" from=""
+config="$here/configs/cluster-raft.yaml" seconds=60 warmup=3 around=1 out="" extra=() control="" from="" keep_data=0
 while (($#)); do
   case "$1" in
     -h|--help) usage; exit 0 ;;
@@ -40,6 +42,7 @@ while (($#)); do
     --out) out="${2:?--out needs a folder}"; shift 2 ;;
     --control) control="${2:?--control needs EVERY:WIDTH}"; shift 2 ;;
     --from) from="${2:?--from needs a folder}"; shift 2 ;;
+    --keep-data) keep_data=1; shift ;;
     --*=*) extra+=("$1"); shift ;;
     -*) bad "unknown flag $1 (see --help)" ;;
     *) config="$1"; shift ;;
@@ -82,6 +85,7 @@ else
   "$bin/qrstore-client" --config "$config" "${opts[@]+"${opts[@]}"}" --duration-s "$seconds" --warmup-s "$warmup" \
     --client.progress_interval_ms=100 --json >"$out/client.json" 2>"$out/client.err" || true
   "$here/scripts/cluster.sh" down "$config" >"$out/down.log" 2>&1 || echo "checkpoint-dip: down was not clean (see $out/down.log)" >&2
+  ((keep_data)) || rm -rf "$run_dir/data"
 fi
 
 python3 - "$out" "$run_dir" "$around" "$control" <<'EOF'
