@@ -85,7 +85,8 @@ void AddClusterConfigKeys(ConfigSchema* s) {
             "a leader waits this long for its replication backend to make it leader at start");
   s->AddInt("server.test_corrupt_slice_batch", -1, -1, INT64_MAX,
             "test hook: the leader damages planner 0's encoded slice of this batch before replicating it (its own "
-            "execution is unaffected), so tests can show a follower refusing it; -1: off");
+            "execution is unaffected; in partitioned rows every leader damages its group's stream 0 entry of "
+            "it), so tests can show a follower refusing it; -1: off");
   s->AddString("server.test_wrong_digest_node", "",
                "test hook: this follower reports wrong digests from server.test_wrong_digest_batch on, so tests can "
                "show the leader catching a divergence; empty: off");

@@ -147,6 +147,9 @@ Status ServerImpl::Shutdown() {
                                    (stranded.empty() ? std::string("restarting to load a fetched checkpoint") : stranded));
       skip_dump = "this node is stranded or restarting";
     } else {
+      // A failed follower stays a voter until the leader it followed is gone, as on one
+      // partition: its group's leader still needs a majority for its end markers.
+      if (!row_leader && !row_->health().ok()) StayAVoter(NowNanos() + drain_timeout_ms_ * 1'000'000);
       result = row_->node()->WaitFinished(drain_timeout_ms_);
     }
     uint64_t end = 0;
