@@ -21,6 +21,13 @@ std::string EncodeEndMarker(uint64_t end) {
   return w.Release();
 }
 
+bool DamageEntryForTest(std::string* bytes) {
+  if (bytes->size() <= 8) return false;
+  (*bytes)[bytes->size() / 2] ^= 0x5a;
+  bytes->resize(bytes->size() - 5);
+  return true;
+}
+
 bool DecodeEndMarker(std::string_view bytes, uint64_t* end) {
   if (bytes.size() != sizeof kEndMagic + 8 || bytes.substr(0, sizeof kEndMagic) != std::string_view(kEndMagic, 4)) {
     return false;

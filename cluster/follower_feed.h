@@ -47,6 +47,10 @@ namespace qrstore::cluster {
 std::string EncodeEndMarker(uint64_t end);
 // True (and *end set) when `bytes` is an end marker.
 bool DecodeEndMarker(std::string_view bytes, uint64_t* end);
+// The test hook server.test_corrupt_slice_batch: damages an entry on its way to the followers (a
+// byte flipped, the last 5 cut) so that their feed refuses it. False, unchanged, for an entry too
+// short to damage.
+bool DamageEntryForTest(std::string* bytes);
 
 struct FollowerFeedOptions {
   uint32_t group = 0;        // replication group = partition

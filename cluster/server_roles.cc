@@ -273,9 +273,7 @@ PlannedHook ServerImpl::ReplicateHook() {
     // On the planner thread, outside every lock the executors need; the slice is read-only.
     // server.session_read_values: followers get the plain reads too, to keep the values.
     if (bytes.empty()) bytes = planner::EncodeSlice(s, planner::SliceEncoding::kFull);
-    if (s.planner == 0 && static_cast<int64_t>(s.batch) == corrupt_batch_ && bytes.size() > 8) {
-      bytes[bytes.size() / 2] ^= 0x5a;  // the test hook
-      bytes.resize(bytes.size() - 5);
+    if (s.planner == 0 && static_cast<int64_t>(s.batch) == corrupt_batch_ && DamageEntryForTest(&bytes)) {
       Logger("server")->warn("{} test hook: damaged the slice of batch {}, planner 0", Identity(), s.batch);
     }
     replicated_bytes_.fetch_add(bytes.size(), std::memory_order_relaxed);

@@ -89,7 +89,7 @@ else
 fi
 
 python3 - "$out" "$run_dir" "$around" "$control" <<'EOF'
-import glob, os, re, sys
+import glob, os, re, statistics, sys
 out, run, A, control = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
 
 def secs(hms):
@@ -180,11 +180,10 @@ with open(os.path.join(out, "events.csv"), "w") as f:
             "inside/around %.3f" % r if r is not None else "left out (%s)" % why))
 def mean(v):
     return sum(v) / len(v) if v else float("nan")
-every = kept["leader"] + kept["follower"] + kept["together"] + kept["control"]
+every = [r for v in kept.values() for r in v]
 run_tps = (series[-1][1] - committed_at(measure_from)) / (measure_to - measure_from)
 def median(v):
-    v = sorted(v)
-    return (v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2) if v else float("nan")
+    return statistics.median(v) if v else float("nan")
 what = "control windows %s (no checkpoints)" % control if control else "checkpoints"
 summary = ("checkpoint-dip: %d %s measured (%d left out): mean inside/around %.3f, median %.3f "
            "(leader's alone %d: %.3f; followers' alone %d: %.3f; together %d: %.3f); the run's throughput %.0f txn/s" % (

@@ -120,20 +120,6 @@ Status WriteAll(int fd, const void* data, size_t n, const std::string& path) {
   return Status::Ok();
 }
 
-Status PWriteAll(int fd, const std::string& data, uint64_t offset, const std::string& path) {
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t w = ::pwrite(fd, data.data() + done, data.size() - done, static_cast<off_t>(offset + done));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return Errno("write " + path);
-    }
-    if (w == 0) return Status::IoError("write " + path + ": no progress");
-    done += static_cast<size_t>(w);
-  }
-  return Status::Ok();
-}
-
 Status SyncDir(const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return Errno("open dir " + dir);
@@ -308,7 +294,7 @@ class OutFile {
   Status Finish(const std::string& header) {
     if (!direct_) {
       QR_RETURN_IF_ERROR(Drain());
-      QR_RETURN_IF_ERROR(PWriteAll(fd_, header, 0, path_));
+      QR_RETURN_IF_ERROR(PWriteAt(header.data(), header.size(), 0));
     } else {
       QR_CHECK(header.size() <= kAlign, "checkpoint header of %zu bytes", header.size());
       const uint64_t length = written_ + fill_;
@@ -321,7 +307,7 @@ class OutFile {
       // The first block again, with the header patched in (the file is never shorter than it).
       QR_CHECK(written_ >= kAlign);
       std::memcpy(head_.get(), header.data(), header.size());
-      QR_RETURN_IF_ERROR(PWriteAligned(head_.get(), kAlign, 0));
+      QR_RETURN_IF_ERROR(PWriteAt(head_.get(), kAlign, 0));
       if (::ftruncate(fd_, static_cast<off_t>(length)) != 0) return Errno("truncate " + path_);
     }
     // The rename must not become visible before the bytes are durable.
@@ -357,7 +343,7 @@ class OutFile {
     const size_t whole = fill_ / kAlign * kAlign;
     if (whole == 0) return Status::Ok();
     if (written_ == 0) std::memcpy(head_.get(), stage_.get(), kAlign);  // the header is patched into it at Finish
-    QR_RETURN_IF_ERROR(PWriteAligned(stage_.get(), whole, written_));
+    QR_RETURN_IF_ERROR(PWriteAt(stage_.get(), whole, written_));
     written_ += whole;
     fill_ -= whole;
     if (fill_ > 0) std::memmove(stage_.get(), stage_.get() + whole, fill_);
@@ -388,7 +374,9 @@ class OutFile {
     synced_ = offset_;
   }
 
-  Status PWriteAligned(const char* p, size_t n, uint64_t offset) {
+  // Writes n bytes at offset (direct: both aligned; a write refused for O_DIRECT switches the
+  // file to buffered writes, once).
+  Status PWriteAt(const char* p, size_t n, uint64_t offset) {
     size_t done = 0;
     while (done < n) {
       const ssize_t w = ::pwrite(fd_, p + done, n - done, static_cast<off_t>(offset + done));

@@ -81,9 +81,7 @@ RowNodeOptions RowServer::Options(bool leader) {
     // per (home, planner), and its batch-end records on one more: its followers replay it alone.
     const int64_t corrupt_batch = c.GetInt("server.test_corrupt_slice_batch");
     ro.replicate = [this, corrupt_batch](uint64_t b, uint32_t s, std::string bytes) {
-      if (s == 0 && static_cast<int64_t>(b) == corrupt_batch && bytes.size() > 8) {
-        bytes[bytes.size() / 2] ^= 0x5a;  // the test hook: this group's followers refuse it
-        bytes.resize(bytes.size() - 5);
+      if (s == 0 && static_cast<int64_t>(b) == corrupt_batch && DamageEntryForTest(&bytes)) {
         Logger("server")->warn("test hook: damaged stream 0's entry of batch {} on its way to the group", b);
       }
       ctx_.replicated_bytes->fetch_add(bytes.size(), std::memory_order_relaxed);
