@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/file.h"
 #include "common/logging.h"
 #include "storage/checkpoint.h"
 
@@ -24,7 +25,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-Status Errno(const std::string& what) { return Status::IoError(what + ": " + std::strerror(errno)); }
+using file::Errno;
+using file::SyncDir;
 
 std::string Basename(const std::string& path) {
   const size_t slash = path.rfind('/');
@@ -38,14 +40,6 @@ bool BatchOf(const std::string& path, uint64_t* batch) {
   if (name != storage::CheckpointFileName(b)) return false;
   *batch = b;
   return true;
-}
-
-Status SyncDir(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Errno("open " + dir);
-  const int rc = ::fsync(fd);
-  ::close(fd);
-  return rc == 0 ? Status::Ok() : Errno("fsync " + dir);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 
 #include "common/clock.h"
 #include "common/codec.h"
+#include "common/file.h"
 #include "common/hash.h"
 
 namespace qrstore::storage {
@@ -39,7 +40,10 @@ constexpr std::string_view kTmpPrefix = ".checkpoint-";
 constexpr std::string_view kTmpSuffix = ".qrc.tmp";
 constexpr size_t kBatchDigits = 20;
 
-Status Errno(const std::string& what) { return Status::IoError(what + ": " + std::strerror(errno)); }
+using file::Errno;
+using file::ListDir;
+using file::SyncDir;
+using file::WriteAll;
 
 // The seed of block `index`'s checksum: a block moved to another position fails its checksum.
 uint64_t BlockSeed(uint64_t index) { return kBlockSeed ^ Mix64(index); }
@@ -80,56 +84,6 @@ bool ParseName(std::string_view name, uint64_t* batch) {
 }
 
 bool IsTempName(std::string_view name) { return name.starts_with(kTmpPrefix) && name.ends_with(kTmpSuffix); }
-
-// Every entry name of dir (except . and ..). NotFound if dir does not exist.
-Result<std::vector<std::string>> ListDir(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) {
-    if (errno == ENOENT) return Status::NotFound("checkpoint directory " + dir + " does not exist");
-    return Errno("open dir " + dir);
-  }
-  std::vector<std::string> names;
-  for (;;) {
-    errno = 0;
-    const dirent* e = ::readdir(d);
-    if (e == nullptr) break;
-    const std::string_view n = e->d_name;
-    if (n != "." && n != "..") names.emplace_back(n);
-  }
-  const int err = errno;
-  ::closedir(d);
-  if (err != 0) {
-    errno = err;
-    return Errno("read dir " + dir);
-  }
-  return names;
-}
-
-Status WriteAll(int fd, const void* data, size_t n, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return Errno("write " + path);
-    }
-    if (w == 0) return Status::IoError("write " + path + ": no progress");
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return Status::Ok();
-}
-
-Status SyncDir(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Errno("open dir " + dir);
-  const int rv = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  errno = err;
-  if (rv != 0) return Errno("fsync dir " + dir);
-  return Status::Ok();
-}
 
 std::string EncodeHeader(const CheckpointMeta& m, uint64_t block_records) {
   Writer w(kHeaderFixedBytes + 8 * m.stream_next.size() + 8);

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "common/file.h"
 #include "common/hash.h"
 #include "common/logging.h"
 
@@ -129,7 +130,7 @@ std::string SegmentName(Index first_index) {
   return buf;
 }
 
-Status Errno(const std::string& what) { return Status::IoError(what + ": " + std::strerror(errno)); }
+using file::Errno;
 
 // Writes all iovecs at `offset`, continuing after short writes.
 Status WriteAll(int fd, std::vector<iovec>& iov, uint64_t offset, const std::string& path) {
@@ -669,14 +670,7 @@ Status DiskLogStorage::WriteHardStateFile(const HardState& hard) {
   return Status::Ok();
 }
 
-Status DiskLogStorage::SyncDir() {
-  const int fd = ::open(options_.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Errno("open dir " + options_.dir);
-  const int rv = ::fsync(fd);
-  ::close(fd);
-  if (rv != 0) return Errno("fsync dir " + options_.dir);
-  return Status::Ok();
-}
+Status DiskLogStorage::SyncDir() { return file::SyncDir(options_.dir); }
 
 Status DiskLogStorage::Sync() {
   if (active_dirty_ && active_fd_ >= 0) {
