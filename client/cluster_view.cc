@@ -172,6 +172,12 @@ int StatusMain(const cluster::Topology& topo, int timeout_ms) {
                                      v->second.lag_batches > kCatchingUpBatches) {
       state = "catching-up";
     }
+    // A node that re-executed itself after it was deposed rejoins until its leader sees it
+    // reporting and in step.
+    if (auto v = views.find(n.name); s.rejoins > 0 && s.role == "follower" && (state == "serving" || state == "catching-up") &&
+                                     (v == views.end() || !v->second.connected || v->second.lag_batches > kCatchingUpBatches)) {
+      state = "rejoining";
+    }
     // The newest checkpoint it wrote: "<batch>/<age>s".
     const std::string checkpoint =
         s.has_checkpoint ? std::to_string(s.checkpoint_batch) + "/" + std::to_string(s.checkpoint_age_s) + "s" : "-";

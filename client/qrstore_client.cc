@@ -390,7 +390,15 @@ int Main(int argc, char** argv) {
   // drives partition c mod P).
   int64_t lost_since = -1, episode_since = -1, next_look = 0, look_backoff = 50'000'000;
   uint32_t lost_partition = 0;
-  constexpr int64_t kSilentLeaderNs = 1'000'000'000;  // no reply this long: ask who leads
+  // No reply this long with txns in flight: ask who leads (then every half of it). About an
+  // election timeout: a leader silent for that long has lost its group if it is paused or cut off.
+  int64_t silent_leader_ns = config.GetInt("client.silent_leader_ms") * 1'000'000;
+  if (silent_leader_ns == 0) {
+    const int64_t election_ms = config.GetString("replication.backend") == "raft"
+                                    ? config.GetInt("replication.raft.election_ticks") * config.GetInt("replication.raft.tick_ms")
+                                    : 1000;
+    silent_leader_ns = std::clamp<int64_t>(election_ms, 100, 1000) * 1'000'000;
+  }
   // A status question during a failover waits this long at most: the main thread asks it (a
   // paused node never answers), and the timeline's sampling waits meanwhile.
   constexpr int kLookMs = 250;
@@ -548,10 +556,10 @@ int Main(int argc, char** argv) {
       log->warn("the run's {} s are up during a failover: finishing it before the drain (client.failover_timeout_ms)",
                 Num(duration_flag.value()));
     }
-    if (row_size == 1 && lost_since < 0 && inflight() > 0 && now - last_progress > kSilentLeaderNs && now >= next_look) {
+    if (row_size == 1 && lost_since < 0 && inflight() > 0 && now - last_progress > silent_leader_ns && now >= next_look) {
       // No reply for a while with txns in flight: if another node says it leads, this one was
       // deposed while paused or cut off (it may never answer again): move to the new leader.
-      next_look = now + kSilentLeaderNs;
+      next_look = now + silent_leader_ns / 2;
       const cluster::NodeInfo& live = LiveLeader(topo.value(), 0, std::min(connect_ms, kLookMs));
       if (live.name != leader_name) {
         const std::string why = leader_name + " did not answer for " +

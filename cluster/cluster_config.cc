@@ -75,6 +75,13 @@ void AddClusterConfigKeys(ConfigSchema* s) {
             "a partitioned row with followers: how long a row leader waits for a lost peer's successor (elected "
             "by the peer's group) to resume its place before it fails; without followers a lost peer fails it "
             "at once (docs/partitioned-rows.md 9.5)");
+  s->AddBool("server.rejoin_when_deposed", true,
+             "a leader deposed while alive (paused or cut off past an election, a higher term) drops its table, "
+             "which may hold speculative batches, and executes itself again: it comes back as a follower from its "
+             "newest checkpoint (or the initial table) and the group's log. false: it exits with status 3");
+  s->AddInt("server.rejoin_interval_ms", 5000, 0, 3'600'000,
+            "a node deposed again within this long of its last rejoin waits out the rest before it rejoins, so a "
+            "node deposed over and over never loops faster than this");
   s->AddInt("server.drain_timeout_ms", 15000, 0, 3'600'000,
             "on SIGTERM: how long to wait for in-flight batches (a follower: for the leader's last batch)");
   s->AddInt("server.report_interval_ms", 50, 1, 60'000, "followers send their per-batch digests this often");
@@ -115,6 +122,10 @@ void AddClusterConfigKeys(ConfigSchema* s) {
             "--verify keeps 40 bytes per txn: --txns above this is refused, --duration-s stops submitting here");
   s->AddInt("client.stall_timeout_ms", 30000, 100, 3'600'000,
             "the run fails when no reply arrives for this long while txns are in flight (the drain too)");
+  s->AddInt("client.silent_leader_ms", 0, 0, 600'000,
+            "with txns in flight and no reply from the leader for this long, the client asks the other members who "
+            "leads (then every half of it) and moves if another does (a leader paused or cut off may never answer "
+            "again). 0: about an election timeout (raft: election_ticks x tick_ms; else 1000), at most 1000");
   s->AddInt("client.failover_timeout_ms", 30000, 100, 3'600'000,
             "one partition: after losing its leader the client looks for the new one (back-off 50 ms to 1 s) for "
             "this long before the run fails (long enough for a whole cluster to restart)");

@@ -477,6 +477,7 @@ std::string EncodeStatusReply(const NodeStatus& s) {
   w.PutU8(s.has_checkpoint ? 1 : 0);
   w.PutVarint(s.checkpoint_batch);
   w.PutVarint(s.checkpoint_age_s);
+  w.PutVarint(s.rejoins);
   return w.Release();
 }
 
@@ -518,6 +519,7 @@ Status DecodeStatusReply(std::string_view body, NodeStatus* out) {
       !GetVarint(r, &out->checkpoint_age_s)) {
     return Bad("status reply", "truncated checkpoint");
   }
+  if (!GetVarint(r, &out->rejoins)) return Bad("status reply", "truncated rejoin count");
   if (!r.done()) return Bad("status reply", "trailing bytes");
   return Status::Ok();
 }

@@ -259,7 +259,7 @@ struct NodeStatus {
   uint64_t request_id = 0;
   std::string node;
   std::string role;        // "leader" | "follower" | "promoting" | "deposed"
-  std::string state;       // "serving" | "stopping" | "failed" | "stranded" | "recovering"
+  std::string state;       // "serving" | "stopping" | "failed" | "stranded" | "recovering" | "rejoining"
   std::string error;       // why, when failed ("" otherwise)
   std::string backend;     // replication.backend
   std::string mode;        // replication.mode
@@ -290,6 +290,9 @@ struct NodeStatus {
   bool has_checkpoint = false;
   uint64_t checkpoint_batch = 0;
   uint64_t checkpoint_age_s = 0;
+  // How many times this node's process re-executed itself to rejoin its group after it was
+  // deposed (server.rejoin_when_deposed); 0: it did not.
+  uint64_t rejoins = 0;
 };
 std::string EncodeStatusReply(const NodeStatus& s);
 Status DecodeStatusReply(std::string_view body, NodeStatus* out);

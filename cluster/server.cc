@@ -40,15 +40,17 @@
 
 namespace qrstore::cluster {
 
-Status ServerImpl::Init(const Config& config, const std::string& node) {
+Status ServerImpl::Init(const Config& config, const std::string& node, const ServerLaunch& launch) {
   config_ = std::make_unique<Config>(config);
+  rejoins_ = launch.rejoins;
   auto topo = Topology::FromConfig(config);
   if (!topo.ok()) return topo.status();
   topo_ = std::make_unique<Topology>(std::move(topo).value());
   auto me = topo_->Find(node);
   if (!me.ok()) return me.status();
   me_ = *me.value();
-  leader_ = me_.row == 0;
+  // Row 0 leads a fresh cluster; a node rejoining after it was deposed never does.
+  leader_ = me_.row == 0 && rejoins_ == 0;
   std::vector<std::string> errors;
   auto partition_map = PartitionMapFor(config, *topo_);
   if (!partition_map.ok()) errors.push_back(partition_map.status().message());
@@ -96,6 +98,7 @@ Status ServerImpl::Init(const Config& config, const std::string& node) {
   backend_ = config.GetString("replication.backend");
   mode_ = config.GetString("replication.mode");
   drain_timeout_ms_ = config.GetInt("server.drain_timeout_ms");
+  rejoin_when_deposed_ = config.GetBool("server.rejoin_when_deposed");
   corrupt_batch_ = config.GetInt("server.test_corrupt_slice_batch");
   if (const std::string& f = config.GetString("server.test_kill_before_reply_file"); !f.empty()) {
     kill_before_reply_file_ = f + "." + node;
@@ -133,15 +136,18 @@ Status ServerImpl::Init(const Config& config, const std::string& node) {
       std::string("replication.role=") + (leader_ ? "leader" : "follower"),
       "replication.raft.members=" + members,
       "replication.raft.node_id=" + std::to_string(me_.row),
-      "replication.raft.preferred_leader=0",
+      // Row 0 campaigns at once in a fresh group; a rejoining node never does (another leads).
+      std::string("replication.raft.preferred_leader=") + (rejoins_ > 0 ? "-1" : "0"),
       "replication.zookeeper.followers=" + std::to_string(topo_->replication_factor()),
       "replication.zookeeper.follower_id=" + me_.name,
   };
   // A memory-log member restarted from a checkpoint may have voted and acknowledged before, and
   // forgotten it: it votes again only once a leader has caught it up (crash-stop model).
-  if (restored_ && config.GetString("replication.raft.log") == "memory") {
+  // A rejoining node lost its memory log with its process in the same way.
+  if ((restored_ || rejoins_ > 0) && config.GetString("replication.raft.log") == "memory") {
     derived.push_back("replication.raft.vote_after_catch_up=true");
   }
+
   // One config serves every node: each keeps its raft disk log in its own folder below the dir.
   if (const std::string& d = config.GetString("replication.raft.dir"); !d.empty()) {
     derived.push_back("replication.raft.dir=" + d + "/" + me_.name);
@@ -780,9 +786,10 @@ Status ServerImpl::health() const {
 
 // ---------------------------------------------------------------------------------------------
 
-Result<std::unique_ptr<Server>> Server::Create(const Config& config, const std::string& node) {
+Result<std::unique_ptr<Server>> Server::Create(const Config& config, const std::string& node,
+                                               const ServerLaunch& launch) {
   auto impl = std::make_unique<ServerImpl>();
-  QR_RETURN_IF_ERROR(impl->Init(config, node));
+  QR_RETURN_IF_ERROR(impl->Init(config, node, launch));
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 Server::Server(std::unique_ptr<ServerImpl> impl) : impl_(std::move(impl)) {}

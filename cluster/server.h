@@ -36,11 +36,21 @@ namespace qrstore::cluster {
 
 class ServerImpl;
 
+// How this process came to run the node (qrstore-server passes it on across its re-executions).
+struct ServerLaunch {
+  // > 0: the process re-executed itself to rejoin its group after it was deposed (this many
+  // times so far). Such a start never leads a fresh cluster: it follows from its newest
+  // checkpoint (or the initial table) and the group's log, and its status says `rejoining`
+  // until its leader sees it in step.
+  uint32_t rejoins = 0;
+};
+
 class Server {
  public:
   // Validates the config for node `node` (errors name the keys), loads the initial table.
   // Binds nothing and starts nothing.
-  static Result<std::unique_ptr<Server>> Create(const Config& config, const std::string& node);
+  static Result<std::unique_ptr<Server>> Create(const Config& config, const std::string& node,
+                                                const ServerLaunch& launch = {});
   ~Server();
 
   // Binds the client port, starts replication (a leader waits to lead), the pipeline and the
@@ -56,8 +66,9 @@ class Server {
   Status Shutdown();
   // OK, or why this node stopped serving (replication failure, bad slice).
   Status health() const;
-  // Non-OK once the node must stop by itself: it was deposed (*deposed true: exit
-  // kExitDeposed), or the backend made it leader and it could not take over (exit 1).
+  // Non-OK once the node must stop by itself: it was deposed (*deposed true: it rejoins by
+  // re-executing itself, or with server.rejoin_when_deposed false exits kExitDeposed), or the
+  // backend made it leader and it could not take over (exit 1).
   Status fail_stop(bool* deposed) const;
   // fail_stop's reason is a restart: the node fetched a peer's checkpoint to load (server_main
   // re-executes itself after Shutdown).

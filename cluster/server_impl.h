@@ -19,8 +19,12 @@
 // applied, so the surviving followers' reports are checked across the change.
 // Deposition: a leader that stops leading while alive (deposed by a higher term, cut off,
 // paused and resumed) stops admitting, answers every unacknowledged txn `failed` (outcome
-// unknown), never acknowledges another, and the process exits with kExitDeposed (its table
-// may hold speculative batches no one else executed: no dump, it rejoins by restart).
+// unknown), never acknowledges another, and stops; its table may hold speculative batches no
+// one else executed, so it writes no dump and no checkpoint. qrstore-server then rejoins: it
+// executes itself again (server.rejoin_when_deposed, at most once per
+// server.rejoin_interval_ms), and the new process (ServerLaunch::rejoins > 0) starts as a
+// follower from its newest checkpoint (which holds only committed batches) or the initial
+// table, and the group's log; with the rejoin off it exits with kExitDeposed.
 // A partitioned row (P > 1): row 0 leads each partition at the start; a follower the backend
 // makes leader takes its partition's place in the row (PromoteRow, RowServer::Promote), unless
 // the row ended already (its leaders stopped cleanly); a row leader that stops leading is
@@ -47,6 +51,7 @@
 #include "cluster/replica_monitor.h"
 #include "cluster/checkpointer.h"
 #include "cluster/checkpoint_transfer.h"
+#include "cluster/server.h"
 #include "cluster/session_store.h"
 #include "cluster/row/row_server.h"
 #include "cluster/topology.h"
@@ -70,7 +75,7 @@ const char* NodeRoleName(NodeRole r);
 
 class ServerImpl {
  public:
-  Status Init(const Config& config, const std::string& node);
+  Status Init(const Config& config, const std::string& node, const ServerLaunch& launch);
   Status Start();
   Status Shutdown();
   std::string ReadyLine() const;
@@ -197,6 +202,13 @@ class ServerImpl {
   int64_t drain_timeout_ms_ = 0;
   int64_t corrupt_batch_ = -1;  // server.test_corrupt_slice_batch
   std::string kill_before_reply_file_;  // server.test_kill_before_reply_file + "." + node
+
+  // The node's data folders without a data identity yet: recorded once it serves.
+  std::vector<std::string> unrecorded_;
+  // ServerLaunch::rejoins: > 0 when this process rejoins its group after a deposition.
+  uint32_t rejoins_ = 0;
+  // server.rejoin_when_deposed: a deposed node says `rejoining` while it stops.
+  bool rejoin_when_deposed_ = false;
 
   std::unique_ptr<storage::Table> table_;
   // A restart from a checkpoint (Init, RestoreCheckpoint): the node starts at restored_next_

@@ -5,8 +5,10 @@
 // ..."); a stats line in the log every server.stats_interval_ms. SIGTERM or SIGINT: the clean
 // stop of cluster/server.h, then exit 0 (1 if it could not finish cleanly or the node had
 // failed). Exit 2: bad input (flags, config, unknown --node), reported before anything starts.
-// Exit 3 (by itself): it led its group and was deposed (cluster/server_impl.h); exit 1 by
-// itself: the backend made it leader and it could not take over.
+// Deposed (it led its group and lost it while alive: cluster/server_impl.h), it stops and
+// executes itself again to rejoin as a follower (server.rejoin_when_deposed; never faster than
+// once per server.rejoin_interval_ms); with that off it exits 3. Exit 1 by itself: the backend
+// made it leader and it could not take over.
 #include <malloc.h>
 
 #include <unistd.h>
@@ -35,6 +37,29 @@ int Fail(int code, const std::string& msg) {
   std::fprintf(stderr, "qrstore-server: %s\n", msg.c_str());
   return code;
 }
+
+// A count this process's earlier incarnations left in the environment (0: none).
+uint32_t EnvCount(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return 0;
+  char* end = nullptr;
+  const unsigned long n = std::strtoul(v, &end, 10);
+  return end != v && *end == '\0' && n < UINT32_MAX ? static_cast<uint32_t>(n) : 0;
+}
+
+// Executes this program again with the same arguments (the same pid and output files); returns
+// only if that failed.
+int ExecSelf(char** argv) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  execv("/proc/self/exe", argv);
+  return Fail(kExitFailed, std::string("could not execute itself again (execv /proc/self/exe): ") + std::strerror(errno));
+}
+
+// Rejoin environment: how many rejoins this node's process made so far, and when the last one
+// started (CLOCK_MONOTONIC ns: the same clock across execv).
+constexpr const char* kRejoinsEnv = "QRSTORE_REJOINS";
+constexpr const char* kRejoinAtEnv = "QRSTORE_REJOIN_AT_NS";
 
 int Main(int argc, char** argv) {
   CommandLine cli("qrstore-server", "--config FILE --node NAME [--key=value ...]",
@@ -109,7 +134,13 @@ int Main(int argc, char** argv) {
 
   auto log = Logger("server");
   log->info("node {} effective config from {}:\n{}", node, cli.Get("config"), config->Dump());
-  auto server = Server::Create(config.value(), node);
+  ServerLaunch launch;
+  launch.rejoins = EnvCount(kRejoinsEnv);
+  if (launch.rejoins > 0) {
+    log->warn("rejoining its group as a follower (rejoin {} of this process): it was deposed; its table was dropped",
+              launch.rejoins);
+  }
+  auto server = Server::Create(config.value(), node, launch);
   if (!server.ok()) {
     const bool bad_input = server.status().code() == StatusCode::kInvalidArgument ||
                            server.status().code() == StatusCode::kNotFound;
@@ -165,10 +196,40 @@ int Main(int argc, char** argv) {
     setenv("QRSTORE_TRANSFER_RESTARTS", std::to_string(restarts + 1).c_str(), 1);
     log->warn("restarting ({} of at most {}): {}", restarts + 1, kMaxRestarts, self_stop.message());
     log->flush();
-    std::fflush(stdout);
-    std::fflush(stderr);
-    execv("/proc/self/exe", argv);
-    return Fail(kExitFailed, std::string("could not restart (execv /proc/self/exe): ") + std::strerror(errno));
+    return ExecSelf(argv);
+  }
+  if (!self_stop.ok() && deposed && config->GetBool("server.rejoin_when_deposed")) {
+    // Its table may hold speculative batches no one else executed: it is dropped with this
+    // process. The next one starts as a follower from the newest checkpoint (committed batches
+    // only) or the initial table, and catches up from the group's log. Not sooner than
+    // server.rejoin_interval_ms after the last rejoin (a signal meanwhile stops it instead).
+    server.value().reset();
+    const int64_t interval_ns = config->GetInt("server.rejoin_interval_ms") * 1'000'000;
+    const char* last_env = std::getenv(kRejoinAtEnv);
+    const int64_t last = last_env != nullptr ? std::strtoll(last_env, nullptr, 10) : 0;
+    const int64_t at = last > 0 ? last + interval_ns : 0;
+    if (NowNanos() < at) {
+      log->warn("deposed again {} ms after its last rejoin: waiting {} ms before it rejoins (server.rejoin_interval_ms)",
+                (NowNanos() - last) / 1'000'000, (at - NowNanos()) / 1'000'000);
+    }
+    while (NowNanos() < at) {
+      const int64_t left = std::min<int64_t>(at - NowNanos(), kPollMs * 1'000'000);
+      timespec wait{};
+      wait.tv_sec = left / 1'000'000'000;
+      wait.tv_nsec = left % 1'000'000'000;
+      const int sig = sigtimedwait(&signals, nullptr, &wait);
+      if (sig == SIGTERM || sig == SIGINT) {
+        return Fail(kExitDeposed, "told to stop while it waited to rejoin: " + self_stop.message());
+      }
+    }
+    const uint32_t rejoins = EnvCount(kRejoinsEnv) + 1;
+    setenv(kRejoinsEnv, std::to_string(rejoins).c_str(), 1);
+    setenv(kRejoinAtEnv, std::to_string(NowNanos()).c_str(), 1);
+    // A rejoin starts the count of checkpoint transfers anew.
+    unsetenv("QRSTORE_TRANSFER_RESTARTS");
+    log->warn("rejoining (rejoin {} of this process): {}", rejoins, self_stop.message());
+    log->flush();
+    return ExecSelf(argv);
   }
   if (!self_stop.ok()) return Fail(deposed ? kExitDeposed : kExitFailed, self_stop.message());
   if (!failed_before.ok()) return Fail(kExitFailed, "stopped after a failure: " + failed_before.message());

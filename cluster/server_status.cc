@@ -32,6 +32,9 @@ proto::NodeStatus ServerImpl::NodeStatusNow() const {
   const Status h = health();
   s.state = !h.ok() ? "failed" : (stopping_.load() ? "stopping" : "serving");
   s.error = h.ok() ? "" : h.message();
+  // Deposed, it stops to execute itself again as a follower (server_main.cc).
+  if (role == NodeRole::kDeposed && rejoin_when_deposed_) s.state = "rejoining";
+  s.rejoins = rejoins_;
   if (role != NodeRole::kLeader) {
     // Stranded comes first: with zookeeper, the batch it can no longer read also fails its
     // apply, and "stranded" is the reason, not a second problem.

@@ -38,9 +38,10 @@
 # is a node of the group or "leader" (whoever leads when the event comes). In a partitioned row
 # (P partitions x R >= 3 rows) "the group" is the whole grid: one node of it away at a time (so
 # one partition fails over at a time), a target is any node or "leader:P" (partition P's leader
-# then), and the dumps are compared within each partition. A node that exits by
-# itself is started again: a deposed leader (exit 3, by design) is counted; any other exit status
-# fails the run. Checked at the end: the client ran without error and has no txn in doubt,
+# then), and the dumps are compared within each partition. A deposed leader (paused
+# past an election, say) rejoins by itself (server.rejoin_when_deposed: the process executes
+# itself again and follows): the ledger counts these rejoins from the nodes' logs. A node that
+# exits by itself fails the run (it is started again so that the run goes on). Checked at the end: the client ran without error and has no txn in doubt,
 # every node serving and caught up, `cluster.sh down` clean, every node's dump identical (within
 # each partition), and exactly once: money conserved (workload.kind transfer) or YCSB's update
 # counters (one dump per partition) summing to the client's update_ops_committed. A ledger of
@@ -322,7 +323,7 @@ restart_exited() {
     code="$(cat "$run/$n.exit")"
     if [[ "$code" == 3 ]]; then
       deposed=$((deposed + 1))
-      say "$n exited with status 3 (a deposed leader, by design): $(grep -h 'stopping by itself' "$run/$n.log" | tail -1 | cut -c1-160)"
+      problem "$n exited with status 3 (deposed) instead of rejoining by itself: $(grep -h 'stopping by itself\|waited to rejoin' "$run/$n.log" | tail -1 | cut -c1-160)"
     else
       problem "$n exited by itself with status $code: $(tail -n 3 "$run/$n.log" | tr '\n' ' ' | cut -c1-400)"
     fi
@@ -479,6 +480,7 @@ restored="$(cat "$run"/*.log 2>/dev/null | grep -c 'restored from' || true)"
 stranded="$(cat "$run"/*.log 2>/dev/null | grep -ci 'stranded' || true)"
 fetched="$(cat "$run"/*.log 2>/dev/null | grep -c 'I \[server\].* fetched .*checkpoint-.* from ' || true)"
 offers="$(cat "$run"/*.log 2>/dev/null | grep -c "takes the leader's snapshot offer" || true)"
+rejoins="$(cat "$run"/*.log 2>/dev/null | grep -c 'W \[server\] rejoining (rejoin [0-9]* of this process)' || true)"
 
 downed=1
 if QRSTORE_STOP_TIMEOUT_S=60 "$cluster_sh" down "$config" >"$dir/down.out" 2>&1; then
@@ -517,7 +519,8 @@ echo "chaos:   events           $((events - skipped)) of $events run ($leader_hi
 echo "chaos:   kills            $kills (each started again after its downtime)"
 echo "chaos:   pauses           $pauses"
 echo "chaos:   restarts         $restarts (after a kill or cluster.sh restart), $starts more of nodes that exited by themselves"
-echo "chaos:   deposed exits    $deposed (status 3: a leader that found itself deposed)"
+echo "chaos:   rejoins          $rejoins (a deposed leader that executed itself again and followed: 'rejoining (rejoin N')"
+echo "chaos:   deposed exits    $deposed (status 3 instead of a rejoin: each one a problem)"
 echo "chaos:   failovers        $promotions promotion(s) in the nodes' logs ('leads from batch'); the client moved $(field failovers) time(s)"
 echo "chaos:   checkpoints      $restored restart(s) from a checkpoint ('restored from'); $fetched checkpoint transfer(s) ('fetched'); $offers snapshot offer(s) taken (raft)"
 echo "chaos:   stranded         $stranded log line(s) naming a stranded member"

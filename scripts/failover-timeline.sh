@@ -2,14 +2,18 @@
 # failover-timeline.sh: what a leader's death costs, as a client sees it.
 #
 #   scripts/failover-timeline.sh CONFIG [--kill-at S] [--duration-s S] [--kills N] [--partition P]
-#                                [--out DIR] [--key=value ...]
+#                                [--fault kill|pause] [--pause-s S] [--out DIR] [--key=value ...]
 #
 # Brings up a fresh cluster of CONFIG, runs qrstore-client against it for --duration-s (default
 # 20) with the commit count sampled every 100 ms, and kills the current leader (of partition
 # --partition, default 0, in a partitioned row: its group elects a successor that takes its place
 # in the row) with SIGKILL at --kill-at seconds (default 5) after the client started; with
 # --kills N, N times, spaced evenly from --kill-at to the end of the run (the group must keep a
-# majority: 2N + 1 members at least). Then it stops the cluster (survivors' dumps) and writes into --out
+# majority: 2N + 1 members at least). --fault pause: the leader is paused (SIGSTOP) instead, for
+# --pause-s seconds (default 3), then resumed (SIGCONT): deposed, it rejoins as a follower by
+# itself (server.rejoin_when_deposed), so its dump is compared too; the time to the first commit
+# then includes the client noticing a silent leader (client.silent_leader_ms).
+# Then it stops the cluster (survivors' dumps) and writes into --out
 # (default run/failover-timeline-<time>):
 #   timeline.csv   t_s,committed (per 100 ms, t from the client's start), kills.csv (t_s,node)
 #   timeline.png   the same, plotted, kills marked (python3-matplotlib, installed from Debian when
@@ -28,11 +32,11 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${QRSTORE_BIN:-$here/build/bin}"
-usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "failover-timeline: $*" >&2; exit 1; }
 bad() { echo "failover-timeline: $*" >&2; exit 2; }
 
-config="" kill_at=5 duration=20 kills=1 out="" overrides=() victim_partition=0
+config="" kill_at=5 duration=20 kills=1 out="" overrides=() victim_partition=0 fault=kill pause_s=3
 while (($#)); do
   case "$1" in
     -h|--help) usage; exit 0 ;;
@@ -40,6 +44,8 @@ while (($#)); do
     --duration-s) duration="${2:?--duration-s needs seconds}"; shift 2 ;;
     --kills) kills="${2:?--kills needs a count}"; shift 2 ;;
     --partition) victim_partition="${2:?--partition needs a partition}"; shift 2 ;;
+    --fault) fault="${2:?--fault needs kill or pause}"; shift 2 ;;
+    --pause-s) pause_s="${2:?--pause-s needs seconds}"; shift 2 ;;
     --out) out="${2:?--out needs a folder}"; shift 2 ;;
     --*=*) overrides+=("$1"); shift ;;
     -*) bad "unknown flag $1 (see --help)" ;;
@@ -49,6 +55,9 @@ done
 [[ -n "$config" ]] || bad "missing CONFIG (see --help)"
 [[ -f "$config" ]] || bad "no config file '$config'"
 [[ "$kills" =~ ^[1-9][0-9]*$ ]] || bad "--kills: a count >= 1 (got '$kills')"
+[[ "$fault" == kill || "$fault" == pause ]] || bad "--fault: kill or pause (got '$fault')"
+python3 -c "import sys; sys.exit(0 if 0 < float(sys.argv[1]) <= 600 else 1)" "$pause_s" 2>/dev/null ||
+  bad "--pause-s: seconds in (0, 600] (got '$pause_s')"
 python3 -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); sys.exit(0 if 0<a<b<=3600 else 1)" "$kill_at" "$duration" ||
   bad "--kill-at and --duration-s: 0 < kill-at < duration <= 3600 (got $kill_at and $duration)"
 [[ -x "$bin/qrstore-server" && -x "$bin/qrstore-client" ]] || die "no programs in $bin (build first: cmake --build build)"
@@ -91,11 +100,19 @@ for ((k = 0; k < kills; k++)); do
   victim="$(leader)"
   [[ -n "$victim" ]] || die "no node leads partition $victim_partition at t = $at s: $(status)"
   t="$(date +%s.%N)"
-  cluster kill "$config" "$victim" KILL >/dev/null
-  echo "$t $victim" >>"$out/kills.unix"
-  echo "failover-timeline: killed the leader $victim (partition $victim_partition) at t = ${at} s"
+  if [[ "$fault" == pause ]]; then
+    cluster kill "$config" "$victim" STOP >/dev/null
+    (sleep "$pause_s"; cluster kill "$config" "$victim" CONT >/dev/null 2>&1 || true) &
+    echo "$t $victim" >>"$out/kills.unix"
+    echo "failover-timeline: paused the leader $victim (partition $victim_partition) at t = ${at} s for ${pause_s} s"
+  else
+    cluster kill "$config" "$victim" KILL >/dev/null
+    echo "$t $victim" >>"$out/kills.unix"
+    echo "failover-timeline: killed the leader $victim (partition $victim_partition) at t = ${at} s"
+  fi
 done
 wait "$client" && client_code=0 || client_code=$?
+wait  # a resume still pending
 cleanup
 trap - EXIT
 
@@ -106,9 +123,9 @@ if ! "$py" -c "import matplotlib" 2>/dev/null && [[ "$(id -u)" == 0 ]] && comman
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-matplotlib >"$out/apt.log" 2>&1 || true
 fi
 printf '%s\n' "$nodes" >"$out/nodes.txt"
-"$py" - "$out" "$kind" "$client_code" "$config" <<'PY'
+"$py" - "$out" "$kind" "$client_code" "$config" "$fault" <<'PY'
 import glob, json, os, sys
-out, kind, client_code, config = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+out, kind, client_code, config, fault = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
 # node -> partition (--list-nodes: name host cport pport partition row)
 partition_of = {l.split()[0]: int(l.split()[4]) for l in open(os.path.join(out, "nodes.txt")) if l.strip()}
 lines = [l for l in open(os.path.join(out, "client.json")).read().splitlines() if l.strip().startswith("{")]
@@ -155,8 +172,8 @@ for t, node in kills:
     while r < len(per) and per[r] < 0.9 * base:
         r += 1
     back = ((r + 1) * dt - t) if r < len(per) else None
-    say("kill of %s at t = %.2f s: first commit by the new leader after %s; back at 90%% of the second before (%.0f txn/s) after %s"
-        % (node, t, "%.2f s" % first if first is not None else "NEVER", base / dt,
+    say("%s of %s at t = %.2f s: first commit by the new leader after %s; back at 90%% of the second before (%.0f txn/s) after %s"
+        % (fault, node, t, "%.2f s" % first if first is not None else "NEVER", base / dt,
            "%.2f s" % back if back is not None else "NEVER"))
     ok = ok and first is not None
 dumps = sorted(glob.glob(os.path.join(out, "dump", "*.tsv")))
@@ -202,7 +219,7 @@ try:
     ax.plot([(i + 1) * dt for i in range(len(per))], [c / dt for c in per], lw=1)
     for t, node in kills:
         ax.axvline(t, color="red", ls="--", lw=1)
-        ax.text(t, ax.get_ylim()[1] * 0.95, " kill " + node, color="red", va="top")
+        ax.text(t, ax.get_ylim()[1] * 0.95, " %s %s" % (fault, node), color="red", va="top")
     ax.set_xlabel("s since the client started")
     ax.set_ylabel("committed txn/s (per 100 ms)")
     ax.set_title("qrstore failover: %s" % os.path.basename(out))

@@ -5,10 +5,14 @@
 #   kill           SIGKILL n0 (YCSB load; SIGSTOP 0.3 s before, so txns are surely in flight);
 #   kill-transfer  SIGKILL n0 (transfer load: money must be conserved);
 #   pause          SIGSTOP n0 past the election timeout, then SIGCONT: the old leader must find
-#                  itself deposed, acknowledge nothing more and exit with status 3 (no dump);
+#                  itself deposed, acknowledge nothing more and rejoin by itself: it executes
+#                  itself again (same pid, no exit), follows the new leader, catches up and at
+#                  the end holds what the others hold (ZooKeeper: with checkpoints, so it can
+#                  fetch one, the batches before it being gone from ZooKeeper);
 #   cutoff         (raft) n0 cut off from its peers, still reachable by clients (the transport's
 #                  test hook replication.raft.test_isolate_file): with CheckQuorum it steps down
-#                  within an election timeout, acknowledges nothing more and exits with 3;
+#                  within an election timeout, acknowledges nothing more, and once the cut is
+#                  healed rejoins by itself as above;
 #   kill-before-reply  n0 kills itself once a slice has committed (replicated) but before it
 #                  answers it (server.test_kill_before_reply_file): the client sends those txns
 #                  again and the new leader answers them from its session table, without
@@ -37,7 +41,8 @@
 #     had in flight at n0 again in its sessions (retried > 0), commits again, and ends with no
 #     txn in doubt; the replicas agree (n0, down, is reported and not waited for); a fresh
 #     client finds the new leader by itself;
-#   - `down` stops the survivors cleanly; their dumps are identical;
+#   - `down` stops the survivors (pause, cutoff: and the rejoined n0) cleanly; their dumps are
+#     identical;
 #   - exactly once: YCSB's update counters sum to exactly the write ops both clients saw
 #     committed (a lost txn makes the sum smaller, one run twice larger); transfer: the total
 #     balance is what it started with.
@@ -55,6 +60,8 @@ if [[ "$backend" == zookeeper ]]; then
   zk=()
   [[ -n "${QRSTORE_ZK_HOSTS:-}" ]] && zk=("--replication.zookeeper.hosts=$QRSTORE_ZK_HOSTS")
   # A short session: a killed or paused leader's ephemeral znodes go 2 s after it went silent.
+  # pause: n0 rejoins from a checkpoint it fetches (ZooKeeper no longer holds batch 0).
+  [[ "$how" == pause ]] && zk+=(--server.checkpoint_dir="$QR_TMP/checkpoints" --server.checkpoint_every_batches=100)
   qr_up "$cfg" "${zk[@]+"${zk[@]}"}" --replication.zookeeper.session_timeout_ms=2000
 else
   values=()
@@ -134,11 +141,27 @@ if [[ "$how" == pause || "$how" == cutoff ]]; then
     "$QR_SRC/scripts/cluster.sh" kill "$cfg" n0 CONT
   fi
   deadline=$((SECONDS + 20))
-  while ((SECONDS < deadline)) && [[ ! -f "$run/n0.exit" ]]; do sleep 0.1; done
-  [[ -f "$run/n0.exit" ]] || fail "the resumed old leader did not stop by itself: $(tail -5 "$run/n0.log")"
-  [[ "$(cat "$run/n0.exit")" == 3 ]] || fail "the deposed n0 exited with $(cat "$run/n0.exit"), not 3"
+  while ((SECONDS < deadline)) && ! grep -q "stopping by itself" "$run/n0.log"; do sleep 0.1; done
+  grep -q "stopping by itself" "$run/n0.log" || fail "the resumed old leader did not stop by itself: $(tail -5 "$run/n0.log")"
   grep -q "deposed" "$run/n0.log" || fail "n0's log does not say it was deposed"
-  note "n0 found itself deposed and exited with 3: $(grep -h "stopping by itself" "$run/n0.log" | cut -c1-150)"
+  note "n0 found itself deposed: $(grep -h "stopping by itself" "$run/n0.log" | cut -c1-150)"
+  [[ "$how" == cutoff ]] && rm -f "$QR_TMP/isolate.0"  # healed: n0 can rejoin
+  # It rejoins by itself: the same process executes itself again (no exit), follows the new
+  # leader and catches up; status shows it `rejoining` meanwhile, then `serving`.
+  n0_state=""
+  deadline=$((SECONDS + 60))
+  while ((SECONDS < deadline)); do
+    [[ ! -f "$run/n0.exit" ]] || fail "the deposed n0 exited with $(cat "$run/n0.exit") instead of rejoining: $(tail -5 "$run/n0.log")"
+    n0_state="$(status | awk '$1 == "n0" { print $2, $3 }')"
+    [[ "$n0_state" == rejoining || "$n0_state" == *" rejoining" ]] && seen_rejoining=1
+    [[ "$n0_state" == "follower serving" ]] && break
+    sleep 0.2
+  done
+  [[ "$n0_state" == "follower serving" ]] || fail "n0 did not rejoin as a serving follower within 60 s (last: '$n0_state'): $(tail -5 "$run/n0.log")"
+  grep -q "rejoining (rejoin 1 of this process)" "$run/n0.log" || fail "n0's log does not say it rejoins"
+  grep -q "rejoining its group as a follower (rejoin 1" "$run/n0.log" || fail "n0 did not start again as a rejoining follower"
+  [[ -n "${seen_rejoining:-}" ]] || note "(status never caught n0 rejoining: it was quick)"
+  note "n0 rejoined as a follower: $(grep -h "rejoining (rejoin 1" "$run/n0.log" | cut -c1-120)"
   if [[ "$how" == cutoff ]]; then
     grep -q "test hook: cut off from every peer" "$run/n0.log" || fail "n0 was never cut off"
     # It stepped down within an election timeout (100 ticks of 10 ms here, randomized up to 2 s)
@@ -169,7 +192,13 @@ c1="$QR_TMP/client1.out"
 [[ "$(json_field "$c1" leader)" == "$leader" ]] || fail "the client ended on $(json_field "$c1" leader), not $leader"
 [[ "$(json_field "$c1" failovers)" == 1 ]] || fail "the client made $(json_field "$c1" failovers) failovers, not 1"
 [[ "$(json_field "$c1" replicas_agree)" == true ]] || fail "the survivors do not agree: $(json_field "$c1" replicas_detail)"
-[[ "$(json_field "$c1" down_followers)" == "['n0']" ]] || fail "n0 is not reported down: $(json_field "$c1" down_followers)"
+if [[ "$how" == pause || "$how" == cutoff ]]; then
+  # n0 rejoined during the run: down at the client's end, or back.
+  [[ "$(json_field "$c1" down_followers)" == "['n0']" || "$(json_field "$c1" down_followers)" == "[]" ]] ||
+    fail "the client reports down: $(json_field "$c1" down_followers)"
+else
+  [[ "$(json_field "$c1" down_followers)" == "['n0']" ]] || fail "n0 is not reported down: $(json_field "$c1" down_followers)"
+fi
 grep -q "failover: $leader leads now" "$QR_TMP/client1.err" || fail "the client's log does not say it moved to $leader"
 if [[ "$how" == kill-at-end ]]; then
   # The failover spanned the end of the run: the client says which way it met it.
@@ -238,6 +267,8 @@ dir="$(qr_dump_dir "$cfg")"
 if [[ "$how" == stop ]]; then
   [[ -s "$dir/n0.tsv" ]] || fail "n0, stopped cleanly, wrote no dump"
   rm -f "$dir/n0.tsv"  # its last batch is behind the others'
+elif [[ "$how" == pause || "$how" == cutoff ]]; then
+  [[ -s "$dir/n0.tsv" ]] || fail "n0, rejoined as a follower, wrote no dump at down"
 else
   [[ ! -e "$dir/n0.tsv" ]] || fail "the lost leader n0 wrote a dump"
 fi
