@@ -18,6 +18,7 @@
 
 #include "cluster/client_service.h"
 #include "cluster/cluster_config.h"
+#include "cluster/data_identity.h"
 #include "cluster/engine.h"
 #include "cluster/follower_feed.h"
 #include "cluster/local_planner.h"
@@ -115,6 +116,17 @@ Status ServerImpl::Init(const Config& config, const std::string& node, const Ser
   // Row 0 of a partitioned row too: whether it may start from its checkpoint (as the follower of
   // another member that leads its group now) is known only once replication started
   // (JoinRowGroup); it refuses there if it would have to lead from it.
+  // The data must be this config's: a node whose checkpoints or raft log were made with
+  // another table, cluster or node place refuses to start (bad input: exit 2) rather than
+  // refuse its checkpoints and become another database.
+  // Folders without an identity get it once the node serves (Start), so a start that fails
+  // for another reason does not tie the data to its config.
+  if (Status st = CheckDataIdentity(NodeDataFolders(config, me_.name), NodeDataIdentity(config, *topo_, me_), config,
+                                    me_.name, /*record=*/false, &unrecorded_);
+      !st.ok()) {
+    return st.code() == StatusCode::kInvalidArgument ? st
+                                                     : Status::IoError("the data identity of node " + node + ": " + st.message());
+  }
   if (!NodeCheckpointDir(config, me_.name).empty()) RestoreCheckpoint();
   if (!table_) {
     table_ = std::make_unique<storage::Table>(workload_.Layout(), workload_.RecordCount());
@@ -233,7 +245,8 @@ Status ServerImpl::Start() {
     sessions_->ForRowHome();
     if (restored_) sessions_->Restore(std::move(restored_sessions_));
     service_ = std::make_unique<ClientService>(so, h);
-    return StartRow();
+    QR_RETURN_IF_ERROR(StartRow());
+    return RecordDataIdentity();
   }
   // One partition: the role follows the backend (server_impl.h). Every handler asks it.
   h.submit = [this](std::vector<storage::Txn>& t) -> size_t {
@@ -353,6 +366,7 @@ Status ServerImpl::Start() {
     QR_RETURN_IF_ERROR(reporter_->Start());
   }
   watch_ = NamedThread("watch", [this] { WatchLoop(); });
+  QR_RETURN_IF_ERROR(RecordDataIdentity());
   log->info("{} serving: partition {} row {}, clients on {}, backend {} ({}), {} planner(s), {} executor(s)",
             Identity(), me_.partition, me_.row, me_.client_address(), backend_, mode_, engine_.planner.planners,
             engine_.pipeline.executors);
@@ -360,6 +374,18 @@ Status ServerImpl::Start() {
     log->warn("{} raft with rf = 1 (two members) cannot fail over: a majority of two is both, so with either "
               "member lost the group stops; rf = 2 (three members) survives a lost node", Identity());
   }
+  return Status::Ok();
+}
+
+Status ServerImpl::RecordDataIdentity() {
+  if (unrecorded_.empty()) return Status::Ok();
+  std::vector<std::string> recorded;
+  QR_RETURN_IF_ERROR(CheckDataIdentity(unrecorded_, NodeDataIdentity(*config_, *topo_, me_), *config_, me_.name,
+                                       /*record=*/true, &recorded));
+  for (const std::string& f : recorded) {
+    Logger("server")->info("{} recorded what its data is made with in {}/{}", Identity(), f, kIdentityFileName);
+  }
+  unrecorded_.clear();
   return Status::Ok();
 }
 
@@ -441,6 +467,18 @@ Status ServerImpl::StartReplication() {
       return RowCheckpointRefusal("its group's replication did not start (" + out.message() + ")");
     }
     return out;
+  }
+  // A node that starts from the initial table replays its group from batch 0: its own log
+  // must still hold it (else the state between is lost here: it would serve nothing, or with
+  // the whole group in this state the group would say serving and never serve).
+  if (!restored_ && !replicator_->LogFromStart(kGroup)) {
+    const std::string ckpt = NodeCheckpointDir(*config_, me_.name);
+    return Status::Corruption(
+        "node " + me_.name + " has no valid checkpoint" + (ckpt.empty() ? std::string(" (no server.checkpoint_dir)") : " in " + ckpt) +
+        " and its raft log (" + repl_config_->GetString("replication.raft.dir") +
+        ") no longer starts at batch 0 (compacted after a checkpoint): the state before its log's first entry is "
+        "lost on this node, so it cannot start from the initial table. Restore its checkpoint files, or start "
+        "the cluster anew with `scripts/cluster.sh up CONFIG --fresh` (it deletes the data)");
   }
   // A restored node joins as a follower whatever its row; the backend may promote it later.
   resuming_ = restored_;

@@ -130,6 +130,8 @@ class ServerImpl {
   // With server.checkpoint_dir: the node's checkpointer, started (its image sink goes into the
   // pipeline's options). Nothing without it.
   Status StartCheckpointer();
+  // Start, once the node serves: writes the data identity into its folders that have none.
+  Status RecordDataIdentity();
   // The session table's digest (an empty table's before there is one).
   uint64_t SessionsDigest() const {
     return sessions_ ? sessions_->Digest() : planner::SessionTable(session_limits_).Digest();

@@ -113,6 +113,11 @@ class Replicator {
   // meanwhile. A backend whose leader does not drop batches on a schedule of its own (raft
   // offers a snapshot instead) ignores it. Any thread. (Pure, as RetainFrom.)
   virtual void HoldFrom(uint32_t group, uint64_t batch, int64_t for_ms) = 0;
+  // After Start: whether this member's own log, as Start found it, holds `group` from the
+  // beginning (batch 0 of every stream) rather than from a point it was compacted to (raft's
+  // disk log after a checkpoint). A member that restarts from the initial table needs that.
+  // A backend without a log of its own (its store is shared) says true. (Pure, as RetainFrom.)
+  virtual bool LogFromStart(uint32_t group) const = 0;
 };
 
 }  // namespace qrstore::replication

@@ -17,21 +17,27 @@
 # up: applies the overrides to every node, waits until each prints its ready line (on a
 # time-out or an early exit it names the node and prints the tail of its log), and, when the
 # effective backend is zookeeper and replication.zookeeper.hosts is empty, first starts a local
-# ZooKeeper (scripts/zk-server.sh) and gives its address to every node. Every `up` of a cluster
-# whose run folder holds no running node gets a fresh ZooKeeper root (the leader starts from the
-# initial table and refuses old streams). `up` is idempotent: nodes already running are left
-# alone, so `up` after a node died restarts just that node (with the overrides of the first up).
-# The overrides are saved in the run folder and used by down/status/logs and scripts/ycsb.sh.
+# ZooKeeper (scripts/zk-server.sh) and gives its address to every node. `up` is idempotent: nodes
+# already running are left alone, so `up` after a node died restarts just that node (with the
+# overrides of the first up). The overrides are saved in the run folder and used by
+# down/status/logs and scripts/ycsb.sh.
 # Data: a relative replication.raft.dir or server.checkpoint_dir (e.g. --replication.raft.dir=data/raft)
-# is taken below the run folder, so every run folder has its own; an `up` with no node running
-# (given the same overrides) resumes what the cluster's data holds (each node loads its newest
-# checkpoint and replays its raft log: docs/recovery.md) unless --fresh, which deletes each
-# node's <dir>/<node> first. The scripts that need a new cluster (main-job, cluster-bench,
-# failover-timeline, catchup-bench, chaos) pass --fresh.
+# is taken below the run folder, so every run folder has its own. A cluster with such data is
+# durable: an `up` with no node running resumes what its data holds (each node loads its newest
+# checkpoint and replays its raft log, or with ZooKeeper reads on from the same root, on the
+# same local server's data: docs/recovery.md) unless --fresh, which deletes each node's
+# <dir>/<node> first (and starts a new ZooKeeper root). The data remembers the overrides it was
+# made with (RUN/made-with): an `up` given none uses those and says so; one given an override
+# that contradicts them is refused (exit 2) unless --fresh; new keys are added. Each node checks
+# its data's identity itself too (cluster/data_identity.h: exit 2 naming the key). A cluster
+# without data folders starts empty at every `up` (a fresh ZooKeeper root each time). The
+# scripts that need a new cluster (main-job, cluster-bench, failover-timeline, catchup-bench,
+# chaos) pass --fresh.
 #
 # Run folder: $QRSTORE_RUN_DIR/<cluster.name> (default run/<cluster.name> in this checkout):
 # per node <node>.pid, <node>.log (stderr), <node>.out (stdout), <node>.exit (exit code);
-# overrides; zk/ when a local ZooKeeper was started. Programs: $QRSTORE_BIN (default build/bin).
+# overrides (the running cluster's, removed by down); made-with (a durable cluster's data's);
+# zk/ when a local ZooKeeper was started. Programs: $QRSTORE_BIN (default build/bin).
 #
 # Nodes on other hosts: a node whose host is not this machine (127.0.0.1, localhost, ::1, this
 # hostname or one of its addresses) is started over ssh on that host (`ssh HOST`, so keys and
@@ -51,7 +57,7 @@ ready_timeout="${QRSTORE_READY_TIMEOUT_S:-90}"
 stop_timeout="${QRSTORE_STOP_TIMEOUT_S:-60}"
 
 die() { echo "cluster.sh: $*" >&2; exit 1; }
-usage() { sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; }
 
 [[ $# -ge 1 ]] || { usage; exit 2; }
 cmd="$1"; shift
@@ -140,30 +146,84 @@ cmd_up() {
     [[ -n "$(node_pid "$n" "$host")" ]] && running=$((running + 1))
   done <<<"$list"
   if ((running == 0)); then
-    # A fresh start: these overrides are the cluster's from now on.
-    all=("${overrides[@]+"${overrides[@]}"}")
+    # A start of the whole cluster. Its durable data (raft disk logs, checkpoints) remembers the
+    # overrides it was made with ($run/made-with): given none now, those are used; given others
+    # that contradict them, up refuses (the data would not be this config's) unless --fresh.
+    local made="$run/made-with" saved_user=() saved_root="" line
+    if ((!fresh)) && [[ -f "$made" ]]; then
+      while IFS= read -r line; do
+        case "$line" in
+          zookeeper.root=*) saved_root="${line#zookeeper.root=}" ;;
+          --*) saved_user+=("$line") ;;
+        esac
+      done <"$made"
+    fi
+    local merged=("${saved_user[@]+"${saved_user[@]}"}") o k conflicts=""
+    for o in "${overrides[@]+"${overrides[@]}"}"; do
+      k="${o%%=*}"
+      local known=0 sv
+      for sv in "${saved_user[@]+"${saved_user[@]}"}"; do
+        if [[ "${sv%%=*}" == "$k" ]]; then
+          known=1
+          [[ "$sv" == "$o" ]] || conflicts+=" $o (the data: $sv)"
+        fi
+      done
+      ((known)) || merged+=("$o")
+    done
+    if [[ -n "$conflicts" ]]; then
+      echo "cluster.sh: $name's data was made with ${saved_user[*]}; now given:$conflicts. Give the same ones (or none: the saved ones are used), or start anew with --fresh (it deletes the data)" >&2
+      exit 2
+    fi
+    if ((${#saved_user[@]} > 0 && ${#overrides[@]} == 0)); then
+      echo "cluster.sh: $name's data was made with ${saved_user[*]}: using them (up --fresh starts anew)"
+    fi
+    all=("${merged[@]+"${merged[@]}"}")
+    # Durable: a data folder is configured (the nodes resume from it at the next up).
+    local key dir durable=0
+    for key in replication.raft.dir server.checkpoint_dir; do
+      [[ "$key" == replication.raft.dir && "$(server "${all[@]+"${all[@]}"}" --get replication.raft.log)" != disk ]] && continue
+      [[ -n "$(server "${all[@]+"${all[@]}"}" --get "$key" 2>/dev/null || true)" ]] && durable=1
+    done
+    local user_all=("${all[@]+"${all[@]}"}")
     local backend hosts root
     backend="$(server "${all[@]+"${all[@]}"}" --get replication.backend)"
+    # ZooKeeper holds the group's log: a durable cluster resumes on the same root (and, when
+    # cluster.sh runs the server, on its data); otherwise each start gets a fresh root.
+    local resume_zk=0
+    [[ "$backend" == zookeeper ]] && ((durable && !fresh)) && [[ -n "$saved_root" ]] && resume_zk=1
     if [[ -d "$run/zk" ]]; then  # a ZooKeeper left by an earlier up of this cluster
       "$here/scripts/zk-server.sh" stop "$run/zk" >/dev/null 2>&1 || true
-      rm -rf "$run/zk"
+      ((resume_zk)) || rm -rf "$run/zk"
     fi
     if [[ "$backend" == zookeeper ]]; then
       hosts="$(server "${all[@]+"${all[@]}"}" --get replication.zookeeper.hosts)"
       if [[ -z "$hosts" ]]; then
         # ZooKeeper keeps its last 500 transactions in its heap: batches of ~1 MB need ~1 GB.
         # Its ports must not be the nodes' (not listening yet: they start after it).
+        local keep=()
+        if ((resume_zk)); then
+          if [[ -d "$run/zk" ]]; then
+            keep=(--keep-data)
+          else
+            echo "cluster.sh: $name's ZooKeeper data ($run/zk) is gone: its log starts anew (the nodes resume from their checkpoints or refuse)" >&2
+          fi
+        fi
         hosts="$(QRSTORE_ZK_AVOID_PORTS="$(awk '{ print $3, $4 }' <<<"$list" | tr '\n' ' ')" \
-          "$here/scripts/zk-server.sh" start "$run/zk" --heap-mb "${QRSTORE_ZK_HEAP_MB:-1024}")" ||
+          "$here/scripts/zk-server.sh" start "$run/zk" --heap-mb "${QRSTORE_ZK_HEAP_MB:-1024}" "${keep[@]+"${keep[@]}"}")" ||
           die "could not start a local ZooKeeper (see $run/zk)"
-        echo "cluster.sh: started ZooKeeper at $hosts for $name (stopped by down)"
+        echo "cluster.sh: started ZooKeeper at $hosts for $name (stopped by down)${keep:+, on the data of its last run}"
         all+=("--replication.zookeeper.hosts=$hosts")
       fi
-      root="$(server "${all[@]+"${all[@]}"}" --get replication.zookeeper.root)"
-      all+=("--replication.zookeeper.root=${root%/}/$name-$(date +%Y%m%d%H%M%S)-$$")
+      if ((resume_zk)); then
+        root="$saved_root"
+        echo "cluster.sh: $name resumes on its ZooKeeper root $root"
+      else
+        root="$(server "${all[@]+"${all[@]}"}" --get replication.zookeeper.root)"
+        root="${root%/}/$name-$(date +%Y%m%d%H%M%S)-$$"
+      fi
+      all+=("--replication.zookeeper.root=$root")
     fi
     # Relative data folders live in the run folder (absolute from now on: saved below).
-    local key dir
     for key in replication.raft.dir server.checkpoint_dir; do
       dir="$(server "${all[@]+"${all[@]}"}" --get "$key" 2>/dev/null || true)"
       if [[ -n "$dir" && "$dir" != /* ]]; then
@@ -176,6 +236,11 @@ cmd_up() {
       fi
     done
     printf '%s\n' "${all[@]+"${all[@]}"}" >"$run/overrides"
+    if ((durable)); then
+      { printf '%s\n' "${user_all[@]+"${user_all[@]}"}"; [[ "$backend" == zookeeper ]] && echo "zookeeper.root=$root"; } >"$made"
+    else
+      rm -f "$made"
+    fi
   elif ((fresh)); then
     die "--fresh with $running node(s) of $name running: stop them first (down)"
   elif ((${#overrides[@]} > 0)); then
@@ -299,7 +364,7 @@ cmd_down() {
   if ((${#unclean[@]} > 0)); then
     echo "cluster.sh: every node of $name is down; not cleanly: ${unclean[*]} (their logs above say why)" >&2
   fi
-  # The next up is a fresh cluster.
+  # The next up starts the whole cluster again (a durable one resumes its data: made-with).
   rm -f "$run/overrides"
   return $failed
 }

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # zk-server.sh: start and stop throw-away ZooKeeper servers for qrstore tests and benchmarks.
 #
-#   scripts/zk-server.sh start DIR [--servers 1|3] [--heap-mb N]
-#                                                     start one server or a 3-server ensemble
+#   scripts/zk-server.sh start DIR [--servers 1|3] [--heap-mb N] [--keep-data]
+#                                                     start one server or a 3-server ensemble;
+#                                                     --keep-data: on the data an earlier start
+#                                                     in DIR left (its znodes), new ports
 #   scripts/zk-server.sh stop DIR                     stop every server start started (idempotent)
 #   scripts/zk-server.sh kill-one DIR I               kill -9 server I (1-based) of DIR
 #   scripts/zk-server.sh status DIR                   one line per server: I PORT MODE|down
@@ -33,7 +35,7 @@ HEAP_MB="${ZK_HEAP_MB:-256}"
 die() { echo "zk-server.sh: $*" >&2; exit 1; }
 
 usage() {
-  sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 # Ports currently listening (TCP), one per line.
@@ -165,10 +167,25 @@ stop_all() {
   rm -f "$dir/pids"
 }
 
+# Removes what an earlier start left in DIR; with keep=1 each server's data folder stays.
+clear_dir() {
+  local dir="$1" keep="$2" s
+  if ((keep)); then
+    for s in "$dir"/s[0-9]*; do
+      [[ -d "$s" ]] || continue
+      find "$s" -mindepth 1 -maxdepth 1 ! -name data -exec rm -rf {} +
+    done
+  else
+    rm -rf "$dir"/s[0-9]*
+  fi
+  rm -f "$dir/connect" "$dir/pids"
+}
+
 cmd_start() {
-  local dir="" n=1
+  local dir="" n=1 keep=0
   while (($#)); do
     case "$1" in
+      --keep-data) keep=1; shift ;;
       --servers) [[ $# -ge 2 ]] || die "--servers needs a value"; n="$2"; shift 2 ;;
       --servers=*) n="${1#--servers=}"; shift ;;
       --heap-mb) [[ $# -ge 2 ]] || die "--heap-mb needs a value"; HEAP_MB="$2"; shift 2 ;;
@@ -191,7 +208,10 @@ cmd_start() {
       die "servers already running in $dir (run: $0 stop $dir)"
     fi
   done
-  rm -rf "$dir"/s[0-9]* "$dir/connect" "$dir/pids"
+  if ((keep)) && ((existing > 0 && existing != n)); then
+    die "--keep-data: $dir holds the data of $existing server(s), not $n"
+  fi
+  clear_dir "$dir" "$keep"
 
   local attempt
   for ((attempt = 1; attempt <= PORT_ATTEMPTS; attempt++)); do
@@ -230,7 +250,7 @@ cmd_start() {
     if ((bind_failed)) && ((attempt < PORT_ATTEMPTS)); then
       echo "zk-server.sh: port taken while starting (attempt $attempt), retrying with new ports" >&2
       stop_all "$dir"
-      rm -rf "$dir"/s[0-9]*
+      clear_dir "$dir" "$keep"
       continue
     fi
     for ((i = 1; i <= n; i++)); do

@@ -108,6 +108,7 @@ class NoneReplicator final : public Replicator {
   void CancelReceives(uint32_t group) override { hub_->CancelOwner(owner_id_, group); }
   void RetainFrom(uint32_t, uint64_t) override {}  // nothing durable: nothing to keep
   void HoldFrom(uint32_t, uint64_t, int64_t) override {}
+  bool LogFromStart(uint32_t) const override { return true; }
 
  private:
   Status CheckStream(const ReplicateMeta& meta) const;

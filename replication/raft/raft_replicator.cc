@@ -222,6 +222,7 @@ Status RaftReplicator::Start() {
     PersistentState recovered = storage->Recovered();
     Group& grp = groups_[g];
     grp.log_starts_at_one = recovered.first_index == 1;
+    log_from_start_.push_back(recovered.first_index == 1);
     for (const Entry& e : recovered.entries) NotePersistedEntry(grp, e);
     grp.last_persisted = recovered.first_index + recovered.entries.size() - 1;
     PublishView(g);

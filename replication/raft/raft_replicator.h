@@ -151,6 +151,8 @@ class RaftReplicator : public Replicator, private DriverListener {
   // Nothing to hold: a member that restarts from a fetched checkpoint continues after the
   // leader's log start by its snapshot offer (docs/recovery.md).
   void HoldFrom(uint32_t, uint64_t, int64_t) override {}
+  // Set by Start (before the driver runs), fixed after.
+  bool LogFromStart(uint32_t group) const override { return group < log_from_start_.size() && log_from_start_[group]; }
 
   RaftGroupStatus GroupStatus(uint32_t group) const;
   // OK, or the storage failure that stopped the driver.
@@ -244,6 +246,7 @@ class RaftReplicator : public Replicator, private DriverListener {
   const std::string identity_;
   std::unique_ptr<Driver> driver_;
   std::vector<Group> groups_;  // raft thread only while running
+  std::vector<bool> log_from_start_;  // per group: Start found its log starting at index 1
 
   mutable std::mutex view_mu_;
   std::vector<View> views_;  // guarded by view_mu_

@@ -224,6 +224,9 @@ class ZkReplicator final : public Replicator {
     const int64_t now = NowNanos();
     floor_.HoldFrom(group, batch, now + for_ms * 1'000'000, now);
   }
+  // The streams live in ZooKeeper, shared by every member: a member that lacks what was cleaned
+  // away learns it as a stranded follower (Health).
+  bool LogFromStart(uint32_t) const override { return true; }
   void MuteEpochWatch(bool muted) { epoch_watch_muted_.store(muted, std::memory_order_release); }
 
  private:
