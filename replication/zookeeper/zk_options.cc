@@ -14,8 +14,10 @@ void AddConfigKeys(ConfigSchema* schema) {
   schema->AddString("replication.zookeeper.hosts", "",
                     "ZooKeeper connect string host:port[,host:port...]; empty = $QRSTORE_ZK_HOSTS");
   schema->AddString("replication.zookeeper.root", "/qrstore", "znode root of this deployment's streams");
-  schema->AddInt("replication.zookeeper.session_timeout_ms", 10000, 1000, 600000,
-                 "ZooKeeper session timeout (the server clamps it to [2, 20] ticks)");
+  schema->AddInt("replication.zookeeper.session_timeout_ms", 3000, 1000, 600000,
+                 "ZooKeeper session timeout (the server clamps it to [2, 20] ticks): a killed or cut-off leader is "
+                 "replaced about this long after it went silent; too short for a busy host and a live leader that "
+                 "misses its pings is deposed (it then rejoins as a follower: docs/reliability.md)");
   schema->AddInt("replication.zookeeper.connect_timeout_ms", 15000, 100, 600000,
                  "Start() fails with kUnavailable if no session is established by then");
   schema->AddInt("replication.zookeeper.chunk_bytes", 900 * 1024, 1,
@@ -40,12 +42,13 @@ void AddConfigKeys(ConfigSchema* schema) {
                   "leader election per group: a follower takes over when the leader's session ends (a fresh group "
                   "is led by replication.role=leader); every leader write is fenced by the group's epoch. false: "
                   "roles fixed by replication.role, no failover (so also with followers 0: nobody to elect)");
-  schema->AddInt("replication.zookeeper.retain_bytes", 32ll << 20, 0, 1ll << 40,
+  schema->AddInt("replication.zookeeper.retain_bytes", 256ll << 20, 0, 1ll << 40,
                  "leader: payload bytes kept in ZooKeeper at most (its servers hold all data in memory); past it "
                  "the oldest batches the (followers+1)/2 most advanced live followers have read are deleted (any, "
                  "with none live or followers 0), and the leader starts no new batch while they have not read "
                  "enough (never waiting for a dead follower). A follower that needs a deleted batch is stranded "
-                 "(0 = no limit)");
+                 "(with server.checkpoint_dir it fetches the leader's checkpoint: keep more than two checkpoint "
+                 "intervals of batches here). 0 = no limit");
   schema->AddInt("replication.zookeeper.cleanup_interval_ms", 100, 10, 600000,
                  "leader: how often consumed batches are looked for");
   schema->AddInt("replication.zookeeper.progress_interval_ms", 200, 1, 600000,

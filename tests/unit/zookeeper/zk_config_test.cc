@@ -60,7 +60,7 @@ TEST_CASE("zk config: defaults and explicit values") {
   CHECK(o->followers == 0);
   CHECK(o->election);  // on by default (it takes effect only with followers > 0)
   CHECK(o->max_inflight_bytes == 8u << 20);
-  CHECK(o->retain_bytes == 32u << 20);
+  CHECK(o->retain_bytes == 256u << 20);
   CHECK(o->progress_interval_ms == 200);
 }
 
