@@ -491,8 +491,10 @@ int64_t ServerImpl::RowLeaderWaitMs() const {
   // randomized in [E, 2E), then a pre-vote and a vote). ZooKeeper: once the dead leader's session
   // expired (its election znode goes with it) the next candidate takes over.
   const Config& r = *repl_config_;
-  const int64_t ms = backend_ == "raft" ? 5 * r.GetInt("replication.raft.election_ticks") *
-                                              r.GetInt("replication.raft.tick_ms")
+  // (Raft: a restarted member times its leader out after catch_up_election_ticks.)
+  const int64_t election_ticks =
+      std::max(r.GetInt("replication.raft.election_ticks"), r.GetInt("replication.raft.catch_up_election_ticks"));
+  const int64_t ms = backend_ == "raft" ? 5 * election_ticks * r.GetInt("replication.raft.tick_ms")
                                         : 2 * r.GetInt("replication.zookeeper.session_timeout_ms");
   return std::min(ms, config_->GetInt("server.start_timeout_ms"));
 }

@@ -48,6 +48,7 @@ uint64_t CoreSeed(const CoreOptions& o) {
 
 Core::Core(CoreOptions options, PersistentState restored)
     : options_(std::move(options)), rng_(CoreSeed(options_)) {
+  election_ticks_ = options_.election_ticks;
   QR_CHECK(options_.election_ticks > 0 && options_.heartbeat_ticks > 0 &&
                options_.heartbeat_ticks < options_.election_ticks,
            "election_ticks %d must exceed heartbeat_ticks %d > 0", options_.election_ticks,
@@ -144,8 +145,7 @@ int Core::RetryTicks() const {
 void Core::ResetElectionTimer() {
   election_elapsed_ = 0;
   randomized_election_ticks_ =
-      options_.election_ticks +
-      static_cast<int>(rng_.Uniform(static_cast<uint64_t>(options_.election_ticks)));
+      election_ticks_ + static_cast<int>(rng_.Uniform(static_cast<uint64_t>(election_ticks_)));
 }
 
 // ---- Log mutation ----
@@ -258,7 +258,15 @@ void Core::PreCampaign() {
 bool Core::InLease() const {
   if (!options_.check_quorum) return false;
   if (role_ == Role::kLeader) return true;  // it steps down by check_quorum instead
-  return leader_ != kNoNode && election_elapsed_ < options_.election_ticks;
+  return leader_ != kNoNode && election_elapsed_ < election_ticks_;
+}
+
+void Core::SetElectionTicks(int ticks) {
+  QR_CHECK(ticks > options_.heartbeat_ticks, "election ticks %d must exceed heartbeat_ticks %d", ticks,
+           options_.heartbeat_ticks);
+  if (ticks == election_ticks_) return;
+  election_ticks_ = ticks;
+  if (role_ != Role::kLeader) ResetElectionTimer();  // a new timeout, from now
 }
 
 void Core::Campaign() {
@@ -302,7 +310,7 @@ void Core::Tick() {
     return;
   }
 
-  if (options_.check_quorum && ++quorum_check_elapsed_ >= options_.election_ticks) {
+  if (options_.check_quorum && ++quorum_check_elapsed_ >= 2 * election_ticks_) {
     quorum_check_elapsed_ = 0;
     size_t active = 1;  // self
     for (auto& p : progress_) {

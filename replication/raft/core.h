@@ -64,7 +64,7 @@
 // follower's election timer and carries the commit). Nothing is ever "lost" for good: an
 // outstanding append that sees no progress for max(2*heartbeat_ticks, election_ticks/2) ticks
 // is resent (replicate mode falls back to probing from the match). With check_quorum, a
-// leader that heard from less than a majority during an election timeout steps down, and a
+// leader that heard from less than a majority during two election timeouts steps down, and a
 // member that heard from its leader within the last election timeout ignores requests for votes
 // in a higher term (the leader's lease). With pre_vote, a member whose election timer fires
 // first asks for pre-votes (kPreVoteRequest for term + 1, its own term unchanged) and campaigns
@@ -265,8 +265,12 @@ struct CoreOptions {
   // predictable start. Restarted members wait for a normal election timeout instead, so a
   // restarting preferred member does not depose a working leader.
   NodeId preferred_leader = kNoNode;
-  // A leader that has not heard from a majority within an election timeout steps down, so a
-  // leader cut off in a minority stops accepting proposals that cannot commit. With it, a member
+  // A leader that has not heard from a majority within two election timeouts steps down, so a
+  // leader cut off in a minority stops accepting proposals that cannot commit. Two, not one: a
+  // follower campaigns only after [1, 2) timeouts of silence and, with pre_vote, only with a
+  // majority that lost the leader too, while one timeout of silence both ways happens to a
+  // working leader whose heartbeats and answers wait for CPU on a loaded host (its followers
+  // then keep it, but it would give up by itself). With it, a member
   // that heard from its leader within the last election timeout also ignores requests for votes
   // in a higher term (the leader's lease): a member that was cut off cannot depose a leader the
   // majority still hears.
@@ -392,6 +396,15 @@ class Core {
   // told so). The owner keeps it true: an application holding the state `tag` names needs no
   // entry at or below first_index() - 1, whenever this is called and as the log is compacted.
   void SetSnapshotTag(uint64_t tag) { snapshot_tag_ = tag; }
+  // The election timeout in ticks from now on (> heartbeat_ticks; options().election_ticks
+  // at construction): a follower campaigns after [ticks, 2 ticks) without a leader (its timer
+  // restarts), ignores votes for that long after hearing one (check_quorum), and a leader
+  // checks its quorum every 2 `ticks`. The owner lengthens it while this member's application
+  // replays its log after a restart: busy members then do not depose a leader as busy as they
+  // are (the CPU they all share delays every heartbeat), at the price of a later election if
+  // that leader dies meanwhile.
+  void SetElectionTicks(int ticks);
+  int election_ticks() const { return election_ticks_; }
   uint64_t snapshot_tag() const { return snapshot_tag_; }
   // Follower: the current leader's standing offer (cleared by a new leader or term, or by
   // an append that catches this member up without it).
@@ -503,6 +516,7 @@ class Core {
   std::optional<SnapshotOffer> snapshot_offer_;  // follower
   std::optional<SnapshotPoint> snapshot_installed_;  // for the next Ready
   bool apply_paused_ = false;
+  int election_ticks_ = 0;  // SetElectionTicks; options_.election_ticks at construction
   int election_elapsed_ = 0;
   int randomized_election_ticks_ = 0;
   int heartbeat_elapsed_ = 0;

@@ -19,6 +19,9 @@ Driver::Driver(DriverOptions options, std::vector<std::unique_ptr<LogStorage>> s
       listener_(listener) {
   QR_CHECK_EQ(storages_.size(), options_.groups);
   QR_CHECK(transport_ != nullptr && listener_ != nullptr);
+  NodeId top = options_.node_id;
+  for (NodeId m : options_.members) top = std::max(top, m);
+  heard_ms_.assign(static_cast<size_t>(top) + 1, 0);
 }
 
 Driver::~Driver() { Stop(); }
@@ -218,6 +221,7 @@ void Driver::Run() {
         counters_.appends_dropped_paused.fetch_add(1, std::memory_order_relaxed);
         m.entries.clear();
       }
+      if (m.from < heard_ms_.size()) heard_ms_[m.from] = iteration_start;
       cores_[m.group]->Step(m);
     }
     msgs.clear();
@@ -245,10 +249,28 @@ void Driver::Run() {
                                cut ? "exists" : "is gone");
         }
       }
-      for (auto& c : cores_) c->Tick();
+      if (last_tick_ms_ > 0) {
+        const int64_t gap = now - last_tick_ms_;
+        if (gap >= max_tick_gap_ms_ || now - max_tick_gap_at_ms_ > 3000) {
+          max_tick_gap_ms_ = gap;
+          max_tick_gap_at_ms_ = now;
+        }
+      }
+      last_tick_ms_ = now;
+      // Far behind (overload, a slow sync, debugger): a follower's clock just runs slower (it
+      // campaigns later: safe), but a leader gets the ticks it missed, up to a heartbeat
+      // interval's (so at most one heartbeat round per iteration): its heartbeats keep to the
+      // wall clock its followers time it by. Without them, ticks coming k times late would space
+      // its heartbeats k times wider while the followers' election timers run on time.
+      const int64_t missed =
+          std::min<int64_t>((now - next_tick) / options_.tick_ms, std::max(options_.heartbeat_ticks - 1, 0));
+      for (auto& c : cores_) {
+        c->Tick();
+        for (int64_t k = 0; k < missed && c->role() == Role::kLeader; ++k) c->Tick();
+      }
+      listener_->OnTick();
       NoteStranded();
       next_tick += options_.tick_ms;
-      // Far behind (overload, debugger): do not burst ticks; a slower clock is safe.
       if (next_tick <= now) next_tick = now + options_.tick_ms;
     }
 
@@ -258,6 +280,10 @@ void Driver::Run() {
     // A slow iteration delays heartbeats: say so (it is the first thing to look at when
     // followers start elections under load).
     const int64_t took_ms = NowMillis() - iteration_start;
+    if (took_ms >= max_iteration_ms_ || iteration_start - max_iteration_at_ms_ > 3000) {
+      max_iteration_ms_ = took_ms;
+      max_iteration_at_ms_ = iteration_start;
+    }
     if (took_ms * 2 > static_cast<int64_t>(options_.tick_ms) * options_.election_ticks) {
       Logger("raft")->warn("[{}] raft loop iteration took {} ms ({} messages, election timeout {} ms)",
                            options_.identity, took_ms, msgs_count, options_.tick_ms * options_.election_ticks);
@@ -440,14 +466,30 @@ void Driver::NoteRoleChanges() {
     }
     if (c.role() == log.role && c.term() == log.term && c.leader() == log.leader) continue;
     if (c.role() != log.role || c.leader() != log.leader) {
-      Logger("raft")->info("[{} g{}] {} term {} leader {}", options_.identity, g, RoleName(c.role()), c.term(),
-                           c.leader() == kNoNode ? std::string("none") : "n" + std::to_string(c.leader()));
+      // A member that lost its leader (its election timer fired, or a leader that stepped down)
+      // says how long it heard nothing from each peer.
+      const bool lost = c.leader() == kNoNode && log.leader != kNoNode;
+      Logger("raft")->info("[{} g{}] {} term {} leader {}{}", options_.identity, g, RoleName(c.role()), c.term(),
+                           c.leader() == kNoNode ? std::string("none") : "n" + std::to_string(c.leader()),
+                           lost ? " (silent: " + SilenceReport(NowMillis()) + ")" : std::string());
     }
     log.role = c.role();
     log.term = c.term();
     log.leader = c.leader();
     listener_->OnRoleChanged(g, log.role, log.term, log.leader);
   }
+}
+
+std::string Driver::SilenceReport(int64_t now_ms) const {
+  std::string out;
+  for (NodeId m : options_.members) {
+    if (m == options_.node_id) continue;
+    const int64_t heard = m < heard_ms_.size() ? heard_ms_[m] : 0;
+    out += (out.empty() ? "n" : ", n") + std::to_string(m) + " " +
+           (heard == 0 ? std::string("never heard") : std::to_string(now_ms - heard) + " ms");
+  }
+  return out + "; ticks at most " + std::to_string(max_tick_gap_ms_) + " ms apart, iterations at most " +
+         std::to_string(max_iteration_ms_) + " ms";
 }
 
 void Driver::CompactLogs() {

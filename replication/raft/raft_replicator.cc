@@ -24,6 +24,10 @@ void AddConfigKeys(ConfigSchema* schema) {
   schema->AddInt("replication.raft.election_ticks", 30, 2, 100000,
                  "election timeout in ticks (randomized in [n, 2n))");
   schema->AddInt("replication.raft.heartbeat_ticks", 1, 1, 100000, "leader heartbeat interval in ticks");
+  schema->AddInt("replication.raft.catch_up_election_ticks", 100, 0, 100000,
+                 "election timeout in ticks (randomized in [n, 2n)) of a member restarted with a log, until its "
+                 "application has caught up with the group's commit: members busy replaying their logs side by "
+                 "side do not depose a leader as busy as they are; 0 or below election_ticks: election_ticks");
   schema->AddBool("replication.raft.pre_vote", true,
                   "a member whose election timer fires first asks the others whether they would vote for it "
                   "(PreVote), so one that was cut off, paused or restarted cannot depose a working leader");
@@ -143,6 +147,8 @@ Result<RaftReplicatorOptions> RaftOptionsFromConfig(const Config& config) {
   o.max_buffered_bytes = static_cast<uint64_t>(config.GetInt("replication.raft.max_buffered_bytes"));
   o.send_buffer_messages = static_cast<int>(config.GetInt("replication.raft.send_buffer_messages"));
   o.nng_transport = config.GetString("replication.raft.transport") == "nng";
+  o.catch_up_election_ticks = static_cast<int>(
+      std::max<int64_t>(config.GetInt("replication.raft.catch_up_election_ticks"), d.election_ticks));
   if (!errors.empty()) {
     std::string msg = "invalid raft config:";
     for (const auto& e : errors) msg += "\n  " + e;
@@ -225,6 +231,10 @@ Status RaftReplicator::Start() {
     log_from_start_.push_back(recovered.first_index == 1);
     for (const Entry& e : recovered.entries) NotePersistedEntry(grp, e);
     grp.last_persisted = recovered.first_index + recovered.entries.size() - 1;
+    // A member that restarts with a log replays it (and more) before it is in step: it times
+    // its leader out more patiently until then (OnTick). A fresh member has nothing to replay.
+    grp.catching_up = options_.catch_up_election_ticks > options_.driver.election_ticks &&
+                      (recovered.hard.term > 0 || grp.last_persisted > 0);
     PublishView(g);
     storages.push_back(std::move(storage));
   }
@@ -393,11 +403,13 @@ void RaftReplicator::ReceiveOnRaft(const ReplicateMeta& meta, ReceiveCallback& c
   Stream& s = g.streams[meta.planner];
   auto it = s.buffered.find(meta.batch_id);
   if (it != s.buffered.end()) {
+    // Anything older was skipped by the application: it will never be asked for.
+    DropBufferedBelow(g, s, it);
     SharedBytes bytes = std::move(it->second);
     g.buffered_bytes -= bytes.size();
-    // Anything older was skipped by the application: it will never be asked for.
-    s.buffered.erase(s.buffered.begin(), std::next(it));
+    s.buffered.erase(it);
     MaybeUnpause(meta.group);
+    PublishView(meta.group);  // the status's buffered_bytes
     cb(meta, Status::Ok(), std::move(bytes));
     return;
   }
@@ -418,13 +430,17 @@ void RaftReplicator::ReceiveOnRaft(const ReplicateMeta& meta, ReceiveCallback& c
   // application asked (a restarted member applies its log from the start at once), they could
   // fill the buffer and pause applying before the batch asked for, for good.
   if (auto older = s.buffered.lower_bound(meta.batch_id); older != s.buffered.begin()) {
-    for (auto it = s.buffered.begin(); it != older; ++it) g.buffered_bytes -= it->second.size();
-    g.skipped += static_cast<uint64_t>(std::distance(s.buffered.begin(), older));
-    s.buffered.erase(s.buffered.begin(), older);
+    DropBufferedBelow(g, s, older);
     MaybeUnpause(meta.group);
     PublishView(meta.group);  // the status's buffered_bytes
   }
   s.waiting.emplace(meta.batch_id, std::move(cb));
+}
+
+void RaftReplicator::DropBufferedBelow(Group& g, Stream& s, std::map<uint64_t, SharedBytes>::iterator end) {
+  for (auto it = s.buffered.begin(); it != end; ++it) g.buffered_bytes -= it->second.size();
+  g.skipped += static_cast<uint64_t>(std::distance(s.buffered.begin(), end));
+  s.buffered.erase(s.buffered.begin(), end);
 }
 
 Result<uint64_t> RaftReplicator::NextBatchId(uint32_t group, uint32_t planner) const {
@@ -691,6 +707,34 @@ bool RaftReplicator::OnSnapshotOffer(uint32_t group, const SnapshotOffer* offer)
 
 void RaftReplicator::MaybeUnpause(uint32_t group) {
   if (groups_[group].buffered_bytes <= options_.max_buffered_bytes / 2) driver_->SetApplyPaused(group, false);
+}
+
+void RaftReplicator::OnTick() {
+  for (uint32_t group = 0; group < groups_.size(); ++group) {
+    Group& g = groups_[group];
+    if (!g.catching_up) continue;
+    Core& core = driver_->core(group);
+    if (!g.catch_up_set) {
+      g.catch_up_set = true;
+      core.SetElectionTicks(options_.catch_up_election_ticks);
+      Logger("raft")->info("[{} g{}] restarted with a log: elections after {} ticks (not {}) until its application "
+                           "is in step with the group", identity_, group, options_.catch_up_election_ticks,
+                           options_.driver.election_ticks);
+      continue;
+    }
+    // (Under load the commit moves ahead of what was applied every iteration: a few entries
+    // between them are in step.)
+    constexpr Index kInStepEntries = 8;
+    const bool in_step = core.leader() != kNoNode && core.commit_index() > 0 &&
+                         core.applied_index() + kInStepEntries >= core.commit_index() &&
+                         g.buffered_bytes <= options_.driver.max_append_bytes &&
+                         (core.role() != Role::kLeader || LeaderReady(g));
+    if (!in_step) continue;
+    g.catching_up = false;
+    core.SetElectionTicks(options_.driver.election_ticks);
+    Logger("raft")->info("[{} g{}] in step with the group (commit {}, applied {}): elections after {} ticks again",
+                         identity_, group, core.commit_index(), core.applied_index(), options_.driver.election_ticks);
+  }
 }
 
 void RaftReplicator::OnFailed(const Status& st) {

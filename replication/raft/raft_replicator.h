@@ -94,6 +94,9 @@ struct RaftReplicatorOptions {
   uint64_t max_lag_bytes = 128ull << 20;
   int send_buffer_messages = 1024;  // per-peer send queue (replication.raft.send_buffer_messages)
   bool nng_transport = true;  // replication.raft.transport: nng (default) | tcp
+  // replication.raft.catch_up_election_ticks, at least driver.election_ticks: the election
+  // timeout of a member restarted with a log until its application caught up (OnTick).
+  int catch_up_election_ticks = 100;
 };
 
 // Reads and validates replication.* keys; every violation is listed, each naming its key.
@@ -185,6 +188,10 @@ class RaftReplicator : public Replicator, private DriverListener {
     Term term = 0;
     Term ready_term = 0;  // term of the last entry committed while this member led
     uint64_t buffered_bytes = 0;
+    // Restarted with a log and not yet in step with the group (OnTick): the core's election
+    // timeout is options_.catch_up_election_ticks meanwhile.
+    bool catching_up = false;
+    bool catch_up_set = false;  // the core was given the longer timeout
     uint64_t duplicates = 0;
     uint64_t skipped = 0;      // committed batches below every receive the application posted
     // RetainFrom (disk log): entries of batches >= retain_from are kept. Committed data
@@ -221,6 +228,13 @@ class RaftReplicator : public Replicator, private DriverListener {
   bool OnSnapshotOffer(uint32_t group, const SnapshotOffer* offer) override;
   void OnCompacted(uint32_t group, Index first_index) override;
   void OnFailed(const Status& st) override;
+  // Once per tick: a member restarted with a log keeps the longer election timeout until a
+  // leader is known, what was committed is applied and its application has taken it (all but
+  // a few entries, within one append's bytes); then the configured one, for good.
+  void OnTick() override;
+  // Drops the stream's buffered batches before `end` (the application skipped them: it asks in
+  // order), keeping Group::buffered_bytes and skipped true. Raft thread only.
+  static void DropBufferedBelow(Group& g, Stream& s, std::map<uint64_t, SharedBytes>::iterator end);
 
   // Raft thread.
   bool ProposeOnRaft(const ReplicateMeta& meta, EntryData& data, ReplicateCallback& cb);

@@ -12,6 +12,8 @@ namespace {
 
 constexpr int kAcceptPollMs = 1000;  // also the period of reaping finished reader threads
 constexpr int kConnectTimeoutMs = 500;
+// A send slower than this (from queueing its first message to the end of the write) is logged.
+constexpr int64_t kSlowSendMs = 100;
 
 // Reads frames' bytes through a buffer: several small frames (append responses, heartbeats)
 // come in with one read instead of two or three each; large reads (entry bodies) go straight
@@ -109,6 +111,7 @@ void StreamTransport::Send(Message message) {
       counters_.send_dropped.fetch_add(1, std::memory_order_relaxed);
       return;
     }
+    if (peer->queue.empty()) peer->queued_since_ms = NowMillis();
     peer->queue_bytes += bytes;
     peer->queue.emplace_back(std::move(message), bytes);
   }
@@ -169,18 +172,33 @@ void StreamTransport::PeerLoop(Peer* peer) {
       peer->conn = conn.get();
       backoff_ms = options_.reconnect_min_ms;
     }
+    int64_t queued_since = 0;
+    uint64_t batch_bytes = 0;
     {
       std::lock_guard<std::mutex> lock(peer->mu);
       batch.swap(peer->queue);
+      batch_bytes = peer->queue_bytes;
       peer->queue_bytes = 0;
+      queued_since = peer->queued_since_ms;
     }
     // Frames go out gathered: many small frames (responses, heartbeats) in one write, so
     // each costs a few iovecs rather than a system call (or an nng aio round trip).
+    const int64_t write_start = NowMillis();
     size_t written = 0;
     while (written < batch.size()) {
       const size_t group_end = WriteFrames(conn.get(), batch, written);
       if (group_end == written) break;  // the connection failed
       written = group_end;
+    }
+    // Messages that waited long to go out delay heartbeats as much: say so (at most once a
+    // second), with where the time went (the queue, or a write a slow reader held back).
+    const int64_t write_end = NowMillis();
+    if (write_end - queued_since >= kSlowSendMs && write_end - peer->last_slow_log_ms >= 1000) {
+      peer->last_slow_log_ms = write_end;
+      Logger("raft")->warn("[{}] messages to n{} went out {} ms after the first was queued: {} ms waiting to be "
+                           "taken, {} ms writing {} message(s) of {} bytes",
+                           options_.identity, peer->id, write_end - queued_since, write_start - queued_since,
+                           write_end - write_start, batch.size(), batch_bytes);
     }
     counters_.sent.fetch_add(written, std::memory_order_relaxed);
     if (written < batch.size()) {

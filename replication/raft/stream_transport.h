@@ -63,6 +63,8 @@ class StreamTransport : public Transport {
     std::condition_variable cv;
     std::deque<std::pair<Message, uint64_t>> queue;  // guarded by mu (message, bytes)
     uint64_t queue_bytes = 0;                        // guarded by mu
+    int64_t queued_since_ms = 0;  // guarded by mu: when the oldest queued message was queued
+    int64_t last_slow_log_ms = 0;  // peer thread only: rate limit of the slow-send line
     StreamConn* conn = nullptr;  // guarded by mu; owned (and closed) by the peer thread
     NamedThread thread;
   };

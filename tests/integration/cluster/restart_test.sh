@@ -9,6 +9,11 @@
 #   follower  the memory log, n2 killed and started again 2 s later: it loads its checkpoint,
 #             catches up from the leader and agrees with it; the leader never stops; then once
 #             more with `cluster.sh restart` (killed and started again at once);
+#   all-steady  as `all`, with the shipped election timing (raft.election_ticks 20 of 10 ms,
+#             heartbeats every 5 ticks) and a heavier table and batches, so every member spends
+#             seconds loading its checkpoint and replaying its log beside the others: one member
+#             is elected and keeps leading (no node deposed, one `leads from batch` after the
+#             restart), then the checks of `all`;
 #   all-memory  the memory log, every node killed and started again: the batches after the
 #             checkpoints are gone with the logs, and each member, restarted without its log,
 #             neither votes nor campaigns until a leader caught it up: nobody is elected, each
@@ -29,11 +34,13 @@
 #   follower-zk  as `follower`, with the zookeeper backend: n2 resumes from its checkpoint and
 #             the batches ZooKeeper still keeps (those after its checkpoint, though it had read
 #             past them).
-# Usage: restart_test.sh all|follower|all-memory|follower-zk|clean
+# Usage: restart_test.sh all|all-steady|follower|all-memory|follower-zk|clean
 source "$(dirname "$0")/lib.sh"
-how="${1:?all, follower, all-memory, follower-zk or clean}"
+how="${1:?all, all-steady, follower, all-memory, follower-zk or clean}"
 backend=raft
+steady=0
 [[ "$how" == follower-zk ]] && backend=zookeeper how=follower
+[[ "$how" == all-steady ]] && steady=1 how=all
 cfg="$QR_TMP/restart.yaml"
 qr_config "$cfg" "$backend" 3 "ycsb:" "  records: 20000" "  ops_per_txn: 8" "batch:" "  txns: 2000" "  timeout_ms: 5"
 ck="$QR_TMP/checkpoints"
@@ -48,6 +55,10 @@ if [[ "$backend" == zookeeper ]]; then
 fi
 if [[ "$how" == clean ]]; then
   opts+=(--server.checkpoint_every_batches=50 --replication.raft.log=disk --replication.raft.dir="$QR_TMP/raft")
+elif [[ "$steady" == 1 ]]; then
+  opts+=(--server.checkpoint_every_batches=100 --replication.raft.log=disk --replication.raft.dir="$QR_TMP/raft"
+    --replication.raft.election_ticks=20 --replication.raft.heartbeat_ticks=5 --ycsb.records=200000
+    --ycsb.ops_per_txn=16 --batch.txns=5000)
 elif [[ "$how" == all ]]; then
   # A 2 MiB log budget in 256 KiB segments (about 70 batches of this load) and a checkpoint every
   # 200 batches: the byte budget alone would compact past each node's last checkpoint; the log
@@ -164,8 +175,9 @@ sleep 2
 # none running, with the ones given now (the same).
 again=()
 [[ "$how" == all ]] && again=("${opts[@]}")
+restarted_at="$(date +%T.%3N)"
 qr_up "$cfg" "${again[@]+"${again[@]}"}" >"$QR_TMP/up2.out" 2>&1 || fail "the restart failed: $(tail -20 "$QR_TMP/up2.out")"
-if [[ "$how" == all ]]; then
+if [[ "$how" == all && "$steady" == 0 ]]; then
   # The raft logs were compacted (they start past their first entry), yet not past the batch
   # after each node's checkpoint (or the replay below would not reach the leader's state).
   starts="$(grep -ho "restored term [0-9]* vote [0-9-]* commit [0-9]* log \[[0-9]*" "$run"/n*.log | grep -o "[0-9]*$" | sort -n | tail -1)"
@@ -187,8 +199,20 @@ if [[ "$how" == all ]]; then
     sleep 0.2
   done
   [[ -n "$serving" ]] || fail "no restarted node leads and serves within 60 s: $(tail -n 3 "$run"/n*.log)"
-  note "$serving leads the restarted group; the client runs 4 s more"
-  sleep 4
+  more=4
+  [[ "$steady" == 1 ]] && more=8  # long enough to see a new leader deposed (1-8 s after it led, seen)
+  note "$serving leads the restarted group; the client runs $more s more"
+  sleep "$more"
+  if [[ "$steady" == 1 ]]; then
+    # One leader, kept: every node's log lines since the restart (HH:MM:SS.mmm, one day).
+    since() { awk -v t="$restarted_at" 'substr($0, 1, 12) > t' "$run"/n*.log; }
+    leads="$(since | grep -c "leads from batch" || true)"
+    deposed="$(since | grep -h "stopping by itself" || true)"
+    since | grep -h "leader none (silent" | cut -c1-200 | sed 's/^/-- (a member lost its leader a moment) /' || true
+    [[ -z "$deposed" ]] || fail "a leader elected after the restart was deposed: $(head -2 <<<"$deposed" | cut -c1-200)"
+    [[ "$leads" == 1 ]] || fail "$leads promotions after the restart, not 1: $(since | grep -h "leads from batch" | cut -c1-160)"
+    note "one leader after the restart, kept: $(since | grep -h "leads from batch" | cut -c1-160)"
+  fi
   kill -0 "$client" 2>/dev/null || fail "the client ended before it was interrupted: $(tail -5 "$QR_TMP/client.err")"
   kill -INT "$client"
 fi

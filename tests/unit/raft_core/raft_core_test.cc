@@ -533,7 +533,10 @@ TEST_CASE("raft check-quorum: a leader cut off from the majority steps down") {
     ++ticks;
   }
   CHECK(c.core(0).role() != Role::kLeader);
-  CHECK(ticks <= 2 * 10);
+  // Within two checks of two election timeouts (the first may still count answers from before
+  // the cut), and not within one timeout: a working leader survives a timeout of silence.
+  CHECK(ticks <= 4 * 10);
+  CHECK(ticks > 10);
   CHECK_FALSE(c.core(0).Propose("x").ok());
 }
 
@@ -998,4 +1001,57 @@ TEST_CASE("raft heartbeats: a follower sent an append within the interval gets n
   Ready later = Flush(l);
   CHECK(appends_to(later, 1) == 1);
   CHECK(appends_to(later, 2) == 1);
+}
+
+TEST_CASE("raft SetElectionTicks: a longer timeout delays a follower's campaign and a leader's quorum check") {
+  TestCluster c(3, 0);
+  const NodeId l = c.ElectLeader();
+  c.Deliver();
+  const NodeId f = l == 1 ? 2 : 1;
+  CHECK(c.core(f).election_ticks() == 10);
+  for (int id = 0; id < 3; ++id) c.core(static_cast<NodeId>(id)).SetElectionTicks(50);
+  CHECK(c.core(f).election_ticks() == 50);
+
+  // The leader falls silent: a follower waits [50, 100) ticks, not [10, 20), before it asks
+  // for (pre-)votes.
+  c.Isolate(l);
+  int ticks = 0;
+  while (c.core(f).leader() == l && ticks < 200) {
+    c.core(f).Tick();
+    ++ticks;
+  }
+  CHECK(ticks >= 50);
+  CHECK(ticks < 100);
+
+  // The cut-off leader checks its quorum every 2 x 50 ticks (the first check still counts the
+  // answers from before the cut): it still leads after 90 ticks, not after 210.
+  for (int i = 0; i < 90; ++i) c.core(l).Tick();
+  CHECK(c.core(l).role() == Role::kLeader);
+  for (int i = 0; i < 120; ++i) c.core(l).Tick();
+  CHECK(c.core(l).role() != Role::kLeader);
+}
+
+TEST_CASE("raft SetElectionTicks: the lease lasts the longer timeout, then the configured one comes back") {
+  TestCluster c(3, 0);
+  const NodeId l = c.ElectLeader();
+  c.Deliver();
+  const NodeId f = l == 1 ? 2 : 1;
+  const NodeId other = 3 - l - f;
+  c.core(f).SetElectionTicks(50);
+  const Term term = c.core(f).term();
+  const Message req = VoteReq(other, f, term + 1, c.core(f).last_index(), c.core(f).last_term());
+  c.Isolate(l);
+  // 20 ticks after its leader's last word: past the configured timeout (10), within the longer.
+  for (int i = 0; i < 20; ++i) c.core(f).Tick();
+  c.core(f).Step(req);
+  CHECK(c.core(f).term() == term);  // still in its lease: ignored
+  // The configured timeout again (its timer restarts): within 20 ticks it asks for votes.
+  c.core(f).SetElectionTicks(10);
+  CHECK(c.core(f).election_ticks() == 10);
+  int ticks = 0;
+  while (c.core(f).leader() == l && ticks < 100) {
+    c.core(f).Tick();
+    ++ticks;
+  }
+  CHECK(ticks < 20);
 }
