@@ -23,7 +23,9 @@ python3 - "$out/events.csv" <<'PY' || fail "events.csv does not hold measured ra
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 measured = [float(r["ratio"]) for r in rows if r["ratio"]]
-assert measured and all(v > 0 for v in measured), rows
+# (A single window can hold no commit at all when a loaded host stalls the group for its 0.1-0.2 s:
+# a ratio of 0 is a measurement; the run as a whole must have committed around its checkpoints.)
+assert measured and all(v >= 0 for v in measured) and any(v > 0 for v in measured), rows
 assert all(r["role"] in ("leader", "follower", "together") and float(r["window_s"]) > 0 for r in rows), rows
 print("ok - %d of %d checkpoints measured, ratios %s" % (len(measured), len(rows), measured))
 PY

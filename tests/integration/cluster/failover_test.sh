@@ -9,10 +9,16 @@
 #                  itself again (same pid, no exit), follows the new leader, catches up and at
 #                  the end holds what the others hold (ZooKeeper: with checkpoints, so it can
 #                  fetch one, the batches before it being gone from ZooKeeper);
-#   cutoff         (raft) n0 cut off from its peers, still reachable by clients (the transport's
+#   cutoff         raft: n0 cut off from its peers, still reachable by clients (the transport's
 #                  test hook replication.raft.test_isolate_file): with CheckQuorum it steps down
-#                  within an election timeout, acknowledges nothing more, and once the cut is
-#                  healed rejoins by itself as above;
+#                  within two quorum checks, acknowledges nothing more, and once the cut is
+#                  healed rejoins by itself as above. zookeeper: n0 cut off from the ZooKeeper
+#                  server while its followers and clients still reach it (every node reaches
+#                  ZooKeeper through scripts/zk-cut-proxy.py, which drops n0's traffic both ways
+#                  and leaves its connections silent, as a dropped link does): it can commit
+#                  nothing more; a follower leads once ZooKeeper expired n0's session (2 s here,
+#                  checked: within 6 s of the cut); healed, n0 finds its session expired, is
+#                  deposed and rejoins by itself as above;
 #   kill-before-reply  n0 kills itself once a slice has committed (replicated) but before it
 #                  answers it (server.test_kill_before_reply_file): the client sends those txns
 #                  again and the new leader answers them from its session table, without
@@ -47,7 +53,7 @@
 #     committed (a lost txn makes the sum smaller, one run twice larger); transfer: the total
 #     balance is what it started with.
 # Usage: failover_test.sh raft|zookeeper kill|kill-transfer|pause|stop|cutoff|kill-at-end|kill-before-reply[-values|-short-history]
-#        (the last five: raft)
+#        (the last four: raft)
 source "$(dirname "$0")/lib.sh"
 backend="${1:?raft or zookeeper}"
 how="${2:?kill, kill-transfer, pause or cutoff}"
@@ -60,8 +66,26 @@ if [[ "$backend" == zookeeper ]]; then
   zk=()
   [[ -n "${QRSTORE_ZK_HOSTS:-}" ]] && zk=("--replication.zookeeper.hosts=$QRSTORE_ZK_HOSTS")
   # A short session: a killed or paused leader's ephemeral znodes go 2 s after it went silent.
-  # pause: n0 rejoins from a checkpoint it fetches (ZooKeeper no longer holds batch 0).
-  [[ "$how" == pause ]] && zk+=(--server.checkpoint_dir="$QR_TMP/checkpoints" --server.checkpoint_every_batches=100)
+  # pause, cutoff: n0 rejoins from a checkpoint it fetches (ZooKeeper no longer holds batch 0).
+  [[ "$how" == pause || "$how" == cutoff ]] &&
+    zk+=(--server.checkpoint_dir="$QR_TMP/checkpoints" --server.checkpoint_every_batches=100)
+  if [[ "$how" == cutoff ]]; then
+    # Every node reaches ZooKeeper through the relay; writing n0's pid to the cut file cuts it off.
+    server="${QRSTORE_ZK_HOSTS:-}"
+    if [[ -z "$server" ]]; then
+      mkdir -p "$QRSTORE_RUN_DIR/zkcut"
+      server="$("$QR_SRC/scripts/zk-server.sh" start "$QRSTORE_RUN_DIR/zkcut/zk")"
+    fi
+    [[ "$server" != *,* ]] || fail "the cutoff test relays one ZooKeeper server, not $server"
+    read -r relay_port <<<"$(free_ports 1)"
+    python3 "$QR_SRC/scripts/zk-cut-proxy.py" --listen-port "$relay_port" --server "$server" \
+      --cut-file "$QR_TMP/zkcut" --ready-file "$QR_TMP/relay.ready" --exit-with $$ >"$QR_TMP/relay.out" 2>&1 &
+    for _ in $(seq 1 100); do [[ -f "$QR_TMP/relay.ready" ]] && break; sleep 0.05; done
+    [[ -f "$QR_TMP/relay.ready" ]] || fail "the ZooKeeper relay did not start: $(cat "$QR_TMP/relay.out")"
+    via=("--replication.zookeeper.hosts=127.0.0.1:$relay_port")
+    for a in "${zk[@]}"; do [[ "$a" == --replication.zookeeper.hosts=* ]] || via+=("$a"); done
+    zk=("${via[@]}")
+  fi
   qr_up "$cfg" "${zk[@]+"${zk[@]}"}" --replication.zookeeper.session_timeout_ms=2000
 else
   values=()
@@ -102,6 +126,8 @@ else
 fi
 if [[ "$how" == pause ]]; then
   "$QR_SRC/scripts/cluster.sh" kill "$cfg" n0 STOP
+elif [[ "$how" == cutoff && "$backend" == zookeeper ]]; then
+  cat "$run/n0.pid" >"$QR_TMP/zkcut"  # n0's packets to and from ZooKeeper are dropped
 elif [[ "$how" == cutoff ]]; then
   touch "$QR_TMP/isolate.0"  # n0 (raft node id 0) hears from no peer, and no peer from it
 elif [[ "$how" == kill-before-reply* ]]; then
@@ -135,6 +161,27 @@ for n in n1 n2; do
   [[ "$named" == "$leader@"* ]] || fail "$n names ${named:-nobody} as its leader, not $leader: $(status)"
 done
 
+if [[ "$how" == cutoff && "$backend" == zookeeper ]]; then
+  # The group went on once ZooKeeper expired n0's session: from the relay's cut to the new
+  # leader's first batch.
+  python3 - "$QR_TMP/relay.out" "$run/$leader.log" <<'PY' || fail "the new leader took too long after the cut"
+import re, sys
+from datetime import datetime
+def first(path, text):
+    for l in open(path):
+        m = re.match(r"(\d\d:\d\d:\d\d\.\d+) ", l)
+        if m and text in l:
+            return datetime.strptime(m.group(1), "%H:%M:%S.%f")
+    sys.exit("no '%s' in %s" % (text, path))
+d = (first(sys.argv[2], "leads from batch") - first(sys.argv[1], " cut: ")).total_seconds()
+print("-- a follower led %.2f s after n0 was cut off from ZooKeeper (session 2 s)" % d)
+sys.exit(0 if 0 <= d <= 6.0 else 1)
+PY
+  grep -q "leader" <<<"$(status | awk '$1 == "n0" { print $2 }')" &&
+    note "n0, cut off, still says it leads (it cannot know its session expired): $(status | awk '$1 == "n0"')"
+  sleep 1.5  # the client moves away from the silent n0 meanwhile
+  rm -f "$QR_TMP/zkcut"  # healed: n0's ZooKeeper client reconnects and learns its session expired
+fi
 if [[ "$how" == pause || "$how" == cutoff ]]; then
   if [[ "$how" == pause ]]; then
     sleep 1.5  # the client moves away from the silent n0 meanwhile
@@ -145,7 +192,7 @@ if [[ "$how" == pause || "$how" == cutoff ]]; then
   grep -q "stopping by itself" "$run/n0.log" || fail "the resumed old leader did not stop by itself: $(tail -5 "$run/n0.log")"
   grep -q "deposed" "$run/n0.log" || fail "n0's log does not say it was deposed"
   note "n0 found itself deposed: $(grep -h "stopping by itself" "$run/n0.log" | cut -c1-150)"
-  [[ "$how" == cutoff ]] && rm -f "$QR_TMP/isolate.0"  # healed: n0 can rejoin
+  [[ "$how" == cutoff ]] && rm -f "$QR_TMP/isolate.0"  # (raft) healed: n0 can rejoin
   # It rejoins by itself: the same process executes itself again (no exit), follows the new
   # leader and catches up; status shows it `rejoining` meanwhile, then `serving`.
   n0_state=""
@@ -162,11 +209,14 @@ if [[ "$how" == pause || "$how" == cutoff ]]; then
   grep -q "rejoining its group as a follower (rejoin 1" "$run/n0.log" || fail "n0 did not start again as a rejoining follower"
   [[ -n "${seen_rejoining:-}" ]] || note "(status never caught n0 rejoining: it was quick)"
   note "n0 rejoined as a follower: $(grep -h "rejoining (rejoin 1" "$run/n0.log" | cut -c1-120)"
-  if [[ "$how" == cutoff ]]; then
+  if [[ "$how" == cutoff && "$backend" == zookeeper ]]; then
+    grep -q "session expired" "$run/n0.log" || fail "n0's log does not say its ZooKeeper session expired"
+    note "n0 healed: $(grep -h "session expired" "$run/n0.log" | head -1 | cut -c1-150)"
+  elif [[ "$how" == cutoff ]]; then
     grep -q "test hook: cut off from every peer" "$run/n0.log" || fail "n0 was never cut off"
-    # It stepped down within an election timeout (100 ticks of 10 ms here, randomized up to 2 s)
-    # plus the watch thread's poll, and acknowledged nothing after: the bound below checks the
-    # second from outside.
+    # It stepped down within two quorum checks of two election timeouts (100 ticks of 10 ms
+    # here: at most 4 s) plus the watch thread's poll, and acknowledged nothing after: the bound
+    # below checks the first from outside.
     python3 - "$run/n0.log" <<'PY' || fail "n0 took too long to step down"
 import re, sys
 from datetime import datetime
@@ -181,7 +231,7 @@ for l in open(sys.argv[1]):
         t["dep"] = datetime.strptime(m.group(1), "%H:%M:%S.%f")
 d = (t["dep"] - t["cut"]).total_seconds()
 print("-- n0 deposed %.2f s after it was cut off" % d)
-sys.exit(0 if 0 <= d <= 3.0 else 1)
+sys.exit(0 if 0 <= d <= 5.0 else 1)
 PY
   fi
 fi

@@ -87,6 +87,11 @@ qr_write_config() {
     echo "  raft:"
     echo "    election_ticks: 100"
     echo "    heartbeat_ticks: 10"
+    # The tests' ZooKeeper server is shared by the tests running at once: 32 MiB each. A 10 s
+    # session unless a test chooses a shorter one (a loaded host misses pings).
+    echo "  zookeeper:"
+    echo "    retain_bytes: 33554432"
+    echo "    session_timeout_ms: 10000"
     echo "server:"
     echo "  dump_state_dir: $QR_TMP/dump-$(basename "$out" .yaml)"
     echo "  stats_interval_ms: 2000"

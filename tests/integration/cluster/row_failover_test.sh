@@ -20,6 +20,11 @@
 # two successors resuming with each other (docs/partitioned-rows.md 9.5: each answers the other's
 # resume during its own handshake; each re-sends what its predecessor sent the other, its votes
 # from its group's batch-end records among it); the same checks, for both partitions.
+# With STEP pause, partition 1's leader p1r0 is paused (SIGSTOP) past its group's election (raft)
+# or session (ZooKeeper) and resumed 4 s later: deposed while alive, it rejoins by itself (the
+# same process executes itself again: server.rejoin_when_deposed) as a follower of its group's
+# new leader, which took its place in the row; then the same checks, with p1r0 serving as a
+# follower again and dumping what its group's leader dumps.
 # Usage: row_failover_test.sh BACKEND [STEP ...]
 source "$(dirname "$0")/lib.sh"
 backend="${1:?raft or zookeeper}"
@@ -34,15 +39,18 @@ qr_grid_config "$QR_TMP/grid-$step.yaml" "$backend" 2 3 \
   "workload:" "  kind: transfer" "transfer:" "  accounts: 4000" "  initial_balance: 1000" "  max_amount: 1500" \
   "  mp_ratio: 0.5" "batch:" "  txns: 500" "  timeout_ms: 5"
 cfg="$QR_TMP/grid-$step.yaml"
-crash=()
-killed=(p1r0)
+extra=()  # options for this step
+killed=(p1r0)  # the leaders lost (pause: p1r0 comes back as a follower)
+back=0
 case "$step" in
   kill) ;;
   kill_both) killed=(p0r0 p1r0) ;;
-  *) crash=("--server.test_row_crash=p1r0:$step:200") ;;
+  # (its rejoin starts from its newest checkpoint: ZooKeeper no longer holds batch 0.)
+  pause) back=1 extra=("--server.checkpoint_dir=$QR_TMP/checkpoints-$step" --server.checkpoint_every_batches=100) ;;
+  *) extra=("--server.test_row_crash=p1r0:$step:200") ;;
 esac
 qr_up "$cfg" "${zk[@]+"${zk[@]}"}" "--replication.zookeeper.root=/qrstore-row-failover-$$-$step" \
-  --replication.zookeeper.session_timeout_ms=2000 "${crash[@]+"${crash[@]}"}"
+  --replication.zookeeper.session_timeout_ms=2000 "${extra[@]+"${extra[@]}"}"
 # Requests of 20 txns every 4 ms per connection: some are always in flight (a batch takes >= 5 ms).
 qr_client "$cfg" --duration-s 14 --target-tps 10000 --connections 2 --outstanding 500 --seed 61 --json \
   --client.txns_per_request=20 \
@@ -66,9 +74,31 @@ elif [[ "$step" == kill_both ]]; then
   sleep 0.3
   kill -KILL "${pids[@]}"
   note "p0r0 and p1r0 (both partitions' leaders) killed at once (pids ${pids[*]})"
+elif [[ "$step" == pause ]]; then
+  sleep 5
+  "$QR_SRC/scripts/cluster.sh" kill "$cfg" p1r0 STOP
+  sleep 4
+  "$QR_SRC/scripts/cluster.sh" kill "$cfg" p1r0 CONT
+  note "p1r0 (partition 1's leader) paused for 4 s"
 fi
 wait "$client" || fail "client failed: $(tail -15 "$QR_TMP/failover.err")"
-if [[ "$step" != kill* ]]; then
+if ((back)); then
+  # Deposed while alive, it rejoined in the same process and follows its group's new leader.
+  log="$QRSTORE_RUN_DIR/grid-$step/p1r0.log"
+  state=""
+  for _ in $(seq 1 300); do
+    [[ ! -f "$QRSTORE_RUN_DIR/grid-$step/p1r0.exit" ]] ||
+      fail "the deposed p1r0 exited with $(cat "$QRSTORE_RUN_DIR/grid-$step/p1r0.exit") instead of rejoining: $(tail -5 "$log")"
+    state="$(qr_client "$cfg" --status --client.connect_timeout_ms=1000 2>/dev/null | awk '$1 == "p1r0" { print $2, $3 }' || true)"
+    [[ "$state" == "follower serving" ]] && break
+    sleep 0.2
+  done
+  [[ "$state" == "follower serving" ]] || fail "p1r0 did not rejoin as a serving follower within 60 s (last: '$state'): $(tail -5 "$log")"
+  grep -q "deposed" "$log" || fail "p1r0's log does not say it was deposed"
+  grep -q "rejoining its group as a follower (rejoin 1" "$log" || fail "p1r0 did not start again as a rejoining follower"
+  note "p1r0 rejoined by itself: $(grep -h "rejoining (rejoin 1" "$log" | cut -c1-150)"
+fi
+if [[ "$step" != kill* && "$step" != pause ]]; then
   grep -q "row test hook: partition 1 kills itself (SIGKILL) at step $step of batch" \
     "$QRSTORE_RUN_DIR/grid-$step/p1r0.log" || fail "p1r0 never reached step $step (see its log)"
   note "p1r0 killed itself at step $step: $(grep -o "of batch [0-9]*" "$QRSTORE_RUN_DIR/grid-$step/p1r0.log" | tail -1)"
@@ -93,7 +123,7 @@ for k in "${killed[@]}"; do
   kp="${k:1:1}"
   grep -q "leads partition $kp in the row" "$QRSTORE_RUN_DIR/grid-$step/"p${kp}r[12].log ||
     fail "no follower of partition $kp took $k's place (see $QRSTORE_RUN_DIR/grid-$step/p${kp}r1.log)"
-  grep -Eq "^$kp +p${kp}r[12]@[0-9]+ +2 of 3\$" <<<"$status" || fail "status: partition $kp's new leader: $status"
+  grep -Eq "^$kp +p${kp}r[12]@[0-9]+ +$((2 + back)) of 3\$" <<<"$status" || fail "status: partition $kp's new leader: $status"
   note "status: $(grep -E "^$kp +p${kp}r" <<<"$status")"
 done
 if [[ "$step" == kill_both ]]; then
@@ -138,10 +168,11 @@ done
 for n in p0r0 p0r1 p0r2 p1r1 p1r2; do
   [[ " ${killed[*]} " == *" $n "* || -s "$dir/$n.tsv" ]] || fail "no dump of $n"
 done
+((back == 0)) || [[ -s "$dir/p1r0.tsv" ]] || fail "p1r0, rejoined as a follower, wrote no dump at down"
 note "every surviving member of each group dumps the same state"
 total=$(($(dump_sum "$dir/p0r1.tsv") + $(dump_sum "$dir/p1r1.tsv")))
 [[ "$total" == 4000000 ]] || fail "money not conserved across the partitions: $total"
-note "$step: 4,000,000 conserved over both partitions after ${killed[*]} died"
+note "$step: 4,000,000 conserved over both partitions after losing ${killed[*]}"
 QR_CONFIGS=()
 done
 
