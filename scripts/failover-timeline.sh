@@ -2,7 +2,8 @@
 # failover-timeline.sh: what a leader's death costs, as a client sees it.
 #
 #   scripts/failover-timeline.sh CONFIG [--kill-at S] [--duration-s S] [--kills N] [--partition P]
-#                                [--fault kill|pause] [--pause-s S] [--out DIR] [--key=value ...]
+#                                [--fault kill|pause|cut] [--pause-s S] [--restart-after S]
+#                                [--out DIR] [--key=value ...]
 #
 # Brings up a fresh cluster of CONFIG, runs qrstore-client against it for --duration-s (default
 # 20) with the commit count sampled every 100 ms, and kills the current leader (of partition
@@ -12,7 +13,14 @@
 # majority: 2N + 1 members at least). --fault pause: the leader is paused (SIGSTOP) instead, for
 # --pause-s seconds (default 3), then resumed (SIGCONT): deposed, it rejoins as a follower by
 # itself (server.rejoin_when_deposed), so its dump is compared too; the time to the first commit
-# then includes the client noticing a silent leader (client.silent_leader_ms).
+# then includes the client noticing a silent leader (client.silent_leader_ms). --fault cut: the
+# leader is cut off for --pause-s seconds while its clients still reach it: raft, from its peers
+# (the transport's test hook replication.raft.test_isolate_file); ZooKeeper, from the ZooKeeper
+# server (every node reaches it through scripts/zk-cut-proxy.py, which drops the leader's
+# traffic; with replication.zookeeper.hosts empty this script starts a local server for it);
+# healed, the deposed leader rejoins by itself. --restart-after S: each killed leader is started
+# again (`cluster.sh up`, from its checkpoint) S seconds after its kill, so N kills need a group
+# of 3 (the issue's double failover: --kills 2 --restart-after 3).
 # Then it stops the cluster (survivors' dumps) and writes into --out
 # (default run/failover-timeline-<time>):
 #   timeline.csv   t_s,committed (per 100 ms, t from the client's start), kills.csv (t_s,node)
@@ -36,7 +44,7 @@ usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "failover-timeline: $*" >&2; exit 1; }
 bad() { echo "failover-timeline: $*" >&2; exit 2; }
 
-config="" kill_at=5 duration=20 kills=1 out="" overrides=() victim_partition=0 fault=kill pause_s=3
+config="" kill_at=5 duration=20 kills=1 out="" overrides=() victim_partition=0 fault=kill pause_s=3 restart_after=""
 while (($#)); do
   case "$1" in
     -h|--help) usage; exit 0 ;;
@@ -46,6 +54,7 @@ while (($#)); do
     --partition) victim_partition="${2:?--partition needs a partition}"; shift 2 ;;
     --fault) fault="${2:?--fault needs kill or pause}"; shift 2 ;;
     --pause-s) pause_s="${2:?--pause-s needs seconds}"; shift 2 ;;
+    --restart-after) restart_after="${2:?--restart-after needs seconds}"; shift 2 ;;
     --out) out="${2:?--out needs a folder}"; shift 2 ;;
     --*=*) overrides+=("$1"); shift ;;
     -*) bad "unknown flag $1 (see --help)" ;;
@@ -55,7 +64,12 @@ done
 [[ -n "$config" ]] || bad "missing CONFIG (see --help)"
 [[ -f "$config" ]] || bad "no config file '$config'"
 [[ "$kills" =~ ^[1-9][0-9]*$ ]] || bad "--kills: a count >= 1 (got '$kills')"
-[[ "$fault" == kill || "$fault" == pause ]] || bad "--fault: kill or pause (got '$fault')"
+[[ "$fault" == kill || "$fault" == pause || "$fault" == cut ]] || bad "--fault: kill, pause or cut (got '$fault')"
+if [[ -n "$restart_after" ]]; then
+  [[ "$fault" == kill ]] || bad "--restart-after goes with --fault kill"
+  python3 -c "import sys; sys.exit(0 if 0 < float(sys.argv[1]) <= 600 else 1)" "$restart_after" 2>/dev/null ||
+    bad "--restart-after: seconds in (0, 600] (got '$restart_after')"
+fi
 python3 -c "import sys; sys.exit(0 if 0 < float(sys.argv[1]) <= 600 else 1)" "$pause_s" 2>/dev/null ||
   bad "--pause-s: seconds in (0, 600] (got '$pause_s')"
 python3 -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); sys.exit(0 if 0<a<b<=3600 else 1)" "$kill_at" "$duration" ||
@@ -66,7 +80,12 @@ nodes="$("$bin/qrstore-server" --config "$config" "${overrides[@]+"${overrides[@
 [[ "$victim_partition" =~ ^[0-9]+$ ]] || bad "--partition: a partition number (got '$victim_partition')"
 members=$(awk -v p="$victim_partition" '$5 == p' <<<"$nodes" | wc -l)
 ((members > 0)) || bad "$config has no partition $victim_partition"
-((members >= 2 * kills + 1)) || bad "$kills kill(s) need a group of at least $((2 * kills + 1)) members to keep a majority; $config has $members"
+if [[ -n "$restart_after" || "$fault" != kill ]]; then
+  # Each lost leader comes back (started again, or rejoining by itself): three keep a majority.
+  ((members >= 3)) || bad "a group of at least 3 members keeps a majority; $config has $members"
+else
+  ((members >= 2 * kills + 1)) || bad "$kills kill(s) need a group of at least $((2 * kills + 1)) members to keep a majority; $config has $members"
+fi
 name="$("$bin/qrstore-server" --config "$config" "${overrides[@]+"${overrides[@]}"}" --get cluster.name)"
 kind="$("$bin/qrstore-server" --config "$config" "${overrides[@]+"${overrides[@]}"}" --get workload.kind)"
 
@@ -75,8 +94,32 @@ mkdir -p "$out/dump"
 export QRSTORE_RUN_DIR="$out/run"
 cluster() { "$here/scripts/cluster.sh" "$@"; }
 all=("${overrides[@]+"${overrides[@]}"}" "--server.dump_state_dir=$out/dump")
-cleanup() { cluster down "$config" >"$out/down.log" 2>&1 || true; }
+backend="$("$bin/qrstore-server" --config "$config" "${overrides[@]+"${overrides[@]}"}" --get replication.backend)"
+zk_dir=""
+cleanup() {
+  cluster down "$config" >"$out/down.log" 2>&1 || true
+  [[ -z "$zk_dir" ]] || "$here/scripts/zk-server.sh" stop "$zk_dir" >/dev/null 2>&1 || true
+}
 trap cleanup EXIT
+if [[ "$fault" == cut && "$backend" == raft ]]; then
+  all+=("--replication.raft.test_isolate_file=$out/isolate")
+elif [[ "$fault" == cut && "$backend" == zookeeper ]]; then
+  # Every node reaches ZooKeeper through the relay, which can cut one process off it.
+  zk="$("$bin/qrstore-server" --config "$config" "${overrides[@]+"${overrides[@]}"}" --get replication.zookeeper.hosts)"
+  if [[ -z "$zk" ]]; then
+    zk_dir="$out/zk"
+    zk="$("$here/scripts/zk-server.sh" start "$zk_dir" --heap-mb "${QRSTORE_ZK_HEAP_MB:-1024}")" || die "could not start a local ZooKeeper"
+  fi
+  [[ "$zk" != *,* ]] || bad "--fault cut relays one ZooKeeper server, not $zk"
+  relay_port="$(source "$here/scripts/lib.sh"; free_ports 1)"
+  python3 "$here/scripts/zk-cut-proxy.py" --listen-port "$relay_port" --server "$zk" --cut-file "$out/zk-cut" \
+    --ready-file "$out/relay.ready" --exit-with $$ >"$out/relay.log" 2>&1 &
+  for _ in $(seq 1 100); do [[ -f "$out/relay.ready" ]] && break; sleep 0.05; done
+  [[ -f "$out/relay.ready" ]] || die "the ZooKeeper relay did not start: $(cat "$out/relay.log")"
+  all+=("--replication.zookeeper.hosts=127.0.0.1:$relay_port")
+elif [[ "$fault" == cut ]]; then
+  bad "--fault cut needs replication.backend raft or zookeeper (got $backend)"
+fi
 cluster up "$config" --fresh "${all[@]}" >"$out/up.log" 2>&1 || { cat "$out/up.log" >&2; die "the cluster did not start"; }
 status() { "$bin/qrstore-client" --config "$config" "${all[@]}" --status --client.connect_timeout_ms=1000 2>/dev/null || true; }
 # The serving leader of the victim partition (--list-nodes: name host cport pport partition row).
@@ -90,6 +133,7 @@ echo "failover-timeline: $config ($members members, $kind), ${duration} s, $kill
 "$bin/qrstore-client" --config "$config" "${all[@]}" --duration-s "$duration" --json --client.progress_interval_ms=100 \
   >"$out/client.json" 2>"$out/client.log" &
 client=$!
+pending=()
 # The client's clock starts after it connects: kill times are taken from its timeline start.
 step=$(python3 -c "print(($duration - $kill_at) / ($kills + 1))")
 : >"$out/kills.unix"
@@ -99,20 +143,48 @@ for ((k = 0; k < kills; k++)); do
   sleep "$(python3 -c "import time; print(max(0.0, $started + $at - time.time()))")"
   victim="$(leader)"
   [[ -n "$victim" ]] || die "no node leads partition $victim_partition at t = $at s: $(status)"
+  # A node of this host is signalled here, right after the time is taken (cluster.sh kill takes
+  # a few hundred ms on a busy host, which the figures would count); others through cluster.sh.
+  signal() {
+    local pid
+    pid="$(cat "$QRSTORE_RUN_DIR/$name/$victim.pid" 2>/dev/null || true)"
+    if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then kill "-$1" "$pid"; else cluster kill "$config" "$victim" "$1" >/dev/null; fi
+  }
   t="$(date +%s.%N)"
   if [[ "$fault" == pause ]]; then
-    cluster kill "$config" "$victim" STOP >/dev/null
-    (sleep "$pause_s"; cluster kill "$config" "$victim" CONT >/dev/null 2>&1 || true) &
+    signal STOP
+    (sleep "$pause_s"; signal CONT 2>/dev/null || true) &
+    pending+=($!)
     echo "$t $victim" >>"$out/kills.unix"
     echo "failover-timeline: paused the leader $victim (partition $victim_partition) at t = ${at} s for ${pause_s} s"
+  elif [[ "$fault" == cut && "$backend" == raft ]]; then
+    row="$(awk -v n="$victim" '$1 == n { print $6 }' <<<"$nodes")"  # its raft node id
+    touch "$out/isolate.$row"
+    (sleep "$pause_s"; rm -f "$out/isolate.$row") &
+    pending+=($!)
+    echo "$t $victim" >>"$out/kills.unix"
+    echo "failover-timeline: cut the leader $victim (partition $victim_partition) off its peers at t = ${at} s for ${pause_s} s"
+  elif [[ "$fault" == cut ]]; then
+    cat "$QRSTORE_RUN_DIR/$name/$victim.pid" >"$out/zk-cut"
+    (sleep "$pause_s"; rm -f "$out/zk-cut") &
+    pending+=($!)
+    echo "$t $victim" >>"$out/kills.unix"
+    echo "failover-timeline: cut the leader $victim (partition $victim_partition) off ZooKeeper at t = ${at} s for ${pause_s} s"
   else
-    cluster kill "$config" "$victim" KILL >/dev/null
+    signal KILL
     echo "$t $victim" >>"$out/kills.unix"
     echo "failover-timeline: killed the leader $victim (partition $victim_partition) at t = ${at} s"
+    if [[ -n "$restart_after" ]]; then
+      (sleep "$restart_after"; cluster up "$config" >>"$out/restarts.log" 2>&1 ||
+         echo "failover-timeline: starting $victim again failed (restarts.log)" >&2) &
+      pending+=($!)
+      echo "failover-timeline: $victim starts again ${restart_after} s later"
+    fi
   fi
 done
 wait "$client" && client_code=0 || client_code=$?
-wait  # a resume still pending
+# A resume, heal or restart still pending (not the relay, which lives as long as this script).
+for p in "${pending[@]+"${pending[@]}"}"; do wait "$p" || true; done
 cleanup
 trap - EXIT
 
@@ -159,12 +231,26 @@ for t, node in kills:
     k = int(t / dt)  # the interval the kill fell in
     before = per[max(0, k - int(1 / dt)):k]
     base = sum(before) / len(before) if before else 0
-    # The first interval after the kill with no commit, then the first with commits again.
-    i = k + 1
-    while i < len(per) and per[i] > 0:
-        i += 1
-    while i < len(per) and per[i] == 0:
-        i += 1
+    # The outage: the longest run of intervals without a commit that starts after the fault and
+    # before the next one (a short dip can come first: commits of batches already replicated,
+    # or a slow interval); the first commit after it is the new leader's.
+    end = len(per)
+    for t2, _ in kills:
+        if t2 > t:
+            end = min(end, int(t2 / dt))
+    i, longest, j = k + 1, -1, k + 1
+    while j < end:
+        if per[j] == 0:
+            z = j
+            while z < len(per) and per[z] == 0:
+                z += 1
+            if z - j > longest:
+                longest, i = z - j, z
+            j = z
+        else:
+            j += 1
+    if longest < 0:
+        i = k + 1  # no interval without a commit: the client never waited a whole interval
     # per[i] counts the commits of [i dt, (i + 1) dt): the first came by the interval's end (an
     # upper bound, off by at most one interval).
     first = ((i + 1) * dt - t) if i < len(per) else None
