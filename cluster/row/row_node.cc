@@ -105,6 +105,7 @@ RowNode::RowNode(RowNodeOptions options, storage::Table* table, commit::CommitSi
   // A successor's batches below D have their records in its group's log already: values a peer
   // re-sends for them (its own successor running them again) are not recorded (RecordValues).
   rec_done_ = opt_.pipeline.first_batch;
+  records_handed_.store(opt_.pipeline.first_batch);
   lost_ns_.assign(nparts_, 0);
   peer_term_.assign(nparts_, 0);
   if (opt_.successor) {
@@ -602,6 +603,7 @@ void RowNode::OnBatchExecuted(uint64_t b) {
     // A successor re-executed a batch whose record its group's log holds already (its
     // predecessor logged it; a part of the batch was missing from the log): not logged again.
     MarkReplicated(b, rs);
+    RecordHanded(b);
     return;
   }
   // Votes alone do not make it wait: a follower needs them only for a batch it ran, whose record
@@ -615,6 +617,15 @@ void RowNode::OnBatchExecuted(uint64_t b) {
     batch_end_records_.fetch_add(1, std::memory_order_relaxed);
   }
   opt_.replicate(b, batch_end_stream(), EncodeRowMessage(rec));
+  RecordHanded(b);
+}
+
+void RowNode::RecordHanded(uint64_t b) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (b + 1 > records_handed_.load()) records_handed_.store(b + 1);
+  }
+  cv_.notify_all();
 }
 
 // ---- what the peers send ---------------------------------------------------------------------
@@ -858,6 +869,17 @@ Status RowNode::WaitFinished(int64_t timeout_ms) {
     lk.unlock();
     if (!health().ok()) return health();
     return Status::Timeout("not every row peer finished in time");
+  }
+  if (!opt_.follower && opt_.replicate) {
+    // Every committed batch's record is on its way before the caller replicates end markers.
+    const uint64_t committed = pipeline_->committed_batches();
+    if (!cv_.wait_for(lk, std::chrono::milliseconds(left_ms()),
+                      [&] { return Halted() || records_handed_.load() >= committed; }) ||
+        Halted()) {
+      lk.unlock();
+      if (!health().ok()) return health();
+      return Status::Timeout("batch-end records below batch " + std::to_string(committed) + " not handed over in time");
+    }
   }
   return Status::Ok();
 }

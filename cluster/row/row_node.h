@@ -263,6 +263,7 @@ class RowNode final : public executor::RowSender, public RowHome {
   Status RecordValues(const RowDepValues& m);
   // Rule 2: batch b executed here; its record goes to the group (executor thread).
   void OnBatchExecuted(uint64_t b);
+  void RecordHanded(uint64_t b);  // the record of batch b went to opt_.replicate
   void WatchLoop();  // "row-watch": heartbeats out, silent peers in
   void OnSubSliceOutcomes(const std::vector<commit::TxnOutcome>& v);
   void OnBatch(const BatchInfo& info);
@@ -351,6 +352,10 @@ class RowNode final : public executor::RowSender, public RowHome {
   std::atomic<uint64_t> values_sent_{0};
   std::atomic<bool> finished_sent_{false};
   std::atomic<uint64_t> batch_end_records_{0};
+  // A leader with followers: batch-end records handed to opt_.replicate (or found logged) for
+  // every batch below it. WaitFinished waits for it, so the caller's end markers follow the
+  // last record on its stream (an empty record lets its batch commit before it is handed over).
+  std::atomic<uint64_t> records_handed_{0};
 
   // Rule 2, a leader with followers: what each batch's record will carry, until it executed.
   // Bounded by the batches a value may come for (2 * batches_in_flight).
