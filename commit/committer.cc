@@ -2,18 +2,6 @@
 
 namespace qrstore::commit {
 
-const char* TxnStatusName(TxnStatus s) {
-  switch (s) {
-    case TxnStatus::kCommitted:
-      return "committed";
-    case TxnStatus::kAbortedLogic:
-      return "aborted-logic";
-    case TxnStatus::kAbortedCascade:
-      return "aborted-cascade";
-  }
-  return "?";
-}
-
 SliceTally CountSliceOutcomes(const planner::PlannedSlice& slice, const executor::BatchFates& fates) {
   SliceTally tally;
   const uint64_t n = slice.txns.size();

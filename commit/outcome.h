@@ -1,8 +1,6 @@
 // The outcome of one transaction, as the commit stage reports it. Plain values, copied to the
-// engine's CommitSink (cluster/engine.h re-exports these names in qrstore::cluster).
-//
-// Global planned order = lexicographic (batch, planner priority, index in the planner's slice);
-// it equals the order in which transactions were submitted to the engine.
+// engine's CommitSink (engine/engine.h re-exports these names in qrstore::cluster).
+// PlannedPos and TxnStatus come from storage/txn_order.h.
 #pragma once
 
 #include <cstdint>
@@ -10,33 +8,13 @@
 #include <string_view>
 #include <vector>
 
+#include "storage/txn_order.h"
+
 namespace qrstore::commit {
 
-struct PlannedPos {
-  uint64_t batch = 0;
-  uint32_t planner = 0;
-  uint32_t index = 0;  // position in the (batch, planner) slice
-};
-
-inline bool operator<(const PlannedPos& a, const PlannedPos& b) {
-  if (a.batch != b.batch) return a.batch < b.batch;
-  if (a.planner != b.planner) return a.planner < b.planner;
-  return a.index < b.index;
-}
-inline bool operator==(const PlannedPos& a, const PlannedPos& b) {
-  return a.batch == b.batch && a.planner == b.planner && a.index == b.index;
-}
-
-enum class TxnStatus : uint8_t {
-  kCommitted = 0,
-  kAbortedLogic = 1,    // its own kAbortIf fired or a kDebit was short
-  // It accessed what an aborted txn wrote: a partitioned row's cascade
-  // (executor/row_resolver.h). A single node re-executes instead (executor/abort_resolver.h)
-  // and never reports it.
-  kAbortedCascade = 2,
-};
-
-const char* TxnStatusName(TxnStatus s);
+using storage::PlannedPos;
+using storage::TxnStatus;
+using storage::TxnStatusName;
 
 struct TxnOutcome {
   uint64_t txn_id = 0;

@@ -15,7 +15,7 @@ constexpr char kMagic[4] = {'Q', 'S', 'T', '1'};
 constexpr uint64_t kSessionSeed = 0x5e5510a0d1ull;
 constexpr uint64_t kOutcomeSeed = 0x0c0e0a1d2ull;
 constexpr uint64_t kDigestSeed = 0xd16e57ull;
-constexpr uint8_t kMaxStatus = static_cast<uint8_t>(commit::TxnStatus::kAbortedCascade);
+constexpr uint8_t kMaxStatus = static_cast<uint8_t>(storage::TxnStatus::kAbortedCascade);
 // The least bytes one encoded session / outcome takes (a varint per field, one byte each at
 // the least): what a count is checked against before anything is allocated.
 constexpr size_t kMinSessionBytes = 6;   // id, batch, planner, index, floor, highest
@@ -145,7 +145,7 @@ void SessionTable::Evict(std::map<uint64_t, Session>::iterator it) {
   sessions_.erase(it);
 }
 
-bool SessionTable::Record(uint64_t session, uint64_t seq, PlannedPos pos, commit::TxnStatus status,
+bool SessionTable::Record(uint64_t session, uint64_t seq, PlannedPos pos, storage::TxnStatus status,
                           std::string_view values, bool values_known) {
   QR_CHECK(static_cast<uint8_t>(status) <= kMaxStatus, "bad TxnStatus %d", static_cast<int>(status));
   const auto it = sessions_.find(session);
@@ -421,7 +421,7 @@ Result<SessionTable> SessionTable::Decode(std::string_view bytes, SessionLimits 
                                      " has more outcomes than max_outcomes_per_session " +
                                      std::to_string(limits.max_outcomes_per_session));
     }
-    o.status = static_cast<commit::TxnStatus>(status);
+    o.status = static_cast<storage::TxnStatus>(status);
     o.values_known = known == 1;
     t.Insert(session, s, seq, std::move(o));
     if (t.value_bytes_ > limits.max_value_bytes) {

@@ -72,9 +72,7 @@
 //  - Positions: an Open carries the position of its log entry like a txn does, and positions
 //    are non-decreasing in apply order; "least recently active" compares them (ties: smaller id).
 //  - Check builds `why` only when asked: pass nullptr on the planning hot path.
-//  - PlannedPos and TxnStatus come from commit/outcome.h, header-only: qrstore_planner includes
-//    it but does not link qrstore_commit (which links qrstore_planner), and must not call
-//    commit::TxnStatusName. Moving the two types below both modules would make that explicit.
+//  - PlannedPos and TxnStatus come from storage/txn_order.h (below the planner and commit).
 #pragma once
 
 #include <cstddef>
@@ -85,13 +83,13 @@
 #include <string_view>
 #include <tuple>
 
-#include "commit/outcome.h"
 #include "common/status.h"
 #include "planner/sorted_ring.h"
+#include "storage/txn_order.h"
 
 namespace qrstore::planner {
 
-using commit::PlannedPos;
+using storage::PlannedPos;
 
 struct SessionLimits {
   uint32_t max_sessions = 4096;
@@ -104,7 +102,7 @@ struct SessionLimits {
 };
 
 struct SessionOutcome {
-  commit::TxnStatus status = commit::TxnStatus::kCommitted;
+  storage::TxnStatus status = storage::TxnStatus::kCommitted;
   PlannedPos pos;
   std::string values;         // the txn's read values, when values_known
   bool values_known = false;  // false: this node did not capture them, or dropped them for the cap
@@ -134,7 +132,7 @@ class SessionTable {
   // returns false and changes nothing replicated when the session is unknown, seq is 0, below
   // the floor or already remembered. Clears a matching in-flight mark either way. `values` are
   // kept only when values_known.
-  bool Record(uint64_t session, uint64_t seq, PlannedPos pos, commit::TxnStatus status, std::string_view values,
+  bool Record(uint64_t session, uint64_t seq, PlannedPos pos, storage::TxnStatus status, std::string_view values,
               bool values_known);
 
   // --- Leader, at planning ---

@@ -11,7 +11,7 @@
 #include "planner/session_table.h"
 
 using namespace qrstore;
-using commit::TxnStatus;
+using storage::TxnStatus;
 using planner::PlannedPos;
 using planner::SessionLimits;
 using planner::SessionOutcome;
