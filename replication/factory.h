@@ -2,8 +2,8 @@
 // backend, and wraps every backend in the framing/compression decorator
 // (replication/compression.h) so backends only ever see framed, opaque bytes.
 //
-// Keys added here (the backends add their own replication.<backend>.* keys, called from
-// AddConfigKeys when the backend is built into this binary):
+// Its config keys (AddConfigKeys, BuiltBackends) are in replication/config_keys.h, a library of
+// their own (the backends add their own replication.<backend>.* keys there when built in):
 //   replication.backend       none | raft | zookeeper
 //   replication.compression   none | snappy
 //   replication.role          leader | follower (who leads for none/zookeeper; raft elects)
@@ -19,18 +19,14 @@
 
 #include "common/config.h"
 #include "common/status.h"
+#include "replication/config_keys.h"
 #include "replication/replication.h"
 
 namespace qrstore::replication {
-
-void AddConfigKeys(ConfigSchema* schema);
 
 // The backend named by replication.backend, wrapped by the compression decorator. Fails with
 // kInvalidArgument naming the key when the backend was not built into this binary or its
 // config is invalid. The Replicator is not started.
 Result<std::unique_ptr<Replicator>> CreateReplicator(const Config& config);
-
-// The backends built into this binary, e.g. {"none", "raft"}.
-std::vector<std::string> BuiltBackends();
 
 }  // namespace qrstore::replication

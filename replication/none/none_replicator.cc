@@ -185,12 +185,6 @@ LeaderView NoneReplicator::Leader(uint32_t group) const {
   return v;
 }
 
-void AddConfigKeys(ConfigSchema* schema) {
-  schema->AddString("replication.none.hub", "default",
-                    "none backend: in-process hub name; replicators of one process with the same hub share streams");
-  schema->AddInt("replication.none.retain_batches", 1024, 0, 1 << 20,
-                 "none backend: payloads kept per stream for ReceiveData (0: keep none, nobody reads)");
-}
 
 Result<std::unique_ptr<Replicator>> CreateNoneReplicator(const Config& config) {
   NoneOptions o;
