@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "bench/verify.h"
-#include "cluster/engine.h"
 #include "common/status.h"
+#include "engine/engine.h"
 #include "workloads/latency_histogram.h"
 #include "workloads/workload.h"
 

@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "cluster/engine.h"
 #include "common/cli.h"
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/logging.h"
 #include "common/rng.h"
+#include "engine/engine.h"
 #include "storage/record.h"
 #include "storage/table.h"
 

@@ -14,13 +14,13 @@
 #include <vector>
 
 #include "bench/driver.h"
-#include "common/report.h"
 #include "bench/verify.h"
-#include "cluster/engine.h"
 #include "common/cli.h"
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/logging.h"
+#include "common/report.h"
+#include "engine/engine.h"
 #include "storage/key_map.h"
 #include "storage/table.h"
 #include "workloads/workload.h"

@@ -21,16 +21,16 @@
 #include <string>
 #include <vector>
 
-#include "common/report.h"
-#include "cluster/engine.h"
-#include "cluster/pipeline.h"
 #include "cluster/row/row_local_link.h"
 #include "commit/row_commit.h"
 #include "common/cli.h"
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/logging.h"
+#include "common/report.h"
 #include "common/thread.h"
+#include "engine/engine.h"
+#include "engine/pipeline.h"
 #include "executor/range_executor.h"
 #include "planner/row_planner.h"
 #include "storage/key_map.h"

@@ -23,9 +23,9 @@
 #include <string>
 #include <vector>
 
-#include "cluster/engine.h"
 #include "common/hash.h"
 #include "common/status.h"
+#include "engine/engine.h"
 #include "workloads/workload.h"
 
 namespace qrstore::bench {

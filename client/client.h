@@ -1,4 +1,4 @@
-// The client library: connections to qrstore servers (cluster/protocol.h framing over nng streams
+// The client library: connections to qrstore servers (cluster/port/protocol.h framing over nng streams
 // on TCP, common/net/stream_net.h) for qrstore-client (client/qrstore_client.cc) and tests.
 //
 // ClientConnection: one connection to one node.
@@ -31,10 +31,10 @@
 #include <thread>
 #include <vector>
 
-#include "cluster/protocol.h"
+#include "cluster/port/protocol.h"
+#include "common/net/stream_net.h"
 #include "common/status.h"
 #include "common/thread.h"
-#include "common/net/stream_net.h"
 
 namespace qrstore::client {
 

@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "client/client.h"
-#include "cluster/cluster_config.h"
+#include "cluster/config/cluster_config.h"
 #include "common/clock.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "cluster/protocol.h"
-#include "cluster/topology.h"
+#include "cluster/config/topology.h"
+#include "cluster/port/protocol.h"
 #include "common/config.h"
 #include "common/status.h"
 

@@ -29,9 +29,9 @@
 #include <string_view>
 #include <vector>
 
-#include "client/verify.h"
 #include "client/client.h"
-#include "cluster/protocol.h"
+#include "client/verify.h"
+#include "cluster/port/protocol.h"
 #include "common/status.h"
 #include "common/thread.h"
 #include "workloads/latency_histogram.h"

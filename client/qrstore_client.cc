@@ -36,19 +36,19 @@
 #include <thread>
 #include <vector>
 
+#include "client/client.h"
 #include "client/cluster_view.h"
 #include "client/load.h"
 #include "client/stats.h"
 #include "client/verify.h"
-#include "common/report.h"
-#include "client/client.h"
-#include "cluster/cluster_config.h"
-#include "cluster/protocol.h"
-#include "cluster/topology.h"
+#include "cluster/config/cluster_config.h"
+#include "cluster/config/topology.h"
+#include "cluster/port/protocol.h"
 #include "common/cli.h"
 #include "common/clock.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
+#include "common/report.h"
 #include "storage/key_map.h"
 #include "workloads/latency_histogram.h"
 #include "workloads/workload.h"
@@ -177,7 +177,7 @@ int Main(int argc, char** argv) {
     return Fail(kExitBadInput, st.message());
   }
 
-  // The servers' partition function (cluster/topology.h): with one partition, engine.partitions,
+  // The servers' partition function (cluster/config/topology.h): with one partition, engine.partitions,
   // as qrstore-bench builds it, so connection 0 generates the bench's sequence.
   auto partition_map = cluster::PartitionMapFor(config, topo.value());
   if (!partition_map.ok()) return Fail(kExitBadInput, partition_map.status().message());

@@ -1,4 +1,4 @@
-// What qrstore-client derives from the nodes' status replies (cluster/protocol.h NodeStatus) for
+// What qrstore-client derives from the nodes' status replies (cluster/port/protocol.h NodeStatus) for
 // its summary: per-node figures over the measured window, and whether the replicas agree with
 // the leader. Pure functions; any thread.
 #pragma once
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "cluster/protocol.h"
+#include "cluster/port/protocol.h"
 #include "common/status.h"
 
 namespace qrstore::client {
@@ -21,7 +21,7 @@ struct NodeWindow {
 };
 // nullopt when the snapshots cannot be from one process run (CPU or batches went backwards: the
 // node restarted in between). The phase means in a NodeStatus are cumulative, sum / committed
-// batches since the process started (cluster/server.cc), so the window's are
+// batches since the process started (cluster/node/server.cc), so the window's are
 //   (mean_b * n_b - mean_a * n_a) / (n_b - n_a).
 std::optional<NodeWindow> WindowOf(const cluster::proto::NodeStatus& a, const cluster::proto::NodeStatus& b);
 

@@ -6,7 +6,7 @@
 #include <set>
 #include <string>
 
-#include "cluster/protocol.h"
+#include "cluster/port/protocol.h"
 #include "common/hash.h"
 #include "storage/ops.h"
 #include "storage/table.h"

@@ -5,7 +5,7 @@
 //   2  bad input: an unknown or malformed flag, an invalid config (file or --key=value), a
 //      path that cannot be used; reported before any work starts
 //   3  qrstore-server only: the node led its group and was deposed (another member leads now;
-//      see cluster/server_impl.h). It stopped by itself, acknowledged nothing after losing
+//      see cluster/node/server_impl.h). It stopped by itself, acknowledged nothing after losing
 //      leadership, and wrote no dump: its table may hold speculative batches.
 #pragma once
 

@@ -1,7 +1,7 @@
 // Engine: the single-node queue-oriented transaction engine (QueCC, paper section 2.3), the
-// facade that wires a planning front-end (cluster/local_planner.h) to an execution pipeline
-// (cluster/pipeline.h) around one storage::Table. A replicated node wires the same two pieces
-// with replication in between (cluster/server.h).
+// facade that wires a planning front-end (engine/local_planner.h) to an execution pipeline
+// (engine/pipeline.h) around one storage::Table. A replicated node wires the same two pieces
+// with replication in between (cluster/node/server.h).
 //
 //   Submit() --> client txn queue (bounded, FIFO)
 //     --> planner-<i> threads: take slices of each batch in turn (a token passed around the
@@ -35,11 +35,11 @@
 #include <memory>
 #include <vector>
 
-#include "cluster/local_planner.h"
-#include "cluster/pipeline.h"
 #include "commit/outcome.h"
 #include "common/config.h"
 #include "common/status.h"
+#include "engine/local_planner.h"
+#include "engine/pipeline.h"
 #include "storage/table.h"
 #include "storage/txn.h"
 

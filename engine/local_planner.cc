@@ -1,4 +1,4 @@
-#include "cluster/local_planner.h"
+#include "engine/local_planner.h"
 
 #include <chrono>
 #include <optional>
@@ -6,8 +6,8 @@
 
 #include "common/clock.h"
 #include "planner/planner.h"
-#include "planner/row_planner.h"
 #include "planner/replica_encoder.h"
+#include "planner/row_planner.h"
 
 namespace qrstore::cluster {
 

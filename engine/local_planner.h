@@ -2,7 +2,7 @@
 // Algorithm 1): the client transaction queue, planner threads, and the token ring that makes
 // the planned order the Submit order. Each planned slice is published to the Pipeline and, on
 // a leader, handed to a hook that replicates it (the leader = LocalPlanner + Pipeline +
-// ReplicateData; a follower has no LocalPlanner: it is fed by cluster/follower_feed.h).
+// ReplicateData; a follower has no LocalPlanner: it is fed by cluster/follow/follower_feed.h).
 //
 //   Submit() --> client txn queue (bounded, FIFO)
 //     --> planner-<i>: take the token for (b, i), claim slice (b, i) in the pipeline (waits while
@@ -34,10 +34,10 @@
 #include <string>
 #include <vector>
 
-#include "cluster/pipeline.h"
 #include "common/bounded_queue.h"
 #include "common/status.h"
 #include "common/thread.h"
+#include "engine/pipeline.h"
 #include "planner/eq.h"
 #include "storage/key_map.h"
 #include "storage/txn.h"
@@ -80,7 +80,7 @@ struct LocalPlannerOptions {
   RowHome* row = nullptr;
   storage::KeyMapper partitions;
   uint32_t row_partition = 0;
-  // Client sessions (cluster/session_store.h): called on the planner thread holding the token,
+  // Client sessions (cluster/sessions/session_store.h): called on the planner thread holding the token,
   // after every pop into the slice being filled: (batch, planner, txns, first new index), the
   // planner being this home's own (0..planners-1) in a row. It may remove txns from
   // txns[first..] (answered without being planned); the kept ones keep their order. Their

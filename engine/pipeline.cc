@@ -1,4 +1,4 @@
-#include "cluster/pipeline.h"
+#include "engine/pipeline.h"
 
 #include <mutex>
 #include <string>

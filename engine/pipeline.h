@@ -4,9 +4,9 @@
 // (executor/executor_stage.h: executor threads, one per key range, and the abort resolvers)
 // and the commit stage (commit/commit_stage.h: commit threads). Its input is planned slices,
 // fed in (batch, planner) order by a front-end:
-//   - LocalPlanner (cluster/local_planner.h) on a single node or a leader: planner threads take
+//   - LocalPlanner (engine/local_planner.h) on a single node or a leader: planner threads take
 //     transactions from the client queue and plan them into slices;
-//   - FollowerFeed (cluster/follower_feed.h) on a follower: the leader's slices arrive through
+//   - FollowerFeed (cluster/follow/follower_feed.h) on a follower: the leader's slices arrive through
 //     ReceiveData, are decoded and validated, and fed in the same order. Followers never plan.
 // Its outputs are the outcomes of each slice, in global planned order (CommitSink), and one
 // BatchInfo per committed batch (state digest, phase times).
@@ -41,8 +41,8 @@
 
 #include "commit/commit_stage.h"
 #include "commit/outcome.h"
-#include "executor/executor_stage.h"
 #include "common/status.h"
+#include "executor/executor_stage.h"
 #include "planner/eq.h"
 #include "storage/key_map.h"
 #include "storage/table.h"

@@ -1,6 +1,6 @@
 // BatchRing: the batches a node has in flight (the paper's batch metadata, section 3.4), as a
 // ring of batches_in_flight slots, and the one mutex and the condition variables through which
-// the node's stages hand each batch on: front-end (cluster/pipeline.h) -> executor stage
+// the node's stages hand each batch on: front-end (engine/pipeline.h) -> executor stage
 // (executor/executor_stage.h) -> commit stage (commit/commit_stage.h) -> back to the front-end
 // (a committed batch frees its slot). It is plain shared state, not a thread: the Pipeline owns
 // it, the stages hold a pointer to it, and each stage owns the fields it writes (below).

@@ -47,7 +47,7 @@ inline void RangeExecutor::Exec(const planner::PlannedSlice& slice, uint32_t i, 
   uint64_t undo = Access::kNoUndo;
   bool fired = false;
   if (rec == nullptr) {
-    // Absent key: a no-op (documented in cluster/engine.h); a dependency still flows, a read
+    // Absent key: a no-op (documented in engine/engine.h); a dependency still flows, a read
     // reads zeros.
     if (f.kind == FragKind::kDepRead) deps->Publish(f.slot, 0);
     if (f.kind == FragKind::kDepSend) SendDep(slice, f, 0);

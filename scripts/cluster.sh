@@ -29,7 +29,7 @@
 # <dir>/<node> first (and starts a new ZooKeeper root). The data remembers the overrides it was
 # made with (RUN/made-with): an `up` given none uses those and says so; one given an override
 # that contradicts them is refused (exit 2) unless --fresh; new keys are added. Each node checks
-# its data's identity itself too (cluster/data_identity.h: exit 2 naming the key). A cluster
+# its data's identity itself too (cluster/recovery/data_identity.h: exit 2 naming the key). A cluster
 # without data folders starts empty at every `up` (a fresh ZooKeeper root each time). The
 # scripts that need a new cluster (main-job, cluster-bench, failover-timeline, catchup-bench,
 # chaos) pass --fresh.

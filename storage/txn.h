@@ -59,7 +59,7 @@ struct Txn {
   uint64_t session = 0;
   uint64_t seq = 0;
   std::vector<Op> ops;
-  // The leader's own, never encoded or sent: a history read (cluster/session_store.h). Its
+  // The leader's own, never encoded or sent: a history read (cluster/sessions/session_store.h). Its
   // kReads return each key's value just before position (history_batch, history_planner,
   // history_index) of the global order, from the write histories (executor/write_history.h).
   bool history = false;

@@ -94,7 +94,7 @@ uint64_t ConfiguredKeyCount(const Config& config);
 // The engine's key space (engine.key_space: executor ranges and a row's partition ranges with
 // engine.range_function=range): the key when given (> 0), else the workload's key count, so a
 // config that switches workload.kind keeps its ranges balanced. `config`'s schema must hold
-// the engine keys (cluster/engine.h AddConfigKeys).
+// the engine keys (engine/engine.h AddConfigKeys).
 uint64_t EngineKeySpace(const Config& config);
 // `partition_map` is built by the caller from the engine's keys (engine.partitions,
 // engine.range_function, engine.key_space), which this module does not own.

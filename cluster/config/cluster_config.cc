@@ -1,8 +1,8 @@
-#include "cluster/cluster_config.h"
+#include "cluster/config/cluster_config.h"
 
-#include "cluster/engine.h"
-#include "cluster/topology.h"
-#include "replication/factory.h"
+#include "cluster/config/topology.h"
+#include "engine/engine.h"
+#include "replication/config_keys.h"
 #include "workloads/workload.h"
 
 namespace qrstore::cluster {

@@ -1,10 +1,10 @@
 // The schema of a cluster config file (configs/cluster-*.yaml): every key a server or a client
 // may read. Servers and clients load the same file with this one schema, so a typo fails in
 // both alike and the effective config means the same to both.
-//   batch.*, threads.*, engine.*     the engine (cluster/engine.h)
+//   batch.*, threads.*, engine.*     the engine (engine/engine.h)
 //   workload.*, ycsb.*, transfer.*   the workload and the table every node loads (workloads/)
 //   replication.*                    backend, compression, mode (replication/factory.h + here)
-//   cluster.*                        the node list (cluster/topology.h)
+//   cluster.*                        the node list (cluster/config/topology.h)
 //   server.*                         qrstore-server
 //   client.*                         qrstore-client
 #pragma once

@@ -1,4 +1,4 @@
-#include "cluster/topology.h"
+#include "cluster/config/topology.h"
 
 #include <map>
 #include <set>

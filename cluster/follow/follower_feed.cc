@@ -1,4 +1,4 @@
-#include "cluster/follower_feed.h"
+#include "cluster/follow/follower_feed.h"
 
 #include <algorithm>
 #include <chrono>
@@ -331,8 +331,13 @@ void FollowerFeed::Loop(uint32_t p) {
     if (slice == nullptr) return;  // the pipeline failed, stopped or ended
     const int64_t t0 = NowNanos();
     std::string_view bytes = got.second.view();
-    RowHomeBundle bundle;  // holds the part `bytes` points into
-    Status st = opt_.row ? OwnPart(b, p, &bundle, &bytes) : Status::Ok();
+    std::string part;  // a row's own part of a home bundle: `bytes` points into it
+    Status st;
+    if (opt_.row && opt_.row_part) {
+      bool replaced = false;
+      st = opt_.row_part(b, p, bytes, &part, &replaced);
+      if (st.ok() && replaced) bytes = part;
+    }
     if (st.ok()) st = planner::DecodeSlice(bytes, slice);
     if (st.ok()) st = planner::ValidateSlice(*slice, opt_.ranges, b, p, opt_.row ? &opt_.place : nullptr);
     if (!st.ok()) {
@@ -358,16 +363,8 @@ void FollowerFeed::Loop(uint32_t p) {
 }
 
 bool FollowerFeed::ApplyBatchEnd(uint64_t b, std::string_view bytes) {
-  RowBatchEnd rec;
-  Result<RowMsgKind> kind = PeekRowMessage(bytes);
-  Status st = kind.ok() ? Status::Ok() : kind.status();
-  if (st.ok() && kind.value() != RowMsgKind::kBatchEnd) st = Status::Corruption("not a batch-end record");
-  if (st.ok()) st = DecodeRowMessage(bytes, &rec);
-  if (st.ok() && (rec.batch != b || rec.partition != opt_.place.partition)) {
-    st = Status::Corruption("it names batch " + std::to_string(rec.batch) + " of partition " +
-                            std::to_string(rec.partition) + " (expected partition " +
-                            std::to_string(opt_.place.partition) + ")");
-  }
+  FeedBatchEnd rec;
+  Status st = opt_.row_record ? opt_.row_record(b, bytes, &rec) : Status::Corruption("no decoder for batch-end records");
   const uint32_t slices = opt_.planners - 1;
   for (size_t i = 0; st.ok() && i < rec.values.size(); ++i) {
     if (rec.values[i].slice >= slices) st = Status::Corruption("a value for slice " + std::to_string(rec.values[i].slice));
@@ -379,41 +376,13 @@ bool FollowerFeed::ApplyBatchEnd(uint64_t b, std::string_view bytes) {
   }
   // Within the pipeline's window for values and results: b may enter.
   if (!pipeline_->AwaitBatch(b)) return false;
-  if (opt_.on_batch_end) opt_.on_batch_end(rec);
   // A value may come before its sub-slice is published (the pipeline keeps it); the pipeline
   // checks each against its slot (a kDepRecv's, filled once) and fails on any other.
-  for (const RowBatchEndValue& v : rec.values) pipeline_->DeliverDepValue(b, v.slice, v.slot, v.value);
+  for (const FeedBatchEnd::Value& v : rec.values) pipeline_->DeliverDepValue(b, v.slice, v.slot, v.value);
   // Every record, also a batch that turns out not to need one (it may have committed already:
   // the result is then dropped).
   pipeline_->DeliverResolved(b, std::move(rec.fired), std::move(rec.aborted));
   return pipeline_->health().ok();
-}
-
-Status FollowerFeed::OwnPart(uint64_t b, uint32_t p, RowHomeBundle* bundle, std::string_view* bytes) const {
-  // A stream of this partition's own home carries whole home slices (RowHomeBundle, Rule 1 of
-  // docs/partitioned-rows.md section 9.2): this node runs its own part. Every other stream
-  // carries the sub-slice a peer home sent.
-  const uint32_t parts = opt_.place.partitions.buckets();
-  const uint32_t slices = opt_.planners - (opt_.batch_end_stream ? 1 : 0);
-  const bool own_home = parts > 0 && slices % parts == 0 && p / (slices / parts) == opt_.place.partition;
-  const Result<RowMsgKind> kind = PeekRowMessage(*bytes);  // a slice's magic is not a row message's
-  const bool is_bundle = kind.ok() && kind.value() == RowMsgKind::kHomeBundle;
-  if (own_home != is_bundle) {
-    return Status::Corruption(own_home ? "a stream of this partition's own home holds no home bundle"
-                                       : "a home bundle on a stream of another home");
-  }
-  if (!own_home) return Status::Ok();
-  Status st = DecodeRowMessage(*bytes, bundle);
-  if (!st.ok()) return st;
-  if (bundle->batch != b || bundle->slice != p || bundle->from != opt_.place.partition || bundle->parts.size() != parts) {
-    return Status::Corruption("a home bundle of batch " + std::to_string(bundle->batch) + ", slice " +
-                              std::to_string(bundle->slice) + ", home " + std::to_string(bundle->from) + " with " +
-                              std::to_string(bundle->parts.size()) + " parts (expected this stream's, " +
-                              std::to_string(parts) + " parts)");
-  }
-  if (opt_.on_bundle) opt_.on_bundle(*bundle);
-  *bytes = bundle->parts[bundle->from];
-  return Status::Ok();
 }
 
 }  // namespace qrstore::cluster

@@ -32,11 +32,11 @@
 #include <string_view>
 #include <vector>
 
-#include "cluster/pipeline.h"
-#include "cluster/row/row_messages.h"
 #include "common/shared_bytes.h"
 #include "common/status.h"
 #include "common/thread.h"
+#include "engine/pipeline.h"
+#include "executor/range_executor.h"
 #include "planner/eq.h"
 #include "replication/replication.h"
 #include "storage/key_map.h"
@@ -52,6 +52,19 @@ bool DecodeEndMarker(std::string_view bytes, uint64_t* end);
 // short to damage.
 bool DamageEntryForTest(std::string* bytes);
 
+// What a row follower's batch-end record brings its pipeline: the dependency values its leader
+// received (slice, slot, value) and the abort results of the row's votes.
+struct FeedBatchEnd {
+  struct Value {
+    uint32_t slice = 0;
+    uint32_t slot = 0;
+    int64_t value = 0;
+  };
+  std::vector<Value> values;
+  std::vector<executor::RowTxn> fired;
+  std::vector<executor::RowTxn> aborted;
+};
+
 struct FollowerFeedOptions {
   uint32_t group = 0;        // replication group = partition
   uint32_t planners = 1;     // streams
@@ -63,19 +76,21 @@ struct FollowerFeedOptions {
   bool row = false;
   planner::RowPlace place;
   // A row follower under Rule 2 (docs/partitioned-rows.md 9.4): the last of the `planners`
-  // streams carries its leader's batch-end records (RowBatchEnd), one per batch, not slices:
+  // streams carries its leader's batch-end records (row_record decodes them), one per batch, not slices:
   // their values go to the pipeline's dependency slots and their abort results to its resolver
   // (Pipeline::DeliverDepValue, DeliverResolved), batch b's once b may enter the pipeline. The
   // other streams publish batch b's sub-slices only once b's record arrived (the leader wrote it
   // after executing b), so the follower never starts a batch its leader did not finish.
   bool batch_end_stream = false;
-  // A row follower: each home bundle of its own home's streams, once decoded (replay thread,
-  // stream by stream in batch order), before its own part is published: what its leader sent the
-  // peers, for the re-send a successor owes them (RowNode::KeepBundle).
-  std::function<void(const RowHomeBundle&)> on_bundle;
-  // A row follower: each batch-end record, once decoded (replay thread, in batch order), before
-  // it reaches the pipeline: the votes its leader sent the peers, kept likewise (RowNode::KeepVotes).
-  std::function<void(const RowBatchEnd&)> on_batch_end;
+  // A row follower: what its streams carry is the row's to read (cluster/row/row_feed.h sets
+  // these). row_part (replay thread, stream by stream in batch order): stream p's entry of batch
+  // b becomes the sub-slice this node runs: *part is set and *replaced true to run it instead of
+  // the entry (its own home's part of a home bundle), *replaced false to run the entry as it is;
+  // a non-ok status stops apply, naming it.
+  std::function<Status(uint64_t b, uint32_t p, std::string_view entry, std::string* part, bool* replaced)> row_part;
+  // With batch_end_stream (replay thread, in batch order): decodes and checks the batch-end
+  // record of batch b into *out; a non-ok status stops apply, naming it.
+  std::function<Status(uint64_t b, std::string_view entry, FeedBatchEnd* out)> row_record;
   // See "End of stream" above; `executors` sizes the empty batch a marker stands for.
   bool continue_after_end = false;
   uint32_t executors = 1;
@@ -136,9 +151,6 @@ class FollowerFeed {
   bool EndedLocked(uint64_t* end) const;
   // DrainTo, CollectFrom: stream p applies below next[p] only (an error if it is past it). mu_ held.
   Status LimitLocked(const std::vector<uint64_t>& next);
-  // A row follower: *bytes (stream p's entry of batch b) becomes the sub-slice this node runs;
-  // a home bundle is decoded into *bundle, which must outlive the view.
-  Status OwnPart(uint64_t b, uint32_t p, RowHomeBundle* bundle, std::string_view* bytes) const;
   // batch_end_stream: stream p is the records' (the last).
   bool RecordStream(uint32_t p) const { return opt_.batch_end_stream && p + 1 == opt_.planners; }
   // Batch b's record into the pipeline. False if it stopped (failed, or past the end).

@@ -1,4 +1,4 @@
-#include "cluster/replica_monitor.h"
+#include "cluster/follow/replica_monitor.h"
 
 #include <cinttypes>
 #include <cstdio>

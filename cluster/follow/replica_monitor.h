@@ -25,10 +25,10 @@
 #include <string>
 #include <vector>
 
-#include "cluster/protocol.h"
+#include "cluster/port/protocol.h"
+#include "common/net/stream_net.h"
 #include "common/status.h"
 #include "common/thread.h"
-#include "common/net/stream_net.h"
 
 namespace qrstore::cluster {
 

@@ -1,5 +1,5 @@
-#include "cluster/server.h"
-#include "cluster/server_impl.h"
+#include "cluster/node/server.h"
+#include "cluster/node/server_impl.h"
 
 #include <unistd.h>
 
@@ -16,22 +16,22 @@
 #include <thread>
 #include <utility>
 
-#include "cluster/client_service.h"
-#include "cluster/cluster_config.h"
-#include "cluster/data_identity.h"
-#include "cluster/engine.h"
-#include "cluster/follower_feed.h"
-#include "cluster/local_planner.h"
-#include "cluster/pipeline.h"
-#include "cluster/replica_monitor.h"
+#include "cluster/config/cluster_config.h"
+#include "cluster/config/topology.h"
+#include "cluster/follow/follower_feed.h"
+#include "cluster/follow/replica_monitor.h"
+#include "cluster/port/client_service.h"
+#include "cluster/recovery/data_identity.h"
 #include "cluster/row/row_server.h"
-#include "cluster/topology.h"
 #include "common/clock.h"
 #include "common/hash.h"
 #include "common/logging.h"
 #include "common/net/stream_net.h"
 #include "common/report.h"
 #include "common/thread.h"
+#include "engine/engine.h"
+#include "engine/local_planner.h"
+#include "engine/pipeline.h"
 #include "planner/eq.h"
 #include "planner/session_table.h"
 #include "replication/factory.h"

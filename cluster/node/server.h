@@ -8,7 +8,7 @@
 //                     plans, answers transaction requests with "not leader", and reports its
 //                     state digest after every batch to the leader, which compares.
 // The replication backend (none | raft | zookeeper) is one config key; its member list, roles
-// and ids are derived from cluster.nodes (cluster/topology.h).
+// and ids are derived from cluster.nodes (cluster/config/topology.h).
 //
 // Failure: a replication failure on the leader (not leader any more, backend stopped) stops
 // admitting transactions and answers every unacknowledged one with `failed`; nothing
@@ -28,7 +28,7 @@
 #include <memory>
 #include <string>
 
-#include "cluster/protocol.h"
+#include "cluster/port/protocol.h"
 #include "common/config.h"
 #include "common/status.h"
 

@@ -1,4 +1,4 @@
-// ServerImpl: the inside of cluster/server.h, shared by its two files:
+// ServerImpl: the inside of cluster/node/server.h, shared by its two files:
 //   server.cc        config, start, the clean stop, the dump;
 //   server_status.cc what the node says of itself: status reply, ready and stats lines;
 //   server_roles.cc  the role a node plays, driven by the replication backend (below).
@@ -41,23 +41,23 @@
 #include <string>
 #include <vector>
 
-#include "cluster/client_service.h"
-#include "cluster/cluster_config.h"
-#include "cluster/engine.h"
-#include "cluster/follower_feed.h"
-#include "cluster/local_planner.h"
-#include "cluster/pipeline.h"
-#include "cluster/protocol.h"
-#include "cluster/replica_monitor.h"
-#include "cluster/checkpointer.h"
-#include "cluster/checkpoint_transfer.h"
-#include "cluster/server.h"
-#include "cluster/session_store.h"
+#include "cluster/config/cluster_config.h"
+#include "cluster/config/topology.h"
+#include "cluster/follow/follower_feed.h"
+#include "cluster/follow/replica_monitor.h"
+#include "cluster/node/server.h"
+#include "cluster/port/client_service.h"
+#include "cluster/port/protocol.h"
+#include "cluster/recovery/checkpoint_transfer.h"
+#include "cluster/recovery/checkpointer.h"
 #include "cluster/row/row_server.h"
-#include "cluster/topology.h"
+#include "cluster/sessions/session_store.h"
 #include "common/config.h"
 #include "common/status.h"
 #include "common/thread.h"
+#include "engine/engine.h"
+#include "engine/local_planner.h"
+#include "engine/pipeline.h"
 #include "replication/replication.h"
 #include "storage/table.h"
 #include "workloads/workload.h"

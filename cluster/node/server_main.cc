@@ -1,11 +1,11 @@
-// qrstore-server: one node of a qrstore cluster (cluster/server.h). Started by
+// qrstore-server: one node of a qrstore cluster (cluster/node/server.h). Started by
 // scripts/cluster.sh, one process per node of the config.
 //
 // Output: logs on stderr; one ready line on stdout once the node serves ("qrstore-server ready:
 // ..."); a stats line in the log every server.stats_interval_ms. SIGTERM or SIGINT: the clean
-// stop of cluster/server.h, then exit 0 (1 if it could not finish cleanly or the node had
+// stop of cluster/node/server.h, then exit 0 (1 if it could not finish cleanly or the node had
 // failed). Exit 2: bad input (flags, config, unknown --node), reported before anything starts.
-// Deposed (it led its group and lost it while alive: cluster/server_impl.h), it stops and
+// Deposed (it led its group and lost it while alive: cluster/node/server_impl.h), it stops and
 // executes itself again to rejoin as a follower (server.rejoin_when_deposed; never faster than
 // once per server.rejoin_interval_ms); with that off it exits 3. Exit 1 by itself: the backend
 // made it leader and it could not take over.
@@ -22,9 +22,9 @@
 #include <memory>
 #include <string>
 
-#include "cluster/cluster_config.h"
-#include "cluster/server.h"
-#include "cluster/topology.h"
+#include "cluster/config/cluster_config.h"
+#include "cluster/config/topology.h"
+#include "cluster/node/server.h"
 #include "common/cli.h"
 #include "common/clock.h"
 #include "common/exit_codes.h"

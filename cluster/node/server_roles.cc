@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "cluster/server_impl.h"
+#include "cluster/node/server_impl.h"
 #include "common/clock.h"
 #include "common/logging.h"
 #include "planner/eq.h"

@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 
-#include "cluster/server_impl.h"
+#include "cluster/node/server_impl.h"
 #include "common/report.h"
 
 namespace qrstore::cluster {

@@ -7,17 +7,17 @@
 #include <string>
 #include <thread>
 
-#include "cluster/client_service.h"
-#include "cluster/follower_feed.h"
-#include "cluster/local_planner.h"
-#include "cluster/pipeline.h"
-#include "cluster/replica_monitor.h"
+#include "cluster/follow/follower_feed.h"
+#include "cluster/follow/replica_monitor.h"
+#include "cluster/node/server_impl.h"
+#include "cluster/port/client_service.h"
 #include "cluster/row/row_server.h"
-#include "cluster/server_impl.h"
 #include "common/clock.h"
 #include "common/hash.h"
 #include "common/logging.h"
 #include "common/report.h"
+#include "engine/local_planner.h"
+#include "engine/pipeline.h"
 #include "planner/eq.h"
 #include "storage/table.h"
 #include "workloads/workload.h"

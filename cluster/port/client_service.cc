@@ -1,4 +1,4 @@
-#include "cluster/client_service.h"
+#include "cluster/port/client_service.h"
 
 #include <algorithm>
 #include <cstring>

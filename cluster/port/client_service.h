@@ -1,4 +1,4 @@
-// ClientService: a server's client port (cluster/protocol.h over nng streams on TCP). Clients
+// ClientService: a server's client port (cluster/port/protocol.h over nng streams on TCP). Clients
 // send transaction requests, status requests; followers send digest reports to their leader;
 // a node behind its group's log fetches a checkpoint of this one (kCheckpointFetch).
 //
@@ -45,11 +45,11 @@
 #include <string>
 #include <vector>
 
-#include "cluster/protocol.h"
+#include "cluster/port/protocol.h"
 #include "commit/outcome.h"
+#include "common/net/stream_net.h"
 #include "common/status.h"
 #include "common/thread.h"
-#include "common/net/stream_net.h"
 #include "storage/txn.h"
 
 namespace qrstore::cluster {
@@ -78,7 +78,7 @@ struct ClientServiceHandler {
   // this node does not lead).
   std::function<Status(const proto::FollowerReport&)> report;
   std::function<void(const std::string& node, bool connected)> report_connection;
-  // A piece of one of this node's checkpoints (cluster/checkpoint_transfer.h): the encoded
+  // A piece of one of this node's checkpoints (cluster/recovery/checkpoint_transfer.h): the encoded
   // kCheckpointChunk body, or an error to answer. Empty: fetches get an error.
   std::function<Result<std::string>(const proto::CheckpointFetch&)> checkpoint_fetch;
   // This node takes client sessions (a server always does). Else kOpenSession gets an error and the
@@ -107,7 +107,7 @@ class ClientService {
   // `opened`: (index in outcomes, session id) of the open-session entries among them.
   void OnOutcomes(const std::vector<commit::TxnOutcome>& outcomes,
                   const std::vector<std::pair<size_t, uint64_t>>& opened = {});
-  // Session txns answered without an outcome of their own (cluster/session_store.h). Any
+  // Session txns answered without an outcome of their own (cluster/sessions/session_store.h). Any
   // thread; each before the outcomes of its connection's later txns are delivered.
   template <typename Answers>
   void Answer(const Answers& answers) {

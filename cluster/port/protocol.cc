@@ -1,4 +1,4 @@
-#include "cluster/protocol.h"
+#include "cluster/port/protocol.h"
 
 #include <algorithm>
 #include <cstring>

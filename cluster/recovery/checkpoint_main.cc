@@ -1,4 +1,4 @@
-// qrstore-checkpoint: lists and validates one node's checkpoint files (cluster/checkpointer.h
+// qrstore-checkpoint: lists and validates one node's checkpoint files (cluster/recovery/checkpointer.h
 // writes them under <server.checkpoint_dir>/<node>/, storage/checkpoint.h is the format), and
 // can dump the newest valid one in the server's dump format (workloads::DumpState).
 //
@@ -20,10 +20,10 @@
 #include <string>
 #include <system_error>
 
-#include "cluster/checkpointer.h"
-#include "cluster/cluster_config.h"
-#include "cluster/session_store.h"
-#include "cluster/topology.h"
+#include "cluster/config/cluster_config.h"
+#include "cluster/config/topology.h"
+#include "cluster/recovery/checkpointer.h"
+#include "cluster/sessions/session_store.h"
 #include "common/cli.h"
 #include "common/exit_codes.h"
 #include "common/hash.h"
@@ -70,7 +70,7 @@ std::string Size(uint64_t bytes) {
   return buf;
 }
 
-// Reads and checks `r.path` in full (cluster/checkpointer.h ValidateNodeCheckpoint: the
+// Reads and checks `r.path` in full (cluster/recovery/checkpointer.h ValidateNodeCheckpoint: the
 // server's restart checks the same); on success *table holds it.
 void Validate(const storage::CheckpointExpect& expect, const workloads::WorkloadOptions& workload,
               const planner::SessionLimits& limits, FileReport* r, std::unique_ptr<storage::Table>* table) {

@@ -1,4 +1,4 @@
-#include "cluster/checkpoint_transfer.h"
+#include "cluster/recovery/checkpoint_transfer.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

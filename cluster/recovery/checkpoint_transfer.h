@@ -1,5 +1,5 @@
 // Checkpoint transfer: a node fetches a peer's checkpoint file over the client port
-// (cluster/protocol.h kCheckpointFetch / kCheckpointChunk) when its group can no longer bring
+// (cluster/port/protocol.h kCheckpointFetch / kCheckpointChunk) when its group can no longer bring
 // it up to date from the replicated log (docs/recovery.md, "A member behind the log").
 //
 // Serving (ServeCheckpointChunk, on a client-service reader thread): reads one piece of a file
@@ -29,7 +29,7 @@
 #include <optional>
 #include <string>
 
-#include "cluster/protocol.h"
+#include "cluster/port/protocol.h"
 #include "common/net/stream_net.h"
 #include "common/status.h"
 #include "common/thread.h"

@@ -1,4 +1,4 @@
-#include "cluster/checkpointer.h"
+#include "cluster/recovery/checkpointer.h"
 
 #include <sys/resource.h>
 #include <sys/stat.h>

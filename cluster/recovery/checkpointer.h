@@ -31,7 +31,7 @@
 #include <mutex>
 #include <string>
 
-#include "cluster/topology.h"
+#include "cluster/config/topology.h"
 #include "common/config.h"
 #include "common/status.h"
 #include "common/thread.h"

@@ -1,9 +1,9 @@
-#include "cluster/data_identity.h"
+#include "cluster/recovery/data_identity.h"
 
 #include <map>
 
-#include "cluster/checkpointer.h"
-#include "cluster/cluster_config.h"
+#include "cluster/config/cluster_config.h"
+#include "cluster/recovery/checkpointer.h"
 #include "common/file.h"
 
 namespace qrstore::cluster {

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "cluster/topology.h"
+#include "cluster/config/topology.h"
 #include "common/config.h"
 #include "common/status.h"
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "cluster/pipeline.h"
+#include "engine/pipeline.h"
 #include "executor/range_executor.h"
 
 namespace qrstore::cluster {

@@ -63,13 +63,13 @@
 #include <string>
 #include <vector>
 
-#include "cluster/local_planner.h"
-#include "cluster/pipeline.h"
 #include "cluster/row/row_messages.h"
 #include "cluster/row/row_transport.h"
 #include "commit/row_commit.h"
 #include "common/status.h"
 #include "common/thread.h"
+#include "engine/local_planner.h"
+#include "engine/pipeline.h"
 #include "executor/range_executor.h"
 #include "storage/key_map.h"
 #include "storage/table.h"
@@ -182,10 +182,10 @@ class RowNode final : public executor::RowSender, public RowHome {
   uint32_t batch_end_stream() const { return slices_; }
   // A follower: the replication stream ended at batch `end` (the leaders' row end).
   void SetEnd(uint64_t end);
-  // A follower: a home bundle of its own home from its group's log (FollowerFeedOptions::
-  // on_bundle): the parts its leader sent the peers are kept with the rest (RetainedFrames).
+  // A follower: a home bundle of its own home from its group's log (through the feed's
+  // row_part, row_feed.h): the parts its leader sent the peers are kept with the rest (RetainedFrames).
   void KeepBundle(const RowHomeBundle& bundle);
-  // A follower: a batch-end record from its group's log (FollowerFeedOptions::on_batch_end): the
+  // A follower: a batch-end record from its group's log (through the feed's row_record): the
   // votes its leader sent the peers are kept with the rest, as it sent them (RowVotes per round).
   void KeepVotes(const RowBatchEnd& record);
   Pipeline* pipeline() { return pipeline_.get(); }

@@ -4,9 +4,10 @@
 #include <mutex>
 #include <thread>
 
-#include "cluster/client_service.h"
-#include "cluster/replica_monitor.h"
-#include "cluster/session_store.h"
+#include "cluster/follow/replica_monitor.h"
+#include "cluster/port/client_service.h"
+#include "cluster/row/row_feed.h"
+#include "cluster/sessions/session_store.h"
 #include "common/clock.h"
 #include "common/hash.h"
 #include "common/logging.h"
@@ -196,8 +197,7 @@ Status RowServer::Start() {
     fo.batch_end_stream = true;
     fo.place = planner::RowPlace{ctx_.partition_map, me.partition};
     RowNode* n = node();
-    fo.on_bundle = [n](const RowHomeBundle& b) { n->KeepBundle(b); };
-    fo.on_batch_end = [n](const RowBatchEnd& r) { n->KeepVotes(r); };
+    SetRowFeedReaders(&fo, n);
     feed_ = std::make_unique<FollowerFeed>(fo, n->pipeline(), ctx_.replicator, [this, n](uint64_t end) {
       ctx_.reporter->MarkEnded(true);
       n->SetEnd(end);

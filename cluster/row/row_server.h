@@ -7,7 +7,7 @@
 // follower feeds its partition from that group's streams alone (FollowerFeed in row mode; a
 // follower has no row peers: docs/partitioned-rows.md 9.4).
 //
-//   node (cluster/server.cc)                 RowServer
+//   node (cluster/node/server.cc)                 RowServer
 //   Create(ctx) ------------------------------> RowNode (not started), its sinks and hooks
 //   client port open, replication started
 //   Start() ----------------------------------> row transport up (peers), follower: feed
@@ -31,13 +31,13 @@
 #include <tuple>
 #include <vector>
 
-#include "cluster/checkpointer.h"
-#include "cluster/engine.h"
-#include "cluster/follower_feed.h"
+#include "cluster/config/topology.h"
+#include "cluster/follow/follower_feed.h"
+#include "cluster/recovery/checkpointer.h"
 #include "cluster/row/row_node.h"
-#include "cluster/topology.h"
 #include "common/config.h"
 #include "common/status.h"
+#include "engine/engine.h"
 #include "replication/replication.h"
 #include "storage/key_map.h"
 #include "storage/table.h"

@@ -1,4 +1,4 @@
-#include "cluster/session_store.h"
+#include "cluster/sessions/session_store.h"
 
 #include <utility>
 
@@ -63,7 +63,7 @@ SessionAnswer SessionStore::AnswerFromHistory(const commit::TxnOutcome& o, const
     }
     return nullptr;
   };
-  // An op on a key the table lacks does nothing and reads zeros (cluster/engine.h); a
+  // An op on a key the table lacks does nothing and reads zeros (engine/engine.h); a
   // dependency on one flows 0. Which keys exist never changes after loading.
   const std::string zeros(rec, '\0');
   std::string values;

@@ -35,7 +35,7 @@
 #include <utility>
 #include <vector>
 
-#include "cluster/protocol.h"
+#include "cluster/port/protocol.h"
 #include "commit/outcome.h"
 #include "common/config.h"
 #include "planner/session_table.h"

@@ -1,6 +1,6 @@
 // StreamNet: the byte-stream layer every network user of qrstore shares: the Raft transport
 // (replication/raft/stream_transport.h), the client port and the client library
-// (cluster/client_service.h, client/client.h), the replica monitor's reports and a partitioned
+// (cluster/port/client_service.h, client/client.h), the replica monitor's reports and a partitioned
 // row's transport. The same framing, queueing and reconnection logic runs over either of two
 // implementations:
 //   - "nng"   (the default): nng's stream API (nng_stream_dialer / nng_stream_listener /

@@ -1,4 +1,4 @@
-// Fuzz target: the client protocol (cluster/protocol.h), what a server reads from any client.
+// Fuzz target: the client protocol (cluster/port/protocol.h), what a server reads from any client.
 // The first byte picks the decoder, the rest is the body. Contract: a decoder never crashes,
 // never reads out of bounds, rejects with a Status naming what was wrong, and whatever it accepts
 // re-encodes to exactly the same bytes (the encoding is canonical). The frame header decoder is
@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "cluster/protocol.h"
+#include "cluster/port/protocol.h"
 #include "common/check.h"
 
 using namespace qrstore;

@@ -1,5 +1,5 @@
 // Fuzz target: config files (common/config.h), YAML text as a server or client reads it with the
-// cluster schema (cluster/cluster_config.h: every key of configs/cluster-*.yaml). The input is
+// cluster schema (cluster/config/cluster_config.h: every key of configs/cluster-*.yaml). The input is
 // the file's text.
 // Contract: Config::LoadString never crashes, never lets an exception out (yaml-cpp throws; the
 // loader must convert), and neither blows up on anchors/aliases nor on deep nesting; it returns
@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <string>
 
-#include "cluster/cluster_config.h"
-#include "cluster/topology.h"
+#include "cluster/config/cluster_config.h"
+#include "cluster/config/topology.h"
 #include "common/check.h"
 #include "common/config.h"
 

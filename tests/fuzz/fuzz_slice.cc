@@ -26,8 +26,8 @@
 #include <string_view>
 #include <thread>
 
-#include "cluster/pipeline.h"
 #include "common/check.h"
+#include "engine/pipeline.h"
 #include "planner/eq.h"
 #include "storage/record.h"
 #include "storage/table.h"

@@ -14,8 +14,8 @@
 #include <set>
 #include <string>
 
-#include "cluster/cluster_config.h"
-#include "cluster/protocol.h"
+#include "cluster/config/cluster_config.h"
+#include "cluster/port/protocol.h"
 #include "cluster/row/row_messages.h"
 #include "common/config.h"
 #include "common/rng.h"

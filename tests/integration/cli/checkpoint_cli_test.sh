@@ -35,7 +35,7 @@ run() {
 
 # Every node: the newest valid, the same digest everywhere, the dump equal to the server's. The
 # batch: the leader's last (n0), the followers' one more: the leader's end markers, which they
-# apply as an empty batch (cluster/follower_feed.h).
+# apply as an empty batch (cluster/follow/follower_feed.h).
 ref=""
 for n in n0 n1 n2; do
   run "$QR_TMP/$n.txt" --node "$n" --dump "$QR_TMP/$n.ckpt.tsv"

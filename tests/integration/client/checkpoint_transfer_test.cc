@@ -1,4 +1,4 @@
-// The checkpoint transfer (cluster/checkpoint_transfer.h) over a real ClientService on
+// The checkpoint transfer (cluster/recovery/checkpoint_transfer.h) over a real ClientService on
 // 127.0.0.1: a transfer cut off midway (the source stalls past stall_ms) resumes at the same
 // offset of the same file, one whose file the source pruned midway starts over with the newest,
 // one with nothing recent enough fails after its attempts saying why. The fetched file must be
@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include "cluster/checkpoint_transfer.h"
-#include "cluster/client_service.h"
+#include "cluster/port/client_service.h"
+#include "cluster/recovery/checkpoint_transfer.h"
 #include "common/net/stream_net.h"
 #include "common/rng.h"
 #include "storage/checkpoint.h"

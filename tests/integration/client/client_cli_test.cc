@@ -17,7 +17,7 @@
 #include <mutex>
 #include <sstream>
 
-#include "cluster/cluster_config.h"
+#include "cluster/config/cluster_config.h"
 #include "common/clock.h"
 #include "common/thread.h"
 #include "storage/table.h"

@@ -1,4 +1,4 @@
-// ClientService (cluster/client_service.h) with client sessions, over a real socket on
+// ClientService (cluster/port/client_service.h) with client sessions, over a real socket on
 // 127.0.0.1: an open-session request answered by its entry's outcome, and session txns answered
 // out of turn (Answer, as the leader's planners do for duplicates) from one thread while engine
 // outcomes for the others arrive from another (as the commit sink does). The reply must hold
@@ -11,8 +11,8 @@
 #include <thread>
 
 #include "client/client.h"
-#include "cluster/client_service.h"
-#include "cluster/session_store.h"
+#include "cluster/port/client_service.h"
+#include "cluster/sessions/session_store.h"
 #include "common/thread.h"
 #include "tests/integration/raft/raft_test_util.h"
 

@@ -1,5 +1,5 @@
 // FakeServer: a small in-process stand-in for qrstore-server's client port, for the client's
-// tests (tests only). It speaks cluster/protocol.h over StreamNet (nng streams on TCP), applies
+// tests (tests only). It speaks cluster/port/protocol.h over StreamNet (nng streams on TCP), applies
 // the txns it is sent serially on a ReferenceExecutor loaded with workloads::LoadTable (so the
 // read values and fates it reports are the real serial ones), and answers:
 //   kTxnRequest    leader: one "batch" per non-empty request, numbered in the order requests are
@@ -24,10 +24,10 @@
 #include <string>
 #include <vector>
 
-#include "cluster/protocol.h"
+#include "cluster/port/protocol.h"
+#include "common/net/stream_net.h"
 #include "common/status.h"
 #include "common/thread.h"
-#include "common/net/stream_net.h"
 #include "workloads/reference_executor.h"
 #include "workloads/workload.h"
 

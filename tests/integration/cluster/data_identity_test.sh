@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A durable cluster's data knows what made it (cluster/data_identity.h, cluster.sh's made-with):
+# A durable cluster's data knows what made it (cluster/recovery/data_identity.h, cluster.sh's made-with):
 # a restart with another config is refused instead of becoming another database. A group of
 # three, checkpoints and (raft) the disk log below the run folder, made with overrides
 # (ycsb.records=12000 instead of the config's 20000):

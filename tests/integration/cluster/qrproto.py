@@ -1,4 +1,4 @@
-"""Minimal client side of qrstore's client protocol (cluster/protocol.h), for the cluster
+"""Minimal client side of qrstore's client protocol (cluster/port/protocol.h), for the cluster
 integration tests that need to send what the C++ client never would: random bytes, broken
 frames, unknown types and ops. Only what those tests use."""
 import socket
@@ -7,7 +7,7 @@ import struct
 KIND_READ, KIND_UPDATE = 0, 1
 T_TXN_REQUEST, T_TXN_REPLY, T_ERROR, T_NOT_LEADER, T_STATUS_REQUEST, T_STATUS_REPLY = 1, 2, 3, 4, 5, 6
 T_OPEN_SESSION, T_SESSION_OPENED = 8, 9
-# Result codes (cluster/protocol.h ResultCode); the ones that carry a detail string.
+# Result codes (cluster/port/protocol.h ResultCode); the ones that carry a detail string.
 COMMITTED, ABORTED_LOGIC, REJECTED, FAILED, COMMITTED_NO_VALUES, EXPIRED = 0, 1, 3, 4, 5, 6
 DETAIL_CODES = (REJECTED, FAILED, EXPIRED)
 

@@ -12,10 +12,10 @@
 
 #include "bench/driver.h"
 #include "bench/verify.h"
-#include "cluster/engine.h"
 #include "common/config.h"
 #include "common/logging.h"
 #include "common/rng.h"
+#include "engine/engine.h"
 #include "storage/table.h"
 #include "workloads/workload.h"
 
@@ -248,7 +248,7 @@ TEST_CASE("engine: a fixed input gives one digest and one outcome list across ru
 }
 
 TEST_CASE("engine: outcomes do not depend on batch boundaries (the engine's documented claim)", "[integration]") {
-  // cluster/engine.h: for a fixed Submit order every outcome and the final table are the same
+  // engine/engine.h: for a fixed Submit order every outcome and the final table are the same
   // whatever the batch boundaries (aborts are resolved by serial re-execution, not cascades).
   SetLogLevel("warn");
   const std::vector<std::string> base = {"ycsb.records=300", "engine.key_space=300", "ycsb.theta=0.99",

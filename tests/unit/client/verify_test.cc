@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "client/verify.h"
-#include "cluster/protocol.h"
+#include "cluster/port/protocol.h"
 #include "storage/table.h"
 #include "workloads/reference_executor.h"
 

@@ -1,4 +1,4 @@
-// Checkpointer (cluster/checkpointer.h) without a pipeline: the test plays the executors (Want,
+// Checkpointer (cluster/recovery/checkpointer.h) without a pipeline: the test plays the executors (Want,
 // copying the image, Taken) and the commit stage (OnCommitted), in both orders, and reads the
 // files back with storage/checkpoint.h.
 #include <catch2/catch.hpp>
@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "cluster/checkpointer.h"
+#include "cluster/recovery/checkpointer.h"
 #include "common/hash.h"
 #include "storage/checkpoint.h"
 #include "storage/table.h"

@@ -3,9 +3,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "cluster/cluster_config.h"
-#include "cluster/data_identity.h"
-#include "cluster/topology.h"
+#include "cluster/config/cluster_config.h"
+#include "cluster/config/topology.h"
+#include "cluster/recovery/data_identity.h"
 #include "common/file.h"
 
 using namespace qrstore;

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "cluster/engine.h"
 #include "common/config.h"
+#include "engine/engine.h"
 #include "tests/unit/executor/serial_applier.h"
 
 using namespace qrstore;

@@ -1,4 +1,4 @@
-// The follower's front-end (cluster/follower_feed.h) over the in-process `none` hub: slices a
+// The follower's front-end (cluster/follow/follower_feed.h) over the in-process `none` hub: slices a
 // leader replicated are replayed to the leader's state; a corrupted or misplaced slice stops the
 // apply with an error naming batch and planner, without hanging; the end marker ends the input.
 #include <catch2/catch.hpp>
@@ -8,9 +8,9 @@
 #include <set>
 #include <thread>
 
-#include "cluster/follower_feed.h"
-#include "cluster/pipeline.h"
+#include "cluster/follow/follower_feed.h"
 #include "common/clock.h"
+#include "engine/pipeline.h"
 #include "planner/eq.h"
 #include "planner/planner.h"
 #include "replication/none/none_replicator.h"

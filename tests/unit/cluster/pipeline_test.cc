@@ -1,4 +1,4 @@
-// The execution pipeline on its own (cluster/pipeline.h): per-batch digests kept incrementally,
+// The execution pipeline on its own (engine/pipeline.h): per-batch digests kept incrementally,
 // read values, the Invariant-1 gate in speculative and sync mode, failure, and a pipeline fed
 // with decoded slices (as a follower is) reaching its leader's state batch by batch.
 #include <catch2/catch.hpp>
@@ -9,9 +9,9 @@
 #include <mutex>
 #include <thread>
 
-#include "cluster/local_planner.h"
-#include "cluster/pipeline.h"
 #include "common/clock.h"
+#include "engine/local_planner.h"
+#include "engine/pipeline.h"
 #include "planner/eq.h"
 #include "planner/planner.h"
 #include "tests/unit/executor/serial_applier.h"

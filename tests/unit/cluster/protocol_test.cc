@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "cluster/protocol.h"
+#include "cluster/port/protocol.h"
 #include "common/rng.h"
 
 using namespace qrstore;

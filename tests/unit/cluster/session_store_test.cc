@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "cluster/session_store.h"
+#include "cluster/sessions/session_store.h"
 #include "storage/ops.h"
 #include "storage/record.h"
 

@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
-#include "cluster/cluster_config.h"
-#include "cluster/topology.h"
+#include "cluster/config/cluster_config.h"
+#include "cluster/config/topology.h"
 
 using namespace qrstore;
 using namespace qrstore::cluster;

@@ -285,7 +285,7 @@ TEST_CASE("partitions that hold too few keys: the error says what to change, and
 TEST_CASE("engine key space: the workload's key count unless given") {
   ConfigSchema schema;
   AddConfigKeys(&schema);
-  schema.AddInt("engine.key_space", 0, 0, INT64_MAX, "as cluster/engine.cc");
+  schema.AddInt("engine.key_space", 0, 0, INT64_MAX, "as engine/engine.cc");
   auto ycsb = Config::LoadString(schema, "", {"ycsb.records=5000"});
   REQUIRE(ycsb.ok());
   CHECK(ConfiguredKeyCount(ycsb.value()) == 5000u);

@@ -20,14 +20,15 @@
 #include <utility>
 #include <vector>
 
-#include "cluster/follower_feed.h"
+#include "cluster/follow/follower_feed.h"
+#include "cluster/row/row_feed.h"
 #include "cluster/row/row_messages.h"
 #include "cluster/row/row_node.h"
 #include "common/clock.h"
 #include "replication/none/none_replicator.h"
+#include "storage/table.h"
 #include "tests/unit/cluster/row/loopback_addresses.h"
 #include "tests/unit/executor/serial_applier.h"
-#include "storage/table.h"
 
 using namespace qrstore;
 using namespace qrstore::cluster;
@@ -82,8 +83,7 @@ std::unique_ptr<FollowerFeed> StartRowFeed(RowNode* node, replication::Replicato
   fo.row = true;
   fo.place = planner::RowPlace{parts, p};
   fo.batch_end_stream = true;
-  fo.on_bundle = [node](const RowHomeBundle& b) { node->KeepBundle(b); };
-  fo.on_batch_end = [node](const RowBatchEnd& r) { node->KeepVotes(r); };
+  SetRowFeedReaders(&fo, node);
   auto feed = std::make_unique<FollowerFeed>(fo, node->pipeline(), repl, [node](uint64_t end) { node->SetEnd(end); });
   REQUIRE(feed->Start().ok());
   return feed;
@@ -351,7 +351,7 @@ TEST_CASE("row node, Rule 2: each follower replays its partition from its group'
   for (auto& l : leaders) REQUIRE(l->node->WaitFinished(30'000).ok());
   uint64_t end = 0;
   REQUIRE(leaders[0]->node->row_end_known(&end));
-  // What a leader's clean stop replicates (cluster/server_stop.cc): the end marker on every stream.
+  // What a leader's clean stop replicates (cluster/node/server_stop.cc): the end marker on every stream.
   for (auto& l : leaders) {
     for (uint32_t s = 0; s < streams; ++s) {
       l->repl->ReplicateData(replication::ReplicateMeta{0, s, end}, EncodeEndMarker(end),

@@ -17,10 +17,10 @@
 #include <utility>
 #include <vector>
 
-#include "cluster/pipeline.h"
 #include "cluster/row/row_local_link.h"
 #include "commit/row_commit.h"
 #include "common/clock.h"
+#include "engine/pipeline.h"
 #include "executor/range_executor.h"
 #include "planner/row_planner.h"
 #include "storage/ops.h"

@@ -1,0 +1,68 @@
+#include "cluster/row/row_feed.h"
+
+#include <string>
+#include <utility>
+
+#include "cluster/row/row_messages.h"
+#include "cluster/row/row_node.h"
+
+namespace qrstore::cluster {
+
+void SetRowFeedReaders(FollowerFeedOptions* fo, RowNode* node) {
+  const planner::RowPlace place = fo->place;
+  const uint32_t planners = fo->planners;
+  const bool record_stream = fo->batch_end_stream;
+  fo->row_part = [node, place, planners, record_stream](uint64_t b, uint32_t p, std::string_view entry,
+                                                         std::string* part, bool* replaced) -> Status {
+    // A stream of this partition's own home carries whole home slices (RowHomeBundle, Rule 1 of
+    // docs/partitioned-rows.md section 9.2): this node runs its own part. Every other stream
+    // carries the sub-slice a peer home sent.
+    *replaced = false;
+    const uint32_t parts = place.partitions.buckets();
+    const uint32_t slices = planners - (record_stream ? 1 : 0);
+    const bool own_home = parts > 0 && slices % parts == 0 && p / (slices / parts) == place.partition;
+    const Result<RowMsgKind> kind = PeekRowMessage(entry);  // a slice's magic is not a row message's
+    const bool is_bundle = kind.ok() && kind.value() == RowMsgKind::kHomeBundle;
+    if (own_home != is_bundle) {
+      return Status::Corruption(own_home ? "a stream of this partition's own home holds no home bundle"
+                                         : "a home bundle on a stream of another home");
+    }
+    if (!own_home) return Status::Ok();
+    RowHomeBundle bundle;
+    Status st = DecodeRowMessage(entry, &bundle);
+    if (!st.ok()) return st;
+    if (bundle.batch != b || bundle.slice != p || bundle.from != place.partition || bundle.parts.size() != parts) {
+      return Status::Corruption("a home bundle of batch " + std::to_string(bundle.batch) + ", slice " +
+                                std::to_string(bundle.slice) + ", home " + std::to_string(bundle.from) + " with " +
+                                std::to_string(bundle.parts.size()) + " parts (expected this stream's, " +
+                                std::to_string(parts) + " parts)");
+    }
+    // What its leader sent the peers, for the re-send a successor owes them.
+    node->KeepBundle(bundle);
+    *part = std::move(bundle.parts[bundle.from]);
+    *replaced = true;
+    return Status::Ok();
+  };
+  fo->row_record = [node, place](uint64_t b, std::string_view entry, FeedBatchEnd* out) -> Status {
+    RowBatchEnd rec;
+    const Result<RowMsgKind> kind = PeekRowMessage(entry);
+    Status st = kind.ok() ? Status::Ok() : kind.status();
+    if (st.ok() && kind.value() != RowMsgKind::kBatchEnd) st = Status::Corruption("not a batch-end record");
+    if (st.ok()) st = DecodeRowMessage(entry, &rec);
+    if (st.ok() && (rec.batch != b || rec.partition != place.partition)) {
+      st = Status::Corruption("it names batch " + std::to_string(rec.batch) + " of partition " +
+                              std::to_string(rec.partition) + " (expected partition " +
+                              std::to_string(place.partition) + ")");
+    }
+    if (!st.ok()) return st;
+    // The votes its leader sent the peers, kept likewise.
+    node->KeepVotes(rec);
+    out->values.reserve(rec.values.size());
+    for (const RowBatchEndValue& v : rec.values) out->values.push_back(FeedBatchEnd::Value{v.slice, v.slot, v.value});
+    out->fired = std::move(rec.fired);
+    out->aborted = std::move(rec.aborted);
+    return Status::Ok();
+  };
+}
+
+}  // namespace qrstore::cluster
