@@ -37,8 +37,8 @@ inline uint64_t Hash64(std::string_view s, uint64_t seed = 0) { return Hash64(s.
 // Hash of bulk data (payloads, frames, log records, checksums). Eight independent lanes
 // accumulate 32x32->64-bit products of each word (mixed with a lane key) plus the neighbouring
 // lane's word, and are scrambled every 1 KB; the lanes, the tail and the length are folded with
-// Mix64 at the end. On CPUs with AVX2 the lanes run as two 256-bit vectors (~4x faster than a
-// scalar multiply chain on 100 KB); elsewhere the scalar code computes the SAME value, so a
+// Mix64 at the end. On CPUs with AVX2 the lanes run as two 256-bit vectors (much faster on
+// large inputs: docs/benchmarks-log.md); elsewhere the scalar code computes the SAME value, so a
 // checksum written on one host verifies on any other (tested). A different function from
 // Hash64: never compare the two. Error detection, not cryptography.
 uint64_t BulkHash64(const void* data, size_t n, uint64_t seed);

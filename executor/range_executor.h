@@ -115,8 +115,8 @@ class RangeExecutor {
   bool HasParked() const { return !parked_.Empty(); }
 
   // How many fragments an executor parks behind unpublished dependency values before it blocks:
-  // how far it may run ahead of the ranges it depends on. 256 gave 290K txn/s in-process with
-  // 20% dependent writes, 4096 gave 400-450K (~530K without dependencies).
+  // how far it may run ahead of the ranges it depends on. Large, so that an executor rarely blocks
+  // on another range's values under dependent writes (docs/benchmarks-log.md).
   static constexpr uint32_t kParkCapacity = 4096;
 
   // Record every write's before-image in `history` (not owned; nullptr: none), and answer a

@@ -56,8 +56,8 @@ std::string EncodeSlice(const PlannedSlice& s, SliceEncoding how) {
   namespace rec = slice_records;
   const bool with_reads = how == SliceEncoding::kFull;
   // Written through a raw pointer into a per-thread scratch buffer sized for the worst case (a
-  // planner thread encodes a slice per batch: ~7 bytes per fragment, against ~3x that with a
-  // size check per byte), then copied out once at its real size.
+  // planner thread encodes a slice per batch, a few bytes per fragment, so a size check per byte
+  // would cost more than the writes themselves), then copied out once at its real size.
   const size_t bound = rec::kMaxHeaderBytes + s.txns.size() * rec::kMaxTxnBytes + rec::kV + s.eqs.size() * rec::kV +
                        s.FragmentCount() * rec::kMaxFragBytes;
   thread_local std::unique_ptr<char[]> scratch;

@@ -160,7 +160,7 @@ constexpr uint32_t kMaxSliceTxns = 1u << 24;
 // no record and feeds no other fragment (values flow only through kDepRead, and kAbortIf and
 // kDebit read their own records), so running it gives the same state, digest and fates; only
 // the read values, which only the planning node returns to clients, are missing. For STAR's
-// YCSB (80% reads) it is about a third of the bytes. Not for a row sub-slice that may abort:
+// YCSB (80% reads) that drops a large share of the bytes. Not for a row sub-slice that may abort:
 // there a read is an access that the cascade rule counts (executor/row_resolver.h: a txn that
 // read what an aborted one wrote aborts too), so the fates need it.
 enum class SliceEncoding { kFull, kWithoutReads };

@@ -1,9 +1,9 @@
 // ReplicaEncoder: builds EncodeSlice(slice, SliceEncoding::kWithoutReads) while the slice is
 // planned, byte for byte, instead of in a second pass over the planned slice. The planner hands
 // it each non-read fragment as it appends it to an EQ and each transaction's context once it is
-// complete, while they are still in cache; the second pass walked every fragment again (5 MB
-// for a 10,000-transaction slice of 16 ops, more than the caches hold) and was most of the
-// leader's planner overhead with replicas (docs/benchmarks.md).
+// complete, while they are still in cache; a second pass would walk every fragment again (5 MB
+// for a 10,000-transaction slice of 16 ops, more than the caches hold), the bulk of what
+// replicas cost a leader's planner (docs/benchmarks.md).
 //
 // Use: Begin(ranges) per slice; Fragment() in EQ order per range; Txn() in slice order;
 // Finish(slice) returns the bytes (`slice` gives the header: batch, planner, dep_slots,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# checkpoint-dip.sh: the client's throughput while a checkpoint is written (issue 21, section 3),
+# checkpoint-dip.sh: the client's throughput while a checkpoint is written (docs/benchmarks.md),
 # against the seconds around it. Brings up a fresh cluster of CONFIG (checkpoints on:
 # server.checkpoint_dir), runs qrstore-client at full load with a progress line every 100 ms,
 # stops the cluster, then takes every checkpoint the nodes logged during the measured window

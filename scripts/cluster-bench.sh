@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# cluster-bench.sh: the replicated cluster's benchmark (issue 7, section 8). For each workload
+# cluster-bench.sh: the replicated cluster's benchmark (docs/benchmarks.md). For each workload
 # row it brings up a cluster on this machine, runs qrstore-client with a warm-up and a measured
 # window, records throughput, latency and every process's CPU per committed transaction (the
 # client's server_cpu_s / committed), and brings the cluster down; it also runs qrstore-bench
@@ -102,7 +102,7 @@ paper_row=(--ycsb.records=1000000 --engine.key_space=1000000 --ycsb.ops_per_txn=
            --batch.txns=20000)
 
 # The machine's steal time so far (clock ticks, all CPUs: /proc/stat's 8th cpu field): time the
-# host ran something else while a vCPU wanted to run. Runs here vary by +-15% in CPU per txn;
+# host ran something else while a vCPU wanted to run. Runs on a shared host vary in CPU per txn;
 # each row says how much steal its client run saw, so a slow run can be told from a slow change.
 steal_ticks() { awk '/^cpu /{print $9}' /proc/stat; }
 

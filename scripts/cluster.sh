@@ -308,8 +308,8 @@ cmd_down() {
     if is_local "$host"; then local_pids+=("$pid"); fi
   done <<<"$ordered"
   # The signals go out together, found first: this host's nodes in one kill (leaders first, no
-  # process started between them: on a busy host the few commands per node found and signalled
-  # in turn once spread them over 2.4 s, and a follower signalled last won an election meanwhile).
+  # process started between them: on a busy host, finding and signalling the nodes in turn can
+  # take seconds, long enough for a follower signalled last to win an election meanwhile).
   ((${#local_pids[@]} == 0)) || kill -TERM "${local_pids[@]}" 2>/dev/null || true
   while read -r _ n host _; do
     [[ -n "${running[$n]:-}" ]] || continue

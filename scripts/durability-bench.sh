@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# durability-bench.sh: what durability costs (issue 21, section 3). Interleaved pairs on one
+# durability-bench.sh: what durability costs (docs/benchmarks.md). Interleaved pairs on one
 # config: as shipped (configs/cluster-raft.yaml: the raft disk log with fsync per batch, and
 # checkpoints every server.checkpoint_every_batches) against the same cluster without either
 # (the memory log, no checkpoint folder), each run a fresh cluster (`cluster.sh up --fresh`), a

@@ -59,8 +59,8 @@ trap cleanup EXIT
 
 stage "starting a ZooKeeper server on 127.0.0.1 for the ZooKeeper tests"
 # One server serves every ZooKeeper test of the run; they write payloads of up to 5 MB and
-# ZooKeeper keeps its last 500 transactions in its heap, so 256 MB (zk-server.sh's default) ran
-# out of memory in CI once the suite grew (the server died, three tests could not connect).
+# ZooKeeper keeps its last 500 transactions in its heap, so 256 MB (zk-server.sh's default) is
+# too small for the suite (the server dies of OutOfMemoryError and later tests cannot connect).
 QRSTORE_ZK_HOSTS=$(scripts/zk-server.sh start "$zkdir" --heap-mb "${QRSTORE_TEST_ZK_HEAP_MB:-1024}")
 export QRSTORE_ZK_HOSTS
 echo "   ZooKeeper at $QRSTORE_ZK_HOSTS"
@@ -94,7 +94,7 @@ if [ "$asan" = 1 ]; then
   # integration, and the programs the script tests run; not the benchmarks or raft_sim). They
   # build in build-fuzz/, the fuzz targets' clang build (ASan + UBSan, plus libFuzzer's coverage
   # instrumentation, which only slows them a little): one clang build of the libraries serves
-  # this stage and the fuzz smoke. The simulation seeds run in Release only (~40x slower here);
+  # this stage and the fuzz smoke. The simulation seeds run in Release only (far slower under sanitizers);
   # the fuzz corpus replays are the fuzz smoke's; the resident-set test (label rss) is the
   # Release run's, and so are the tests labelled slow (long waits, paths the others cover).
   # scripts/lsan.supp: a known leak inside the ZooKeeper C client.

@@ -50,7 +50,7 @@ pick_ports() {
   # Below the kernel's ephemeral range when there is room: a port picked in it can be taken
   # by an outgoing connection (the servers' own, to each other) before the server binds it;
   # a server whose election port is taken exits 3 s after it started serving (ZooKeeper's
-  # "unable to bind quorum port", exit code 14), which a test once met mid-stream.
+  # "unable to bind quorum port", exit code 14), which would fail a test mid-stream.
   read -r eph _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || eph=""
   if [[ "$eph" =~ ^[0-9]+$ ]] && ((eph >= 12000)); then lo=10000 span=$((eph - 10000)); fi
   while ((${#picked[@]} < n)); do

@@ -195,16 +195,16 @@ Status Prune(const std::string& dir, const std::string& written, int keep) {
 // way to the file.
 //
 // Buffered (the page cache): the stage is written out whenever the next reservation does not fit,
-// with write-back as it goes, in chunks: without it the whole file sat dirty in the page cache
-// until the final fsync, whose burst (three nodes at one batch on one disk) stalled the raft log's
+// with write-back as it goes, in chunks: without it the whole file would sit dirty in the page cache
+// until the final fsync, whose burst (several nodes at one batch on one disk) would stall the raft log's
 // per-batch fdatasync behind it. At most two chunks are dirty at a time. Advisory: an error there
 // is not the file's (the final fsync reports those).
 //
 // Direct (O_DIRECT): the stage is block-aligned and written in whole 4 KB blocks at aligned
 // offsets (what is left of a block moves to the front of the stage); the last piece is padded to
 // a whole block and the file cut to its length at the end. The first block is kept aside so that
-// the header can be patched into it. No page cache: on this project's virtual hosts the kernel's
-// copy into fresh page cache pages cost more CPU than the rest of the write
+// the header can be patched into it. No page cache: on virtual hosts the kernel's copy into
+// fresh page cache pages can cost more CPU than the rest of the write
 // (docs/benchmarks-log.md), and nothing dirty is left to hold the raft log's fdatasync back. A
 // file system that refuses O_DIRECT (at open, or at the first write) gets the same staged writes,
 // buffered.

@@ -1,5 +1,5 @@
 // TableImage: a copy of a Table's records taken at a batch boundary, for a checkpoint written
-// in the background while execution goes on (issue 21: "two versions at the boundary").
+// in the background while execution goes on: two versions at the boundary (docs/recovery.md).
 //
 // Two ways to take one, both at a batch boundary (executor/executor_stage.h: a range is done with
 // the batch once its executor finished it and the batch's aborts are undone).
@@ -77,9 +77,9 @@ class TableImage {
     tag_.reset(new std::atomic<uint8_t>[capacity_]);
     for (uint64_t k = 0; k < capacity_; ++k) tag_[k].store(0, std::memory_order_relaxed);
   }
-  // Writes every page of the buffers once, so that the first copy does not fault them in: the
-  // executors' first pause was 0.5-1 s for 1M records of 100 bytes with three nodes on 2 cores,
-  // against about 50 ms for later ones. Prepare first; not while a copy runs.
+  // Writes every page of the buffers once, so that the first copy does not fault them in (the
+  // page faults would make the executors' first pause many times longer than later ones:
+  // docs/benchmarks-log.md). Prepare first; not while a copy runs.
   void Prefault() {
     if (dense_) std::memset(dense_.get(), 0, capacity_ * stride_);
   }

@@ -454,8 +454,8 @@ void ClientService::OnOutcomes(const std::vector<commit::TxnOutcome>& outcomes,
   Conn* c = nullptr;
   std::unique_lock<std::mutex> ck;
   // A slice's replies wake each connection's writer every kWakeFrames frames and once at the
-  // end, not once per request (~25 wake-ups per connection per 10K-txn batch before, most of
-  // them spent waiting for c->mu that this thread held).
+  // end, not once per request: a writer woken per request would mostly wait for c->mu, which
+  // this thread holds (docs/benchmarks-log.md, "Wake-ups").
   std::vector<Conn*> to_wake;  // connections with unsignaled frames
   for (size_t oi = 0; oi < outcomes.size(); ++oi) {
     const commit::TxnOutcome& o = outcomes[oi];

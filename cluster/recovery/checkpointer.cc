@@ -176,9 +176,9 @@ int64_t ThreadCpuNanos() {
 }  // namespace
 
 void Checkpointer::Loop() {
-  // Background work: below the executors, planners and the raft thread when cores are short (a
-  // whole cluster on one host wrote three checkpoints at once and the group's throughput dipped by
-  // a third for that second). Linux applies a thread's nice value to that thread alone.
+  // Background work: below the executors, planners and the raft thread when cores are short
+  // (checkpoints written by several nodes of one host at once would otherwise take their cores
+  // and dip the group's throughput). Linux applies a thread's nice value to that thread alone.
   if (::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), kWriterNice) != 0) {
     Logger("server")->warn("{} checkpoint writer: cannot lower its priority: {}", opt_.identity(), std::strerror(errno));
   }

@@ -1,4 +1,4 @@
-// Checkpointer: writes a node's checkpoints in the background while execution goes on (issue 21;
+// Checkpointer: writes a node's checkpoints in the background while execution goes on (docs/recovery.md;
 // storage/checkpoint.h is the file, storage/table_image.h the copy).
 //
 // When. Candidate batches are every `every_batches`-th, at this node's phase: b is one when

@@ -157,11 +157,11 @@ Status WriteAll(int fd, std::vector<iovec>& iov, uint64_t offset, const std::str
 }
 
 // Writes the bytes of `iov` at `offset` through `stage` (a reused buffer of its capacity): the
-// payloads are copied there and written a buffer at a time. Measured on this project's hosts
-// (docs/benchmarks-log.md, "The raft log written through a reused buffer"): the kernel's copy
-// from a payload's freshly allocated pages cost 0.9 ms of CPU per 690 KB batch, against 0.13 ms
-// for a user-space copy into a buffer whose pages it has seen before plus the write from there;
-// profiled, that copy was three quarters of a durable raft thread's time.
+// payloads are copied there and written a buffer at a time: the kernel's copy from a payload's
+// freshly allocated pages costs far more CPU than a user-space copy into a buffer whose pages
+// are already mapped plus the write from there, and that copy would otherwise be most of a
+// durable raft thread's time (docs/benchmarks-log.md, "The raft log written through a reused
+// buffer").
 //
 // Direct I/O (`direct`): `offset` is a block boundary, `prefix` the bytes already in the file from
 // there (the segment's last partial block), written again first; the last block is padded with

@@ -34,7 +34,7 @@
 //    one with zeros. So the file runs on in zeros past its last record until it is closed (cut
 //    to its records when a new segment starts, or at a clean close); Open takes such a zero tail
 //    shorter than a block for padding, not damage. No page cache pages are taken for the log
-//    (on this project's virtual hosts a fresh page-cache page cost more CPU than the write:
+//    (on virtual hosts a fresh page-cache page can cost more CPU than the write:
 //    docs/benchmarks-log.md). A file system that refuses O_DIRECT (tmpfs) gets buffered writes,
 //    said once in the log.
 //

@@ -24,7 +24,7 @@ const std::string& Pool() {
     uint64_t txn = 1000;
     while (w.size() < kPoolBytes) {
       // Fixed-width fields with small values, as an EQ encodes them: long runs of zero bytes
-      // and repeated field values are what makes real EQ bytes compress about 2x.
+      // and repeated field values are what makes real EQ bytes compress well.
       txn += 1 + rng.Uniform(3);
       w.PutU64(txn);
       w.PutU64(rng.Uniform(1'000'000));                // key

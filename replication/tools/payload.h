@@ -7,7 +7,7 @@
 // size < 32) then a body copied from a 1 MiB pool of structured records shaped like execution
 // queue entries (varint txn ids and keys, small op/field codes, short field values), starting
 // at an offset derived from the stream and batch id, with the batch id stamped every 4 KiB.
-// So the content compresses about as well as real EQ bytes (about 1.7x with Snappy at 10 KB and above), and
+// So the content compresses about as well as real EQ bytes (compression is measured on it), and
 // producing or checking it costs about a memcpy/memcmp.
 //
 // Thread-safe (the pool is built once, on first use, and then only read).

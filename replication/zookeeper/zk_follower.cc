@@ -514,7 +514,7 @@ void ZkReplicator::DeliverReady(const StreamKey& key, InStream& s) {
     // gone, and this session's reads see ZooKeeper's writes in order): the live leader can
     // create b+1 before b when a connection drops with both in flight (it sends b+1 on the new
     // connection before it learns that b failed on the old one, then re-creates b). Without
-    // this exception the follower re-read such a b+1 forever (seen in the session expiry test).
+    // this exception the follower would re-read such a b+1 forever (the session expiry test covers it).
     // Epochs only grow along a stream: a marker b+1 of an older epoch than b's is a deposed
     // leader's leftover, read before its successor deleted it.
     if ((s.have_last && id == s.last_id + 1 && f.czxid <= s.last_czxid && !f.read_after_prev) ||

@@ -96,7 +96,7 @@ struct ZkOptions {
   std::string follower_id;       // the member id: its progress and live znodes, its election data
   // Leader election per group (replication.zookeeper.election): candidates race with ephemeral
   // sequential znodes, the winner bumps the group's epoch, every write it makes checks it.
-  // false: roles fixed by `leader` (no failover, no fencing), as before elections existed; so
+  // false: roles fixed by `leader` (no failover, no fencing), for setups without elections; so
   // also with followers == 0 (a one-member group: nobody to elect).
   bool election = true;
   uint64_t retain_bytes = 32ull << 20;  // leader: byte budget of kept batches (0 = unlimited): past

@@ -310,8 +310,8 @@ int64_t ZkReplicator::OnTimers(int64_t now) {
       }
     }
     // Disconnected, the poll and the progress write wait for the session (or the next busy tick):
-    // a deadline already past would make the worker spin (seen: a follower at 50% of a core
-    // while its ZooKeeper was down).
+    // a deadline already past would make the worker spin, burning CPU for as long as its
+    // ZooKeeper is down.
     if (waiting) wake = std::min(wake, connected_ ? next_poll_nanos_ : now + kBusyTickNanos);
     if (progress_dirty_) {
       wake = std::min(wake, connected_ ? std::max(next_progress_nanos_, now + 1'000'000) : now + kBusyTickNanos);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One exit code for bad input across all programs (issue 9): loops over every program in
+# One exit code for bad input across all programs (docs/reliability.md): loops over every program in
 # <build>/bin and checks that --help exits 0 with a usage line, an unknown flag exits 2 naming
 # it, an unknown config key (--nosuch.key=1) exits 2 naming it, and, for programs with a
 # --config flag, a missing config file exits 2 naming it. Test binaries (*_test, Catch2's own

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bad cluster configs (issue 7, section 7): each error names the key at fault, the programs exit
+# Bad cluster configs (docs/reliability.md): each error names the key at fault, the programs exit
 # with the bad-input status (2) before starting anything, and `cluster.sh up` reports which node
 # failed with the tail of its log (a port in use).
 source "$(dirname "$0")/lib.sh"
@@ -86,7 +86,7 @@ note "a port in use: up names node n0 and its log names cluster.nodes[0].client_
 expect_error 2 "cannot open config file" "$server" --config "$QR_TMP/none.yaml" --node a
 expect_error 2 "config file '$QR_TMP' is a directory" "$server" --config "$QR_TMP" --node a
 
-# Refused before anything is allocated or started (issue 9): a table that cannot fit (was an
+# Refused before anything is allocated or started (docs/reliability.md): a table that cannot fit (was an
 # uncaught std::bad_alloc), a dump directory that cannot be written (was found at the clean stop).
 nodes3 >"$cfg"
 expect_error 2 "not enough memory: the table of 4294967296 records" "$server" --config "$cfg" --node a \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Restarts from checkpoints (issue 21) under full load, a group of three (raft, rf = 2), every
+# Restarts from checkpoints (docs/recovery.md) under full load, a group of three (raft, rf = 2), every
 # node writing checkpoints (server.checkpoint_dir):
 #   all       the raft disk log (replication.raft.log: disk), and every node stopped (SIGSTOP,
 #             so txns are surely in flight) then killed (SIGKILL) at once, then `up` again: each

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The shipped partitioned configs run the transfer workload as a user starts them (issue 23):
+# The shipped partitioned configs run the transfer workload as a user starts them:
 # configs/cluster-2x1-none.yaml and configs/cluster-2x3-raft.yaml (their ports swapped for free
 # ones), `up --workload.kind=transfer`, with the default account count and with
 # --transfer.accounts=20000. The partition ranges follow the workload's key count (no

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A dead row leader started again rejoins its group as a follower (issue 22, item 2;
+# A dead row leader started again rejoins its group as a follower (see
 # docs/partitioned-rows.md 9.6 step 4), processes on 127.0.0.1: a 2 partitions x 3 rows grid with
 # BACKEND (raft | zookeeper), transfers with half the txns multi-partition, the load held steady.
 # Partition 1's leader p1r0 is killed (SIGKILL) mid-run; once the client saw a follower of its

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A whole partitioned row killed at once and started again (issue 22 with issue 21's durability),
+# A whole partitioned row killed at once and started again (docs/partitioned-rows.md, docs/recovery.md),
 # processes on 127.0.0.1: a 2 partitions x 3 rows raft grid with the disk log (fsync per batch)
 # and checkpoints, YCSB with half the txns multi-partition and 20% dependent writes, the load held
 # steady. Every node is stopped (SIGSTOP, so txns are surely in flight) then killed (SIGKILL) at

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A member the log no longer covers comes back by a checkpoint transfer (issue 21). Under full
+# A member the log no longer covers comes back by a checkpoint transfer (docs/recovery.md). Under full
 # load, a group of three (raft, rf = 2, the memory log with an 8 MB budget, a checkpoint every 20
 # batches on every node), follower n2 is killed (then started again with `up`) or paused (then
 # resumed) until the leader's log has moved past it, so its own checkpoint and log no longer

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# overload.sh: overload and bad input against the running engine (issue 9; docs/reliability.md).
+# overload.sh: overload and bad input against the running engine (docs/reliability.md).
 # Each case runs real programs, prints what happened with its figures, and checks the expected
 # behaviour; the script exits 1 if any case misbehaved.
 #

@@ -1,5 +1,5 @@
 // Integration tests of the ZooKeeper backend's retention rules against a real ZooKeeper server
-// (zk_retention.h; issue 24): past retain_bytes the leader waits only for the live followers a
+// (zk_retention.h): past retain_bytes the leader waits only for the live followers a
 // majority needs, a dead or slow follower loses the batches it has not read and is reported
 // stranded, and a follower's live znode tracks its session.
 //

@@ -257,7 +257,7 @@ TEST_CASE("transfer: in a partitioned row the debit is on the home partition, mp
 
 TEST_CASE("partitions that hold too few keys: the error says what to change, and to what") {
   // Range partitions cut engine.key_space, not the workload's keys: 400000 for 100000 accounts
-  // puts every account in partition 0 (the newcomer's failure of issue 23).
+  // puts every account in partition 0 (an easy mistake when starting the shipped configs).
   WorkloadOptions o;
   o.kind = WorkloadKind::kTransfer;
   o.transfer.accounts = 100000;
