@@ -64,10 +64,12 @@
 
 namespace qrstore::executor {
 
-// Checkpoints (issue 21): at a batch boundary the executors take an image of the table
-// (storage/table_image.h): every executor stops there, then either the last one to arrive arms
-// it for copy-on-write (CopyOnWrite()) and all go on at once, or each copies its share and all go
-// on once every share is copied. Want and Taken are called with the ring's mu held, so they must
+// Checkpoints (docs/recovery.md): at a batch boundary the executors take an image of the table
+// (storage/table_image.h). Copy-on-write (CopyOnWrite()): the first executor past the boundary
+// begins the image's epoch and none waits; each takes the epoch as it passes, the last hands
+// the image over (with sparse records every executor stops there until the last begins it).
+// Otherwise every executor stops there, copies its share, and all go on once every share is
+// copied. Want and Taken are called with the ring's mu held, so they must
 // be quick and must not block.
 class ImageSink {
  public:

@@ -3,7 +3,7 @@
 # SECONDS (user + system, from /proc/PID/task/*/stat; threads named "executor-0",
 # "executor-1" count as "executor"), one "name seconds" line per group, largest first.
 # Divide by the transactions committed in the window for CPU per transaction per thread group
-# (docs/benchmarks.md, "Where the leader's remaining overhead goes").
+# (docs/benchmarks.md, "The leader's replication overhead").
 set -euo pipefail
 if [[ $# -ne 2 || "$1" == -h || "$1" == --help ]]; then sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit $([[ $# -eq 2 ]] && echo 0 || echo 2); fi
 pid="$1"; seconds="$2"
