@@ -185,9 +185,9 @@ Status ServerImpl::Init(const Config& config, const std::string& node, const Ser
 }
 
 Status ServerImpl::Start() {
-  auto log = Logger("server");
+  // 1. The client port's options and handlers (one set for both shapes); it opens in the shape's
+  // start, once what its handlers use exists: a port in use fails there, naming the key.
   const Config& c = *config_;
-  // 1. The client port, first: a port in use fails here, naming the key.
   ClientServiceOptions so;
   so.node = me_.name;
   so.listen_address = me_.client_address();
@@ -196,9 +196,32 @@ Status ServerImpl::Start() {
   so.max_inflight_txns = static_cast<uint64_t>(c.GetInt("server.max_inflight_txns_per_connection"));
   so.record_bytes = workload_.Layout().size();
   so.records = workload_.RecordCount();
+  if (topo_->partitions() > 1) {
+    // Client sessions live at their home (docs/sessions.md, rows): read values are not kept (a
+    // retry of a committed txn that read something is answered committed-no-values).
+    sessions_ = std::make_unique<SessionStore>(session_limits_, workload_.Layout().size(), /*keep_values=*/false);
+    sessions_->ForRowHome();
+  } else {
+    sessions_ = std::make_unique<SessionStore>(session_limits_, workload_.Layout().size(), session_values_);
+  }
+  if (restored_) sessions_->Restore(std::move(restored_sessions_));
+  service_ = std::make_unique<ClientService>(so, MakeHandlers());
+  if (topo_->partitions() > 1) {
+    QR_RETURN_IF_ERROR(StartRow());
+    return RecordDataIdentity();
+  }
+  return StartOnePartition();
+}
+
+ClientServiceHandler ServerImpl::MakeHandlers() {
+  // The role follows the backend (server_impl.h): every handler asks it. A partitioned row's row 0
+  // leads its partition's group at the start; with followers the backend may later make a
+  // follower leader, which takes its dead leader's place in the row (RoleTick,
+  // RowServer::Promote). role_ is set in StartRow / Promote, once this node knows it leads.
+  const bool rows = topo_->partitions() > 1;
   ClientServiceHandler h;
   h.status = [this] { return NodeStatusNow(); };
-  if (const std::string dir = NodeCheckpointDir(c, me_.name); !dir.empty()) {
+  if (const std::string dir = NodeCheckpointDir(*config_, me_.name); !dir.empty()) {
     // Peers that fell behind their group's log fetch this node's checkpoints.
     // While one fetches, this node (as leader) keeps the batches after that checkpoint for a
     // while, even if it checkpoints again meanwhile (more than once, when checkpoints come
@@ -211,52 +234,24 @@ Status ServerImpl::Start() {
       return chunk;
     };
   }
-  if (topo_->partitions() > 1) {
-    // A partitioned row: row 0 leads its partition's group at the start; with followers the
-    // backend may later make a follower leader, which takes its dead leader's place in the row
-    // (RoleTick, RowServer::Promote). Every handler asks the role.
-    // (role_ is set in StartRow, once this node knows whether it leads.)
-    h.submit = [this](std::vector<storage::Txn>& t) -> size_t {
-      return role() == NodeRole::kLeader ? row_->node()->SubmitMany(t) : 0;
-    };
-    h.report = [this](const proto::FollowerReport& r) {
-      if (role() != NodeRole::kLeader) {
-        return Status::Unavailable(me_.name + " does not lead (it is " + NodeRoleName(role()) + "): report ignored");
-      }
-      return monitor_->OnReport(r);
-    };
-    h.report_connection = [this](const std::string& n, bool up) { monitor_->SetConnected(n, up); };
-    h.not_leader = [this](proto::NotLeaderReply* r) {
-      if (role() == NodeRole::kLeader) return false;
-      uint64_t term = 0;
-      LeaderHint(&r->leader_node, &r->leader_address, &term);
-      if (r->leader_node.empty() && term == 0) {
-        const NodeInfo& l = topo_->Leader(me_.partition);  // nothing heard from the backend yet
-        r->leader_node = l.name;
-        r->leader_address = l.client_address();
-      }
-      if (r->leader_node == me_.name) r->leader_node.clear(), r->leader_address.clear();  // not serving yet
-      return true;
-    };
-    // Client sessions live at their home (docs/sessions.md, rows): read values are not kept (a
-    // retry of a committed txn that read something is answered committed-no-values).
-    h.sessions = true;
-    sessions_ = std::make_unique<SessionStore>(session_limits_, workload_.Layout().size(), /*keep_values=*/false);
-    sessions_->ForRowHome();
-    if (restored_) sessions_->Restore(std::move(restored_sessions_));
-    service_ = std::make_unique<ClientService>(so, h);
-    QR_RETURN_IF_ERROR(StartRow());
-    return RecordDataIdentity();
-  }
-  // One partition: the role follows the backend (server_impl.h). Every handler asks it.
-  h.submit = [this](std::vector<storage::Txn>& t) -> size_t {
+  // A row's leader admits through its RowNode; one partition's through the planner it runs
+  // (set once its promotion is complete).
+  h.submit = [this, rows](std::vector<storage::Txn>& t) -> size_t {
+    if (rows) return role() == NodeRole::kLeader ? row_->node()->SubmitMany(t) : 0;
     LocalPlanner* p = live_planner_.load(std::memory_order_acquire);
     return p != nullptr ? p->SubmitMany(t) : 0;
   };
-  h.not_leader = [this](proto::NotLeaderReply* r) {
-    if (role() == NodeRole::kLeader && live_planner_.load(std::memory_order_acquire) != nullptr) return false;
+  h.not_leader = [this, rows](proto::NotLeaderReply* r) {
+    const bool serving =
+        role() == NodeRole::kLeader && (rows || live_planner_.load(std::memory_order_acquire) != nullptr);
+    if (serving) return false;
     uint64_t term = 0;
     LeaderHint(&r->leader_node, &r->leader_address, &term);
+    if (rows && r->leader_node.empty() && term == 0) {
+      const NodeInfo& l = topo_->Leader(me_.partition);  // nothing heard from the backend yet
+      r->leader_node = l.name;
+      r->leader_address = l.client_address();
+    }
     if (r->leader_node == me_.name) r->leader_node.clear(), r->leader_address.clear();  // not serving yet
     return true;
   };
@@ -268,8 +263,12 @@ Status ServerImpl::Start() {
   };
   h.report_connection = [this](const std::string& n, bool up) { monitor_->SetConnected(n, up); };
   h.sessions = true;
-  sessions_ = std::make_unique<SessionStore>(session_limits_, workload_.Layout().size(), session_values_);
-  if (restored_) sessions_->Restore(std::move(restored_sessions_));
+  return h;
+}
+
+Status ServerImpl::StartOnePartition() {
+  auto log = Logger("server");
+  const Config& c = *config_;
   const bool replicated = topo_->replication_factor() > 0;
   // The pieces the handlers use exist before the port opens.
   PipelineOptions po = engine_.pipeline;
@@ -292,44 +291,7 @@ Status ServerImpl::Start() {
   }
   MakeMonitor();
   if (replicated) MakeReporter();
-  service_ = std::make_unique<ClientService>(so, h);
-  const bool wrong = c.GetString("server.test_wrong_digest_node") == me_.name;
-  const uint64_t wrong_from = static_cast<uint64_t>(c.GetInt("server.test_wrong_digest_batch"));
-  // Every node's sink applies the session entries of every slice (in planned order); outcomes go
-  // to clients only from the batch this node started planning at.
-  auto sink = [this](const std::vector<commit::TxnOutcome>& o) {
-    sink_opened_.clear();
-    sink_answers_.clear();
-    sessions_->Apply(o, &sink_opened_, &sink_answers_);
-    if (o.empty() || o.front().pos.batch < client_from_.load(std::memory_order_acquire)) return;
-    if (!kill_before_reply_file_.empty() && ::access(kill_before_reply_file_.c_str(), F_OK) == 0) {
-      // The test hook: committed and replicated, not answered.
-      Logger("server")->warn("{} test hook: killing itself before answering batch {} (committed, replicated)",
-                             Identity(), o.front().pos.batch);
-      ::raise(SIGKILL);
-    }
-    service_->Answer(sink_answers_);  // duplicates that waited for these outcomes, first
-    service_->OnOutcomes(o, sink_opened_);
-  };
-  pipeline_ = std::make_unique<Pipeline>(
-      po, table_.get(), std::move(sink), [this, wrong, wrong_from](const BatchInfo& b) {
-        // The session table is replicated state: its digest goes into the one replicas compare.
-        const uint64_t d = b.digest ^ Mix64(sessions_->Digest());
-        monitor_->RecordOwn(b.batch, d);
-        if (checkpointer_) checkpointer_->OnCommitted(b.batch, d);
-        if (const uint64_t from = history_from_.load(std::memory_order_acquire);
-            from != kNoHistory && !pipeline_->HistoryCovers(from)) {
-          // A promoted leader's histories no longer reach the batch it started leading at: no
-          // retry of its predecessor's txns can be served from them any more.
-          history_from_.store(kNoHistory, std::memory_order_release);
-          pipeline_->StopHistory();
-          Logger("server")->info("{} write histories stopped at batch {}: they no longer reach batch {}, where it "
-                                 "started leading",
-                                 Identity(), b.batch, from);
-        }
-        // The test hook lies about the digest, so tests can see the leader notice.
-        if (reporter_ && role() != NodeRole::kLeader) reporter_->RecordApplied(b.batch, wrong && b.batch >= wrong_from ? ~d : d);
-      });
+  MakePipeline(po);
   if (replicated) {
     FollowerFeedOptions fo;
     fo.group = kGroup;
@@ -375,6 +337,47 @@ Status ServerImpl::Start() {
               "member lost the group stops; rf = 2 (three members) survives a lost node", Identity());
   }
   return Status::Ok();
+}
+
+void ServerImpl::MakePipeline(const PipelineOptions& po) {
+  const Config& c = *config_;
+  const bool wrong = c.GetString("server.test_wrong_digest_node") == me_.name;
+  const uint64_t wrong_from = static_cast<uint64_t>(c.GetInt("server.test_wrong_digest_batch"));
+  // Every node's sink applies the session entries of every slice (in planned order); outcomes go
+  // to clients only from the batch this node started planning at.
+  auto sink = [this](const std::vector<commit::TxnOutcome>& o) {
+    sink_opened_.clear();
+    sink_answers_.clear();
+    sessions_->Apply(o, &sink_opened_, &sink_answers_);
+    if (o.empty() || o.front().pos.batch < client_from_.load(std::memory_order_acquire)) return;
+    if (!kill_before_reply_file_.empty() && ::access(kill_before_reply_file_.c_str(), F_OK) == 0) {
+      // The test hook: committed and replicated, not answered.
+      Logger("server")->warn("{} test hook: killing itself before answering batch {} (committed, replicated)",
+                             Identity(), o.front().pos.batch);
+      ::raise(SIGKILL);
+    }
+    service_->Answer(sink_answers_);  // duplicates that waited for these outcomes, first
+    service_->OnOutcomes(o, sink_opened_);
+  };
+  pipeline_ = std::make_unique<Pipeline>(
+      po, table_.get(), std::move(sink), [this, wrong, wrong_from](const BatchInfo& b) {
+        // The session table is replicated state: its digest goes into the one replicas compare.
+        const uint64_t d = b.digest ^ Mix64(sessions_->Digest());
+        monitor_->RecordOwn(b.batch, d);
+        if (checkpointer_) checkpointer_->OnCommitted(b.batch, d);
+        if (const uint64_t from = history_from_.load(std::memory_order_acquire);
+            from != kNoHistory && !pipeline_->HistoryCovers(from)) {
+          // A promoted leader's histories no longer reach the batch it started leading at: no
+          // retry of its predecessor's txns can be served from them any more.
+          history_from_.store(kNoHistory, std::memory_order_release);
+          pipeline_->StopHistory();
+          Logger("server")->info("{} write histories stopped at batch {}: they no longer reach batch {}, where it "
+                                 "started leading",
+                                 Identity(), b.batch, from);
+        }
+        // The test hook lies about the digest, so tests can see the leader notice.
+        if (reporter_ && role() != NodeRole::kLeader) reporter_->RecordApplied(b.batch, wrong && b.batch >= wrong_from ? ~d : d);
+      });
 }
 
 Status ServerImpl::RecordDataIdentity() {
@@ -486,114 +489,6 @@ Status ServerImpl::StartReplication() {
   return leader_ && !restored_ ? WaitForLeadership() : Status::Ok();
 }
 
-int64_t ServerImpl::RowLeaderWaitMs() const {
-  // Raft: a group that lost its leader elects one within a few election timeouts (each is
-  // randomized in [E, 2E), then a pre-vote and a vote). ZooKeeper: once the dead leader's session
-  // expired (its election znode goes with it) the next candidate takes over.
-  const Config& r = *repl_config_;
-  // (Raft: a restarted member times its leader out after catch_up_election_ticks.)
-  const int64_t election_ticks =
-      std::max(r.GetInt("replication.raft.election_ticks"), r.GetInt("replication.raft.catch_up_election_ticks"));
-  const int64_t ms = backend_ == "raft" ? 5 * election_ticks * r.GetInt("replication.raft.tick_ms")
-                                        : 2 * r.GetInt("replication.zookeeper.session_timeout_ms");
-  return std::min(ms, config_->GetInt("server.start_timeout_ms"));
-}
-
-Status ServerImpl::RowCheckpointRefusal(const std::string& why) const {
-  return Status::InvalidArgument(
-      "node " + me_.name + " (row 0 of partition " + std::to_string(me_.partition) +
-      " of a partitioned row) holds a checkpoint in " + NodeCheckpointDir(*config_, me_.name) + " and " + why +
-      ": it would have to lead from its checkpoint without replaying its group's log as a follower first, which a "
-      "row's leader cannot do; start the cluster with `cluster.sh up --fresh` (it deletes them), or start this node "
-      "with its group's other members running (it then follows from its checkpoint, or, elected, replays and leads)");
-}
-
-Status ServerImpl::JoinRowGroup() {
-  const int64_t wait_ms = restored_ ? RowLeaderWaitMs() : config_->GetInt("server.start_timeout_ms");
-  const int64_t deadline = NowNanos() + wait_ms * 1'000'000;
-  for (;;) {
-    if (replicator_->IsLeader(kGroup)) {
-      bool still = true, fresh = !restored_;
-      for (uint32_t s = 0; still && s < Streams(); ++s) {
-        auto n = replicator_->NextBatchId(kGroup, s);
-        still = n.ok();  // not: it lost the lead meanwhile; look again
-        if (still && n.value() != 0) fresh = false;
-      }
-      if (still && fresh) return Status::Ok();  // a fresh cluster's leader
-      if (still && backend_ != "raft") {
-        // (ZooKeeper: it won its group's election inside ZkReplicator::Start, nobody else in
-        // line; a leader that won there is not fed the log it would replay: it refuses.)
-        if (restored_) return RowCheckpointRefusal("its group made it leader");
-        return Status::InvalidArgument("node " + me_.name + " leads partition " + std::to_string(me_.partition) +
-                                       " of a partitioned row whose log holds batches of an earlier run: a row's "
-                                       "leaders cannot resume a row's log yet; start the cluster with "
-                                       "`cluster.sh up --fresh`");
-      }
-      if (still) {
-        // Other partitions whose members take no row connection yet (followers listen on none):
-        // the whole row is starting again. Its promotion below then waits (server.start_timeout_ms)
-        // for their leaders, which resume together with it (each a successor answering the others).
-        std::string idle;
-        const std::unique_ptr<net::StreamNet> probe = net::MakePosixStreamNet();
-        for (uint32_t q = 0; q < topo_->partitions(); ++q) {
-          if (q == me_.partition) continue;
-          bool up = false;
-          for (const NodeInfo* m : topo_->Group(q)) up = up || probe->Connect(m->row_address(), 300) != nullptr;
-          if (!up) idle += (idle.empty() ? "" : ", ") + std::to_string(q);
-        }
-        if (!idle.empty()) {
-          Logger("server")->warn("{} no member of partition(s) {} takes row connections yet: the whole row is "
-                                 "starting again; it resumes once their leaders do",
-                                 Identity(), idle);
-        }
-        // Its group made it leader again after a restart, before another member was elected: it
-        // replays its group's log as a follower first (from its checkpoint, or batch 0), then the
-        // watch thread promotes it and it takes its place in the row as any elected follower does
-        // (RowServer::Promote), with the row's other leaders: successors too when the whole row
-        // started again (its promotion fails naming them if they do not come within the time-out).
-        leader_ = false;
-        {
-          std::lock_guard<std::mutex> lk(hint_mu_);
-          hint_node_ = me_.name;
-          hint_address_ = me_.client_address();
-          hint_term_ = replicator_->Leader(kGroup).term;
-        }
-        Logger("server")->warn("{} its group made it leader again (term {}) while its log holds batches of the run "
-                               "before its restart: it replays the log as a follower from batch {} first, then "
-                               "takes its place in the row",
-                               Identity(), replicator_->Leader(kGroup).term, restored_ ? restored_next_ : 0);
-        return Status::Ok();
-      }
-    }
-    const replication::LeaderView v = replicator_->Leader(kGroup);
-    // (A leader named as this node but not `self` is this node before its restart: its session or
-    // term not over yet.)
-    if (const NodeInfo* ln = LeaderNode(v); ln != nullptr && ln->name != me_.name) {
-      leader_ = false;
-      {
-        std::lock_guard<std::mutex> lk(hint_mu_);
-        hint_node_ = ln->name;
-        hint_address_ = ln->client_address();
-        hint_term_ = v.term;
-      }
-      Logger("server")->warn("{} {} leads partition {} (term {}): this node, its leader before a restart, starts as "
-                             "its follower and replays the group's log from batch {}",
-                             Identity(), ln->name, me_.partition, v.term, restored_ ? restored_next_ : 0);
-      return Status::Ok();
-    }
-    if (NowNanos() >= deadline) {
-      if (restored_) {
-        return RowCheckpointRefusal("no other member of its group led within " + std::to_string(wait_ms) + " ms");
-      }
-      return Status::Unavailable("replication (" + backend_ + "): this node (row 0) neither became leader of " +
-                                 "partition " + std::to_string(me_.partition) + " nor saw another member lead "
-                                 "within server.start_timeout_ms (" + std::to_string(wait_ms) +
-                                 " ms): are the other members of cluster.nodes up?");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-}
-
 void ServerImpl::MakeMonitor() {
   std::vector<std::string> followers;
   for (const NodeInfo* n : topo_->Group(me_.partition)) {
@@ -624,71 +519,6 @@ void ServerImpl::NoteFailure(Status st) {
     failure_ = std::move(st);
   }
   cv_.notify_all();
-}
-
-Status ServerImpl::StartRow() {
-  const bool replicated = topo_->replication_factor() > 0;
-  // Replication first: row 0 learns there whether it leads its group or, started again after its
-  // group elected another member, follows it (JoinRowGroup); what is built below depends on it.
-  // The client port opens after (its handlers ask the role, and status reads the RowServer).
-  if (replicated) QR_RETURN_IF_ERROR(StartReplication());
-  role_.store(leader_ ? NodeRole::kLeader : NodeRole::kFollower, std::memory_order_release);
-  // Every node keeps its own digests (a promoted follower checks the others at once); with rf = 0
-  // a monitor of no followers, as on one partition.
-  MakeMonitor();
-  if (!leader_) MakeReporter();
-  RowServerContext rc;
-  rc.config = config_.get();
-  rc.topo = topo_.get();
-  rc.me = &me_;
-  rc.leader = leader_;
-  rc.mode = mode_;
-  rc.engine = &engine_;
-  rc.partition_map = partition_map_;
-  rc.record_bytes = workload_.Layout().size();
-  rc.streams = Streams();
-  rc.group = kGroup;
-  rc.table = table_.get();
-  rc.service = service_.get();
-  rc.replicator = replicator_.get();
-  rc.monitor = monitor_.get();
-  rc.reporter = reporter_.get();
-  rc.replicated_bytes = &replicated_bytes_;
-  rc.on_failure = [this](Status st) { NoteFailure(std::move(st)); };
-  rc.on_row_ending = [this] {
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      row_ending_ = true;
-    }
-    cv_.notify_all();
-  };
-  rc.on_replicated = [this](uint64_t b, uint32_t s, Status st) { OnReplicated(b, s, st); };
-  // Checkpoints: a follower restarts from its newest one (restored_: its group's log from the
-  // batch after it on); a leader's serve its followers' transfers.
-  QR_RETURN_IF_ERROR(StartCheckpointer());
-  rc.checkpointer = checkpointer_.get();
-  rc.first_batch = restored_ ? restored_next_ : 0;
-  rc.sessions = sessions_.get();
-  row_ = std::make_unique<RowServer>(std::move(rc));
-  if (Status st = service_->Start(); !st.ok()) {
-    return Status::Unavailable("cluster.nodes[" + std::to_string(me_.index) + "].client_port: " + st.message());
-  }
-  if (checkpointer_ && replicated) replicator_->RetainFrom(kGroup, restored_ ? restored_next_ : 0);
-  QR_RETURN_IF_ERROR(row_->Start());
-  if (!leader_) QR_RETURN_IF_ERROR(reporter_->Start());
-  watch_ = NamedThread("watch", [this] { WatchLoop(); });
-  Logger("server")->info("{} serving: partition {} row {} of a {} x {} grid, clients on {}, row peers on {}, backend {} ({}), "
-                         "{} planner(s), {} executor(s)",
-                         Identity(), me_.partition, me_.row, topo_->partitions(), topo_->rows(), me_.client_address(),
-                         me_.row_address(), replicated ? backend_ : "none", mode_, engine_.planner.planners,
-                         engine_.pipeline.executors);
-  if (partition_map_.kind() == storage::KeyMapper::Kind::kHash) {
-    Logger("server")->info("{} holds {} records of its partition; with engine.range_function hash every page of the "
-                           "table also spans other partitions' keys, so its resident memory is the whole table's "
-                           "(range keeps it to its own key range)",
-                           Identity(), table_->size());
-  }
-  return Status::Ok();
 }
 
 Status ServerImpl::WaitForLeadership() {

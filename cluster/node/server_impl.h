@@ -100,6 +100,11 @@ class ServerImpl {
   NodeRole role() const { return role_.load(std::memory_order_acquire); }
   std::string Identity() const { return "[" + me_.name + " " + NodeRoleName(role()) + "]"; }
   Status StartRow();
+  // Start's parts: the client port's handlers (one set for rows and for one partition), a single
+  // partition's start, and its pipeline (sink and batch hook).
+  ClientServiceHandler MakeHandlers();
+  Status StartOnePartition();
+  void MakePipeline(const PipelineOptions& po);
   // Starts the replication backend (errors name the key at fault); row 0 then waits until it
   // leads a fresh stream (a partitioned row's: JoinRowGroup).
   Status StartReplication();

@@ -61,6 +61,107 @@ int ExecSelf(char** argv) {
 constexpr const char* kRejoinsEnv = "QRSTORE_REJOINS";
 constexpr const char* kRejoinAtEnv = "QRSTORE_REJOIN_AT_NS";
 
+// The main thread wakes this often: a node that must stop by itself (deposed) does so promptly.
+constexpr int64_t kPollMs = 50;
+
+// --get KEY: the effective value of one scalar key, as the config dump prints it.
+int PrintKey(const ConfigSchema& schema, const Config& config, const std::string& key) {
+  const ConfigKey* k = schema.Find(key);
+  if (k == nullptr || k->type == ConfigType::kTable) {
+    return Fail(kExitBadInput, "--get " + key + ": not a scalar config key (see qrstore-server --help)");
+  }
+  std::string dump = config.Dump();
+  const std::string prefix = key + ": ";
+  for (size_t pos = 0; pos < dump.size();) {
+    size_t nl = dump.find('\n', pos);
+    std::string line = dump.substr(pos, nl - pos);
+    if (line.rfind(prefix, 0) == 0) {
+      std::printf("%s\n", line.substr(prefix.size()).c_str());
+      return kExitOk;
+    }
+    pos = nl == std::string::npos ? dump.size() : nl + 1;
+  }
+  return Fail(kExitFailed, "--get " + key + ": no value");
+}
+
+// Serves until SIGTERM/SIGINT, or until the server must stop by itself (deposed, failed,
+// restarting): its reason (ok after a signal). Stats every stats_ms (0: none).
+Status Serve(Server* server, int64_t stats_ms, const sigset_t& signals, bool* deposed) {
+  auto log = Logger("server");
+  int64_t next_stats = stats_ms > 0 ? NowNanos() + stats_ms * 1'000'000 : INT64_MAX;
+  Status self_stop;
+  for (;;) {
+    timespec wait{};
+    wait.tv_nsec = kPollMs * 1'000'000;
+    const int sig = sigtimedwait(&signals, nullptr, &wait);
+    if (sig == SIGTERM || sig == SIGINT) {
+      log->info("{}: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+      return Status::Ok();
+    }
+    if (self_stop = server->fail_stop(deposed); !self_stop.ok()) {
+      log->error("stopping by itself: {}", self_stop.message());
+      return self_stop;
+    }
+    if (NowNanos() >= next_stats) {
+      log->info("{}", server->StatsLine());
+      next_stats = NowNanos() + stats_ms * 1'000'000;
+    }
+  }
+}
+
+// The node fetched a peer's checkpoint (its group could not catch it up from the log): it
+// starts again, as the same process (pid, arguments, output), and loads it. Bounded: a node that
+// keeps needing transfers without ever catching up stops instead.
+int RestartToLoadCheckpoint(char** argv, const Status& why) {
+  auto log = Logger("server");
+  constexpr int kMaxRestarts = 20;
+  const char* env = std::getenv("QRSTORE_TRANSFER_RESTARTS");
+  const int restarts = env != nullptr ? std::atoi(env) : 0;
+  if (restarts >= kMaxRestarts) {
+    return Fail(kExitFailed, "gave up after " + std::to_string(restarts) +
+                                 " restarts to load fetched checkpoints (the node never caught up); start it again "
+                                 "by hand: " + why.message());
+  }
+  setenv("QRSTORE_TRANSFER_RESTARTS", std::to_string(restarts + 1).c_str(), 1);
+  log->warn("restarting ({} of at most {}): {}", restarts + 1, kMaxRestarts, why.message());
+  log->flush();
+  return ExecSelf(argv);
+}
+
+// A deposed leader rejoins: its table may hold speculative batches no one else executed, so it
+// went with the server. The next process starts as a follower from the newest checkpoint
+// (committed batches only) or the initial table, and catches up from the group's log. Not sooner
+// than interval_ms after the last rejoin (a signal meanwhile stops it instead).
+int Rejoin(char** argv, int64_t interval_ms, const sigset_t& signals, const Status& why) {
+  auto log = Logger("server");
+  const int64_t interval_ns = interval_ms * 1'000'000;
+  const char* last_env = std::getenv(kRejoinAtEnv);
+  const int64_t last = last_env != nullptr ? std::strtoll(last_env, nullptr, 10) : 0;
+  const int64_t at = last > 0 ? last + interval_ns : 0;
+  if (NowNanos() < at) {
+    log->warn("deposed again {} ms after its last rejoin: waiting {} ms before it rejoins (server.rejoin_interval_ms)",
+              (NowNanos() - last) / 1'000'000, (at - NowNanos()) / 1'000'000);
+  }
+  while (NowNanos() < at) {
+    const int64_t left = std::min<int64_t>(at - NowNanos(), kPollMs * 1'000'000);
+    timespec wait{};
+    wait.tv_sec = left / 1'000'000'000;
+    wait.tv_nsec = left % 1'000'000'000;
+    const int sig = sigtimedwait(&signals, nullptr, &wait);
+    if (sig == SIGTERM || sig == SIGINT) {
+      return Fail(kExitDeposed, "told to stop while it waited to rejoin: " + why.message());
+    }
+  }
+  const uint32_t rejoins = EnvCount(kRejoinsEnv) + 1;
+  setenv(kRejoinsEnv, std::to_string(rejoins).c_str(), 1);
+  setenv(kRejoinAtEnv, std::to_string(NowNanos()).c_str(), 1);
+  // A rejoin starts the count of checkpoint transfers anew.
+  unsetenv("QRSTORE_TRANSFER_RESTARTS");
+  log->warn("rejoining (rejoin {} of this process): {}", rejoins, why.message());
+  log->flush();
+  return ExecSelf(argv);
+}
+
 int Main(int argc, char** argv) {
   CommandLine cli("qrstore-server", "--config FILE --node NAME [--key=value ...]",
                   "Runs one node of a qrstore cluster: the node called NAME in the config's cluster.nodes.\n"
@@ -87,25 +188,7 @@ int Main(int argc, char** argv) {
   auto config = Config::Load(schema, cli.Get("config"), cli.overrides());
   if (!config.ok()) return Fail(kExitBadInput, config.status().message());
 
-  if (cli.Has("get")) {
-    const std::string key = cli.Get("get");
-    const ConfigKey* k = schema.Find(key);
-    if (k == nullptr || k->type == ConfigType::kTable) {
-      return Fail(kExitBadInput, "--get " + key + ": not a scalar config key (see qrstore-server --help)");
-    }
-    std::string dump = config->Dump();
-    const std::string prefix = key + ": ";
-    for (size_t pos = 0; pos < dump.size();) {
-      size_t nl = dump.find('\n', pos);
-      std::string line = dump.substr(pos, nl - pos);
-      if (line.rfind(prefix, 0) == 0) {
-        std::printf("%s\n", line.substr(prefix.size()).c_str());
-        return kExitOk;
-      }
-      pos = nl == std::string::npos ? dump.size() : nl + 1;
-    }
-    return Fail(kExitFailed, "--get " + key + ": no value");
-  }
+  if (cli.Has("get")) return PrintKey(schema, config.value(), cli.Get("get"));
   auto topo = Topology::FromConfig(config.value());
   if (!topo.ok()) return Fail(kExitBadInput, cli.Get("config") + ": " + topo.status().message());
   if (cli.Has("list-nodes")) {
@@ -119,7 +202,7 @@ int Main(int argc, char** argv) {
 
   // Planned slices, replication frames and replies are buffers of a few hundred KB to a few MB,
   // allocated and freed every batch. glibc would serve each from a fresh mmap (page faults and
-  // page zeroing on every batch: ~9% of a leader's CPU); keep them in the heap and reuse it.
+  // page zeroing on every batch, a visible share of a leader's CPU); keep them in the heap and reuse it.
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
 
@@ -152,84 +235,19 @@ int Main(int argc, char** argv) {
   std::printf("%s\n", server.value()->ReadyLine().c_str());
   std::fflush(stdout);
 
-  const int64_t stats_ms = config->GetInt("server.stats_interval_ms");
-  // Wakes every 50 ms: a node that must stop by itself (deposed) does so promptly.
-  constexpr int64_t kPollMs = 50;
-  int64_t next_stats = stats_ms > 0 ? NowNanos() + stats_ms * 1'000'000 : INT64_MAX;
   bool deposed = false;
-  Status self_stop;
-  for (;;) {
-    timespec wait{};
-    wait.tv_nsec = kPollMs * 1'000'000;
-    const int sig = sigtimedwait(&signals, nullptr, &wait);
-    if (sig == SIGTERM || sig == SIGINT) {
-      log->info("{}: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-      break;
-    }
-    if (self_stop = server.value()->fail_stop(&deposed); !self_stop.ok()) {
-      log->error("stopping by itself: {}", self_stop.message());
-      break;
-    }
-    if (NowNanos() >= next_stats) {
-      log->info("{}", server.value()->StatsLine());
-      next_stats = NowNanos() + stats_ms * 1'000'000;
-    }
-  }
+  const Status self_stop = Serve(server.value().get(), config->GetInt("server.stats_interval_ms"), signals, &deposed);
   const bool restart = server.value()->restart_requested();
   const Status failed_before = server.value()->health();
   const Status stop = server.value()->Shutdown();
   log->info("{}", server.value()->StatsLine());
   if (restart) {
-    // The node fetched a peer's checkpoint (its group could not catch it up from the log): it
-    // starts again, as the same process (pid, arguments, output), and loads it. Every socket
-    // and file of this run closes with the server first. Bounded: a node that keeps needing
-    // transfers without ever catching up stops instead.
-    constexpr int kMaxRestarts = 20;
-    const char* env = std::getenv("QRSTORE_TRANSFER_RESTARTS");
-    const int restarts = env != nullptr ? std::atoi(env) : 0;
-    if (restarts >= kMaxRestarts) {
-      return Fail(kExitFailed, "gave up after " + std::to_string(restarts) +
-                                   " restarts to load fetched checkpoints (the node never caught up); start it again "
-                                   "by hand: " + self_stop.message());
-    }
-    server.value().reset();
-    setenv("QRSTORE_TRANSFER_RESTARTS", std::to_string(restarts + 1).c_str(), 1);
-    log->warn("restarting ({} of at most {}): {}", restarts + 1, kMaxRestarts, self_stop.message());
-    log->flush();
-    return ExecSelf(argv);
+    server.value().reset();  // every socket and file of this run closes with the server first
+    return RestartToLoadCheckpoint(argv, self_stop);
   }
   if (!self_stop.ok() && deposed && config->GetBool("server.rejoin_when_deposed")) {
-    // Its table may hold speculative batches no one else executed: it is dropped with this
-    // process. The next one starts as a follower from the newest checkpoint (committed batches
-    // only) or the initial table, and catches up from the group's log. Not sooner than
-    // server.rejoin_interval_ms after the last rejoin (a signal meanwhile stops it instead).
-    server.value().reset();
-    const int64_t interval_ns = config->GetInt("server.rejoin_interval_ms") * 1'000'000;
-    const char* last_env = std::getenv(kRejoinAtEnv);
-    const int64_t last = last_env != nullptr ? std::strtoll(last_env, nullptr, 10) : 0;
-    const int64_t at = last > 0 ? last + interval_ns : 0;
-    if (NowNanos() < at) {
-      log->warn("deposed again {} ms after its last rejoin: waiting {} ms before it rejoins (server.rejoin_interval_ms)",
-                (NowNanos() - last) / 1'000'000, (at - NowNanos()) / 1'000'000);
-    }
-    while (NowNanos() < at) {
-      const int64_t left = std::min<int64_t>(at - NowNanos(), kPollMs * 1'000'000);
-      timespec wait{};
-      wait.tv_sec = left / 1'000'000'000;
-      wait.tv_nsec = left % 1'000'000'000;
-      const int sig = sigtimedwait(&signals, nullptr, &wait);
-      if (sig == SIGTERM || sig == SIGINT) {
-        return Fail(kExitDeposed, "told to stop while it waited to rejoin: " + self_stop.message());
-      }
-    }
-    const uint32_t rejoins = EnvCount(kRejoinsEnv) + 1;
-    setenv(kRejoinsEnv, std::to_string(rejoins).c_str(), 1);
-    setenv(kRejoinAtEnv, std::to_string(NowNanos()).c_str(), 1);
-    // A rejoin starts the count of checkpoint transfers anew.
-    unsetenv("QRSTORE_TRANSFER_RESTARTS");
-    log->warn("rejoining (rejoin {} of this process): {}", rejoins, self_stop.message());
-    log->flush();
-    return ExecSelf(argv);
+    server.value().reset();  // its table may hold speculative batches: dropped with it
+    return Rejoin(argv, config->GetInt("server.rejoin_interval_ms"), signals, self_stop);
   }
   if (!self_stop.ok()) return Fail(deposed ? kExitDeposed : kExitFailed, self_stop.message());
   if (!failed_before.ok()) return Fail(kExitFailed, "stopped after a failure: " + failed_before.message());
