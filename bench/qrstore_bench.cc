@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/driver.h"
@@ -46,7 +47,51 @@ int Fail(int code, const std::string& msg) {
 
 double Ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
 
-int Main(int argc, char** argv) {
+// The validated inputs of a run: the flags, the config and what follows from them.
+struct BenchOptions {
+  bool has_txns = false;  // --txns N, else --duration-s S
+  uint64_t txns = 0;
+  double duration_s = 0;
+  int64_t duration_ns = 0;  // 0 with --txns
+  uint64_t seed = 1;
+  bool verify = false, json = false, raw_loop = false;
+  std::string dump_path;
+  std::string config_path;
+  Config config;
+  workloads::WorkloadOptions workload;
+  bool range_fn = false;  // engine.range_function=range
+  uint64_t key_space = 0;
+  uint64_t verify_cap = 0;   // bench.verify_max_txns
+  uint64_t outstanding = 0;  // the closed-loop window (bench.outstanding, 0 resolved)
+  std::string kind;          // "ycsb" or "transfer"
+  uint64_t ops_per_txn = 0;
+};
+
+// The --verify result as printed and in --json ("skipped" without --verify).
+struct VerifyOutcome {
+  std::string text = "skipped";
+  std::string detail;
+  bool failed = false;
+};
+
+// What a run produced: the driver's counts, the engine's stats, the raw loop's and the checks.
+struct RunReport {
+  std::optional<RawLoopResult> raw;
+  DriverResult res;
+  cluster::EngineStats stats;
+  uint64_t digest = 0;
+  VerifyOutcome verify;
+};
+
+// The rates and latencies derived from a RunReport for the summary and --json.
+struct Figures {
+  double elapsed_s = 0, tps = 0, ops_per_s = 0;
+  double p50 = 0, p99 = 0, p999 = 0, max = 0;
+  double raw_ops_per_s = 0, engine_vs_raw = 0;
+};
+
+// The command line: the flags and the --help text.
+CommandLine MakeCommandLine() {
   CommandLine cli("qrstore-bench",
                   "[--config FILE] [--key=value ...] (--txns N | --duration-s S) [--seed S] [--verify] "
                   "[--dump-state PATH] [--json] [--raw-loop]",
@@ -70,18 +115,11 @@ int Main(int argc, char** argv) {
                 "first apply the same txns single-threaded with no concurrency control on a fresh table "
                 "and report its ops/s and the engine's ops/s as a fraction of it");
   cli.AddValue("log-level", "LEVEL", "trace|debug|info|warn|error|off (default info)");
+  return cli;
+}
 
-  ConfigSchema schema;
-  cluster::Engine::AddConfigKeys(&schema);
-  workloads::AddConfigKeys(&schema);
-  AddBenchKeys(&schema);
-
-  Status parsed = cli.Parse(argc, argv);
-  if (cli.help_requested()) {
-    std::fputs(cli.Usage(&schema).c_str(), stdout);
-    return 0;
-  }
-  if (!parsed.ok()) return Fail(kExitBadInput, parsed.message());
+// Checks the parsed flags (not yet the config) into *o; nullopt to go on, else the exit code.
+std::optional<int> ParseFlags(const CommandLine& cli, BenchOptions* o) {
   if (!cli.positional().empty()) {
     return Fail(kExitBadInput, "unexpected argument '" + cli.positional()[0] + "' (see qrstore-bench --help)");
   }
@@ -104,209 +142,276 @@ int Main(int argc, char** argv) {
     return Fail(kExitBadInput, "flag --duration-s: must be in (0, 86400]");
   }
   if (seed_flag.value() < 0) return Fail(kExitBadInput, "flag --seed: must be >= 0");
-  const uint64_t txns = static_cast<uint64_t>(txns_flag.value());
-  const double duration_s = duration_flag.value();
-  const uint64_t seed = static_cast<uint64_t>(seed_flag.value());
-  const bool verify = cli.Has("verify"), json = cli.Has("json"), raw_loop = cli.Has("raw-loop");
-  const std::string dump_path = cli.Get("dump-state");
-  const std::string config_path = cli.Get("config");
+  o->has_txns = has_txns;
+  o->txns = static_cast<uint64_t>(txns_flag.value());
+  o->duration_s = duration_flag.value();
+  o->duration_ns = has_duration ? static_cast<int64_t>(o->duration_s * 1e9) : 0;
+  o->seed = static_cast<uint64_t>(seed_flag.value());
+  o->verify = cli.Has("verify");
+  o->json = cli.Has("json");
+  o->raw_loop = cli.Has("raw-loop");
+  o->dump_path = cli.Get("dump-state");
+  o->config_path = cli.Get("config");
+  return std::nullopt;
+}
 
-  auto config_or = Config::Load(schema, config_path, cli.overrides());
+// Loads the config, derives the workload into *o and refuses unrunnable input; nullopt or the exit code.
+std::optional<int> LoadConfig(const ConfigSchema& schema, const CommandLine& cli, BenchOptions* o) {
+  auto config_or = Config::Load(schema, o->config_path, cli.overrides());
   if (!config_or.ok()) return Fail(kExitBadInput, config_or.status().message());
-  const Config& config = config_or.value();
+  o->config = std::move(config_or).value();
+  const Config& config = o->config;
 
   // The partition mapping is the engine's (engine.partitions / range_function / key_space).
-  const bool range_fn = config.GetString("engine.range_function") == "range";
+  o->range_fn = config.GetString("engine.range_function") == "range";
   const auto partitions = static_cast<uint32_t>(config.GetInt("engine.partitions"));
-  const uint64_t key_space = workloads::EngineKeySpace(config);
-  if (range_fn && key_space < partitions) {
+  o->key_space = workloads::EngineKeySpace(config);
+  if (o->range_fn && o->key_space < partitions) {
     return Fail(kExitBadInput, "engine.key_space must be >= engine.partitions with engine.range_function=range");
   }
-  storage::KeyMapper partition_map(range_fn ? storage::KeyMapper::Kind::kRange : storage::KeyMapper::Kind::kHash,
-                                   partitions, key_space);
+  storage::KeyMapper partition_map(o->range_fn ? storage::KeyMapper::Kind::kRange : storage::KeyMapper::Kind::kHash,
+                                   partitions, o->key_space);
   auto options_or = workloads::OptionsFromConfig(config, partition_map);
   if (!options_or.ok()) return Fail(kExitBadInput, options_or.status().message());
-  const workloads::WorkloadOptions& options = options_or.value();
+  o->workload = std::move(options_or).value();
+  const workloads::WorkloadOptions& options = o->workload;
 
-  const uint64_t verify_cap = static_cast<uint64_t>(config.GetInt("bench.verify_max_txns"));
-  if (verify && has_txns && txns > verify_cap) {
-    return Fail(kExitBadInput, "--verify with --txns " + std::to_string(txns) + " exceeds bench.verify_max_txns (" +
-                                   std::to_string(verify_cap) + "); raise it (32 bytes per txn) or run fewer");
+  o->verify_cap = static_cast<uint64_t>(config.GetInt("bench.verify_max_txns"));
+  if (o->verify && o->has_txns && o->txns > o->verify_cap) {
+    return Fail(kExitBadInput, "--verify with --txns " + std::to_string(o->txns) + " exceeds bench.verify_max_txns (" +
+                                   std::to_string(o->verify_cap) + "); raise it (32 bytes per txn) or run fewer");
   }
   // Tables that cannot fit are bad input, refused before anything is allocated: the engine's
   // table, plus the reference executor's for --verify (the raw loop's is freed before either).
   const uint64_t txns_in_flight = static_cast<uint64_t>(config.GetInt("batch.txns")) *
                                   static_cast<uint64_t>(config.GetInt("engine.batches_in_flight"));
-  if (Status s = workloads::CheckMemoryFits(options, verify ? 2 : 1, txns_in_flight); !s.ok()) {
+  if (Status s = workloads::CheckMemoryFits(options, o->verify ? 2 : 1, txns_in_flight); !s.ok()) {
     return Fail(kExitBadInput, s.message());
   }
   // --dump-state to a path that cannot be written fails now, not after the run: create the file.
-  if (!dump_path.empty()) {
-    if (Status s = workloads::ProbeWritable(dump_path); !s.ok()) return Fail(kExitBadInput, "--dump-state: " + s.message());
+  if (!o->dump_path.empty()) {
+    if (Status s = workloads::ProbeWritable(o->dump_path); !s.ok()) return Fail(kExitBadInput, "--dump-state: " + s.message());
   }
-  uint64_t outstanding = static_cast<uint64_t>(config.GetInt("bench.outstanding"));
-  if (outstanding == 0) outstanding = 2 * static_cast<uint64_t>(config.GetInt("batch.txns"));
+  o->outstanding = static_cast<uint64_t>(config.GetInt("bench.outstanding"));
+  if (o->outstanding == 0) o->outstanding = 2 * static_cast<uint64_t>(config.GetInt("batch.txns"));
+  o->kind = options.kind == workloads::WorkloadKind::kTransfer ? "transfer" : "ycsb";
+  o->ops_per_txn = options.kind == workloads::WorkloadKind::kTransfer ? 2 : options.ycsb.ops_per_txn;
+  return std::nullopt;
+}
+
+// Logs the effective config and warns about settings that make a run misleading.
+void LogSetup(const std::shared_ptr<spdlog::logger>& log, const BenchOptions& o) {
+  const Config& config = o.config;
+  log->info("effective config{}:\n{}", o.config_path.empty() ? " (defaults)" : " from " + o.config_path, config.Dump());
+  if (o.outstanding < static_cast<uint64_t>(config.GetInt("batch.txns"))) {
+    log->warn("bench.outstanding ({}) < batch.txns ({}): no batch can fill, each closes by batch.timeout_ms",
+              o.outstanding, config.GetInt("batch.txns"));
+  }
+  if (o.range_fn && o.key_space != o.workload.RecordCount()) {
+    log->warn("engine.key_space ({}) differs from the record count ({}): executor ranges will be unbalanced",
+              o.key_space, o.workload.RecordCount());
+  }
+}
+
+// The --raw-loop step: applies the txns single-threaded into r->raw; nullopt to go on, else the exit code.
+std::optional<int> RunRawLoopStep(const BenchOptions& o, const std::shared_ptr<spdlog::logger>& log, RunReport* r) {
+  log->info("raw loop: applying the workload single-threaded without concurrency control");
+  auto raw = RunRawLoop(o.workload, o.seed, o.txns, o.duration_ns);
+  if (!raw.ok()) return Fail(kExitFailed, "raw loop: " + raw.status().ToString());
+  r->raw = raw.value();
+  log->info("raw loop: {} txns ({} committed) in {:.3f} s of applying", r->raw->txns, r->raw->committed,
+            static_cast<double>(r->raw->apply_ns) / 1e9);
+  return std::nullopt;
+}
+
+// Runs the engine on the loaded table under the closed-loop driver; nullopt to go on, else the exit code.
+std::optional<int> RunEngine(const BenchOptions& o, storage::Table* table, const std::shared_ptr<spdlog::logger>& log,
+                             RunReport* r) {
+  DriverOptions dopt;
+  dopt.txns = o.txns;
+  dopt.duration_ns = o.duration_ns;
+  dopt.outstanding = o.outstanding;
+  dopt.keep_outcomes = o.verify;
+  dopt.max_kept_outcomes = o.verify_cap;
+  dopt.progress_interval_ns = o.config.GetInt("bench.progress_interval_ms") * 1'000'000;
+  dopt.on_progress = [&log](const DriverProgress& p) {
+    log->info("t={:.0f}s committed={} ({:.0f} txn/s) aborted={} outstanding={}", p.elapsed_s, p.committed,
+              p.interval_tps, p.aborted, p.outstanding);
+  };
+  LoadDriver driver(dopt);
+  auto gen_or = workloads::MakeGenerator(o.workload, o.seed);
+  if (!gen_or.ok()) return Fail(kExitBadInput, gen_or.status().message());
+  auto engine_or = cluster::Engine::Create(o.config, table, driver.Sink());
+  if (!engine_or.ok()) return Fail(kExitBadInput, engine_or.status().message());
+  std::unique_ptr<cluster::Engine> engine = std::move(engine_or).value();
+  if (Status s = engine->Start(); !s.ok()) return Fail(kExitFailed, "engine start: " + s.ToString());
+  log->info("running {} {}", o.has_txns ? std::to_string(o.txns) + " txns" : Num(o.duration_s) + " s", o.kind);
+  Status run = driver.Run(engine.get(), gen_or.value().get());
+  engine->Stop();  // joins every engine thread: the sink is called no more
+  r->stats = engine->Stats();
+  r->res = driver.TakeResult();
+  if (!run.ok()) return Fail(kExitFailed, "run: " + run.ToString());
+  if (r->res.stopped_at_cap) {
+    log->warn("stopped submitting at bench.verify_max_txns = {} txns (kept for --verify)", o.verify_cap);
+  }
+  return std::nullopt;
+}
+
+// Re-runs the committed txns in planned order on the serial reference executor (--verify).
+VerifyOutcome VerifyAgainstReference(const BenchOptions& o, RunReport* r) {
+  VerifyOutcome out;
+  const int64_t v0 = NowNanos();
+  VerifyReport vr;
+  Status v = VerifyRun(o.workload, o.seed, r->res.submitted, &r->res.outcomes, r->digest, &vr);
+  if (v.ok()) {
+    out.text = "ok";
+    out.detail = "committed " + std::to_string(vr.committed) + " serially (" + std::to_string(vr.reads_checked) + " read values equal), aborts justified: " +
+                 std::to_string(vr.aborted_serially) + " serial + " + std::to_string(vr.aborted_cascade) +
+                 " cascade, reference digest " + Hex(vr.reference_digest) + ", " +
+                 Num(static_cast<double>(NowNanos() - v0) / 1e9) + " s";
+  } else {
+    out.text = "failed";
+    out.detail = v.message();
+    out.failed = true;
+  }
+  return out;
+}
+
+// Derives the rates and latency percentiles of a run (and the raw loop's, with --raw-loop).
+Figures ComputeFigures(const BenchOptions& o, const RunReport& r) {
+  Figures f;
+  f.elapsed_s = static_cast<double>(r.res.elapsed_ns) / 1e9;
+  f.tps = f.elapsed_s > 0 ? static_cast<double>(r.res.committed) / f.elapsed_s : 0;
+  f.ops_per_s = f.tps * static_cast<double>(o.ops_per_txn);
+  f.p50 = Ms(r.res.latency_ns.Percentile(0.50));
+  f.p99 = Ms(r.res.latency_ns.Percentile(0.99));
+  f.p999 = Ms(r.res.latency_ns.Percentile(0.999));
+  f.max = Ms(r.res.latency_ns.max());
+  if (r.raw) {
+    f.raw_ops_per_s = r.raw->apply_ns > 0 ? static_cast<double>(r.raw->ops_committed) / (static_cast<double>(r.raw->apply_ns) / 1e9) : 0;
+    f.engine_vs_raw = f.raw_ops_per_s > 0 ? f.ops_per_s / f.raw_ops_per_s : 0;
+  }
+  return f;
+}
+
+// Prints the human summary to stdout.
+void PrintSummary(const BenchOptions& o, const RunReport& r, const Figures& f) {
+  const DriverResult& res = r.res;
+  const cluster::EngineStats& stats = r.stats;
+  std::printf("qrstore-bench: %s, %" PRIu64 " txns submitted in %.3f s (seed %" PRIu64 ")\n", o.kind.c_str(),
+              res.submitted, f.elapsed_s, o.seed);
+  std::printf("  throughput     %.0f txn/s, %.0f ops/s (%" PRIu64 " ops per txn)\n", f.tps, f.ops_per_s, o.ops_per_txn);
+  std::printf("  committed      %" PRIu64 " (update ops %" PRIu64 ")\n", res.committed, res.update_ops_committed);
+  std::printf("  aborted        %" PRIu64 " (cascade %" PRIu64 ")\n", res.aborted, res.aborted_cascade);
+  std::printf("  latency ms     p50 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  (submit -> commit, window %" PRIu64 ")\n",
+              f.p50, f.p99, f.p999, f.max, o.outstanding);
+  std::printf("  per batch ms   plan %.3f  execute %.3f  commit %.3f  (batches %" PRIu64 ", closed by timeout %" PRIu64 ")\n",
+              stats.mean_plan_ms, stats.mean_exec_ms, stats.mean_commit_ms, stats.batches, stats.batches_closed_by_timeout);
+  if (r.raw) {
+    std::printf("  raw loop       %.0f ops/s (%" PRIu64 " txns, %" PRIu64 " committed, 1 thread, no concurrency control)\n",
+                f.raw_ops_per_s, r.raw->txns, r.raw->committed);
+    std::printf("  engine / raw   %.3f\n", f.engine_vs_raw);
+  }
+  std::printf("  digest         %s\n", Hex(r.digest).c_str());
+  std::printf("  verify         %s%s%s\n", r.verify.text.c_str(), r.verify.detail.empty() ? "" : ": ", r.verify.detail.c_str());
+}
+
+// Prints the --json object (results, then the inputs and the effective config) as one stdout line.
+void PrintJson(const BenchOptions& o, const RunReport& r, const Figures& f, const std::vector<std::string>& overrides) {
+  const DriverResult& res = r.res;
+  const cluster::EngineStats& stats = r.stats;
+  JsonObject inputs;
+  inputs.Str("config_file", o.config_path);
+  if (o.has_txns) inputs.Int("txns", o.txns); else inputs.Dbl("duration_s", o.duration_s);
+  inputs.Int("seed", o.seed);
+  inputs.Bool("verify", o.verify);
+  inputs.Bool("raw_loop", o.raw_loop);
+  inputs.Str("dump_state", o.dump_path);
+  inputs.Raw("overrides", JsonStringArray(overrides));
+
+  JsonObject j;
+  j.Str("workload", o.kind);
+  j.Int("submitted", res.submitted);
+  j.Int("committed", res.committed);
+  j.Int("aborted", res.aborted);
+  j.Int("aborted_cascade", res.aborted_cascade);
+  j.Int("update_ops_committed", res.update_ops_committed);
+  j.Dbl("elapsed_s", f.elapsed_s);
+  j.Dbl("throughput_tps", f.tps);
+  j.Dbl("ops_per_s", f.ops_per_s);
+  j.Dbl("p50_ms", f.p50);
+  j.Dbl("p99_ms", f.p99);
+  j.Dbl("p999_ms", f.p999);
+  j.Dbl("max_ms", f.max);
+  j.Int("batches", stats.batches);
+  j.Int("batches_closed_by_timeout", stats.batches_closed_by_timeout);
+  j.Dbl("mean_plan_ms", stats.mean_plan_ms);
+  j.Dbl("mean_exec_ms", stats.mean_exec_ms);
+  j.Dbl("mean_commit_ms", stats.mean_commit_ms);
+  j.Int("outstanding", o.outstanding);
+  j.Str("digest", Hex(r.digest));
+  j.Str("verify", r.verify.text);
+  if (r.verify.failed) j.Str("verify_error", r.verify.detail);
+  if (r.raw) {
+    j.Dbl("raw_ops_per_s", f.raw_ops_per_s);
+    j.Dbl("engine_vs_raw", f.engine_vs_raw);
+    j.Str("raw_digest", Hex(r.raw->digest));
+  }
+  j.Raw("inputs", inputs.Done());
+  j.Raw("config", o.config.DumpJson());
+  std::printf("%s\n", j.Done().c_str());
+}
+
+int Main(int argc, char** argv) {
+  CommandLine cli = MakeCommandLine();
+  ConfigSchema schema;
+  cluster::Engine::AddConfigKeys(&schema);
+  workloads::AddConfigKeys(&schema);
+  AddBenchKeys(&schema);
+
+  Status parsed = cli.Parse(argc, argv);
+  if (cli.help_requested()) {
+    std::fputs(cli.Usage(&schema).c_str(), stdout);
+    return 0;
+  }
+  if (!parsed.ok()) return Fail(kExitBadInput, parsed.message());
+  BenchOptions o;
+  if (std::optional<int> rc = ParseFlags(cli, &o)) return *rc;
+  if (std::optional<int> rc = LoadConfig(schema, cli, &o)) return *rc;
+  const workloads::WorkloadOptions& options = o.workload;
 
   auto log = Logger("bench");
-  log->info("effective config{}:\n{}", config_path.empty() ? " (defaults)" : " from " + config_path, config.Dump());
-  if (outstanding < static_cast<uint64_t>(config.GetInt("batch.txns"))) {
-    log->warn("bench.outstanding ({}) < batch.txns ({}): no batch can fill, each closes by batch.timeout_ms",
-              outstanding, config.GetInt("batch.txns"));
-  }
-  if (range_fn && key_space != options.RecordCount()) {
-    log->warn("engine.key_space ({}) differs from the record count ({}): executor ranges will be unbalanced",
-              key_space, options.RecordCount());
-  }
-  const std::string kind = options.kind == workloads::WorkloadKind::kTransfer ? "transfer" : "ycsb";
-  const uint64_t ops_per_txn = options.kind == workloads::WorkloadKind::kTransfer ? 2 : options.ycsb.ops_per_txn;
-  const int64_t duration_ns = has_duration ? static_cast<int64_t>(duration_s * 1e9) : 0;
+  LogSetup(log, o);
+  RunReport r;
 
   // 1. The raw loop, on its own fresh table (freed before the engine's is built).
-  std::optional<RawLoopResult> raw;
-  if (raw_loop) {
-    log->info("raw loop: applying the workload single-threaded without concurrency control");
-    auto r = RunRawLoop(options, seed, txns, duration_ns);
-    if (!r.ok()) return Fail(kExitFailed, "raw loop: " + r.status().ToString());
-    raw = r.value();
-    log->info("raw loop: {} txns ({} committed) in {:.3f} s of applying", raw->txns, raw->committed,
-              static_cast<double>(raw->apply_ns) / 1e9);
+  if (o.raw_loop) {
+    if (std::optional<int> rc = RunRawLoopStep(o, log, &r)) return *rc;
   }
 
   // 2. Load.
   const int64_t load_start = NowNanos();
   storage::Table table(options.Layout(), options.RecordCount());
   if (Status s = workloads::LoadTable(options, &table); !s.ok()) return Fail(kExitFailed, "load: " + s.ToString());
-  log->info("loaded {} {} records in {:.2f} s", options.RecordCount(), kind, static_cast<double>(NowNanos() - load_start) / 1e9);
+  log->info("loaded {} {} records in {:.2f} s", options.RecordCount(), o.kind, static_cast<double>(NowNanos() - load_start) / 1e9);
 
   // 3. Run the engine.
-  DriverOptions dopt;
-  dopt.txns = txns;
-  dopt.duration_ns = duration_ns;
-  dopt.outstanding = outstanding;
-  dopt.keep_outcomes = verify;
-  dopt.max_kept_outcomes = verify_cap;
-  dopt.progress_interval_ns = config.GetInt("bench.progress_interval_ms") * 1'000'000;
-  dopt.on_progress = [&log](const DriverProgress& p) {
-    log->info("t={:.0f}s committed={} ({:.0f} txn/s) aborted={} outstanding={}", p.elapsed_s, p.committed,
-              p.interval_tps, p.aborted, p.outstanding);
-  };
-  LoadDriver driver(dopt);
-  auto gen_or = workloads::MakeGenerator(options, seed);
-  if (!gen_or.ok()) return Fail(kExitBadInput, gen_or.status().message());
-  auto engine_or = cluster::Engine::Create(config, &table, driver.Sink());
-  if (!engine_or.ok()) return Fail(kExitBadInput, engine_or.status().message());
-  std::unique_ptr<cluster::Engine> engine = std::move(engine_or).value();
-  if (Status s = engine->Start(); !s.ok()) return Fail(kExitFailed, "engine start: " + s.ToString());
-  log->info("running {} {}", has_txns ? std::to_string(txns) + " txns" : Num(duration_s) + " s", kind);
-  Status run = driver.Run(engine.get(), gen_or.value().get());
-  engine->Stop();  // joins every engine thread: the sink is called no more
-  const cluster::EngineStats stats = engine->Stats();
-  DriverResult res = driver.TakeResult();
-  if (!run.ok()) return Fail(kExitFailed, "run: " + run.ToString());
-  if (res.stopped_at_cap) {
-    log->warn("stopped submitting at bench.verify_max_txns = {} txns (kept for --verify)", verify_cap);
-  }
-  const uint64_t digest = table.Digest();
+  if (std::optional<int> rc = RunEngine(o, &table, log, &r)) return *rc;
+  r.digest = table.Digest();
 
   // 4. Dump and verify.
-  if (!dump_path.empty()) {
-    if (Status s = workloads::DumpState(table, dump_path); !s.ok()) return Fail(kExitFailed, "dump-state: " + s.ToString());
-    log->info("wrote {} records to {}", table.size(), dump_path);
+  if (!o.dump_path.empty()) {
+    if (Status s = workloads::DumpState(table, o.dump_path); !s.ok()) return Fail(kExitFailed, "dump-state: " + s.ToString());
+    log->info("wrote {} records to {}", table.size(), o.dump_path);
   }
-  std::string verify_text = "skipped";
-  std::string verify_detail;
-  bool verify_failed = false;
-  if (verify) {
-    const int64_t v0 = NowNanos();
-    VerifyReport vr;
-    Status v = VerifyRun(options, seed, res.submitted, &res.outcomes, digest, &vr);
-    if (v.ok()) {
-      verify_text = "ok";
-      verify_detail = "committed " + std::to_string(vr.committed) + " serially (" + std::to_string(vr.reads_checked) + " read values equal), aborts justified: " +
-                      std::to_string(vr.aborted_serially) + " serial + " + std::to_string(vr.aborted_cascade) +
-                      " cascade, reference digest " + Hex(vr.reference_digest) + ", " +
-                      Num(static_cast<double>(NowNanos() - v0) / 1e9) + " s";
-    } else {
-      verify_text = "failed";
-      verify_detail = v.message();
-      verify_failed = true;
-    }
-  }
+  if (o.verify) r.verify = VerifyAgainstReference(o, &r);
 
   // 5. Report.
-  const double elapsed_s = static_cast<double>(res.elapsed_ns) / 1e9;
-  const double tps = elapsed_s > 0 ? static_cast<double>(res.committed) / elapsed_s : 0;
-  const double ops_per_s = tps * static_cast<double>(ops_per_txn);
-  const double p50 = Ms(res.latency_ns.Percentile(0.50));
-  const double p99 = Ms(res.latency_ns.Percentile(0.99));
-  const double p999 = Ms(res.latency_ns.Percentile(0.999));
-  double raw_ops_per_s = 0, engine_vs_raw = 0;
-  if (raw) {
-    raw_ops_per_s = raw->apply_ns > 0 ? static_cast<double>(raw->ops_committed) / (static_cast<double>(raw->apply_ns) / 1e9) : 0;
-    engine_vs_raw = raw_ops_per_s > 0 ? ops_per_s / raw_ops_per_s : 0;
-  }
-
-  std::printf("qrstore-bench: %s, %" PRIu64 " txns submitted in %.3f s (seed %" PRIu64 ")\n", kind.c_str(),
-              res.submitted, elapsed_s, seed);
-  std::printf("  throughput     %.0f txn/s, %.0f ops/s (%" PRIu64 " ops per txn)\n", tps, ops_per_s, ops_per_txn);
-  std::printf("  committed      %" PRIu64 " (update ops %" PRIu64 ")\n", res.committed, res.update_ops_committed);
-  std::printf("  aborted        %" PRIu64 " (cascade %" PRIu64 ")\n", res.aborted, res.aborted_cascade);
-  std::printf("  latency ms     p50 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  (submit -> commit, window %" PRIu64 ")\n",
-              p50, p99, p999, Ms(res.latency_ns.max()), outstanding);
-  std::printf("  per batch ms   plan %.3f  execute %.3f  commit %.3f  (batches %" PRIu64 ", closed by timeout %" PRIu64 ")\n",
-              stats.mean_plan_ms, stats.mean_exec_ms, stats.mean_commit_ms, stats.batches, stats.batches_closed_by_timeout);
-  if (raw) {
-    std::printf("  raw loop       %.0f ops/s (%" PRIu64 " txns, %" PRIu64 " committed, 1 thread, no concurrency control)\n",
-                raw_ops_per_s, raw->txns, raw->committed);
-    std::printf("  engine / raw   %.3f\n", engine_vs_raw);
-  }
-  std::printf("  digest         %s\n", Hex(digest).c_str());
-  std::printf("  verify         %s%s%s\n", verify_text.c_str(), verify_detail.empty() ? "" : ": ", verify_detail.c_str());
-
-  if (json) {
-    JsonObject inputs;
-    inputs.Str("config_file", config_path);
-    if (has_txns) inputs.Int("txns", txns); else inputs.Dbl("duration_s", duration_s);
-    inputs.Int("seed", seed);
-    inputs.Bool("verify", verify);
-    inputs.Bool("raw_loop", raw_loop);
-    inputs.Str("dump_state", dump_path);
-    inputs.Raw("overrides", JsonStringArray(cli.overrides()));
-
-    JsonObject j;
-    j.Str("workload", kind);
-    j.Int("submitted", res.submitted);
-    j.Int("committed", res.committed);
-    j.Int("aborted", res.aborted);
-    j.Int("aborted_cascade", res.aborted_cascade);
-    j.Int("update_ops_committed", res.update_ops_committed);
-    j.Dbl("elapsed_s", elapsed_s);
-    j.Dbl("throughput_tps", tps);
-    j.Dbl("ops_per_s", ops_per_s);
-    j.Dbl("p50_ms", p50);
-    j.Dbl("p99_ms", p99);
-    j.Dbl("p999_ms", p999);
-    j.Dbl("max_ms", Ms(res.latency_ns.max()));
-    j.Int("batches", stats.batches);
-    j.Int("batches_closed_by_timeout", stats.batches_closed_by_timeout);
-    j.Dbl("mean_plan_ms", stats.mean_plan_ms);
-    j.Dbl("mean_exec_ms", stats.mean_exec_ms);
-    j.Dbl("mean_commit_ms", stats.mean_commit_ms);
-    j.Int("outstanding", outstanding);
-    j.Str("digest", Hex(digest));
-    j.Str("verify", verify_text);
-    if (verify_failed) j.Str("verify_error", verify_detail);
-    if (raw) {
-      j.Dbl("raw_ops_per_s", raw_ops_per_s);
-      j.Dbl("engine_vs_raw", engine_vs_raw);
-      j.Str("raw_digest", Hex(raw->digest));
-    }
-    j.Raw("inputs", inputs.Done());
-    j.Raw("config", config.DumpJson());
-    std::printf("%s\n", j.Done().c_str());
-  }
+  const Figures f = ComputeFigures(o, r);
+  PrintSummary(o, r, f);
+  if (o.json) PrintJson(o, r, f, cli.overrides());
   std::fflush(stdout);
-  if (verify_failed) return Fail(kExitFailed, "verify failed: " + verify_detail);
+  if (r.verify.failed) return Fail(kExitFailed, "verify failed: " + r.verify.detail);
   return 0;
 }
 
