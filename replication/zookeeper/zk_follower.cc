@@ -297,82 +297,98 @@ void ZkReplicator::FollowerCompletion(ZkEvent& ev) {
     return;
   }
   if (t.type == OpTag::Type::kWriteProgress) {
-    progress_inflight_ = false;
-    if (ev.rc == ZNONODE && t.chunk == 0) {
-      // Someone removed our progress znode: create it again.
-      OpTag c = OpTag::Make(OpTag::Type::kWriteProgress);
-      c.chunk = 1;
-      session_.Create(ConsumerPath(opts_.root, follower_id_), ProgressBytes(), c);
-      ++inflight_;
-      progress_inflight_ = true;
-    } else if (ev.rc != ZOK) {
-      if (IsRetryable(ev.rc)) NoteRetry(ev.rc);
-      progress_dirty_ = true;
-    }
+    ProgressCompletion(ev);
     return;
   }
   const StreamKey key{t.group, t.planner};
   auto sit = in_.find(key);
   if (sit == in_.end()) return;
-  InStream& s = sit->second;
   if (t.type == OpTag::Type::kListStream) {
-    if (ev.rc != ZOK) return;  // the next poll asks again
-    bool any = false;
-    uint64_t oldest = 0;
-    for (const auto& c : ev.children) {
-      auto parsed = ParseChildName(c);
-      if (parsed && parsed->kind == ChildName::Kind::kMarker && (!any || parsed->batch_id < oldest)) {
-        oldest = parsed->batch_id;
-        any = true;
-      }
-    }
-    // Cleanup deletes from the oldest up and always keeps the newest batch, so a request
-    // below the oldest marker asks for a deleted batch.
-    if (any && !s.fetches.empty() && s.fetches.begin()->first < oldest &&
-        s.fetches.begin()->second.state != FetchState::kReady && RetainedFrom(key.first) != UINT64_MAX) {
-      // The application keeps checkpoints (RetainFrom): it can continue from a state whose next
-      // batch is >= `oldest` (the leader keeps the batches after its own checkpoints,
-      // zk_retention.h rule 1 leader_keep_from). The receives stay posted; Health() says what it needs.
-      bool raised = false;
-      {
-        std::lock_guard<std::mutex> lock(health_mu_);
-        uint64_t& need = health_[key.first].resume_needs_next;
-        raised = oldest > need;
-        need = std::max(need, oldest);
-      }
-      if (raised) {
-        const std::string why = "follower '" + follower_id_ + "' fell behind: batch " +
-                                std::to_string(s.fetches.begin()->first) + " of stream " +
-                                StreamName(key.first, key.second) +
-                                " was deleted from ZooKeeper (the oldest kept is " + std::to_string(oldest) +
-                                "): it continues from a checkpoint of batch " + std::to_string(oldest - 1) +
-                                " or later (the leader's, fetched by its application)";
-        log_->warn("{}{}", ident_, why);
-        SetSelfStranded(key.first, why);
-      }
-      return;
-    }
-    while (any && !s.fetches.empty() && s.fetches.begin()->first < oldest &&
-           s.fetches.begin()->second.state != FetchState::kReady) {
-      auto it = s.fetches.begin();
-      ReceiveCallback cb = std::move(it->second.cb);
-      ReplicateMeta meta = it->second.meta;
-      s.fetches.erase(it);
-      counters_.gone.fetch_add(1, std::memory_order_relaxed);
-      Status st = Status::NotFound(
-          ident_ + "follower '" + follower_id_ + "' fell behind: batch " + std::to_string(meta.batch_id) +
-          " of stream " + StreamName(key.first, key.second) + " was deleted from ZooKeeper (the oldest kept is " +
-          std::to_string(oldest) +
-          "; past replication.zookeeper.retain_bytes the leader deletes what the followers a majority needs have "
-          "read): it cannot catch up from ZooKeeper any more and needs a state transfer (with checkpoints, "
-          "server.checkpoint_dir, it fetches the leader's)");
-      log_->error("{}", st.message());
-      SetSelfStranded(key.first, st.message());
-      cb(meta, st, {});
-    }
-    DeliverReady(key, s);
+    ListCompletion(key, sit->second, ev);
     return;
   }
+  FetchCompletion(key, sit->second, ev);
+}
+
+// The write of this follower's progress znode completed.
+void ZkReplicator::ProgressCompletion(ZkEvent& ev) {
+  const OpTag& t = ev.op;
+  progress_inflight_ = false;
+  if (ev.rc == ZNONODE && t.chunk == 0) {
+    // Someone removed our progress znode: create it again.
+    OpTag c = OpTag::Make(OpTag::Type::kWriteProgress);
+    c.chunk = 1;
+    session_.Create(ConsumerPath(opts_.root, follower_id_), ProgressBytes(), c);
+    ++inflight_;
+    progress_inflight_ = true;
+  } else if (ev.rc != ZOK) {
+    if (IsRetryable(ev.rc)) NoteRetry(ev.rc);
+    progress_dirty_ = true;
+  }
+}
+
+// A stream's children were listed: requests below its oldest marker ask for deleted batches.
+void ZkReplicator::ListCompletion(const StreamKey& key, InStream& s, ZkEvent& ev) {
+  if (ev.rc != ZOK) return;  // the next poll asks again
+  bool any = false;
+  uint64_t oldest = 0;
+  for (const auto& c : ev.children) {
+    auto parsed = ParseChildName(c);
+    if (parsed && parsed->kind == ChildName::Kind::kMarker && (!any || parsed->batch_id < oldest)) {
+      oldest = parsed->batch_id;
+      any = true;
+    }
+  }
+  // Cleanup deletes from the oldest up and always keeps the newest batch, so a request
+  // below the oldest marker asks for a deleted batch.
+  if (any && !s.fetches.empty() && s.fetches.begin()->first < oldest &&
+      s.fetches.begin()->second.state != FetchState::kReady && RetainedFrom(key.first) != UINT64_MAX) {
+    // The application keeps checkpoints (RetainFrom): it can continue from a state whose next
+    // batch is >= `oldest` (the leader keeps the batches after its own checkpoints,
+    // zk_retention.h rule 1 leader_keep_from). The receives stay posted; Health() says what it needs.
+    bool raised = false;
+    {
+      std::lock_guard<std::mutex> lock(health_mu_);
+      uint64_t& need = health_[key.first].resume_needs_next;
+      raised = oldest > need;
+      need = std::max(need, oldest);
+    }
+    if (raised) {
+      const std::string why = "follower '" + follower_id_ + "' fell behind: batch " +
+                              std::to_string(s.fetches.begin()->first) + " of stream " +
+                              StreamName(key.first, key.second) +
+                              " was deleted from ZooKeeper (the oldest kept is " + std::to_string(oldest) +
+                              "): it continues from a checkpoint of batch " + std::to_string(oldest - 1) +
+                              " or later (the leader's, fetched by its application)";
+      log_->warn("{}{}", ident_, why);
+      SetSelfStranded(key.first, why);
+    }
+    return;
+  }
+  while (any && !s.fetches.empty() && s.fetches.begin()->first < oldest &&
+         s.fetches.begin()->second.state != FetchState::kReady) {
+    auto it = s.fetches.begin();
+    ReceiveCallback cb = std::move(it->second.cb);
+    ReplicateMeta meta = it->second.meta;
+    s.fetches.erase(it);
+    counters_.gone.fetch_add(1, std::memory_order_relaxed);
+    Status st = Status::NotFound(
+        ident_ + "follower '" + follower_id_ + "' fell behind: batch " + std::to_string(meta.batch_id) +
+        " of stream " + StreamName(key.first, key.second) + " was deleted from ZooKeeper (the oldest kept is " +
+        std::to_string(oldest) +
+        "; past replication.zookeeper.retain_bytes the leader deletes what the followers a majority needs have "
+        "read): it cannot catch up from ZooKeeper any more and needs a state transfer (with checkpoints, "
+        "server.checkpoint_dir, it fetches the leader's)");
+    log_->error("{}", st.message());
+    SetSelfStranded(key.first, st.message());
+    cb(meta, st, {});
+  }
+  DeliverReady(key, s);
+}
+
+// A read of one fetch (its marker, an exists-watch, a chunk) completed.
+void ZkReplicator::FetchCompletion(const StreamKey& key, InStream& s, ZkEvent& ev) {
+  const OpTag& t = ev.op;
   auto fit = s.fetches.find(t.batch_id);
   if (fit == s.fetches.end() || fit->second.attempt != t.attempt) return;  // superseded
   Fetch& f = fit->second;

@@ -310,6 +310,9 @@ class ZkReplicator final : public Replicator {
   void AdmitReceive(Request r);
   void PumpFollower();
   void FollowerCompletion(ZkEvent& ev);
+  void ProgressCompletion(ZkEvent& ev);
+  void ListCompletion(const StreamKey& key, InStream& s, ZkEvent& ev);
+  void FetchCompletion(const StreamKey& key, InStream& s, ZkEvent& ev);
   void FollowerWatch(const ZkEvent& ev);
   // Follower, at each stats tick: warns of each stream whose first awaited batch has waited on
   // ZooKeeper (a request out, or one to issue) rather than for the leader to write it, at this

@@ -35,41 +35,67 @@ struct Cursor {
   uint64_t bytes = 0;                                // their bytes
 };
 
-}  // namespace
+// One round's planning: the state the rules share (the followers in id order, a cursor per
+// stream over what remains kept, the bytes kept and the deletions left), one method per rule.
+struct RetentionRound {
+  explicit RetentionRound(const RetentionInput& input) : in(input) {}
 
-RetentionPlan PlanRetention(const RetentionInput& in) {
+  const RetentionInput& in;
   RetentionPlan plan;
-  // Followers in id order: stranded lists and ties come out the same on every run.
   std::vector<const RetentionFollower*> followers;
+  // Groups in which a follower was stranded before this round: (index into followers, group).
+  std::set<std::pair<size_t, uint32_t>> stranded_before;
+  std::map<StreamKey, Cursor> cur;
+  uint64_t kept_bytes = 0;
+  size_t budget = 0;
+  // Rule 2, per stream: whom it waits for.
+  struct Waited {
+    size_t k = 0;
+    size_t able = 0;                                     // live followers that can catch up
+    std::vector<std::pair<uint64_t, std::string>> top;   // the k most advanced: (next, id)
+    uint64_t limit = UINT64_MAX;
+  };
+  std::map<StreamKey, Waited> waited;
+  size_t needed = 0;
+
+  // A follower stranded in `group` before this round holds nothing back there, in no rule.
+  bool counts(size_t i, uint32_t group) const { return stranded_before.count({i, group}) == 0; }
+  void take(Cursor& c) {
+    c.bytes -= c.it->second.bytes;
+    kept_bytes -= c.it->second.bytes;
+    ++c.it;
+    --c.left;
+    --budget;
+  }
+  void Setup();
+  void Rule1();
+  void Rule2();
+  void Stranded();
+  void Rule3();
+};
+
+void RetentionRound::Setup() {
+  // Followers in id order: stranded lists and ties come out the same on every run.
   for (const auto& f : in.registered) followers.push_back(&f);
   std::sort(followers.begin(), followers.end(),
             [](const RetentionFollower* a, const RetentionFollower* b) { return a->id < b->id; });
 
   // Groups in which a follower was stranded before this round: it no longer holds anything
   // back (nothing kept can bring it up to date), in no rule.
-  std::set<std::pair<size_t, uint32_t>> stranded_before;  // (index into followers, group)
   for (size_t i = 0; i < followers.size(); ++i) {
     for (const auto& [key, s] : in.streams) {
       if (NextOf(*followers[i], key) < OldestKept(s)) stranded_before.insert({i, key.first});
     }
   }
-  auto counts = [&](size_t i, uint32_t group) { return stranded_before.count({i, group}) == 0; };
 
-  std::map<StreamKey, Cursor> cur;
-  uint64_t kept_bytes = 0;
   for (const auto& [key, s] : in.streams) {
     cur[key] = Cursor{s.kept->begin(), s.kept->size(), s.kept_bytes};
     kept_bytes += s.kept_bytes;
   }
-  size_t budget = in.max_deletes;
-  auto take = [&](Cursor& c) {
-    c.bytes -= c.it->second.bytes;
-    kept_bytes -= c.it->second.bytes;
-    ++c.it;
-    --c.left;
-    --budget;
-  };
+  budget = in.max_deletes;
+}
 
+void RetentionRound::Rule1() {
   // Rule 1: what every registered follower that can still catch up has consumed.
   if (in.followers > 0 && followers.size() >= static_cast<size_t>(in.followers)) {
     for (const auto& [key, s] : in.streams) {
@@ -90,17 +116,12 @@ RetentionPlan PlanRetention(const RetentionInput& in) {
       }
     }
   }
+}
 
+void RetentionRound::Rule2() {
   // Rule 2: per stream, the batches below `limit` are what the k most advanced live followers
   // that can still catch up have all consumed (k = min(needed, their number); k = 0: any).
-  const size_t needed = static_cast<size_t>(NeededFollowers(in.followers));
-  struct Waited {
-    size_t k = 0;
-    size_t able = 0;                                     // live followers that can catch up
-    std::vector<std::pair<uint64_t, std::string>> top;   // the k most advanced: (next, id)
-    uint64_t limit = UINT64_MAX;
-  };
-  std::map<StreamKey, Waited> waited;
+  needed = static_cast<size_t>(NeededFollowers(in.followers));
   for (const auto& [key, s] : in.streams) {
     Waited w;
     std::vector<std::pair<uint64_t, std::string>> able;
@@ -134,7 +155,9 @@ RetentionPlan PlanRetention(const RetentionInput& in) {
     ++plan.deletes[best_key].evicted;
   }
   plan.kept_bytes_after = kept_bytes;
+}
 
+void RetentionRound::Stranded() {
   // Stranded, after the deletions.
   for (size_t i = 0; i < followers.size(); ++i) {
     std::map<uint32_t, StrandedFollower> by_group;
@@ -158,7 +181,9 @@ RetentionPlan PlanRetention(const RetentionInput& in) {
     }
     for (auto& [g, s] : by_group) plan.stranded.push_back(std::move(s));
   }
+}
 
+void RetentionRound::Rule3() {
   // Rule 3, and whom it waits for (the stream keeping the most bytes stands for all).
   if (in.followers > 0 && in.retain_bytes > 0 && kept_bytes > in.retain_bytes) {
     plan.held_back = true;
@@ -193,7 +218,18 @@ RetentionPlan PlanRetention(const RetentionInput& in) {
                          " live and able to catch up";
     }
   }
-  return plan;
+}
+
+}  // namespace
+
+RetentionPlan PlanRetention(const RetentionInput& in) {
+  RetentionRound r(in);
+  r.Setup();
+  r.Rule1();
+  r.Rule2();
+  r.Stranded();
+  r.Rule3();
+  return std::move(r.plan);
 }
 
 std::string StrandedReason(const StrandedFollower& s, uint64_t retain_bytes) {
