@@ -30,6 +30,7 @@ TEST_CASE("bounded queue: many producers and consumers lose nothing") {
   constexpr int kProducers = 3, kPerProducer = 2000;
   std::atomic<long> sum{0};
   std::atomic<int> count{0};
+  std::atomic<int> push_failures{0};  // Catch's assertions are for the test's own thread only
   std::vector<NamedThread> consumers;
   for (int c = 0; c < 2; ++c) {
     consumers.emplace_back("consumer-" + std::to_string(c), [&] {
@@ -43,12 +44,15 @@ TEST_CASE("bounded queue: many producers and consumers lose nothing") {
     std::vector<NamedThread> producers;
     for (int p = 0; p < kProducers; ++p) {
       producers.emplace_back("producer-" + std::to_string(p), [&, p] {
-        for (int i = 0; i < kPerProducer; ++i) REQUIRE(q.Push(p * kPerProducer + i));
+        for (int i = 0; i < kPerProducer; ++i) {
+          if (!q.Push(p * kPerProducer + i)) push_failures.fetch_add(1);
+        }
       });
     }
   }  // producers joined
   q.Close();
   for (auto& c : consumers) c.Join();
+  CHECK(push_failures.load() == 0);
   long n = kProducers * kPerProducer;
   CHECK(count.load() == n);
   CHECK(sum.load() == n * (n - 1) / 2);
@@ -97,8 +101,9 @@ TEST_CASE("bounded queue: PopManyFor waits for `want` items (or full, closed, ti
   }
   SECTION("pushes below `want` do not end the wait; the push that reaches it does") {
     std::atomic<bool> returned{false};
+    size_t popped = 0;  // checked once the consumer is joined (Catch asserts on this thread only)
     NamedThread consumer("consumer", [&] {
-      CHECK(q.PopManyFor(&got, 8, 6, std::chrono::seconds(20)) == 6);
+      popped = q.PopManyFor(&got, 8, 6, std::chrono::seconds(20));
       returned = true;
     });
     REQUIRE(q.Push(3));
@@ -107,19 +112,24 @@ TEST_CASE("bounded queue: PopManyFor waits for `want` items (or full, closed, ti
     CHECK_FALSE(returned.load());  // 4 of 6
     REQUIRE(q.PushMany(two) == 2);  // 6 of 6: crosses `want` inside one PushMany
     consumer.Join();
+    CHECK(popped == 6);
     CHECK(got == std::vector<int>{0, 1, 2, 3, 4, 5});
   }
   SECTION("`want` beyond the capacity is met by a full queue") {
-    NamedThread consumer("consumer", [&] { CHECK(q.PopManyFor(&got, 100, 100, std::chrono::seconds(20)) == 8); });
+    size_t popped = 0;
+    NamedThread consumer("consumer", [&] { popped = q.PopManyFor(&got, 100, 100, std::chrono::seconds(20)); });
     for (int i = 3; i < 8; ++i) REQUIRE(q.Push(i));
     consumer.Join();
+    CHECK(popped == 8);
     CHECK(got.size() == 8);
   }
   SECTION("Close ends the wait; a closed queue still drains") {
-    NamedThread consumer("consumer", [&] { CHECK(q.PopManyFor(&got, 8, 7, std::chrono::seconds(20)) == 3); });
+    size_t popped = 0;
+    NamedThread consumer("consumer", [&] { popped = q.PopManyFor(&got, 8, 7, std::chrono::seconds(20)); });
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     q.Close();
     consumer.Join();
+    CHECK(popped == 3);
     CHECK(q.PopManyFor(&got, 8, 1, std::chrono::seconds(20)) == 0);
   }
 }
@@ -128,6 +138,7 @@ TEST_CASE("bounded queue: a PopManyFor consumer beside pushers loses nothing and
   BoundedQueue<int> q(64);
   constexpr int kProducers = 3, kPerProducer = 3000;
   long sum = 0, count = 0;
+  std::atomic<int> push_failures{0};  // Catch's assertions are for the test's own thread only
   NamedThread consumer("consumer", [&] {
     std::vector<int> got;
     for (;;) {
@@ -146,13 +157,14 @@ TEST_CASE("bounded queue: a PopManyFor consumer beside pushers loses nothing and
         for (int i = 0; i < kPerProducer; i += 7) {
           chunk.clear();
           for (int k = i; k < std::min(i + 7, kPerProducer); ++k) chunk.push_back(p * kPerProducer + k);
-          REQUIRE(q.PushMany(chunk) == chunk.size());
+          if (q.PushMany(chunk) != chunk.size()) push_failures.fetch_add(1);
         }
       });
     }
   }
   q.Close();
   consumer.Join();
+  CHECK(push_failures.load() == 0);
   const long n = kProducers * kPerProducer;
   CHECK(count == n);
   CHECK(sum == n * (n - 1) / 2);

@@ -307,9 +307,14 @@ TEST_CASE("row node, Rule 2: each follower replays its partition from its group'
       if (leader) {
         o.keep_all_sent = !plain;  // the follower's copy checked with dependencies, the retention's trim without
         o.replicate = [raw, p, corrupt, plain](uint64_t b, uint32_t s, std::string bytes) {
+          // (This runs on the leader's threads: failures are recorded, and checked on the test's
+          // own thread, where Catch's assertions belong.)
           if (corrupt && p == 1 && s + 1 == streams) {
             RowBatchEnd rec;
-            REQUIRE(DecodeRowMessage(bytes, &rec).ok());
+            if (Status d = DecodeRowMessage(bytes, &rec); !d.ok()) {
+              std::lock_guard<std::mutex> lk(raw->mu);
+              raw->failures.push_back(d);
+            }
             rec.partition = 0;
             bytes = EncodeRowMessage(rec);
           }
@@ -320,7 +325,10 @@ TEST_CASE("row node, Rule 2: each follower replays its partition from its group'
           // The none hub confirms inline.
           raw->repl->ReplicateData(replication::ReplicateMeta{0, s, b}, std::move(bytes),
                                    [raw, b, s](const replication::ReplicateMeta&, Status st) {
-                                     REQUIRE(st.ok());
+                                     if (!st.ok()) {
+                                       std::lock_guard<std::mutex> lk(raw->mu);
+                                       raw->failures.push_back(st);
+                                     }
                                      raw->node->MarkReplicated(b, s);
                                    });
         };
@@ -349,6 +357,13 @@ TEST_CASE("row node, Rule 2: each follower replays its partition from its group'
   }
   for (auto& l : leaders) l->node->CloseInput();
   for (auto& l : leaders) REQUIRE(l->node->WaitFinished(30'000).ok());
+  for (auto& l : leaders) {
+    std::lock_guard<std::mutex> lk(l->mu);
+    std::string why;
+    for (const Status& f : l->failures) why += f.ToString() + "; ";
+    INFO(why);
+    REQUIRE(l->failures.empty());  // no batch failed to replicate, no record failed to decode
+  }
   uint64_t end = 0;
   REQUIRE(leaders[0]->node->row_end_known(&end));
   // What a leader's clean stop replicates (cluster/node/server_stop.cc): the end marker on every stream.
