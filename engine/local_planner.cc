@@ -83,6 +83,10 @@ void LocalPlanner::PlannerLoop(uint32_t me) {
   std::vector<storage::Txn> txns;
   txns.reserve(slice_max);
   uint64_t b = opt_.first_batch;
+  // After a pop into txns[before..]: the session check (it may take some out again).
+  auto admit = [&](size_t before) {
+    if (opt_.admit && txns.size() > before) opt_.admit(b, me, &txns, before);
+  };
   for (;; ++b) {
     bool closed = false;
     int64_t deadline = 0;
@@ -112,11 +116,93 @@ void LocalPlanner::PlannerLoop(uint32_t me) {
     }
 
     // This planner alone pops from the client queue now.
-    Fill f{false, closed, false, deadline};
-    if (!closed) FillSlice(me, b, slice_max, &txns, &f);
-    const bool end_of_input = f.end_of_input, timed_out = f.timed_out;
-    closed = f.closed;
-    deadline = f.deadline;
+    bool end_of_input = false;
+    bool timed_out = false;
+    if (!closed) {
+      if (me == 0 && row == nullptr) {
+        // A batch starts with its first txn; idle planners block here (Close wakes them).
+        std::optional<storage::Txn> first = queue_.Pop();
+        if (first) {
+          txns.push_back(std::move(*first));
+          admit(0);
+          deadline = NowNanos() + opt_.batch_timeout_ns;
+        } else {
+          end_of_input = true;
+        }
+      } else if (me == 0) {
+        // A row home: the batch starts with its first txn or when a peer planned it already.
+        uint64_t seen = queue_.kicks();
+        for (;;) {
+          if (queue_.closed() && queue_.size() == 0) {
+            // Input over: say so once, then plan empty batches while a peer needs them.
+            if (!input_ended_) {
+              input_ended_ = true;
+              row->InputEnded(b);
+            }
+            if (row->NeedBatch(b)) {
+              closed = true;
+            } else {
+              end_of_input = true;
+            }
+            break;
+          }
+          if (row->PeerOpened(b)) {
+            queue_.TryPopMany(&txns, slice_max);
+            admit(0);
+            closed = true;
+            break;
+          }
+          std::optional<storage::Txn> first = queue_.PopUnlessKicked(&seen, std::chrono::seconds(1));
+          if (first) {
+            txns.push_back(std::move(*first));
+            admit(0);
+            deadline = NowNanos() + opt_.batch_timeout_ns;
+            break;
+          }
+        }
+      }
+      while (!end_of_input && !closed && txns.size() < slice_max) {
+        // Take whatever is queued in one go; block (up to the deadline) only when empty.
+        const size_t before = txns.size();
+        if (queue_.TryPopMany(&txns, slice_max - txns.size()) > 0) {
+          admit(before);
+          continue;
+        }
+        const int64_t left = deadline - NowNanos();
+        if (row != nullptr && row->PeerOpened(b)) {
+          closed = true;  // a peer planned this batch: close it with what is here
+          break;
+        }
+        std::optional<storage::Txn> t;
+        if (left <= 0) {
+          t = queue_.TryPop();
+        } else if (row != nullptr) {
+          uint64_t seen = queue_.kicks();
+          t = queue_.PopUnlessKicked(&seen, std::chrono::nanoseconds(left));
+          if (!t && !queue_.closed() && NowNanos() < deadline) continue;  // kicked: look again
+        } else {
+          // Sleep until the slice can be filled or the deadline: woken once, not per request.
+          const size_t need = slice_max - txns.size();
+          if (queue_.PopManyFor(&txns, need, need, std::chrono::nanoseconds(left)) > 0) {
+            admit(before);
+            continue;
+          }
+        }
+        if (t) {
+          txns.push_back(std::move(*t));
+          admit(before);
+          continue;
+        }
+        if (queue_.closed()) {
+          closed = true;  // CloseInput/Stop: input closed and drained
+          break;
+        }
+        if (NowNanos() >= deadline) {
+          closed = timed_out = true;
+          break;
+        }
+      }
+    }
 
     {
       std::lock_guard<std::mutex> lk(mu_);
@@ -159,98 +245,6 @@ void LocalPlanner::PlannerLoop(uint32_t me) {
     pipeline_->PublishSlice(b, me, plan_ns, /*replicated=*/!hook_);
     // `out` is read-only from here on: executors may be running it (Finish only reads it).
     if (hook_) hook_(*out, encode != nullptr ? encode->Finish(*out) : std::string());
-  }
-}
-
-void LocalPlanner::Admit(uint64_t b, uint32_t me, std::vector<storage::Txn>* txns, size_t before) {
-  if (opt_.admit && txns->size() > before) opt_.admit(b, me, txns, before);
-}
-
-void LocalPlanner::FillSlice(uint32_t me, uint64_t b, size_t slice_max, std::vector<storage::Txn>* txns, Fill* fill) {
-  RowHome* const row = opt_.row;
-  Fill& f = *fill;
-  if (me == 0 && row == nullptr) {
-    // A batch starts with its first txn; idle planners block here (Close wakes them).
-    std::optional<storage::Txn> first = queue_.Pop();
-    if (first) {
-      txns->push_back(std::move(*first));
-      Admit(b, me, txns, 0);
-      f.deadline = NowNanos() + opt_.batch_timeout_ns;
-    } else {
-      f.end_of_input = true;
-    }
-  } else if (me == 0) {
-    // A row home: the batch starts with its first txn or when a peer planned it already.
-    uint64_t seen = queue_.kicks();
-    for (;;) {
-      if (queue_.closed() && queue_.size() == 0) {
-        // Input over: say so once, then plan empty batches while a peer needs them.
-        if (!input_ended_) {
-          input_ended_ = true;
-          row->InputEnded(b);
-        }
-        if (row->NeedBatch(b)) {
-          f.closed = true;
-        } else {
-          f.end_of_input = true;
-        }
-        break;
-      }
-      if (row->PeerOpened(b)) {
-        queue_.TryPopMany(txns, slice_max);
-        Admit(b, me, txns, 0);
-        f.closed = true;
-        break;
-      }
-      std::optional<storage::Txn> first = queue_.PopUnlessKicked(&seen, std::chrono::seconds(1));
-      if (first) {
-        txns->push_back(std::move(*first));
-        Admit(b, me, txns, 0);
-        f.deadline = NowNanos() + opt_.batch_timeout_ns;
-        break;
-      }
-    }
-  }
-  while (!f.end_of_input && !f.closed && txns->size() < slice_max) {
-    // Take whatever is queued in one go; block (up to the deadline) only when empty.
-    const size_t before = txns->size();
-    if (queue_.TryPopMany(txns, slice_max - txns->size()) > 0) {
-      Admit(b, me, txns, before);
-      continue;
-    }
-    const int64_t left = f.deadline - NowNanos();
-    if (row != nullptr && row->PeerOpened(b)) {
-      f.closed = true;  // a peer planned this batch: close it with what is here
-      break;
-    }
-    std::optional<storage::Txn> t;
-    if (left <= 0) {
-      t = queue_.TryPop();
-    } else if (row != nullptr) {
-      uint64_t seen = queue_.kicks();
-      t = queue_.PopUnlessKicked(&seen, std::chrono::nanoseconds(left));
-      if (!t && !queue_.closed() && NowNanos() < f.deadline) continue;  // kicked: look again
-    } else {
-      // Sleep until the slice can be filled or the deadline: woken once, not per request.
-      const size_t need = slice_max - txns->size();
-      if (queue_.PopManyFor(txns, need, need, std::chrono::nanoseconds(left)) > 0) {
-        Admit(b, me, txns, before);
-        continue;
-      }
-    }
-    if (t) {
-      txns->push_back(std::move(*t));
-      Admit(b, me, txns, before);
-      continue;
-    }
-    if (queue_.closed()) {
-      f.closed = true;  // CloseInput/Stop: input closed and drained
-      break;
-    }
-    if (NowNanos() >= f.deadline) {
-      f.closed = f.timed_out = true;
-      break;
-    }
   }
 }
 

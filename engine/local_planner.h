@@ -124,20 +124,6 @@ class LocalPlanner {
 
  private:
   void PlannerLoop(uint32_t me);
-  // What filling a slice found: the input ended, the batch closed (and whether by its timeout),
-  // and the batch's deadline.
-  struct Fill {
-    bool end_of_input = false;
-    bool closed = false;
-    bool timed_out = false;
-    int64_t deadline = 0;
-  };
-  // Planner `me`, holding the token of batch b: pops its slice's txns (at most slice_max) from the
-  // client queue into *txns, blocking up to the batch's deadline; a row home also closes the
-  // batch when a peer planned it, and ends its input.
-  void FillSlice(uint32_t me, uint64_t b, size_t slice_max, std::vector<storage::Txn>* txns, Fill* fill);
-  // After a pop into (*txns)[before..]: the session check (it may take some out again).
-  void Admit(uint64_t b, uint32_t me, std::vector<storage::Txn>* txns, size_t before);
   void Halt();
 
   const LocalPlannerOptions opt_;

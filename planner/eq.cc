@@ -91,11 +91,38 @@ std::string EncodeSlice(const PlannedSlice& s, SliceEncoding how) {
   return std::string(begin, static_cast<size_t>(p - begin));
 }
 
-// DecodeSlice's transaction contexts: ntxns of them, each owning its dependency and read slots
-// back to back in txn order; the slice's may_abort flag checked against them.
-static Status DecodeTxnContexts(Reader& r, uint64_t ntxns, PlannedSlice* out) {
-  const uint64_t dep_slots = out->dep_slots, read_slots = out->read_slots;
-  const bool row = out->row;
+Status DecodeSlice(std::string_view bytes, PlannedSlice* out) {
+  Reader r(bytes);
+  std::string_view magic;
+  if (!r.GetRaw(sizeof kSliceMagic, &magic) || magic != std::string_view(kSliceMagic, sizeof kSliceMagic)) {
+    return Corrupt("bad magic");
+  }
+  uint64_t batch = 0, planner = 0, dep_slots = 0, read_slots = 0, ntxns = 0, nranges = 0;
+  uint8_t flags = 0;
+  r.GetVarint(&batch);
+  r.GetVarint(&planner);
+  r.GetVarint(&dep_slots);
+  r.GetVarint(&read_slots);
+  r.GetU8(&flags);
+  if (!r.ok()) return Corrupt("truncated header");
+  constexpr uint8_t kKnownFlags = slice_records::kFlagMayAbort | slice_records::kFlagRow;
+  if (planner > UINT32_MAX || dep_slots > UINT32_MAX || read_slots > UINT32_MAX || (flags & ~kKnownFlags) != 0) {
+    return Corrupt("bad header field");
+  }
+  const bool may_abort = (flags & slice_records::kFlagMayAbort) != 0;
+  const bool row = (flags & slice_records::kFlagRow) != 0;
+  // Each slot needs two fragments later on (one for a row sub-slice's kDepRecv): bounds the
+  // allocations below on corrupt input.
+  if (dep_slots > r.remaining() / ((row ? 1 : 2) * kMinFragBytes)) return Corrupt("dependency slot count exceeds input");
+  if (read_slots > r.remaining() / kMinFragBytes) return Corrupt("read slot count exceeds input");
+  if (!r.GetCount(&ntxns, kMinTxnBytes)) return Corrupt("bad or truncated txn count");
+  if (ntxns > kMaxSliceTxns) return Corrupt("too many txns");
+  out->batch = batch;
+  out->planner = static_cast<uint32_t>(planner);
+  out->dep_slots = static_cast<uint32_t>(dep_slots);
+  out->read_slots = static_cast<uint32_t>(read_slots);
+  out->may_abort = may_abort;
+  out->row = row;
   out->txns.resize(ntxns);
   bool any_may_abort = false;
   // Slot ranges are back to back in txn order, so no two txns share a slot.
@@ -157,16 +184,6 @@ static Status DecodeTxnContexts(Reader& r, uint64_t ntxns, PlannedSlice* out) {
   if (row ? (any_may_abort && !out->may_abort) : any_may_abort != out->may_abort) {
     return Corrupt("may_abort flag disagrees with its txns");
   }
-  return Status::Ok();
-}
-
-// DecodeSlice's EQs: one fragment list per range, each fragment checked against its txn's
-// context, every slot used exactly as the planner uses it, every txn's fragments all there.
-static Status DecodeEqs(Reader& r, PlannedSlice* out) {
-  const uint64_t ntxns = out->txns.size();
-  const uint64_t dep_slots = out->dep_slots, read_slots = out->read_slots;
-  const bool row = out->row;
-  uint64_t nranges = 0;
   if (!r.GetCount(&nranges, 1) || nranges == 0 || nranges > kMaxRanges) return Corrupt("bad range count");
   out->eqs.resize(nranges);
   // Fragments per txn, to check against the contexts (a dropped or duplicated fragment
@@ -255,42 +272,6 @@ static Status DecodeEqs(Reader& r, PlannedSlice* out) {
     if (seen[i] != out->txns[i].fragments) return Corrupt("fragment count mismatch for txn " + std::to_string(i));
   }
   return Status::Ok();
-}
-
-Status DecodeSlice(std::string_view bytes, PlannedSlice* out) {
-  Reader r(bytes);
-  std::string_view magic;
-  if (!r.GetRaw(sizeof kSliceMagic, &magic) || magic != std::string_view(kSliceMagic, sizeof kSliceMagic)) {
-    return Corrupt("bad magic");
-  }
-  uint64_t batch = 0, planner = 0, dep_slots = 0, read_slots = 0, ntxns = 0;
-  uint8_t flags = 0;
-  r.GetVarint(&batch);
-  r.GetVarint(&planner);
-  r.GetVarint(&dep_slots);
-  r.GetVarint(&read_slots);
-  r.GetU8(&flags);
-  if (!r.ok()) return Corrupt("truncated header");
-  constexpr uint8_t kKnownFlags = slice_records::kFlagMayAbort | slice_records::kFlagRow;
-  if (planner > UINT32_MAX || dep_slots > UINT32_MAX || read_slots > UINT32_MAX || (flags & ~kKnownFlags) != 0) {
-    return Corrupt("bad header field");
-  }
-  const bool may_abort = (flags & slice_records::kFlagMayAbort) != 0;
-  const bool row = (flags & slice_records::kFlagRow) != 0;
-  // Each slot needs two fragments later on (one for a row sub-slice's kDepRecv): bounds the
-  // allocations below on corrupt input.
-  if (dep_slots > r.remaining() / ((row ? 1 : 2) * kMinFragBytes)) return Corrupt("dependency slot count exceeds input");
-  if (read_slots > r.remaining() / kMinFragBytes) return Corrupt("read slot count exceeds input");
-  if (!r.GetCount(&ntxns, kMinTxnBytes)) return Corrupt("bad or truncated txn count");
-  if (ntxns > kMaxSliceTxns) return Corrupt("too many txns");
-  out->batch = batch;
-  out->planner = static_cast<uint32_t>(planner);
-  out->dep_slots = static_cast<uint32_t>(dep_slots);
-  out->read_slots = static_cast<uint32_t>(read_slots);
-  out->may_abort = may_abort;
-  out->row = row;
-  QR_RETURN_IF_ERROR(DecodeTxnContexts(r, ntxns, out));
-  return DecodeEqs(r, out);
 }
 
 Status ValidateSlice(const PlannedSlice& slice, const storage::KeyMapper& ranges, uint64_t batch, uint32_t planner,
