@@ -38,29 +38,15 @@ usage() {
   sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
 }
 
-# Ports currently listening (TCP), one per line.
-listening_ports() { ss -Htln 2>/dev/null | awk '{n=split($4,a,":"); print a[n]}' | sort -u; }
-
-# Prints N distinct free ports in [20000, 60000), never 2181, none listed in
-# QRSTORE_ZK_AVOID_PORTS (ports the caller has handed out but nothing listens on yet: a
-# cluster's nodes, which cluster.sh starts after its ZooKeeper).
+# Prints N distinct free ports (scripts/free_ports.py: below the kernel's ephemeral range, which
+# outgoing connections draw from, and reserved against concurrent tests until this script
+# exits, by when its servers listen), never 2181, none listed in QRSTORE_ZK_AVOID_PORTS (ports
+# the caller has handed out but nothing listens on yet: a cluster's nodes, which cluster.sh
+# starts after its ZooKeeper). A server whose election port is taken exits 3 s after it started
+# serving (ZooKeeper's "unable to bind quorum port", exit code 14).
 pick_ports() {
-  local n="$1" used picked=() p tries=0 lo=20000 span=40000 eph
-  used="$(listening_ports; tr ' ,' '\n\n' <<<"${QRSTORE_ZK_AVOID_PORTS:-}")"
-  # Below the kernel's ephemeral range when there is room: a port picked in it can be taken
-  # by an outgoing connection (the servers' own, to each other) before the server binds it;
-  # a server whose election port is taken exits 3 s after it started serving (ZooKeeper's
-  # "unable to bind quorum port", exit code 14), which would fail a test mid-stream.
-  read -r eph _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || eph=""
-  if [[ "$eph" =~ ^[0-9]+$ ]] && ((eph >= 12000)); then lo=10000 span=$((eph - 10000)); fi
-  while ((${#picked[@]} < n)); do
-    ((tries++ < 10000)) || die "could not find $n free ports"
-    p=$((lo + (RANDOM * 32768 + RANDOM) % span))
-    if grep -qx "$p" <<<"$used"; then continue; fi
-    if [[ " ${picked[*]-} " == *" $p "* ]]; then continue; fi
-    picked+=("$p")
-  done
-  echo "${picked[@]}"
+  python3 "$(dirname "${BASH_SOURCE[0]}")/free_ports.py" "$1" --owner "$$" --avoid "${QRSTORE_ZK_AVOID_PORTS:-}" ||
+    die "could not find $1 free ports"
 }
 
 # Sends a four-letter word to 127.0.0.1:PORT and prints the answer (empty on failure).

@@ -16,6 +16,9 @@ import threading
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import qrproto as qp  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../scripts"))
+from free_ports import free_ports  # noqa: E402
+
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 BIN = os.environ["QRSTORE_BIN"]
 RECORDS = 5000
@@ -38,16 +41,7 @@ def expect(cond, what):
 def main():
     tmp = tempfile.mkdtemp(prefix="qrstore-badinput.")
     os.environ["QRSTORE_RUN_DIR"] = tmp + "/run"
-    ports = []
-    socks = []
-    import socket
-    for _ in range(4):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
+    ports = free_ports(4, os.getpid())
     cfg = tmp + "/badinput.yaml"
     with open(cfg, "w") as f:
         f.write(f"""cluster:

@@ -7,7 +7,6 @@ followers with a failure status. Usage: corrupt_slice_test.py (QRSTORE_BIN set).
 import os
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -15,6 +14,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import qrproto as qp  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../scripts"))
+from free_ports import free_ports  # noqa: E402
 
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 RECORDS = 5000
@@ -30,12 +32,7 @@ def expect(cond, what):
 def main():
     tmp = tempfile.mkdtemp(prefix="qrstore-corrupt.")
     os.environ["QRSTORE_RUN_DIR"] = tmp + "/run"
-    socks = [socket.socket() for _ in range(6)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
+    ports = free_ports(6, os.getpid())
     cfg = tmp + "/corrupt.yaml"
     nodes = "".join(f"    - {{name: n{r}, host: 127.0.0.1, client_port: {ports[2 * r]}, peer_port: {ports[2 * r + 1]}, row: {r}}}\n"
                     for r in range(3))

@@ -12,16 +12,14 @@ source "$(dirname "$0")/lib.sh"
 # shipped_config NAME: configs/NAME.yaml with free ports, written to $QR_TMP/NAME.yaml.
 shipped_config() {
   local out="$QR_TMP/$1.yaml"
-  python3 - "$QR_SRC/configs/$1.yaml" "$out" <<'PY'
-import re, socket, sys
+  python3 - "$QR_SRC/configs/$1.yaml" "$out" "$QR_SRC/scripts" "$$" <<'PY'
+import re, sys
+sys.path.insert(0, sys.argv[3])
+from free_ports import free_ports
 text = open(sys.argv[1]).read()
-socks = []
-def free(_):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)
-    return str(s.getsockname()[1])
-text = re.sub(r"\b(client_port|peer_port|row_port): \d+", lambda m: m.group(1) + ": " + free(m), text)
+keys = r"\b(client_port|peer_port|row_port): \d+"
+ports = iter(free_ports(len(re.findall(keys, text)), int(sys.argv[4])))
+text = re.sub(keys, lambda m: m.group(1) + ": " + str(next(ports)), text)
 open(sys.argv[2], "w").write(text)
 PY
   QR_CONFIGS+=("$out")
