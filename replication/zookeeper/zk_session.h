@@ -12,6 +12,7 @@
 // and a call it refuses up front is turned into a synthetic completion here.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -163,7 +164,17 @@ class ZkSession {
   int SyncExistsWatch(const std::string& path, struct Stat* stat);
   int SyncGetWatch(const std::string& path, std::string* data, struct Stat* stat);
 
+  // Fenced writes whose multi the library refused after it may have freed their check path
+  // (see Fenced), in this process. Thread-safe.
+  static uint64_t given_away() { return given_away_.load(std::memory_order_relaxed); }
+  // Tests only: false submits a fenced write's multi even on a handle already known to be
+  // unrecoverable, which exercises the path the check alone cannot close.
+  void set_check_state_before_multi(bool on) { check_state_before_multi_ = on; }
+
  private:
+  static constexpr size_t kMaxGivenAway = 4096;
+  static bool Unrecoverable(zhandle_t* zh);
+  static void GiveAway(char* path);
   void Refused(int rc, OpTag tag);
   void Refused(int rc, ZkPending* p);
   ZkPending* NewPending(OpTag tag);
@@ -174,6 +185,8 @@ class ZkSession {
   ZkWatchCtx* watch_ctx_ = nullptr;  // owned; freed after zookeeper_close
   ZkPendingSet pending_;
   uint64_t generation_ = 0;
+  bool check_state_before_multi_ = true;
+  static inline std::atomic<uint64_t> given_away_{0};
 };
 
 // "ZCONNECTIONLOSS (-4)".

@@ -546,6 +546,79 @@ TEST_CASE("zk election: a fenced write is applied only while the epoch holds, el
   session.Close();
 }
 
+// libzookeeper's zoo_amulti frees the check op's path when the handle turned unrecoverable
+// before the write op was built (it hands an uninitialized pointer to free()): ZkSession::Fenced
+// refuses on such a handle, and otherwise hands the library a copy it may free.
+TEST_CASE("zk session: a fenced write on an expired session is refused, and no path of ours is freed twice",
+          "[zookeeper]") {
+  const std::string hosts = TestHosts();
+  const std::string root = UniqueRoot("fenced-expired");
+  RootGuard guard(hosts, root);
+  ZkInspector zk(hosts);
+  for (const auto& prefix : PathPrefixes(root)) zk.Create(prefix, "");
+  const std::string epoch = root + "/epoch-of-a-long-name";  // on the heap, not in the string
+  REQUIRE(zk.Create(epoch, "") == ZOK);
+  Inbox inbox;
+  ZkSession session(&inbox);
+  REQUIRE(session.Open(hosts, 4000).ok());
+  std::deque<ZkEvent> events;
+  auto next_event = [&](ZkEvent::Kind kind, int64_t within_ns) {
+    const int64_t deadline = NowNanos() + within_ns;
+    while (NowNanos() < deadline) {
+      if (events.empty()) inbox.WaitAndTake(&events, deadline);
+      while (!events.empty()) {
+        ZkEvent ev = std::move(events.front());
+        events.pop_front();
+        if (ev.kind == kind) return ev;
+      }
+    }
+    return ZkEvent{};
+  };
+  REQUIRE(next_event(ZkEvent::Kind::kSession, 10'000'000'000).state == ZOO_CONNECTED_STATE);
+  // Expire the session: a second handle attaches to it and closes it. The session's own client
+  // may take it back before the close, so this is tried a bounded number of times.
+  bool expired = false;
+  for (int attempt = 0; attempt < 5 && !expired; ++attempt) {
+    clientid_t id;
+    REQUIRE(session.ClientId(&id));
+    zhandle_t* other = zookeeper_init(hosts.c_str(), nullptr, 4000, &id, nullptr, 0);
+    REQUIRE(other != nullptr);
+    const int64_t deadline = NowNanos() + 10'000'000'000;
+    while (zoo_state(other) != ZOO_CONNECTED_STATE && NowNanos() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    zookeeper_close(other);
+    for (;;) {
+      const ZkEvent ev = next_event(ZkEvent::Kind::kSession, 5'000'000'000);
+      if (ev.kind != ZkEvent::Kind::kSession) break;  // none within 5 s
+      if (ev.state == ZOO_EXPIRED_SESSION_STATE) {
+        expired = true;
+        break;
+      }
+    }
+  }
+  REQUIRE(expired);
+  REQUIRE(zoo_state(session.handle()) == ZOO_EXPIRED_SESSION_STATE);
+  const std::string path = root + "/written-after-expiry";
+  // Refused before the library is called.
+  session.Fenced(ZkSession::FencedKind::kCreate, epoch, 0, path, "x", OpTag::Make(OpTag::Type::kCreateChunk));
+  ZkEvent ev = next_event(ZkEvent::Kind::kCompletion, 5'000'000'000);
+  REQUIRE(ev.kind == ZkEvent::Kind::kCompletion);
+  CHECK(ev.rc == ZINVALIDSTATE);
+  // As if the handle had turned unrecoverable just after that check: the library gets the
+  // multi, fails to build the check op, and frees its path; the copy it frees is ours to give.
+  const uint64_t given_before = ZkSession::given_away();
+  session.set_check_state_before_multi(false);
+  session.Fenced(ZkSession::FencedKind::kCreate, epoch, 0, path, "x", OpTag::Make(OpTag::Type::kCreateChunk));
+  ev = next_event(ZkEvent::Kind::kCompletion, 5'000'000'000);
+  REQUIRE(ev.kind == ZkEvent::Kind::kCompletion);
+  CHECK(ev.rc != ZOK);
+  CHECK(ZkSession::given_away() == given_before + 1);
+  CHECK(epoch == root + "/epoch-of-a-long-name");  // the caller's strings are intact
+  session.Close();
+  CHECK_FALSE(zk.Exists(path));
+}
+
 TEST_CASE("zk election: a stranded follower withdraws: it never leads a group whose batches it lost",
           "[zookeeper]") {
   const std::string hosts = TestHosts();
