@@ -100,6 +100,14 @@ Status LoadDriver::Run(cluster::Engine* engine, workloads::Generator* gen) {
     }
     ++submitted;
   }
+  if (options_.before_finish) {
+    uint64_t completed = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      completed = completed_;
+    }
+    options_.before_finish(completed);
+  }
   engine->Finish();
   const int64_t end = NowNanos();
   std::lock_guard<std::mutex> lock(mu_);

@@ -43,6 +43,9 @@ struct DriverOptions {
   uint64_t max_kept_outcomes = UINT64_MAX;  // duration runs stop submitting when reached
   int64_t progress_interval_ns = 1000000000;  // 0: no progress reports
   std::function<void(const DriverProgress&)> on_progress;  // called on the submitting thread
+  // Called on the submitting thread once the last txn is submitted, before the engine is told
+  // to finish (its threads still run), with the outcomes received so far.
+  std::function<void(uint64_t completed)> before_finish;
 };
 
 struct DriverResult {

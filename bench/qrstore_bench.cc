@@ -8,6 +8,7 @@
 // its verification failed, 2 bad input (flags, config).
 #include <cinttypes>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,6 +22,7 @@
 #include "common/config.h"
 #include "common/logging.h"
 #include "common/report.h"
+#include "common/thread_cpu.h"
 #include "engine/engine.h"
 #include "storage/key_map.h"
 #include "storage/table.h"
@@ -78,6 +80,8 @@ struct VerifyOutcome {
 struct RunReport {
   std::optional<RawLoopResult> raw;
   DriverResult res;
+  std::map<std::string, int64_t> cpu_ns;  // CPU each thread group used while the load ran
+  uint64_t cpu_txns = 0;                  // txns answered in that time
   cluster::EngineStats stats;
   uint64_t digest = 0;
   VerifyOutcome verify;
@@ -238,6 +242,13 @@ std::optional<int> RunEngine(const BenchOptions& o, storage::Table* table, const
     log->info("t={:.0f}s committed={} ({:.0f} txn/s) aborted={} outstanding={}", p.elapsed_s, p.committed,
               p.interval_tps, p.aborted, p.outstanding);
   };
+  // The CPU budget: what each thread group used from the first submit to the last, per txn
+  // answered by then (Finish ends the engine's threads, and an ended thread's time is gone).
+  std::map<std::string, int64_t> cpu_before;
+  dopt.before_finish = [&cpu_before, r](uint64_t completed) {
+    r->cpu_ns = ThreadCpuDelta(cpu_before, ThreadCpuNanos());
+    r->cpu_txns = completed;
+  };
   LoadDriver driver(dopt);
   auto gen_or = workloads::MakeGenerator(o.workload, o.seed);
   if (!gen_or.ok()) return Fail(kExitBadInput, gen_or.status().message());
@@ -245,6 +256,7 @@ std::optional<int> RunEngine(const BenchOptions& o, storage::Table* table, const
   if (!engine_or.ok()) return Fail(kExitBadInput, engine_or.status().message());
   std::unique_ptr<cluster::Engine> engine = std::move(engine_or).value();
   if (Status s = engine->Start(); !s.ok()) return Fail(kExitFailed, "engine start: " + s.ToString());
+  cpu_before = ThreadCpuNanos();
   log->info("running {} {}", o.has_txns ? std::to_string(o.txns) + " txns" : Num(o.duration_s) + " s", o.kind);
   Status run = driver.Run(engine.get(), gen_or.value().get());
   engine->Stop();  // joins every engine thread: the sink is called no more
@@ -312,6 +324,16 @@ void PrintSummary(const BenchOptions& o, const RunReport& r, const Figures& f) {
                 f.raw_ops_per_s, r.raw->txns, r.raw->committed);
     std::printf("  engine / raw   %.3f\n", f.engine_vs_raw);
   }
+  if (r.cpu_txns > 0 && !r.cpu_ns.empty()) {
+    std::string line;
+    int64_t total = 0;
+    for (const auto& [name, ns] : r.cpu_ns) {
+      line += (line.empty() ? "" : ", ") + name + " " + std::to_string(ns / static_cast<int64_t>(r.cpu_txns));
+      total += ns;
+    }
+    std::printf("  cpu ns / txn   %s; total %" PRId64 " (by thread; qrstore-bench: the load generator)\n", line.c_str(),
+                total / static_cast<int64_t>(r.cpu_txns));
+  }
   std::printf("  digest         %s\n", Hex(r.digest).c_str());
   std::printf("  verify         %s%s%s\n", r.verify.text.c_str(), r.verify.detail.empty() ? "" : ": ", r.verify.detail.c_str());
 }
@@ -349,6 +371,16 @@ void PrintJson(const BenchOptions& o, const RunReport& r, const Figures& f, cons
   j.Dbl("mean_exec_ms", stats.mean_exec_ms);
   j.Dbl("mean_commit_ms", stats.mean_commit_ms);
   j.Int("outstanding", o.outstanding);
+  if (r.cpu_txns > 0) {
+    JsonObject cpu;
+    int64_t total = 0;
+    for (const auto& [name, ns] : r.cpu_ns) {
+      cpu.Dbl(name, static_cast<double>(ns) / static_cast<double>(r.cpu_txns));
+      total += ns;
+    }
+    cpu.Dbl("total", static_cast<double>(total) / static_cast<double>(r.cpu_txns));
+    j.Raw("cpu_ns_per_txn", cpu.Done());
+  }
   j.Str("digest", Hex(r.digest));
   j.Str("verify", r.verify.text);
   if (r.verify.failed) j.Str("verify_error", r.verify.detail);

@@ -1,0 +1,67 @@
+#include <catch2/catch.hpp>
+
+#include <time.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "common/clock.h"
+#include "common/thread.h"
+#include "common/thread_cpu.h"
+
+using namespace qrstore;
+
+namespace {
+int64_t OwnCpuNanos() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+}  // namespace
+
+TEST_CASE("thread cpu: a busy thread's time is counted under its name without the number") {
+  const auto before = ThreadCpuNanos();
+  REQUIRE_FALSE(before.empty());
+  // Each thread waits for `measured` before it returns: an ended thread leaves /proc.
+  std::atomic<bool> busy_done{false}, idle_done{false}, measured{false};
+  auto wait_measured = [&] {
+    const int64_t give_up = NowNanos() + 30'000'000'000;
+    while (!measured.load() && NowNanos() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  };
+  std::atomic<uint64_t> sink{0};
+  // Burns 200 ms of its own CPU time (whatever the host's load), at most 20 s of wall time.
+  NamedThread busy("qrcpu-7", [&] {
+    const int64_t start = OwnCpuNanos(), give_up = NowNanos() + 20'000'000'000;
+    uint64_t x = 1;
+    while (OwnCpuNanos() - start < 200'000'000 && NowNanos() < give_up) {
+      for (int i = 0; i < 10000; ++i) x = x * 6364136223846793005ULL + 1;
+    }
+    sink.store(x);
+    busy_done.store(true);
+    wait_measured();
+  });
+  NamedThread idle("qridle-2", [&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    idle_done.store(true);
+    wait_measured();
+  });
+  const int64_t deadline = NowNanos() + 30'000'000'000;
+  while (!(busy_done.load() && idle_done.load()) && NowNanos() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  REQUIRE(busy_done.load());
+  const auto after = ThreadCpuNanos();
+  measured.store(true);
+  busy.Join();
+  idle.Join();
+  const auto d = ThreadCpuDelta(before, after);
+  REQUIRE(d.count("qrcpu") == 1);
+  CHECK(d.count("qrcpu-7") == 0);
+  // 200 ms burnt, counted in clock ticks (10 ms at 100 Hz).
+  CHECK(d.at("qrcpu") >= 150'000'000);
+  CHECK(d.at("qrcpu") <= 300'000'000);
+  REQUIRE(d.count("qridle") == 1);
+  CHECK(d.at("qridle") <= 50'000'000);
+  CHECK(sink.load() != 0);
+}
