@@ -124,7 +124,7 @@ class WriteHistory {
 // record.
 inline const char* HistoryOrRecord(const planner::TxnContext& tc, storage::Key key, WriteHistory* history,
                                    const char* rec) {
-  if (!tc.history || history == nullptr) return rec;
+  if (history == nullptr || !tc.history) return rec;  // the pointer first: no context read without histories
   const char* image = history->FirstAtOrAfter(key, tc.history_batch, tc.history_planner, tc.history_index);
   return image != nullptr ? image : rec;
 }

@@ -99,28 +99,31 @@ inline bool FragOpBefore(const Fragment& a, const Fragment& b) {
 // Transaction context: what the commit stage needs, plus counts that let a remote executor
 // or a decoder check completeness.
 struct TxnContext {
+  // Ordered so that the 4-byte and 1-byte fields share 8-byte words: the
+  // planner writes one per txn, the executors read one per fragment, the commit one per txn.
   uint64_t txn_id = 0;
   uint32_t client = 0;
-  int64_t submit_ns = 0;
   uint32_t fragments = 0;  // fragments over all EQs of the slice
+  int64_t submit_ns = 0;
   uint32_t write_ops = 0;
   uint32_t dep_begin = 0;  // its dependency slots: [dep_begin, dep_begin + deps)
   uint32_t deps = 0;
   uint32_t read_begin = 0;  // its read slots: [read_begin, read_begin + reads), in op order
   uint32_t reads = 0;
-  bool may_abort = false;  // has a kAbortIf or kDebit
   // Its index in the planning (home) node's slice: the txn's id across a row, with (batch,
   // planner). The slice's own index except in row sub-slices, which list a subset.
   uint32_t home_index = 0;
+  bool may_abort = false;  // has a kAbortIf or kDebit
+  // Txn::history and its position: the planning node's only (not encoded, like submit_ns).
+  bool history = false;
+  uint32_t history_planner = 0;
   // Client sessions (planner/session_table.h): Txn::session and Txn::seq; 0, 0 for none.
   uint64_t session = 0;
   uint64_t seq = 0;
-  // Txn::history and its position: the planning node's only (not encoded, like submit_ns).
-  bool history = false;
   uint64_t history_batch = 0;
-  uint32_t history_planner = 0;
   uint32_t history_index = 0;
 };
+static_assert(sizeof(TxnContext) == 88, "TxnContext's layout: see the comment on its fields");
 
 struct PlannedSlice {
   uint64_t batch = 0;

@@ -13,12 +13,13 @@ void Planner::PlanSlice(uint64_t batch, uint32_t planner, const std::vector<stor
     out->eqs[range].push_back(f);
     if (replica != nullptr && f.kind != FragKind::kRead) replica->Fragment(range, f);
   };
-  out->txns.resize(txns.size());
+  // Appended one by one, each written once (a resize would zero them all first).
+  out->txns.reserve(txns.size());
   uint32_t dep = 0;
   uint32_t read = 0;
   for (size_t i = 0; i < txns.size(); ++i) {
     const storage::Txn& txn = txns[i];
-    TxnContext& tc = out->txns[i];
+    TxnContext& tc = out->txns.emplace_back();
     tc.txn_id = txn.id;
     tc.client = txn.client;
     tc.submit_ns = txn.submit_ns;

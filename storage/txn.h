@@ -51,22 +51,25 @@ inline bool IsWrite(OpKind k) {
 constexpr uint64_t kOpenSession = UINT64_MAX;
 
 struct Txn {
+  // Fields are ordered so that the 4-byte and 1-byte ones share 8-byte words: a Txn is moved
+  // several times on its way to the planner.
   uint64_t id = 0;         // unique in a run; a deterministic function of the input
   uint32_t client = 0;     // who is told the outcome
+  // The leader's own, never encoded or sent: a history read (cluster/sessions/session_store.h). Its
+  // kReads return each key's value just before position (history_batch, history_planner,
+  // history_index) of the global order, from the write histories (executor/write_history.h).
+  bool history = false;
   int64_t submit_ns = 0;   // for latency only; never affects an outcome
   // Client sessions (exactly once across failovers, docs/sessions.md): the session the txn
   // belongs to and its sequence number there (0, 0: none), or kOpenSession (no ops, seq 0).
   uint64_t session = 0;
   uint64_t seq = 0;
   std::vector<Op> ops;
-  // The leader's own, never encoded or sent: a history read (cluster/sessions/session_store.h). Its
-  // kReads return each key's value just before position (history_batch, history_planner,
-  // history_index) of the global order, from the write histories (executor/write_history.h).
-  bool history = false;
   uint64_t history_batch = 0;
   uint32_t history_planner = 0;
   uint32_t history_index = 0;
 };
+static_assert(sizeof(Txn) == 80, "Txn's layout: see the comment on its fields");
 
 // The values a committed `t` returns: one per kRead.
 inline uint64_t ReadOps(const Txn& t) {
