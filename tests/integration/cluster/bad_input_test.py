@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Client input the server must survive (issue 7, section 7): random bytes, truncated, oversized
+"""Client input the server must survive: random bytes, truncated, oversized
 and unknown messages, unknown op kinds and keys out of range. Each gets an error reply (or a
 rejected result) and the server stays up; a well-behaved client running at the same time sees
 every one of its transactions committed; the leader and its follower end in the same state.

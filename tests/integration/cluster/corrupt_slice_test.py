@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A corrupted slice delivered to a follower (issue 7, section 7): the leader damages one
+"""A corrupted slice delivered to a follower: the leader damages one
 planned slice on its way to replication (the test hook server.test_corrupt_slice_batch); both
 followers refuse it with an error naming the batch and planner and stop applying, without hanging
 or crashing; the leader keeps committing and answering; `down` ends every process promptly, the

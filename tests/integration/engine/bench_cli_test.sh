@@ -52,7 +52,7 @@ grep -q 'verify_max_txns' "$TMP/err" || fail "--verify over the cap not explaine
 run 2 "${SMALL[@]}" --txns 1 stray
 grep -q 'stray' "$TMP/err" || fail "stray argument not named"
 
-echo "inputs that passed validation and then failed are refused up front (issue 9)"
+echo "inputs that passed validation and then failed are refused up front"
 # A table that cannot fit: refused before allocating (was an uncaught std::bad_alloc, status 134).
 run 2 --txns 1000 --ycsb.records=4294967296
 grep -q 'not enough memory: the table of 4294967296 records' "$TMP/err" || fail "huge table not refused"
