@@ -23,6 +23,7 @@
 # 2 bad input.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
+source "$here/scripts/lib.sh"  # host_model
 bin="${QRSTORE_BIN:-$here/build/bin}"
 usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "catchup-bench: $*" >&2; exit 1; }
@@ -65,7 +66,7 @@ mkdir -p "$dumps"
 cleanup() { "$here/scripts/cluster.sh" down "$config" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
-echo "catchup-bench: $config, $victim away ${away} s under full load, checkpoints in $ck; host: $(lscpu | sed -n 's/^Model name: *//p')"
+echo "catchup-bench: $config, $victim away ${away} s under full load, checkpoints in $ck; host: $(host_model)"
 "$here/scripts/cluster.sh" up "$config" --fresh "${opts[@]}" "--server.dump_state_dir=$dumps" >"$out/up.log" 2>&1 ||
   die "the cluster did not start: $(tail -5 "$out/up.log")"
 duration=$((5 + away + 20 + 30))

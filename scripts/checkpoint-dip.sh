@@ -27,6 +27,7 @@
 # Exit status: 0 measured; 1 the run did not work or held no checkpoint to measure; 2 bad input.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
+source "$here/scripts/lib.sh"  # host_model
 bin="${QRSTORE_BIN:-$here/build/bin}"
 usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; }
 bad() { echo "checkpoint-dip: $*" >&2; exit 2; }
@@ -79,7 +80,7 @@ else
   opts=("${extra[@]+"${extra[@]}"}")
   if [[ -n "$control" ]]; then echo "$control" >"$out/control"; else rm -f "$out/control"; fi
 
-  echo "checkpoint-dip: $config, ${seconds} s measured after ${warmup} s, ${around} s around each checkpoint${control:+ (control: no checkpoints, windows $control)}; host: $(lscpu | sed -n 's/^Model name: *//p'); options: ${opts[*]-}"
+  echo "checkpoint-dip: $config, ${seconds} s measured after ${warmup} s, ${around} s around each checkpoint${control:+ (control: no checkpoints, windows $control)}; host: $(host_model); options: ${opts[*]-}"
   "$here/scripts/cluster.sh" up "$config" --fresh "${opts[@]+"${opts[@]}"}" >"$out/up.log" 2>&1 ||
     die "the cluster did not start: $(tail -5 "$out/up.log")"
   "$bin/qrstore-client" --config "$config" "${opts[@]+"${opts[@]}"}" --duration-s "$seconds" --warmup-s "$warmup" \

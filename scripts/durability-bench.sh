@@ -20,6 +20,7 @@
 # meanwhile: every process shares this machine's cores. Programs: build/bin (Release).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
+source "$here/scripts/lib.sh"  # host_model
 bin="${QRSTORE_BIN:-$here/build/bin}"
 usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
 bad() { echo "durability-bench: $*" >&2; exit 2; }
@@ -78,7 +79,7 @@ one() {  # one() VARIANT PAIR: prints committed txn/s
     "$out/client-$variant-$pair.json" 2>/dev/null || echo 0
 }
 
-echo "durability-bench: $config, workload $workload, $pairs pairs of ${seconds} s (warm-up ${warmup} s); host: $(lscpu | sed -n 's/^Model name: *//p')"
+echo "durability-bench: $config, workload $workload, $pairs pairs of ${seconds} s (warm-up ${warmup} s); host: $(host_model)"
 echo "durability-bench: durable = as configured; $base_name = ${memory[*]-}; both: ${wl[*]} ${extra[*]-}"
 echo "pair,durable_tps,${base_name}_tps,ratio" >"$out/results.csv"
 ratios=() sd=0 sm=0

@@ -49,12 +49,10 @@ for r in "${revs[@]}"; do
   shas+=("$sha")
 done
 
-if command -v ccache >/dev/null 2>&1; then
-  export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_NOHASHDIR=1
-  export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-10G}"
-fi
+source "$root/scripts/lib.sh"
+use_ccache "$root"  # each build sets CCACHE_BASEDIR to its own worktree
 mkdir -p "$out"
-host=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
+host=$(host_model)
 
 # Builds commit $1 into $out/<short>/build; prints the folder.
 build() {

@@ -39,12 +39,9 @@ scripts/setup-deps.sh
 
 # The three builds (Release, TSan, ASan + fuzz) go through ccache when it is there: the first
 # run fills the cache (and costs a little more), later runs on this machine compile only what
-# changed, from any checkout (paths below the checkout are hashed relative to it). CMake reads
-# these when it configures a build folder for the first time.
-if command -v ccache >/dev/null 2>&1; then
-  export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
-  export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-10G}"
-fi
+# changed, from any checkout.
+source "$root/scripts/lib.sh"
+use_ccache "$root"
 
 stage "building (Release) into build/"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
