@@ -47,9 +47,9 @@
 // and one writer thread may use it at the same time; Shutdown from any thread.
 #include <nng/nng.h>
 
-#include <mutex>
 #include <string>
 
+#include "common/mutex.h"
 #include "common/net/stream_net.h"
 
 namespace qrstore::net {
@@ -146,7 +146,7 @@ class NngConn : public StreamConn {
   }
 
   void Shutdown() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (shutdown_) return;
     shutdown_ = true;
     // Either aborts an operation in flight (it completes with NNG_ECANCELED) or does nothing;
@@ -161,7 +161,7 @@ class NngConn : public StreamConn {
   // number of bytes moved (0 on error, end of stream, cancel or shutdown).
   size_t Transfer(nng_aio* aio, bool send) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (shutdown_) return 0;
       if (send) {
         nng_stream_send(stream_, aio);
@@ -177,8 +177,8 @@ class NngConn : public StreamConn {
   nng_stream* const stream_;
   nng_aio* const read_aio_;   // used only inside ReadSome (and cancelled by Shutdown)
   nng_aio* const write_aio_;  // used only inside WriteAll (and cancelled by Shutdown)
-  std::mutex mu_;             // orders submissions against Shutdown (see file comment)
-  bool shutdown_ = false;     // guarded by mu_
+  Mutex mu_;                  // orders submissions against Shutdown (see file comment)
+  bool shutdown_ GUARDED_BY(mu_) = false;
 };
 
 class NngListener : public StreamListener {
@@ -198,7 +198,7 @@ class NngListener : public StreamListener {
 
   std::unique_ptr<StreamConn> Accept(int timeout_ms) override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (shutdown_) return nullptr;
       nng_aio_set_timeout(aio_, timeout_ms < 0 ? NNG_DURATION_INFINITE : timeout_ms);
       nng_stream_listener_accept(listener_, aio_);
@@ -209,7 +209,7 @@ class NngListener : public StreamListener {
     if (stream == nullptr) return nullptr;
     bool shut = false;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       shut = shutdown_;
     }
     if (shut) {  // accepted just as Shutdown ran: the contract says nullptr after Shutdown
@@ -221,7 +221,7 @@ class NngListener : public StreamListener {
   }
 
   void Shutdown() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (shutdown_) return;
     shutdown_ = true;
     nng_aio_cancel(aio_);
@@ -231,8 +231,8 @@ class NngListener : public StreamListener {
  private:
   nng_stream_listener* const listener_;
   nng_aio* const aio_;     // the accept aio: used only inside Accept (one caller at a time)
-  std::mutex mu_;          // orders the accept submission against Shutdown
-  bool shutdown_ = false;  // guarded by mu_
+  Mutex mu_;               // orders the accept submission against Shutdown
+  bool shutdown_ GUARDED_BY(mu_) = false;
 };
 
 class NngStreamNet : public StreamNet {

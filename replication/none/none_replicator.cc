@@ -13,10 +13,10 @@ std::string StreamName(const ReplicateMeta& meta) {
 std::shared_ptr<NoneHub> NoneHub::Get(const std::string& name, uint64_t retain_batches) {
   // Process-wide registry of hubs by name: how independently configured replicators of one
   // process find each other (the in-process stand-in for a network). Weak references, so it
-  // holds no payloads itself; guarded by its own mutex.
-  static std::mutex registry_mu;
-  static std::map<std::string, std::weak_ptr<NoneHub>> registry;
-  std::lock_guard<std::mutex> lock(registry_mu);
+  // holds no payloads itself.
+  static Mutex registry_mu;
+  static std::map<std::string, std::weak_ptr<NoneHub>> registry GUARDED_BY(registry_mu);
+  MutexLock lock(registry_mu);
   std::shared_ptr<NoneHub> hub = registry[name].lock();
   if (!hub) {
     hub = std::make_shared<NoneHub>(retain_batches);
@@ -26,7 +26,7 @@ std::shared_ptr<NoneHub> NoneHub::Get(const std::string& name, uint64_t retain_b
 }
 
 uint64_t NoneHub::NewOwnerId() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return next_owner_++;
 }
 
@@ -34,7 +34,7 @@ Status NoneHub::Append(const ReplicateMeta& meta, std::string bytes) {
   std::vector<ReceiveCallback> ready;
   SharedBytes payload;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     Stream& s = streams_[{meta.group, meta.planner}];
     if (meta.batch_id != s.next_id) {
       return Status::InvalidArgument(StreamName(meta) + ": batch id " + std::to_string(meta.batch_id) +
@@ -62,14 +62,14 @@ Status NoneHub::Append(const ReplicateMeta& meta, std::string bytes) {
 
 void NoneHub::Receive(uint64_t owner, const ReplicateMeta& meta, ReceiveCallback cb) {
   SharedBytes payload;
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexUniqueLock lock(mu_);
   Stream& s = streams_[{meta.group, meta.planner}];
   if (meta.batch_id >= s.next_id) {
     s.waiters.emplace(meta.batch_id, Waiter{owner, std::move(cb)});
     return;
   }
   if (meta.batch_id < s.first_retained) {
-    lock.unlock();  // callbacks never run under the hub's lock
+    lock.Unlock();  // callbacks never run under the hub's lock
     cb(meta,
        Status::ResourceExhausted(StreamName(meta) + ": batch " + std::to_string(meta.batch_id) +
                                  " was evicted (the none backend keeps the last " + std::to_string(retain_batches_) +
@@ -78,14 +78,14 @@ void NoneHub::Receive(uint64_t owner, const ReplicateMeta& meta, ReceiveCallback
     return;
   }
   payload = s.retained[meta.batch_id - s.first_retained];
-  lock.unlock();
+  lock.Unlock();
   cb(meta, Status::Ok(), payload);
 }
 
 void NoneHub::CancelOwner(uint64_t owner, int64_t group) {
   std::vector<std::pair<ReplicateMeta, ReceiveCallback>> cancelled;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (auto& [key, s] : streams_) {
       if (group >= 0 && key.first != static_cast<uint64_t>(group)) continue;
       for (auto it = s.waiters.begin(); it != s.waiters.end();) {
@@ -103,7 +103,7 @@ void NoneHub::CancelOwner(uint64_t owner, int64_t group) {
 }
 
 uint64_t NoneHub::NextBatchId(uint32_t group, uint32_t planner) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = streams_.find({group, planner});
   return it == streams_.end() ? 0 : it->second.next_id;
 }
@@ -114,7 +114,7 @@ NoneReplicator::NoneReplicator(NoneOptions options)
 NoneReplicator::~NoneReplicator() { Stop(); }
 
 Status NoneReplicator::Start() {
-  std::lock_guard<std::mutex> lock(state_mu_);
+  MutexLock lock(state_mu_);
   if (stopped_) return Status::Aborted("none replicator: Start after Stop");
   running_ = true;
   return Status::Ok();
@@ -122,7 +122,7 @@ Status NoneReplicator::Start() {
 
 void NoneReplicator::Stop() {
   {
-    std::lock_guard<std::mutex> lock(state_mu_);
+    MutexLock lock(state_mu_);
     if (stopped_) return;
     stopped_ = true;
     running_ = false;
@@ -141,7 +141,7 @@ Status NoneReplicator::CheckStream(const ReplicateMeta& meta) const {
 void NoneReplicator::ReplicateData(const ReplicateMeta& meta, std::string bytes, ReplicateCallback cb) {
   bool running;
   {
-    std::lock_guard<std::mutex> lock(state_mu_);
+    MutexLock lock(state_mu_);
     running = running_;
   }
   if (!running) return cb(meta, Status::Aborted("none replicator is not running"));
@@ -154,7 +154,7 @@ void NoneReplicator::ReplicateData(const ReplicateMeta& meta, std::string bytes,
 void NoneReplicator::ReceiveData(const ReplicateMeta& meta, ReceiveCallback cb) {
   bool running;
   {
-    std::lock_guard<std::mutex> lock(state_mu_);
+    MutexLock lock(state_mu_);
     running = running_;
   }
   if (!running) return cb(meta, Status::Aborted("none replicator is not running"), {});
@@ -165,7 +165,7 @@ void NoneReplicator::ReceiveData(const ReplicateMeta& meta, ReceiveCallback cb) 
   // again so no receive of a stopped replicator stays parked forever.
   bool stopped;
   {
-    std::lock_guard<std::mutex> lock(state_mu_);
+    MutexLock lock(state_mu_);
     stopped = stopped_;
   }
   if (stopped) hub_->CancelOwner(owner_id_);

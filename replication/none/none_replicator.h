@@ -28,12 +28,12 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/config.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "replication/replication.h"
 
@@ -76,9 +76,9 @@ class NoneHub {
   };
 
   const uint64_t retain_batches_;
-  mutable std::mutex mu_;
-  std::map<StreamKey, Stream> streams_;  // guarded by mu_
-  uint64_t next_owner_ = 1;              // guarded by mu_
+  mutable Mutex mu_;
+  std::map<StreamKey, Stream> streams_ GUARDED_BY(mu_);
+  uint64_t next_owner_ GUARDED_BY(mu_) = 1;
 };
 
 struct NoneOptions {
@@ -116,9 +116,9 @@ class NoneReplicator final : public Replicator {
   const NoneOptions options_;
   std::shared_ptr<NoneHub> hub_;
   uint64_t owner_id_;
-  std::mutex state_mu_;
-  bool running_ = false;  // guarded by state_mu_
-  bool stopped_ = false;  // guarded by state_mu_
+  Mutex state_mu_;
+  bool running_ GUARDED_BY(state_mu_) = false;
+  bool stopped_ GUARDED_BY(state_mu_) = false;
 };
 
 // Adds the replication.none.* keys.

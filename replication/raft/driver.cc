@@ -66,7 +66,7 @@ Status Driver::Start() {
   }
   QR_RETURN_IF_ERROR(transport_->Start([this](Message&& m) { OnPeerMessage(std::move(m)); }));
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     running_ = true;
   }
   last_stats_ms_ = NowMillis();
@@ -81,7 +81,7 @@ void Driver::Stop() {
   }
   stopped_ = true;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
     running_ = false;
   }
@@ -91,7 +91,7 @@ void Driver::Stop() {
   transport_->Stop();  // after the raft thread: it was the only sender
   std::deque<DriverTask> control, propose;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     control.swap(control_in_);
     propose.swap(propose_in_);
     net_in_.clear();
@@ -104,22 +104,22 @@ void Driver::Stop() {
 }
 
 void Driver::Submit(Lane lane, DriverTask task) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexUniqueLock lock(mu_);
   auto& q = lane == Lane::kControl ? control_in_ : propose_in_;
-  not_full_.wait(lock, [&] { return stop_ || !running_ || q.size() < options_.task_queue; });
+  not_full_.wait(lock.native(), [&]() REQUIRES(mu_) { return stop_ || !running_ || q.size() < options_.task_queue; });
   if (stop_ || !running_) {
     const Status st = health_.ok() ? Status::Aborted("raft driver not running") : health_;
-    lock.unlock();
+    lock.Unlock();
     task(Status::Aborted(st.message()));
     return;
   }
   q.push_back(std::move(task));
-  lock.unlock();
+  lock.Unlock();
   wake_.notify_one();
 }
 
 Status Driver::health() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return health_;
 }
 
@@ -129,7 +129,7 @@ void Driver::OnPeerMessage(Message&& m) {
     return;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stop_ || net_in_.size() >= options_.inbox_messages) {
       counters_.messages_in_dropped.fetch_add(1, std::memory_order_relaxed);
       return;
@@ -149,7 +149,7 @@ void Driver::Fail(const Status& st) {
   Logger("raft")->error("[{}] raft driver stopping after a storage failure: {}", options_.identity, st.ToString());
   std::deque<DriverTask> control, propose;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     health_ = st;
     stop_ = true;
     control.swap(control_in_);
@@ -183,13 +183,13 @@ void Driver::Run() {
     for (const auto& c : cores_) has_ready = has_ready || c->HasReady();
     bool took_tasks = false;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      auto has_work = [&] {
+      MutexUniqueLock lock(mu_);
+      auto has_work = [&]() REQUIRES(mu_) {
         return stop_ || !net_in_.empty() || !control_in_.empty() || (deferred_.empty() && !propose_in_.empty());
       };
       if (!has_ready && !has_work()) {
         // Idle: block until work arrives or the next tick is due (never spins).
-        wake_.wait_until(lock, Clock::time_point(std::chrono::milliseconds(next_tick)), has_work);
+        wake_.wait_until(lock.native(), Clock::time_point(std::chrono::milliseconds(next_tick)), has_work);
       }
       if (stop_) break;
       msgs.swap(net_in_);

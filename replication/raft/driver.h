@@ -39,10 +39,10 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "common/thread.h"
 #include "replication/raft/core.h"
@@ -251,16 +251,16 @@ class Driver {
 
   // The inbox: three bounded lanes behind one mutex so the raft thread waits on one
   // condition variable for all of them.
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable wake_;       // raft thread waits: work arrived or stop
   std::condition_variable not_full_;   // submitters wait: a task lane has room
-  std::deque<Message> net_in_;         // guarded by mu_
-  std::deque<DriverTask> control_in_;  // guarded by mu_
-  std::deque<DriverTask> propose_in_;  // guarded by mu_
-  bool stop_ = false;                  // guarded by mu_
+  std::deque<Message> net_in_ GUARDED_BY(mu_);
+  std::deque<DriverTask> control_in_ GUARDED_BY(mu_);
+  std::deque<DriverTask> propose_in_ GUARDED_BY(mu_);
+  bool stop_ GUARDED_BY(mu_) = false;
   std::atomic<bool> isolated_{false};  // the isolate_file test hook (raft thread writes)
-  bool running_ = false;               // guarded by mu_
-  Status health_;                      // guarded by mu_
+  bool running_ GUARDED_BY(mu_) = false;
+  Status health_ GUARDED_BY(mu_);
 
   // Raft thread only: when the raft thread last took a message from each member (NowMillis),
   // so a member that loses its leader, or a leader that steps down, can say how long each peer

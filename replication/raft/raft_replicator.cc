@@ -150,7 +150,7 @@ RaftReplicator::RaftReplicator(RaftReplicatorOptions options)
 RaftReplicator::~RaftReplicator() { Stop(); }
 
 Status RaftReplicator::Start() {
-  std::lock_guard<std::mutex> lock(lifecycle_mu_);
+  MutexLock lock(lifecycle_mu_);
   if (started_) return Status::InvalidArgument("raft replicator already started");
   started_ = true;
   const uint32_t ngroups = options_.driver.groups;
@@ -201,7 +201,7 @@ Status RaftReplicator::Start() {
 }
 
 void RaftReplicator::Stop() {
-  std::lock_guard<std::mutex> lock(lifecycle_mu_);
+  MutexLock lock(lifecycle_mu_);
   if (stopped_) return;
   stopped_ = true;
   if (!driver_) return;
@@ -297,7 +297,7 @@ bool RaftReplicator::ProposeOnRaft(const ReplicateMeta& meta, EntryData& data, R
   s.log_next = meta.batch_id + 1;
   g.unapplied[index.value()] = {meta.planner, meta.batch_id};
   {
-    std::lock_guard<std::mutex> lock(view_mu_);
+    MutexLock lock(view_mu_);
     views_[meta.group].log_next[meta.planner] = s.log_next;
   }
   return true;
@@ -334,8 +334,8 @@ void RaftReplicator::CancelReceives(uint32_t group) {
 
 LeaderView RaftReplicator::Leader(uint32_t group) const {
   LeaderView v;
-  if (group >= views_.size()) return v;
-  std::lock_guard<std::mutex> lock(view_mu_);
+  if (group >= options_.driver.groups) return v;  // views_ has one per group
+  MutexLock lock(view_mu_);
   const RaftGroupStatus& st = views_[group].status;
   v.known = st.leader != kNoNode;
   v.member = st.leader;
@@ -391,7 +391,7 @@ void RaftReplicator::DropBufferedBelow(Group& g, Stream& s, std::map<uint64_t, S
 
 Result<uint64_t> RaftReplicator::NextBatchId(uint32_t group, uint32_t planner) const {
   if (Status st = CheckMeta(ReplicateMeta{group, planner, 0}); !st.ok()) return st;
-  std::lock_guard<std::mutex> lock(view_mu_);
+  MutexLock lock(view_mu_);
   const View& v = views_[group];
   if (!v.status.leader_ready) {
     return Status::Unavailable(v.status.role == Role::kLeader ? "raft leader not ready yet"
@@ -402,14 +402,14 @@ Result<uint64_t> RaftReplicator::NextBatchId(uint32_t group, uint32_t planner) c
 }
 
 bool RaftReplicator::IsLeader(uint32_t group) const {
-  if (group >= views_.size()) return false;
-  std::lock_guard<std::mutex> lock(view_mu_);
+  if (group >= options_.driver.groups) return false;
+  MutexLock lock(view_mu_);
   return views_[group].status.leader_ready;
 }
 
 RaftGroupStatus RaftReplicator::GroupStatus(uint32_t group) const {
-  QR_CHECK_LT(group, views_.size());
-  std::lock_guard<std::mutex> lock(view_mu_);
+  QR_CHECK_LT(group, options_.driver.groups);
+  MutexLock lock(view_mu_);
   return views_[group].status;
 }
 
@@ -417,7 +417,7 @@ Status RaftReplicator::health() const { return driver_ ? driver_->health() : Sta
 
 void RaftReplicator::PublishView(uint32_t group) {
   const Group& g = groups_[group];
-  std::lock_guard<std::mutex> lock(view_mu_);
+  MutexLock lock(view_mu_);
   View& v = views_[group];
   v.status.role = g.role;
   v.status.term = g.term;
@@ -614,7 +614,7 @@ bool RaftReplicator::OnSnapshotOffer(uint32_t group, const SnapshotOffer* offer)
                            "application is not there yet",
                            identity_, group, offer->leader, offer->index, tag, tag - 1);
     }
-    std::lock_guard<std::mutex> lock(view_mu_);
+    MutexLock lock(view_mu_);
     views_[group].status.offer_next_batch = offer != nullptr ? tag : 0;
     return false;
   }
@@ -643,7 +643,7 @@ bool RaftReplicator::OnSnapshotOffer(uint32_t group, const SnapshotOffer* offer)
                        "waiting for batch {} or later",
                        identity_, group, offer->index, tag);
   {
-    std::lock_guard<std::mutex> lock(view_mu_);
+    MutexLock lock(view_mu_);
     views_[group].status.offer_next_batch = 0;
     views_[group].status.snapshots_installed = g.snapshots_installed;
   }
@@ -703,7 +703,7 @@ void RaftReplicator::OnFailed(const Status& st) {
 }
 
 void RaftReplicator::OnStrandedChanged(uint32_t group, const std::vector<MemberProgress>& stranded, Index log_start) {
-  std::lock_guard<std::mutex> lock(view_mu_);
+  MutexLock lock(view_mu_);
   RaftGroupStatus& st = views_[group].status;
   st.stranded_members.clear();
   st.stranded_matches.clear();
@@ -715,7 +715,7 @@ void RaftReplicator::OnStrandedChanged(uint32_t group, const std::vector<MemberP
 }
 
 void RaftReplicator::OnSelfStrandedChanged(uint32_t group, NodeId leader, Index leader_log_start, Index last_index) {
-  std::lock_guard<std::mutex> lock(view_mu_);
+  MutexLock lock(view_mu_);
   RaftGroupStatus& st = views_[group].status;
   st.stranded_leader_log_start = leader_log_start;
   st.stranded_last_index = last_index;
@@ -724,8 +724,8 @@ void RaftReplicator::OnSelfStrandedChanged(uint32_t group, NodeId leader, Index 
 
 GroupHealth RaftReplicator::Health(uint32_t group) const {
   GroupHealth h;
-  if (group >= views_.size()) return h;
-  std::lock_guard<std::mutex> lock(view_mu_);
+  if (group >= options_.driver.groups) return h;
+  MutexLock lock(view_mu_);
   const RaftGroupStatus& st = views_[group].status;
   const std::string budget = "replication.raft.max_log_bytes " + std::to_string(options_.driver.max_log_bytes);
   for (size_t i = 0; i < st.stranded_members.size(); ++i) {
@@ -764,7 +764,7 @@ void RaftReplicator::OnRoleChanged(uint32_t group, Role role, Term term, NodeId 
   g.term = term;
   if (role == Role::kLeader) UpdateSnapshotTag(group);
   {
-    std::lock_guard<std::mutex> lock(view_mu_);
+    MutexLock lock(view_mu_);
     views_[group].status.leader = leader;
   }
   PublishView(group);

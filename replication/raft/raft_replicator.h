@@ -60,11 +60,11 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "common/config.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "replication/raft/driver.h"
 #include "replication/replication.h"
@@ -262,10 +262,10 @@ class RaftReplicator : public Replicator, private DriverListener {
   std::vector<Group> groups_;  // raft thread only while running
   std::vector<bool> log_from_start_;  // per group: Start found its log starting at index 1
 
-  mutable std::mutex view_mu_;
-  std::vector<View> views_;  // guarded by view_mu_
+  mutable Mutex view_mu_;
+  std::vector<View> views_ GUARDED_BY(view_mu_);
 
-  std::mutex lifecycle_mu_;  // serializes Start/Stop
+  Mutex lifecycle_mu_;  // serializes Start/Stop
   bool started_ = false;
   bool stopped_ = false;
 };

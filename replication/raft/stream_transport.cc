@@ -104,7 +104,7 @@ void StreamTransport::Send(Message message) {
   uint64_t bytes = 64;
   for (const Entry& e : message.entries) bytes += e.data.size() + 16;
   {
-    std::lock_guard<std::mutex> lock(peer->mu);
+    MutexLock lock(peer->mu);
     // Bounded per peer: beyond it, drop (Raft retries) rather than block the raft thread.
     if (peer->queue.size() >= options_.send_queue_messages ||
         (!peer->queue.empty() && peer->queue_bytes + bytes > options_.send_queue_bytes)) {
@@ -145,24 +145,26 @@ void StreamTransport::PeerLoop(Peer* peer) {
   std::unique_ptr<StreamConn> conn;  // this thread's connection (mirrored in peer->conn for Stop)
   std::deque<std::pair<Message, uint64_t>> batch;
   auto drop_conn = [&] {
-    std::lock_guard<std::mutex> lock(peer->mu);
+    MutexLock lock(peer->mu);
     peer->conn = nullptr;
   };
   for (;;) {
     {
-      std::unique_lock<std::mutex> lock(peer->mu);
-      peer->cv.wait(lock, [&] { return stop_.load(std::memory_order_relaxed) || !peer->queue.empty(); });
+      MutexUniqueLock lock(peer->mu);
+      peer->cv.wait(lock.native(), [&]() REQUIRES(peer->mu) {
+        return stop_.load(std::memory_order_relaxed) || !peer->queue.empty();
+      });
       if (stop_.load(std::memory_order_relaxed)) break;
     }
     if (!conn) {
       std::unique_ptr<StreamConn> fresh = net_->Connect(options_.addresses[peer->id], kConnectTimeoutMs);
-      std::unique_lock<std::mutex> lock(peer->mu);
+      MutexUniqueLock lock(peer->mu);
       if (!fresh) {
         // Unreachable: what is queued is dropped (Raft resends), then back off.
         counters_.send_dropped.fetch_add(peer->queue.size(), std::memory_order_relaxed);
         peer->queue.clear();
         peer->queue_bytes = 0;
-        peer->cv.wait_for(lock, std::chrono::milliseconds(backoff_ms),
+        peer->cv.wait_for(lock.native(), std::chrono::milliseconds(backoff_ms),
                           [&] { return stop_.load(std::memory_order_relaxed); });
         backoff_ms = std::min(backoff_ms * 2, options_.reconnect_max_ms);
         continue;
@@ -175,7 +177,7 @@ void StreamTransport::PeerLoop(Peer* peer) {
     int64_t queued_since = 0;
     uint64_t batch_bytes = 0;
     {
-      std::lock_guard<std::mutex> lock(peer->mu);
+      MutexLock lock(peer->mu);
       batch.swap(peer->queue);
       batch_bytes = peer->queue_bytes;
       peer->queue_bytes = 0;
@@ -218,7 +220,7 @@ void StreamTransport::AcceptLoop() {
     ReapInbound(/*all=*/false);
     if (stop_.load(std::memory_order_relaxed)) break;
     if (!conn) continue;
-    std::lock_guard<std::mutex> lock(inbound_mu_);
+    MutexLock lock(inbound_mu_);
     if (inbound_.size() >= max_inbound) {
       Reject("too many inbound connections");
       continue;  // conn closes here
@@ -256,7 +258,7 @@ void StreamTransport::ReadLoop(Inbound* in) {
 }
 
 void StreamTransport::ReapInbound(bool all) {
-  std::lock_guard<std::mutex> lock(inbound_mu_);
+  MutexLock lock(inbound_mu_);
   for (auto it = inbound_.begin(); it != inbound_.end();) {
     Inbound& c = **it;
     if (!all && !c.done.load(std::memory_order_acquire)) {
@@ -283,7 +285,7 @@ void StreamTransport::Stop() {
   for (auto& p : peers_) {
     if (!p) continue;
     {
-      std::lock_guard<std::mutex> lock(p->mu);
+      MutexLock lock(p->mu);
       if (p->conn != nullptr) p->conn->Shutdown();  // wakes a write blocked on a slow peer
     }
     p->cv.notify_all();

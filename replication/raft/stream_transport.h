@@ -25,10 +25,10 @@
 #include <deque>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/thread.h"
 #include "common/net/stream_net.h"
 #include "replication/raft/transport.h"
@@ -59,13 +59,13 @@ class StreamTransport : public Transport {
  private:
   struct Peer {
     NodeId id = 0;
-    std::mutex mu;
+    Mutex mu;
     std::condition_variable cv;
-    std::deque<std::pair<Message, uint64_t>> queue;  // guarded by mu (message, bytes)
-    uint64_t queue_bytes = 0;                        // guarded by mu
-    int64_t queued_since_ms = 0;  // guarded by mu: when the oldest queued message was queued
-    int64_t last_slow_log_ms = 0;  // peer thread only: rate limit of the slow-send line
-    StreamConn* conn = nullptr;  // guarded by mu; owned (and closed) by the peer thread
+    std::deque<std::pair<Message, uint64_t>> queue GUARDED_BY(mu);  // (message, bytes)
+    uint64_t queue_bytes GUARDED_BY(mu) = 0;
+    int64_t queued_since_ms GUARDED_BY(mu) = 0;  // when the oldest queued message was queued
+    int64_t last_slow_log_ms = 0;                // peer thread only: rate limit of the slow-send line
+    StreamConn* conn GUARDED_BY(mu) = nullptr;   // owned (and closed) by the peer thread
     NamedThread thread;
   };
   struct Inbound {
@@ -89,8 +89,8 @@ class StreamTransport : public Transport {
   std::unique_ptr<StreamNet> net_;
   std::unique_ptr<StreamListener> listener_;
   std::vector<std::unique_ptr<Peer>> peers_;  // by node id; nullptr for self
-  std::mutex inbound_mu_;
-  std::list<std::unique_ptr<Inbound>> inbound_;  // guarded by inbound_mu_
+  Mutex inbound_mu_;
+  std::list<std::unique_ptr<Inbound>> inbound_ GUARDED_BY(inbound_mu_);
   NamedThread acceptor_;
   bool started_ = false;
   bool stopped_ = false;

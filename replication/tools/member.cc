@@ -35,18 +35,18 @@ void StreamReceiver::Stop() {
 }
 
 std::string StreamReceiver::first_error() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return first_error_;
 }
 
 std::vector<uint64_t> StreamReceiver::PerStream() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return next_;
 }
 
 bool StreamReceiver::WaitDelivered(uint64_t n_per_stream, int64_t timeout_ms) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return progress_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
+  MutexUniqueLock lock(mu_);
+  return progress_cv_.wait_for(lock.native(), std::chrono::milliseconds(timeout_ms), [&]() REQUIRES(mu_) {
     if (!first_error_.empty()) return true;
     for (uint64_t n : next_) {
       if (n < n_per_stream) return false;
@@ -59,7 +59,7 @@ void StreamReceiver::Fail(const std::string& message) {
   errors_.fetch_add(1, std::memory_order_relaxed);
   Logger("repl-member")->error("[{}] {}", name_, message);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (first_error_.empty()) first_error_ = message;
   }
   progress_cv_.notify_all();
@@ -98,7 +98,7 @@ void StreamReceiver::Deliver(size_t stream, Event& e) {
   }
   ++st.next_deliver;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     next_[stream] = st.next_deliver;
   }
   delivered_.fetch_add(1, std::memory_order_relaxed);

@@ -34,11 +34,11 @@
 #include <cstdio>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "common/bounded_queue.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "common/thread.h"
 #include "replication/replication.h"
@@ -92,10 +92,10 @@ class StreamReceiver {
   NamedThread thread_;
   std::atomic<uint64_t> delivered_{0};
   std::atomic<uint64_t> errors_{0};
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable progress_cv_;
-  std::vector<uint64_t> next_;  // guarded by mu_: copy of next_deliver for other threads
-  std::string first_error_;     // guarded by mu_
+  std::vector<uint64_t> next_ GUARDED_BY(mu_);  // copy of next_deliver for other threads
+  std::string first_error_ GUARDED_BY(mu_);
 };
 
 struct DriverOptions {

@@ -49,7 +49,7 @@ bool ZkReplicator::AnyLeading() const {
 }
 
 void ZkReplicator::PublishView(uint32_t g, const LeaderView& v) {
-  std::lock_guard<std::mutex> lock(view_mu_);
+  MutexLock lock(view_mu_);
   if (g < views_.size()) views_[g] = v;
 }
 
@@ -288,7 +288,7 @@ void ZkReplicator::Depose(uint32_t g, const std::string& why, bool delete_node) 
   counters_.deposed.fetch_add(1, std::memory_order_relaxed);
   {
     // Before any callback fails: whoever learns of it from a callback sees IsLeader false.
-    std::lock_guard<std::mutex> lock(view_mu_);
+    MutexLock lock(view_mu_);
     if (g < views_.size()) views_[g].self = false;
   }
   const Status st = Status::Unavailable(ident_ + "no longer the leader of group " + std::to_string(g) + " (epoch " +

@@ -160,7 +160,7 @@ void ZkReplicator::LiveCompletion(const ZkEvent& ev) {
 
 void ZkReplicator::SetSelfStranded(uint32_t group, const std::string& reason) {
   {
-    std::lock_guard<std::mutex> lock(health_mu_);
+    MutexLock lock(health_mu_);
     std::string& self = health_[group].self_stranded;
     if (self.empty()) self = reason;  // the first batch found gone says it
   }
@@ -348,7 +348,7 @@ void ZkReplicator::ListCompletion(const StreamKey& key, InStream& s, ZkEvent& ev
     // zk_retention.h rule 1 leader_keep_from). The receives stay posted; Health() says what it needs.
     bool raised = false;
     {
-      std::lock_guard<std::mutex> lock(health_mu_);
+      MutexLock lock(health_mu_);
       uint64_t& need = health_[key.first].resume_needs_next;
       raised = oldest > need;
       need = std::max(need, oldest);

@@ -339,7 +339,7 @@ void ZkReplicator::FailStream(const StreamKey& key, OutStream& s, const Status& 
   s.broken = true;
   s.broken_reason = status.message();
   {
-    std::lock_guard<std::mutex> lock(next_mu_);
+    MutexLock lock(next_mu_);
     broken_.insert(key);
   }
   std::deque<OutBatch> failed = std::move(s.batches);
@@ -549,7 +549,7 @@ void ZkReplicator::FinishCleanupRound() {
   }
   stranded_warned_ = std::move(stranded_now);
   {
-    std::lock_guard<std::mutex> lock(health_mu_);
+    MutexLock lock(health_mu_);
     // What this member learned as a reader (a promoted one may have been stranded) stays.
     for (const auto& [group, h] : health_) {
       if (!h.self_stranded.empty()) health[group].self_stranded = h.self_stranded;

@@ -70,7 +70,7 @@ Status ZkReplicator::EnsurePath(const std::string& path, int64_t deadline_nanos)
 }
 
 void ZkReplicator::PublishNext(const StreamKey& key, uint64_t next) {
-  std::lock_guard<std::mutex> lock(next_mu_);
+  MutexLock lock(next_mu_);
   next_ids_[key] = next;
 }
 
@@ -95,7 +95,7 @@ Status ZkReplicator::Start() {
   registered_ = !opts_.leader || (opts_.election && !opts_.follower_id.empty());
   elections_.assign(opts_.groups, GroupElection{});
   {
-    std::lock_guard<std::mutex> lock(view_mu_);
+    MutexLock lock(view_mu_);
     views_.assign(opts_.groups, LeaderView{});
   }
   if (st.ok() && opts_.leader && !opts_.election) {
@@ -215,7 +215,7 @@ Result<uint64_t> ZkReplicator::NextBatchId(uint32_t group, uint32_t planner) con
                                    std::to_string(opts_.groups) + ", planners " + std::to_string(opts_.planners) +
                                    ")");
   }
-  std::lock_guard<std::mutex> lock(next_mu_);
+  MutexLock lock(next_mu_);
   if (broken_.count({group, planner}) != 0) {
     return Status::Unavailable(ident_ + "stream " + StreamName(group, planner) +
                                " failed; restart the replicator to resume");
@@ -225,7 +225,7 @@ Result<uint64_t> ZkReplicator::NextBatchId(uint32_t group, uint32_t planner) con
 }
 
 GroupHealth ZkReplicator::Health(uint32_t group) const {
-  std::lock_guard<std::mutex> lock(health_mu_);
+  MutexLock lock(health_mu_);
   auto it = health_.find(group);
   return it == health_.end() ? GroupHealth{} : it->second;
 }

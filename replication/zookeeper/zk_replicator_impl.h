@@ -33,7 +33,6 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <utility>
@@ -42,6 +41,7 @@
 #include "common/bounded_queue.h"
 #include "common/clock.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "common/thread.h"
 #include "replication/zookeeper/zk_layout.h"
 #include "replication/zookeeper/zk_replicator.h"
@@ -172,7 +172,7 @@ class ZkReplicator final : public Replicator {
   Result<uint64_t> NextBatchId(uint32_t group, uint32_t planner) const override;
   bool IsLeader(uint32_t group) const override {
     if (!opts_.election) return opts_.leader && group < opts_.groups;
-    std::lock_guard<std::mutex> lock(view_mu_);
+    MutexLock lock(view_mu_);
     return group < views_.size() && views_[group].self;
   }
   std::string Name() const override { return "zookeeper"; }
@@ -193,7 +193,7 @@ class ZkReplicator final : public Replicator {
       if (v.self) v.id = opts_.follower_id;
       return v;
     }
-    std::lock_guard<std::mutex> lock(view_mu_);
+    MutexLock lock(view_mu_);
     return group < views_.size() ? views_[group] : LeaderView{};
   }
   // Queued to the worker, which fails every waiting receive of the group with kAborted before it
@@ -203,12 +203,12 @@ class ZkReplicator final : public Replicator {
   // this member's progress asks the leader's cleanup to keep them (zk_retention.h rule 1; the
   // byte budget, rule 2, still applies). Any thread.
   void RetainFrom(uint32_t group, uint64_t batch) override {
-    std::lock_guard<std::mutex> lock(retain_mu_);
+    MutexLock lock(retain_mu_);
     floor_.RetainFrom(group, batch);
   }
   // RetainFrom's batch of the group (UINT64_MAX: none told).
   uint64_t RetainedFrom(uint32_t group) const {
-    std::lock_guard<std::mutex> lock(retain_mu_);
+    MutexLock lock(retain_mu_);
     return floor_.RetainedFrom(group);
   }
   // The leader's floor (zk_retention.h LeaderFloor, leader_keep_from): the RetainFrom before the
@@ -216,11 +216,11 @@ class ZkReplicator final : public Replicator {
   // when the leader writes its next checkpoint meanwhile, lowered by a hold of a fetch
   // (UINT64_MAX: none told).
   uint64_t LeaderRetainedFrom(uint32_t group) const {
-    std::lock_guard<std::mutex> lock(retain_mu_);
+    MutexLock lock(retain_mu_);
     return floor_.Floor(group, NowNanos());
   }
   void HoldFrom(uint32_t group, uint64_t batch, int64_t for_ms) override {
-    std::lock_guard<std::mutex> lock(retain_mu_);
+    MutexLock lock(retain_mu_);
     const int64_t now = NowNanos();
     floor_.HoldFrom(group, batch, now + for_ms * 1'000'000, now);
   }
@@ -345,17 +345,17 @@ class ZkReplicator final : public Replicator {
   BoundedQueue<Request> requests_;
   std::atomic<bool> running_{false};   // Start succeeded and Stop not begun (acquire/release)
   std::atomic<bool> stopping_{false};  // release by Stop, acquire by the worker
-  mutable std::mutex next_mu_;         // NextBatchId is read from any thread
-  std::map<StreamKey, uint64_t> next_ids_;      // guarded by next_mu_
-  std::set<StreamKey> broken_;                  // guarded by next_mu_
+  mutable Mutex next_mu_;              // NextBatchId is read from any thread
+  std::map<StreamKey, uint64_t> next_ids_ GUARDED_BY(next_mu_);
+  std::set<StreamKey> broken_ GUARDED_BY(next_mu_);
   // Health() is read from any thread; the worker publishes whole snapshots here.
-  mutable std::mutex retain_mu_;
-  LeaderFloor floor_;  // guarded by retain_mu_: RetainFrom and HoldFrom, by group
-  mutable std::mutex health_mu_;
-  std::map<uint32_t, GroupHealth> health_;      // by group; guarded by health_mu_
+  mutable Mutex retain_mu_;
+  LeaderFloor floor_ GUARDED_BY(retain_mu_);  // RetainFrom and HoldFrom, by group
+  mutable Mutex health_mu_;
+  std::map<uint32_t, GroupHealth> health_ GUARDED_BY(health_mu_);  // by group
   // Leader() and IsLeader() are polled from any thread; the worker publishes each group's view.
-  mutable std::mutex view_mu_;
-  std::vector<LeaderView> views_;               // by group; guarded by view_mu_
+  mutable Mutex view_mu_;
+  std::vector<LeaderView> views_ GUARDED_BY(view_mu_);  // by group
   std::atomic<bool> epoch_watch_muted_{false};  // test hook (acquire/release)
   struct Counters {
     std::atomic<uint64_t> acked{0}, delivered{0}, retried{0}, verified{0}, sessions{0}, losses{0}, deleted{0},
