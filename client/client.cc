@@ -37,12 +37,12 @@ ClientConnection::~ClientConnection() { Close(); }
 std::string ClientConnection::Who() const { return "connection " + options_.name + " to " + address_; }
 
 void ClientConnection::SetError(Status s) {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   if (status_.ok()) status_ = std::move(s);
 }
 
 Status ClientConnection::status() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   return status_;
 }
 
@@ -55,7 +55,7 @@ Status ClientConnection::Send(proto::MsgType type, std::string_view body) {
   char header[proto::kHeaderBytes];
   proto::EncodeHeader(type, static_cast<uint32_t>(body.size()), header);
   iovec iov[2] = {{header, sizeof header}, {const_cast<char*>(body.data()), body.size()}};
-  std::lock_guard<std::mutex> lk(send_mu_);
+  MutexLock lk(send_mu_);
   if (!conn_->WriteAll(iov, body.empty() ? 1 : 2)) {
     SetError(Status::Unavailable(Who() + " broke while sending"));
     return closed_status();
@@ -123,13 +123,13 @@ Result<proto::NodeStatus> QueryStatus(const std::string& address, int timeout_ms
   const int64_t deadline = NowNanos() + int64_t{timeout_ms} * 1'000'000;
   // Shared with the reader thread, which may outlive a timed-out wait only until Close returns.
   struct State {
-    std::mutex mu;
+    Mutex mu;
     std::condition_variable cv;
-    std::optional<Result<proto::NodeStatus>> answer;  // guarded by mu
+    std::optional<Result<proto::NodeStatus>> answer GUARDED_BY(mu);
   };
   State st;
   auto answer = [&st](Result<proto::NodeStatus> r) {
-    std::lock_guard<std::mutex> lk(st.mu);
+    MutexLock lk(st.mu);
     if (!st.answer) st.answer.emplace(std::move(r));
     st.cv.notify_all();
   };
@@ -172,9 +172,10 @@ Result<proto::NodeStatus> QueryStatus(const std::string& address, int timeout_ms
   Result<proto::NodeStatus> out = Status::Timeout("no status reply from " + address + " within " +
                                                   std::to_string(timeout_ms) + " ms");
   {
-    std::unique_lock<std::mutex> lk(st.mu);
+    MutexUniqueLock lk(st.mu);
     const int64_t left = std::max<int64_t>(deadline - NowNanos(), 0);
-    if (st.cv.wait_for(lk, std::chrono::nanoseconds(left), [&] { return st.answer.has_value(); })) {
+    if (st.cv.wait_for(lk.native(), std::chrono::nanoseconds(left),
+                       [&]() REQUIRES(st.mu) { return st.answer.has_value(); })) {
       out = std::move(*st.answer);
     }
   }

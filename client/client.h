@@ -25,13 +25,13 @@
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
 #include "cluster/port/protocol.h"
+#include "common/mutex.h"
 #include "common/net/stream_net.h"
 #include "common/status.h"
 #include "common/thread.h"
@@ -90,9 +90,9 @@ class ClientConnection {
   std::unique_ptr<net::StreamConn> conn_;
   std::atomic<bool> closed_{false};          // release/acquire: set once, read by every thread
   std::atomic<std::thread::id> reader_id_{};  // for the Close-from-reader check
-  mutable std::mutex mu_;
-  Status status_;       // guarded by mu_: the first reason the connection stopped
-  std::mutex send_mu_;  // one frame at a time on the stream
+  mutable Mutex mu_;
+  Status status_ GUARDED_BY(mu_);  // the first reason the connection stopped
+  Mutex send_mu_;                  // one frame at a time on the stream
   NamedThread reader_;
 };
 

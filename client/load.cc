@@ -43,32 +43,33 @@ uint64_t MaxReplyBytes(const workloads::WorkloadOptions& o, uint64_t n) {
 }
 
 void ErrorLog::Note(const std::string& e, bool is_error) {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   if (is_error) ++count_;
   if (first_.size() < kKeep) first_.push_back(e);
 }
 
 std::vector<std::string> ErrorLog::first() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   return first_;
 }
 
 uint64_t ErrorLog::count() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   return count_;
 }
 
 void RunSignal::Notify() {
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     ++events_;
   }
   cv_.notify_all();
 }
 
 uint64_t RunSignal::WaitFor(uint64_t seen, int64_t timeout_ns) {
-  std::unique_lock<std::mutex> lk(mu_);
-  cv_.wait_for(lk, std::chrono::nanoseconds(std::max<int64_t>(timeout_ns, 0)), [&] { return events_ != seen; });
+  MutexUniqueLock lk(mu_);
+  cv_.wait_for(lk.native(), std::chrono::nanoseconds(std::max<int64_t>(timeout_ns, 0)),
+               [&]() REQUIRES(mu_) { return events_ != seen; });
   return events_;
 }
 
@@ -88,15 +89,16 @@ Status LoadConnection::Connect(const std::string& address) {
 
 Result<std::string> LoadConnection::Probe(int timeout_ms) {
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     probing_ = true;
     pending_.push_back(Req{0, NowNanos(), 0, 0, {}, false, {}, {}});
   }
   proto::TxnRequestWriter w;
   w.Begin(0);
   QR_RETURN_IF_ERROR(conn_->Send(proto::MsgType::kTxnRequest, w.Finish()));
-  std::unique_lock<std::mutex> lk(mu_);
-  const bool answered = cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] { return !probing_ || closed_; });
+  MutexUniqueLock lk(mu_);
+  const bool answered = cv_.wait_for(lk.native(), std::chrono::milliseconds(timeout_ms),
+                                     [&]() REQUIRES(mu_) { return !probing_ || closed_; });
   if (!answered) {
     return Status::Timeout("no answer from " + address_ + " within " + std::to_string(timeout_ms) + " ms");
   }
@@ -110,13 +112,14 @@ Result<std::string> LoadConnection::Probe(int timeout_ms) {
 
 Status LoadConnection::OpenSession(int timeout_ms) {
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     opening_ = true;
     open_error_ = Status::Ok();
   }
   QR_RETURN_IF_ERROR(conn_->Send(proto::MsgType::kOpenSession, proto::EncodeOpenSession({kOpenRequestId})));
-  std::unique_lock<std::mutex> lk(mu_);
-  const bool answered = cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] { return !opening_ || closed_; });
+  MutexUniqueLock lk(mu_);
+  const bool answered = cv_.wait_for(lk.native(), std::chrono::milliseconds(timeout_ms),
+                                     [&]() REQUIRES(mu_) { return !opening_ || closed_; });
   if (!answered || opening_) {
     opening_ = false;
     if (!answered) return Status::Timeout("no answer to open-session from " + address_ + " within " + std::to_string(timeout_ms) + " ms");
@@ -131,7 +134,7 @@ void LoadConnection::Start() {
   sender_ = NamedThread("cli-send-" + std::to_string(cfg_.index), [this] {
     SendLoop();
     {
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       sender_exited_ = true;
     }
     signal_->Notify();
@@ -140,7 +143,7 @@ void LoadConnection::Start() {
 
 void LoadConnection::StopSending() {
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -156,7 +159,7 @@ void LoadConnection::Finish() {
   if (conn_) conn_->Shutdown(Status::Ok());  // unblocks a sender inside Send
   sender_.Join();
   if (conn_) conn_->Close();
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   // What was never answered (a request the sender registered after the close too; with
   // sessions, what waited for a resend) is in doubt now: the run is over.
   for (Req& r : resend_) pending_.push_back(std::move(r));
@@ -169,22 +172,22 @@ void LoadConnection::Finish() {
 }
 
 bool LoadConnection::Done() {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   return sender_done_ && pending_.empty() && resend_.empty();
 }
 
 bool LoadConnection::Idle() {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   return closed_ || lost_leader_ || (sender_exited_ && pending_.empty());
 }
 
 bool LoadConnection::Broken() {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   return broken_;
 }
 
 uint64_t LoadConnection::inflight() {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   return inflight_;
 }
 
@@ -197,26 +200,26 @@ void LoadConnection::SendLoop() {
     uint32_t n = 0;
     uint64_t first = 0;
     {
-      std::unique_lock<std::mutex> lk(mu_);
+      MutexUniqueLock lk(mu_);
       const uint64_t left = cfg_.quota - sent_.load(std::memory_order_relaxed);
       n = static_cast<uint32_t>(std::min<uint64_t>(cfg_.per_request, left));
       if (n == 0) {
         sender_done_ = true;
         const bool done = pending_.empty();
-        lk.unlock();
+        lk.Unlock();
         if (done) signal_->Notify();
         return;
       }
-      auto stopping = [&] { return stop_ || closed_ || lost_leader_ || signal_->stopping(); };
+      auto stopping = [&]() REQUIRES(mu_) { return stop_ || closed_ || lost_leader_ || signal_->stopping(); };
       if (cfg_.request_interval_ns > 0) {
         // Paced: wait until the request is due. A sender that fell behind (the window was full)
         // catches up for at most kMaxCatchUpNs' worth of requests, not with an unbounded burst.
         for (int64_t now = NowNanos(); now < due_ns && !stopping(); now = NowNanos()) {
-          cv_.wait_for(lk, std::chrono::nanoseconds(due_ns - now));
+          cv_.wait_for(lk.native(), std::chrono::nanoseconds(due_ns - now));
         }
         due_ns = std::max(due_ns, NowNanos() - kMaxCatchUpNs) + cfg_.request_interval_ns;
       }
-      cv_.wait(lk, [&] { return stopping() || inflight_ + n <= cfg_.outstanding; });
+      cv_.wait(lk.native(), [&]() REQUIRES(mu_) { return stopping() || inflight_ + n <= cfg_.outstanding; });
       if (stopping()) return;
       inflight_ += n;
       first = sent_.load(std::memory_order_relaxed);
@@ -237,7 +240,7 @@ void LoadConnection::SendLoop() {
     const std::string_view body = w.FinishView();
     {
       // Registered before it is sent, so the reader (which takes mu_) always finds it.
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       pending_.push_back(Req{next_id, NowNanos(), first, n, std::move(writes), false,
                              cfg_.sessions ? std::string(body) : std::string(), {}});
     }
@@ -255,7 +258,7 @@ Status LoadConnection::OnFrame(uint8_t type, std::string_view body) {
     case proto::MsgType::kSessionOpened: {
       proto::SessionOpened so;
       if (!proto::DecodeSessionOpened(body, &so).ok()) return Violation("a malformed session-opened reply");
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       if (!opening_ || so.request_id != kOpenRequestId) return Violation("a session-opened reply nobody asked for");
       opening_ = false;
       session_ = so.session;
@@ -268,7 +271,7 @@ Status LoadConnection::OnFrame(uint8_t type, std::string_view body) {
       const std::string what = std::string("error reply to request ") + std::to_string(e.request_id) + ": " +
                                StatusCodeName(e.code) + ": " + e.message;
       if (e.request_id == kOpenRequestId) {
-        std::lock_guard<std::mutex> lk(mu_);
+        MutexLock lk(mu_);
         if (!opening_) return Violation(what + " (no open-session request in flight)");
         opening_ = false;
         open_error_ = Status::Unavailable(address_ + ": opening a session: " + what);
@@ -287,7 +290,7 @@ Status LoadConnection::OnFrame(uint8_t type, std::string_view body) {
       errors_->Note(Who() + ": " + what, /*is_error=*/!lost);
       if (lost && cfg_.sessions && req->count > 0) {
         {
-          std::lock_guard<std::mutex> lk(mu_);
+          MutexLock lk(mu_);
           KeepForResend(std::move(*req));  // sent again to the next leader
         }
         FailRun(what);
@@ -311,7 +314,7 @@ Status LoadConnection::OnFrame(uint8_t type, std::string_view body) {
       proto::NotLeaderReply nl;
       if (!proto::DecodeNotLeader(body, &nl).ok()) return Violation("a malformed not-leader reply");
       if (nl.request_id == kOpenRequestId) {
-        std::lock_guard<std::mutex> lk(mu_);
+        MutexLock lk(mu_);
         if (!opening_) return Violation("a not-leader reply to no open-session request");
         opening_ = false;
         open_error_ = Status::Unavailable(address_ + " is not the leader (it names " +
@@ -330,7 +333,7 @@ Status LoadConnection::OnFrame(uint8_t type, std::string_view body) {
       // Mid-run: the node no longer takes transactions: the request's txns were not run, and no
       // later one would be here (with follow_leader the main thread moves the connection).
       if (req && cfg_.sessions && cfg_.follow_leader) {
-        std::lock_guard<std::mutex> lk(mu_);
+        MutexLock lk(mu_);
         KeepForResend(std::move(*req));  // not run here: sent to the next leader
       } else if (req) {
         InDoubt(*req);
@@ -437,7 +440,7 @@ Status LoadConnection::OnReply(std::string_view body, int64_t now) {
     again.answered.assign(again.count, true);
     for (uint32_t i : resend) again.answered[i] = false;
     {
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       KeepForResend(std::move(again));
     }
     FailRun(failed_detail);
@@ -449,7 +452,7 @@ Status LoadConnection::OnReply(std::string_view body, int64_t now) {
 }
 
 std::optional<LoadConnection::Req> LoadConnection::Take(uint64_t id, bool front_only) {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   auto it = front_only ? pending_.begin()
                        : std::find_if(pending_.begin(), pending_.end(), [&](const Req& r) { return r.id == id; });
   if (it == pending_.end() || it->id != id) return std::nullopt;
@@ -462,7 +465,7 @@ std::optional<LoadConnection::Req> LoadConnection::Take(uint64_t id, bool front_
 void LoadConnection::Released() {
   bool done = false;
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     done = sender_done_ && pending_.empty();
   }
   cv_.notify_all();
@@ -470,7 +473,7 @@ void LoadConnection::Released() {
 }
 
 void LoadConnection::EndProbe(std::string redirect, Status error) {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   if (!probing_) return;
   probing_ = false;
   probe_redirect_ = std::move(redirect);
@@ -480,7 +483,7 @@ void LoadConnection::EndProbe(std::string redirect, Status error) {
 void LoadConnection::FailRun(const std::string& why) {
   if (cfg_.follow_leader) {
     {
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       if (!lost_leader_) lost_why_ = why;
       lost_leader_ = true;
     }
@@ -498,7 +501,7 @@ void LoadConnection::Abandon(const std::string& why) {
 }
 
 bool LoadConnection::LostLeader(std::string* why) {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   if (why != nullptr) *why = lost_why_;
   return lost_leader_;
 }
@@ -513,7 +516,7 @@ Status LoadConnection::Reconnect(const std::string& address) {
   conn_.reset();
   std::deque<Req> again;
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     DoubtUnanswered();
     pending_.clear();
     inflight_ = 0;
@@ -522,7 +525,7 @@ Status LoadConnection::Reconnect(const std::string& address) {
     again.swap(resend_);
   }
   if (Status st = Connect(address); !st.ok()) {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     for (Req& r : again) resend_.push_back(std::move(r));  // for the next try
     lost_leader_ = true;
     lost_why_ = st.message();
@@ -537,7 +540,7 @@ Status LoadConnection::Reconnect(const std::string& address) {
     for (uint32_t i = 0; i < r.count; ++i) unanswered += r.Answered(i) ? 0 : 1;
     const std::string body = r.body;
     {
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       r.send_ns = NowNanos();
       inflight_ += r.count;
       pending_.push_back(std::move(r));
@@ -545,7 +548,7 @@ Status LoadConnection::Reconnect(const std::string& address) {
     counts_.retried.fetch_add(unanswered, std::memory_order_relaxed);
     if (!conn_->Send(proto::MsgType::kTxnRequest, body).ok()) {
       // Broken again: OnClose keeps what was registered for the next leader; the rest too.
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       for (size_t j = k + 1; j < again.size(); ++j) KeepForResend(std::move(again[j]));
       break;
     }
@@ -590,7 +593,7 @@ void LoadConnection::InDoubt(const Req& r) {
 void LoadConnection::OnClose(const Status& why) {
   bool broken = false, lost = false;
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     closed_ = true;
     const bool had_pending = !pending_.empty() || !resend_.empty();
     DoubtUnanswered();  // sent, never answered: executed or not (with sessions: sent again)

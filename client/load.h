@@ -23,7 +23,6 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,6 +31,7 @@
 #include "client/client.h"
 #include "client/verify.h"
 #include "cluster/port/protocol.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "common/thread.h"
 #include "workloads/latency_histogram.h"
@@ -55,9 +55,9 @@ class ErrorLog {
 
  private:
   static constexpr size_t kKeep = 5;
-  mutable std::mutex mu_;
-  std::vector<std::string> first_;  // guarded by mu_
-  uint64_t count_ = 0;              // guarded by mu_
+  mutable Mutex mu_;
+  std::vector<std::string> first_ GUARDED_BY(mu_);
+  uint64_t count_ GUARDED_BY(mu_) = 0;
 };
 
 // Wakes the main thread when something it waits for may have happened, and carries the run-wide
@@ -75,9 +75,9 @@ class RunSignal {
   bool stopping() const { return stop_all_.load(std::memory_order_acquire); }
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  uint64_t events_ = 0;  // guarded by mu_
+  uint64_t events_ GUARDED_BY(mu_) = 0;
   std::atomic<bool> stop_all_{false};
 };
 
@@ -194,12 +194,12 @@ class LoadConnection {
   };
   // Txns of `r` not answered yet (mu_ held or the reader thread) are in doubt.
   void InDoubt(const Req& r);
-  // mu_ held: every pending request not yet counted is in doubt (the connection is gone; a
-  // request the sender registered after the close never got an answer either). With sessions
-  // they are kept for a resend instead (Finish counts what is left in doubt).
-  void DoubtUnanswered();
-  // mu_ held, sessions: `r` is sent again on the next connection.
-  void KeepForResend(Req r);
+  // Every pending request not yet counted is in doubt (the connection is gone; a request the
+  // sender registered after the close never got an answer either). With sessions they are kept
+  // for a resend instead (Finish counts what is left in doubt).
+  void DoubtUnanswered() REQUIRES(mu_);
+  // Sessions: `r` is sent again on the next connection.
+  void KeepForResend(Req r) REQUIRES(mu_);
 
   // A paced sender that fell behind sends at most this much of its schedule at once.
   static constexpr int64_t kMaxCatchUpNs = 100'000'000;
@@ -232,23 +232,23 @@ class LoadConnection {
   uint64_t session_ = 0;    // sessions: set by OpenSession, kept across Reconnect
   uint64_t next_id_ = 1;    // the sender's next request id (unique across reconnects)
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;  // the sender waits for room; Probe for its answer
-  std::deque<Req> pending_;     // guarded by mu_: sent, not answered, in request order
-  uint64_t inflight_ = 0;       // guarded by mu_: txns of pending_ (+ those being encoded)
-  bool stop_ = false;           // guarded by mu_
-  bool sender_done_ = false;    // guarded by mu_: the quota is sent
-  bool sender_exited_ = false;  // guarded by mu_: SendLoop returned
-  bool closed_ = false;         // guarded by mu_
-  bool broken_ = false;         // guarded by mu_
-  bool probing_ = false;        // guarded by mu_
-  bool lost_leader_ = false;    // guarded by mu_: follow_leader, the node no longer leads
-  std::string lost_why_;        // guarded by mu_
-  std::string probe_redirect_;  // guarded by mu_
-  Status probe_error_;          // guarded by mu_
-  bool opening_ = false;        // guarded by mu_: OpenSession waits for its reply
-  Status open_error_;           // guarded by mu_
-  std::deque<Req> resend_;      // guarded by mu_: sessions: to send again on the next connection
+  std::deque<Req> pending_ GUARDED_BY(mu_);     // sent, not answered, in request order
+  uint64_t inflight_ GUARDED_BY(mu_) = 0;       // txns of pending_ (+ those being encoded)
+  bool stop_ GUARDED_BY(mu_) = false;
+  bool sender_done_ GUARDED_BY(mu_) = false;    // the quota is sent
+  bool sender_exited_ GUARDED_BY(mu_) = false;  // SendLoop returned
+  bool closed_ GUARDED_BY(mu_) = false;
+  bool broken_ GUARDED_BY(mu_) = false;
+  bool probing_ GUARDED_BY(mu_) = false;
+  bool lost_leader_ GUARDED_BY(mu_) = false;    // follow_leader, the node no longer leads
+  std::string lost_why_ GUARDED_BY(mu_);
+  std::string probe_redirect_ GUARDED_BY(mu_);
+  Status probe_error_ GUARDED_BY(mu_);
+  bool opening_ GUARDED_BY(mu_) = false;        // OpenSession waits for its reply
+  Status open_error_ GUARDED_BY(mu_);
+  std::deque<Req> resend_ GUARDED_BY(mu_);      // sessions: to send again on the next connection
 
   std::atomic<uint64_t> sent_{0};  // written by the sender; relaxed
   Counts counts_;
