@@ -71,23 +71,27 @@ struct ClientService::Conn {
   uint32_t slot = 0;
   uint32_t id = 0;
   std::unique_ptr<net::StreamConn> stream;
-  std::mutex mu;
+  Mutex mu;
   std::condition_variable cv;
-  std::deque<Pending> pending;     // guarded by mu: registered requests, oldest first
-  uint64_t next_seq = 0;           // guarded by mu
-  uint64_t inflight = 0;           // guarded by mu: submitted txns without an outcome
-  std::deque<std::string> out;     // guarded by mu: frames for the writer
-  size_t reader_frames = 0;        // guarded by mu: frames in `out` the reader made
-  bool reader_done = false;        // guarded by mu
-  bool writer_done = false;        // guarded by mu
-  bool close_after_flush = false;  // guarded by mu
-  bool stopping = false;           // guarded by mu: the service is stopping
-  size_t unsignaled = 0;           // guarded by mu: frames OnOutcomes queued without waking the writer
-  std::string report_node;         // reader only: a follower's report connection
-  std::vector<storage::Txn> submit_buffer;  // reader only: one request's txns for the engine
-  std::vector<uint32_t> submit_positions;   // reader only: their positions in the request
+  std::deque<Pending> pending GUARDED_BY(mu);  // registered requests, oldest first
+  uint64_t next_seq GUARDED_BY(mu) = 0;
+  uint64_t inflight GUARDED_BY(mu) = 0;        // submitted txns without an outcome
+  std::deque<std::string> out GUARDED_BY(mu);  // frames for the writer
+  size_t reader_frames GUARDED_BY(mu) = 0;     // frames in `out` the reader made
+  bool reader_done GUARDED_BY(mu) = false;
+  bool writer_done GUARDED_BY(mu) = false;
+  bool close_after_flush GUARDED_BY(mu) = false;
+  bool stopping GUARDED_BY(mu) = false;        // the service is stopping
+  size_t unsignaled GUARDED_BY(mu) = 0;        // frames OnOutcomes queued without waking the writer
+  std::string report_node;                     // reader only: a follower's report connection
+  std::vector<storage::Txn> submit_buffer;     // reader only: one request's txns for the engine
+  std::vector<uint32_t> submit_positions;      // reader only: their positions in the request
   NamedThread reader;
   NamedThread writer;
+
+  // Fills skipped positions at the head of `pending` and queues every completed request;
+  // returns how many frames it queued. The caller wakes the writer.
+  size_t Advance() REQUIRES(mu);
 };
 
 ClientService::ClientService(ClientServiceOptions options, ClientServiceHandler handler)
@@ -113,7 +117,7 @@ void ClientService::AcceptLoop() {
     if (!s) continue;
     std::shared_ptr<Conn> c;
     {
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       for (uint32_t i = 0; i < slots_.size(); ++i) {
         if (slots_[i]) continue;
         c = std::make_shared<Conn>();
@@ -146,10 +150,10 @@ void ClientService::AcceptLoop() {
 void ClientService::Reap(bool all) {
   std::vector<std::shared_ptr<Conn>> done;
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     for (auto& c : slots_) {
       if (!c) continue;
-      std::lock_guard<std::mutex> ck(c->mu);
+      MutexLock ck(c->mu);
       if (all || (c->reader_done && c->writer_done)) {
         done.push_back(std::move(c));
         c = nullptr;
@@ -158,7 +162,7 @@ void ClientService::Reap(bool all) {
   }
   for (auto& c : done) {
     {
-      std::lock_guard<std::mutex> ck(c->mu);
+      MutexLock ck(c->mu);
       c->stopping = true;
     }
     c->cv.notify_all();
@@ -207,11 +211,11 @@ void ClientService::ReadLoop(Conn* c) {
     body.resize(h.body_bytes);
     if (h.body_bytes > 0 && !c->stream->ReadFull(body.data(), body.size())) break;
     HandleFrame(c, h.type, body);
-    std::lock_guard<std::mutex> lk(c->mu);
+    MutexLock lk(c->mu);
     if (c->stopping || c->close_after_flush) break;
   }
   {
-    std::lock_guard<std::mutex> lk(c->mu);
+    MutexLock lk(c->mu);
     c->reader_done = true;
   }
   c->cv.notify_all();
@@ -277,7 +281,7 @@ bool ClientService::SentNotLeader(Conn* c, uint64_t request_id) {
 }
 
 Status ClientService::Refusal() {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   ++counters_.requests;
   if (failed_) return failure_;
   if (!admitting_) return refusal_;
@@ -343,7 +347,7 @@ void ClientService::HandleTxnRequest(Conn* c, std::string_view body) {
     p.detail.emplace_back(i, std::move(bad));
   }
   if (!p.detail.empty()) {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     counters_.rejected_txns += p.detail.size();
   }
   p.writer.Begin(req.request_id, opt_.record_bytes, n, reads);
@@ -355,11 +359,11 @@ void ClientService::RegisterAndSubmit(Conn* c, Pending p, uint64_t engine_txns, 
   const std::vector<uint8_t> codes = p.code;
   uint64_t seq = 0;
   {
-    std::unique_lock<std::mutex> lk(c->mu);
+    MutexUniqueLock lk(c->mu);
     // Back-pressure: read nothing more while this connection has too many txns unanswered.
     // Replies not yet written count too: a client that sends (even empty) requests and never
     // reads the answers is not read any more either.
-    c->cv.wait(lk, [&] {
+    c->cv.wait(lk.native(), [&]() REQUIRES(c->mu) {
       return c->stopping || c->writer_done ||
              ((c->inflight == 0 || c->inflight + engine_txns <= opt_.max_inflight_txns) && c->out.size() < kMaxQueuedFrames);
     });
@@ -367,7 +371,7 @@ void ClientService::RegisterAndSubmit(Conn* c, Pending p, uint64_t engine_txns, 
     seq = p.seq = ++c->next_seq;
     c->pending.push_back(std::move(p));
     c->inflight += engine_txns;
-    if (Advance(c) > 0) c->cv.notify_all();
+    if (c->Advance() > 0) c->cv.notify_all();
   }
   // Submit in order, outside every lock (the engine's queue may block: back-pressure).
   std::vector<storage::Txn>& batch = c->submit_buffer;
@@ -388,11 +392,11 @@ void ClientService::RegisterAndSubmit(Conn* c, Pending p, uint64_t engine_txns, 
   // The engine takes no more (stopping or failed): the positions not taken fail now.
   Status reason;
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     reason = failed_ ? failure_ : (!refusal_.ok() ? refusal_ : Status::Unavailable("the engine stopped"));
     counters_.failed_txns += batch.size() - taken;
   }
-  std::lock_guard<std::mutex> lk(c->mu);
+  MutexLock lk(c->mu);
   for (Pending& q : c->pending) {
     if (q.seq != seq) continue;  // (gone if FailPending answered it already)
     q.failure = opt_.node + ": not run: " + reason.message();
@@ -402,15 +406,15 @@ void ClientService::RegisterAndSubmit(Conn* c, Pending p, uint64_t engine_txns, 
       --c->inflight;
     }
   }
-  if (Advance(c) > 0) c->cv.notify_all();
+  if (c->Advance() > 0) c->cv.notify_all();
 }
 
-size_t ClientService::Advance(Conn* c) {
-  // Invariant after every change under c->mu: the oldest request's next position is answered by
+size_t ClientService::Conn::Advance() {
+  // Invariant after every change under mu: the oldest request's next position is answered by
   // an engine outcome (or the deque is empty).
   size_t queued = 0;
-  while (!c->pending.empty()) {
-    Pending& p = c->pending.front();
+  while (!pending.empty()) {
+    Pending& p = pending.front();
     while (p.filled < p.total && p.code[p.filled] != kEngine) {
       if (p.code[p.filled] == kReady) {
         auto it = p.ready.find(p.filled);
@@ -432,15 +436,15 @@ size_t ClientService::Advance(Conn* c) {
     }
     if (p.filled < p.total) break;
     if (!p.open_session) {
-      c->out.push_back(p.writer.FinishFrame());
+      out.push_back(p.writer.FinishFrame());
     } else if (p.opened != 0) {
-      c->out.push_back(
+      out.push_back(
           proto::Frame(proto::MsgType::kSessionOpened, proto::EncodeSessionOpened({p.request_id, p.opened})));
     } else {  // failed: not run, or not acknowledged
-      c->out.push_back(proto::Frame(
+      out.push_back(proto::Frame(
           proto::MsgType::kError, proto::EncodeError({p.request_id, StatusCode::kUnavailable, p.failure})));
     }
-    c->pending.pop_front();
+    pending.pop_front();
     ++queued;
   }
   return queued;
@@ -448,54 +452,59 @@ size_t ClientService::Advance(Conn* c) {
 
 void ClientService::OnOutcomes(const std::vector<commit::TxnOutcome>& outcomes,
                                const std::vector<std::pair<size_t, uint64_t>>& opened) {
-  std::lock_guard<std::mutex> lk(mu_);
-  size_t next_open = 0;  // opened[] is in outcome order
+  MutexLock lk(mu_);
   if (failed_) return;  // FailPending answered them already
-  Conn* c = nullptr;
-  std::unique_lock<std::mutex> ck;
+  // The session id opened[] (in outcome order) gives outcome i (0: none); asked with i ascending.
+  size_t next_open = 0;
+  auto opened_id = [&](size_t i) -> uint64_t {
+    while (next_open < opened.size() && opened[next_open].first < i) ++next_open;
+    return next_open < opened.size() && opened[next_open].first == i ? opened[next_open].second : 0;
+  };
   // A slice's replies wake each connection's writer every kWakeFrames frames and once at the
   // end, not once per request: a writer woken per request would mostly wait for c->mu, which
   // this thread holds (docs/benchmarks-log.md, "Wake-ups").
   std::vector<Conn*> to_wake;  // connections with unsignaled frames
-  for (size_t oi = 0; oi < outcomes.size(); ++oi) {
-    const commit::TxnOutcome& o = outcomes[oi];
-    uint64_t opened_id = 0;
-    if (next_open < opened.size() && opened[next_open].first == oi) opened_id = opened[next_open++].second;
-    if (o.history) continue;  // a retry's history read: the retry is answered by Answer (session_store.h)
-    if (c == nullptr || c->id != o.client) {
-      // Outcomes of one connection usually come in runs: one lock per run.
-      if (ck.owns_lock()) ck.unlock();
-      c = nullptr;
-      const uint32_t slot = o.client & 0xffff;
-      if (slot >= slots_.size() || !slots_[slot] || slots_[slot]->id != o.client) continue;  // closed since
-      c = slots_[slot].get();
-      ck = std::unique_lock<std::mutex>(c->mu);
+  size_t oi = 0;
+  while (oi < outcomes.size()) {
+    const uint32_t client = outcomes[oi].client;
+    const uint32_t slot = client & 0xffff;
+    if (outcomes[oi].history || slot >= slots_.size() || !slots_[slot] || slots_[slot]->id != client) {
+      // A retry's history read (the retry is answered by Answer: session_store.h), or a
+      // connection closed since.
+      ++oi;
+      continue;
     }
-    // Advance keeps the oldest request's next position an engine one, so this is it.
-    QR_CHECK(!c->pending.empty(), "an outcome for connection %u with nothing pending", o.client);
-    Pending& q = c->pending.front();
-    QR_CHECK(q.filled < q.total && q.code[q.filled] == kEngine);
-    if (q.open_session) {
-      q.opened = opened_id;
-      if (opened_id == 0) q.failure = opt_.node + ": the open-session entry got no session id";
-    } else {
-      q.writer.AddOutcome(proto::ResultCodeOf(o.status), o.pos.batch, o.pos.planner, o.pos.index, o.reads, o.values);
-    }
-    ++q.filled;
-    --c->inflight;
-    if (const size_t queued = Advance(c); queued > 0) {
-      if (c->unsignaled == 0) to_wake.push_back(c);
-      c->unsignaled += queued;
-      if (c->unsignaled >= kWakeFrames) {
-        c->unsignaled = 0;
-        c->cv.notify_all();
+    Conn* c = slots_[slot].get();
+    // Outcomes of one connection usually come in runs: one lock per run.
+    MutexLock ck(c->mu);
+    for (; oi < outcomes.size() && (outcomes[oi].history || outcomes[oi].client == client); ++oi) {
+      const commit::TxnOutcome& o = outcomes[oi];
+      if (o.history) continue;  // (as above)
+      // Advance keeps the oldest request's next position an engine one, so this is it.
+      QR_CHECK(!c->pending.empty(), "an outcome for connection %u with nothing pending", o.client);
+      Pending& q = c->pending.front();
+      QR_CHECK(q.filled < q.total && q.code[q.filled] == kEngine);
+      if (q.open_session) {
+        q.opened = opened_id(oi);
+        if (q.opened == 0) q.failure = opt_.node + ": the open-session entry got no session id";
+      } else {
+        q.writer.AddOutcome(proto::ResultCodeOf(o.status), o.pos.batch, o.pos.planner, o.pos.index, o.reads, o.values);
+      }
+      ++q.filled;
+      --c->inflight;
+      if (const size_t queued = c->Advance(); queued > 0) {
+        if (c->unsignaled == 0) to_wake.push_back(c);
+        c->unsignaled += queued;
+        if (c->unsignaled >= kWakeFrames) {
+          c->unsignaled = 0;
+          c->cv.notify_all();
+        }
       }
     }
   }
-  if (ck.owns_lock()) ck.unlock();
   for (Conn* w : to_wake) {  // still in slots_: mu_ is held, and only Reap removes them under it
     {
-      std::lock_guard<std::mutex> wk(w->mu);
+      MutexLock wk(w->mu);
       if (w->unsignaled == 0) continue;  // woken at kWakeFrames since
       w->unsignaled = 0;
     }
@@ -506,14 +515,14 @@ void ClientService::OnOutcomes(const std::vector<commit::TxnOutcome>& outcomes,
 void ClientService::AnswerOne(uint32_t client, uint64_t session, uint64_t seq, ResultCode code,
                               const commit::PlannedPos& pos, uint32_t reads, std::string_view values,
                               std::string_view detail) {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   if (failed_) return;  // FailPending answered it already
   const uint32_t slot = client & 0xffff;
   if (slot >= slots_.size() || !slots_[slot] || slots_[slot]->id != client) return;  // closed since
   Conn* c = slots_[slot].get();
   size_t queued = 0;
   {
-    std::lock_guard<std::mutex> ck(c->mu);
+    MutexLock ck(c->mu);
     for (Pending& q : c->pending) {
       if (q.session != session || q.seqs.empty() || seq < q.seqs.front() || seq > q.seqs.back()) continue;
       auto it = std::lower_bound(q.seqs.begin(), q.seqs.end(), seq);
@@ -528,7 +537,7 @@ void ClientService::AnswerOne(uint32_t client, uint64_t session, uint64_t seq, R
       r.values.assign(values.data(), proto::HasDetail(code) ? 0 : values.size());
       r.detail.assign(detail);
       --c->inflight;
-      queued = Advance(c);
+      queued = c->Advance();
       break;
     }
   }
@@ -538,7 +547,7 @@ void ClientService::AnswerOne(uint32_t client, uint64_t session, uint64_t seq, R
 void ClientService::FailPending(Status reason) {
   std::vector<std::shared_ptr<Conn>> conns;
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     if (failed_) return;
     failed_ = true;
     failure_ = reason;
@@ -546,7 +555,7 @@ void ClientService::FailPending(Status reason) {
       if (c) conns.push_back(c);
     }
     for (auto& c : conns) {
-      std::lock_guard<std::mutex> ck(c->mu);
+      MutexLock ck(c->mu);
       for (Pending& p : c->pending) {
         p.failure = opt_.node + ": not acknowledged: " + reason.message();
         for (uint32_t j = p.filled; j < p.total; ++j) {
@@ -558,24 +567,24 @@ void ClientService::FailPending(Status reason) {
       }
       c->inflight = 0;
       c->unsignaled = 0;
-      Advance(c.get());
+      c->Advance();
     }
   }
   for (auto& c : conns) c->cv.notify_all();
 }
 
 void ClientService::StopAdmitting(Status reason) {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   admitting_ = false;
   refusal_ = std::move(reason);
 }
 
 uint64_t ClientService::pending_txns() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   uint64_t n = 0;
   for (const auto& c : slots_) {
     if (!c) continue;
-    std::lock_guard<std::mutex> ck(c->mu);
+    MutexLock ck(c->mu);
     for (const Pending& p : c->pending) n += p.total - p.filled;
   }
   return n;
@@ -583,28 +592,30 @@ uint64_t ClientService::pending_txns() const {
 
 void ClientService::SendError(Conn* c, uint64_t request_id, const Status& s, bool then_close) {
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     ++counters_.error_replies;
   }
   std::string frame =
       proto::Frame(proto::MsgType::kError, proto::EncodeError({request_id, s.code() == StatusCode::kOk ? StatusCode::kInternal : s.code(),
                                                                opt_.node + ": " + s.message()}));
-  std::unique_lock<std::mutex> lk(c->mu);
+  MutexUniqueLock lk(c->mu);
   // A client that sends requests without reading the answers: stop reading it (bounded).
-  c->cv.wait(lk, [&] { return c->stopping || c->writer_done || c->reader_frames < kMaxQueuedFrames; });
+  c->cv.wait(lk.native(),
+             [&]() REQUIRES(c->mu) { return c->stopping || c->writer_done || c->reader_frames < kMaxQueuedFrames; });
   c->out.push_back(std::move(frame));
   ++c->reader_frames;
   if (then_close) c->close_after_flush = true;
-  lk.unlock();
+  lk.Unlock();
   c->cv.notify_all();
 }
 
 void ClientService::Send(Conn* c, std::string frame) {
-  std::unique_lock<std::mutex> lk(c->mu);
-  c->cv.wait(lk, [&] { return c->stopping || c->writer_done || c->reader_frames < kMaxQueuedFrames; });
+  MutexUniqueLock lk(c->mu);
+  c->cv.wait(lk.native(),
+             [&]() REQUIRES(c->mu) { return c->stopping || c->writer_done || c->reader_frames < kMaxQueuedFrames; });
   c->out.push_back(std::move(frame));
   ++c->reader_frames;
-  lk.unlock();
+  lk.Unlock();
   c->cv.notify_all();
 }
 
@@ -613,8 +624,8 @@ void ClientService::WriteLoop(Conn* c) {
   std::vector<iovec> iov;
   for (;;) {
     {
-      std::unique_lock<std::mutex> lk(c->mu);
-      c->cv.wait(lk, [&] {
+      MutexUniqueLock lk(c->mu);
+      c->cv.wait(lk.native(), [&]() REQUIRES(c->mu) {
         return !c->out.empty() || c->stopping || (c->reader_done && c->pending.empty()) || c->close_after_flush;
       });
       if (c->out.empty()) {
@@ -636,7 +647,7 @@ void ClientService::WriteLoop(Conn* c) {
   }
   c->stream->Shutdown();  // wakes the reader too
   {
-    std::lock_guard<std::mutex> lk(c->mu);
+    MutexLock lk(c->mu);
     c->writer_done = true;
   }
   c->cv.notify_all();
@@ -651,10 +662,10 @@ void ClientService::Stop(int64_t flush_timeout_ms) {
   while (NowNanos() < deadline) {
     bool busy = false;
     {
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       for (const auto& c : slots_) {
         if (!c) continue;
-        std::lock_guard<std::mutex> ck(c->mu);
+        MutexLock ck(c->mu);
         busy |= !c->pending.empty() || (!c->out.empty() && !c->writer_done);
       }
     }
@@ -665,7 +676,7 @@ void ClientService::Stop(int64_t flush_timeout_ms) {
 }
 
 ClientServiceCounters ClientService::counters() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   return counters_;
 }
 

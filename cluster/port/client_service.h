@@ -41,12 +41,12 @@
 #include <functional>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "cluster/port/protocol.h"
 #include "commit/outcome.h"
+#include "common/mutex.h"
 #include "common/net/stream_net.h"
 #include "common/status.h"
 #include "common/thread.h"
@@ -144,9 +144,6 @@ class ClientService {
                  uint32_t reads, std::string_view values, std::string_view detail);
   void SendError(Conn* c, uint64_t request_id, const Status& s, bool then_close = false);
   void Send(Conn* c, std::string frame);
-  // Fills skipped positions at the head of `p` and queues every completed request (c->mu held);
-  // returns how many frames it queued. The caller wakes the writer.
-  size_t Advance(Conn* c);
   static constexpr size_t kWakeFrames = 16;
 
   const ClientServiceOptions opt_;
@@ -156,14 +153,14 @@ class ClientService {
   NamedThread acceptor_;
   std::atomic<bool> stop_{false};
 
-  mutable std::mutex mu_;                    // the registry
-  std::vector<std::shared_ptr<Conn>> slots_; // guarded by mu_: [slot], nullptr = free
-  std::vector<uint16_t> generation_;         // guarded by mu_: per slot
-  bool admitting_ = true;                    // guarded by mu_
-  Status refusal_;                           // guarded by mu_: why not admitting
-  bool failed_ = false;                      // guarded by mu_: FailPending ran; outcomes are dropped
-  Status failure_;                           // guarded by mu_
-  ClientServiceCounters counters_;           // guarded by mu_
+  mutable Mutex mu_;  // the registry
+  std::vector<std::shared_ptr<Conn>> slots_ GUARDED_BY(mu_);  // [slot], nullptr = free
+  std::vector<uint16_t> generation_ GUARDED_BY(mu_);          // per slot
+  bool admitting_ GUARDED_BY(mu_) = true;
+  Status refusal_ GUARDED_BY(mu_);                            // why not admitting
+  bool failed_ GUARDED_BY(mu_) = false;                       // FailPending ran; outcomes are dropped
+  Status failure_ GUARDED_BY(mu_);
+  ClientServiceCounters counters_ GUARDED_BY(mu_);
 };
 
 }  // namespace qrstore::cluster
