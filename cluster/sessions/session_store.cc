@@ -91,7 +91,7 @@ void SessionStore::Admit(uint64_t batch, uint32_t planner, std::vector<storage::
   size_t first = from;
   while (first < t.size() && (t[first].session == 0 || t[first].session == storage::kOpenSession)) ++first;
   if (first == t.size()) return;
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   size_t out = first;
   for (size_t i = first; i < t.size(); ++i) {
     storage::Txn& x = t[i];
@@ -162,11 +162,15 @@ void SessionStore::Admit(uint64_t batch, uint32_t planner, std::vector<storage::
 
 void SessionStore::Apply(const std::vector<commit::TxnOutcome>& outcomes,
                          std::vector<std::pair<size_t, uint64_t>>* opened, std::vector<SessionAnswer>* answers) {
-  std::unique_lock<std::mutex> lk(mu_, std::defer_lock);
-  for (size_t i = 0; i < outcomes.size(); ++i) {
+  // The lock is taken at the first outcome that needs it (a history read, or one with a
+  // session) and held to the end; a slice with neither does not take it.
+  size_t first = 0;
+  while (first < outcomes.size() && !outcomes[first].history && outcomes[first].session == 0) ++first;
+  if (first == outcomes.size()) return;
+  MutexLock lk(mu_);
+  for (size_t i = first; i < outcomes.size(); ++i) {
     const commit::TxnOutcome& o = outcomes[i];
     if (o.history) {
-      if (!lk.owns_lock()) lk.lock();
       auto it = history_reads_.find(o.history_of);
       if (it == history_reads_.end()) continue;  // planned before a ClearInFlight
       SessionAnswer a = AnswerFromHistory(o, it->second);
@@ -176,7 +180,6 @@ void SessionStore::Apply(const std::vector<commit::TxnOutcome>& outcomes,
       continue;
     }
     if (o.session == 0) continue;
-    if (!lk.owns_lock()) lk.lock();
     // A row home's sub-slice lists the home slice's txns by home_index (ForRowHome).
     const commit::PlannedPos pos = row_home_ ? commit::PlannedPos{o.pos.batch, o.pos.planner, o.home_index} : o.pos;
     if (o.session == storage::kOpenSession) {
@@ -208,35 +211,35 @@ void SessionStore::Apply(const std::vector<commit::TxnOutcome>& outcomes,
 }
 
 void SessionStore::ClearInFlight() {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   table_.ClearInFlight();
   waiters_.clear();
   history_reads_.clear();
 }
 
 uint64_t SessionStore::Digest() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   return table_.Digest();
 }
 void SessionStore::Restore(planner::SessionTable table) {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   table_ = std::move(table);
 }
 
 std::string SessionStore::Encode() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   return table_.Encode();
 }
 size_t SessionStore::sessions() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   return table_.sessions();
 }
 uint64_t SessionStore::outcomes() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   return table_.outcomes();
 }
 SessionStoreCounters SessionStore::counters() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   return counters_;
 }
 

@@ -30,7 +30,6 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,6 +37,7 @@
 #include "cluster/port/protocol.h"
 #include "commit/outcome.h"
 #include "common/config.h"
+#include "common/mutex.h"
 #include "planner/session_table.h"
 #include "storage/record.h"
 #include "storage/txn.h"
@@ -134,20 +134,20 @@ class SessionStore {
     uint64_t seq = 0;
     storage::Txn original;  // the retry as sent: its id and ops
   };
-  // The retry's answer from its history read's outcome `o` (mu_ held).
-  SessionAnswer AnswerFromHistory(const commit::TxnOutcome& o, const HistoryRead& h) const;
-  mutable std::mutex mu_;
-  planner::SessionTable table_;                                  // guarded by mu_
+  // The retry's answer from its history read's outcome `o`.
+  SessionAnswer AnswerFromHistory(const commit::TxnOutcome& o, const HistoryRead& h) const REQUIRES(mu_);
+  mutable Mutex mu_;
+  planner::SessionTable table_ GUARDED_BY(mu_);
   const uint32_t record_bytes_;
   const bool keep_values_;
   bool row_home_ = false;  // ForRowHome
-  std::multimap<std::pair<uint64_t, uint64_t>, Waiter> waiters_;  // guarded by mu_: (session, seq)
-  SessionStoreCounters counters_;                                // guarded by mu_
+  std::multimap<std::pair<uint64_t, uint64_t>, Waiter> waiters_ GUARDED_BY(mu_);  // (session, seq)
+  SessionStoreCounters counters_ GUARDED_BY(mu_);
   storage::RecordLayout history_layout_;
   std::function<bool(uint64_t)> history_covers_;  // set: history reads are on
   std::function<bool(storage::Key)> history_exists_;
-  // By the original's position; guarded by mu_.
-  std::multimap<commit::PlannedPos, HistoryRead> history_reads_;
+  // By the original's position.
+  std::multimap<commit::PlannedPos, HistoryRead> history_reads_ GUARDED_BY(mu_);
 };
 
 }  // namespace qrstore::cluster
