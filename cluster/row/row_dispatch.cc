@@ -41,7 +41,7 @@ Status RowNode::HandleFrame(uint32_t from, std::string_view frame) {
       const std::string what = "sub-slice (" + std::to_string(m.batch) + ", " + std::to_string(m.slice) + "): ";
       if (m.slice / per_home_ != from || m.slice >= slices_) return Status::Corruption(what + "not one of its slices");
       {
-        std::lock_guard<std::mutex> lk(mu_);
+        MutexLock lk(mu_);
         // A home plans batch b once b - batches_in_flight committed on it, which needs this
         // node's sub-slices of it, planned once b - 2 * batches_in_flight committed here.
         const uint64_t limit = committed_ + 2 * uint64_t{opt_.pipeline.batches_in_flight} + 2;
@@ -59,7 +59,7 @@ Status RowNode::HandleFrame(uint32_t from, std::string_view frame) {
       in.plan_ns = NowNanos() - t0;
       if (opt_.replicate) in.bytes = std::move(m.slice_bytes);  // the followers get it as it came (reads included)
       {
-        std::lock_guard<std::mutex> lk(mu_);
+        MutexLock lk(mu_);
         inbox_.emplace(std::make_pair(m.batch, m.slice), std::move(in));
         if (static_cast<int64_t>(m.batch) > peer_opened_) {
           peer_opened_ = static_cast<int64_t>(m.batch);
@@ -80,7 +80,7 @@ Status RowNode::HandleFrame(uint32_t from, std::string_view frame) {
       QR_RETURN_IF_ERROR(check_from(m.from));
       if (opt_.failover_timeout_ms <= 0) return Status::Corruption("a resume, in a row without failover (no followers)");
       {
-        std::lock_guard<std::mutex> lk(mu_);
+        MutexLock lk(mu_);
         if (m.answer) {
           if (!opt_.successor) return Status::Corruption("an answer to a resume this node never sent");
           answers_[from] = m;
@@ -127,7 +127,7 @@ Status RowNode::HandleFrame(uint32_t from, std::string_view frame) {
       }
       if (m.what == RowControlKind::kFinished) {
         {
-          std::lock_guard<std::mutex> lk(mu_);
+          MutexLock lk(mu_);
           finished_[from] = 1;
         }
         transport_->ExpectClose(from);  // it closes once the whole row finished
@@ -135,14 +135,16 @@ Status RowNode::HandleFrame(uint32_t from, std::string_view frame) {
         return Status::Ok();
       }
       bool known = false;
+      uint64_t row_end = 0;
       {
-        std::lock_guard<std::mutex> lk(mu_);
+        MutexLock lk(mu_);
         if (ends_[from] >= 0) return Status::Corruption("its input ended twice");
         known = NoteEndLocked(from, m.batch);
+        row_end = row_end_;
       }
       cv_.notify_all();
       if (planner_) planner_->Kick();
-      if (known) pipeline_->EndInput(row_end_);
+      if (known) pipeline_->EndInput(row_end);
       Logger("row")->info("[partition {}] partition {}'s input ended at batch {}", opt_.partition, from, m.batch);
       if (on_row_ending_) on_row_ending_(from);
       MaybeFinish();

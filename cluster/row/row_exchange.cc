@@ -26,10 +26,10 @@ void RowNode::FeedLoop() {
     for (uint32_t s = 0; s < slices_; ++s) {
       Inbound in;
       {
-        std::unique_lock<std::mutex> lk(mu_);
+        MutexUniqueLock lk(mu_);
         fed_batch_ = b;
         fed_slice_ = s;
-        cv_.wait(lk, [&] {
+        cv_.wait(lk.native(), [&]() REQUIRES(mu_) {
           return Halted() || inbox_.count({b, s}) != 0 || (row_end_known_ && b >= row_end_);
         });
         if (Halted()) return;
@@ -52,7 +52,7 @@ void RowNode::FeedLoop() {
         // Its bundle was proposed when it was planned; its confirmation may have come already.
         bool replicated = false;
         {
-          std::lock_guard<std::mutex> lk(mu_);
+          MutexLock lk(mu_);
           replicated = replicated_early_.erase({b, s}) != 0;
           if (!replicated) published_own_.insert({b, s});
         }
@@ -67,7 +67,7 @@ void RowNode::FeedLoop() {
 
 void RowNode::SendDep(uint32_t partition, uint64_t batch, uint32_t slice, uint32_t slot, int64_t value) {
   Outbox& o = *outbox_[partition];
-  std::lock_guard<std::mutex> lk(o.mu);
+  MutexLock lk(o.mu);
   if (!o.msg.values.empty() && (o.msg.batch != batch || o.msg.slice != slice)) FlushLocked(partition, o);
   o.msg.batch = batch;
   o.msg.slice = slice;
@@ -86,7 +86,7 @@ void RowNode::Flush() {
   for (uint32_t p = 0; p < nparts_; ++p) {
     if (p == opt_.partition) continue;
     Outbox& o = *outbox_[p];
-    std::lock_guard<std::mutex> lk(o.mu);
+    MutexLock lk(o.mu);
     FlushLocked(p, o);
   }
 }
@@ -95,7 +95,7 @@ void RowNode::SendVotes(uint32_t partition, uint64_t batch, uint32_t round, cons
   if (opt_.replicate && !opt_.follower) {
     // The batch's record carries this node's votes round by round (the same ids go to every
     // peer: recorded at the first): a follower that takes its place re-sends them (9.5).
-    std::lock_guard<std::mutex> lk(rec_mu_);
+    MutexLock lk(rec_mu_);
     auto& v = rec_votes_[batch];
     if (v.size() == round) v.push_back(ids);
   }
@@ -106,7 +106,7 @@ void RowNode::OnSubSliceOutcomes(const std::vector<commit::TxnOutcome>& v) {
   if (v.empty()) return;
   if (opt_.own_outcomes && OwnStream(v.front().pos.planner)) opt_.own_outcomes(v);
   if (opt_.follower) {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     auto& r = reported_[v.front().pos.batch];
     if (r.empty()) r.assign(slices_, 0);
     r[v.front().pos.planner] = 1;
@@ -133,7 +133,7 @@ void RowNode::Report(uint32_t slice, uint64_t b, commit::RowSliceReport report) 
 void RowNode::OnBatch(const BatchInfo& info) {
   std::vector<uint8_t> empties;
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     auto it = empty_.find(info.batch);
     if (it != empty_.end()) {
       empties = std::move(it->second);
@@ -171,19 +171,19 @@ void RowNode::OnBatch(const BatchInfo& info) {
 void RowNode::MaybeFinish() {
   uint64_t end = 0;
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     if (!row_end_known_ || committed_ < row_end_ || Halted()) return;
     end = row_end_;
   }
   if (!opt_.follower) {
-    std::lock_guard<std::mutex> lk(home_mu_);
+    MutexLock lk(home_mu_);
     if (next_home_batch_ < end) return;
   }
   if (finished_sent_.exchange(true)) return;
   Logger("row")->info("[partition {}] finished: every batch before {} committed and answered", opt_.partition, end);
   Broadcast(EncodeRowMessage(RowControl{opt_.partition, RowControlKind::kFinished, end}));
   {
-    std::lock_guard<std::mutex> lk(mu_);  // orders the flag before a waiter's predicate check
+    MutexLock lk(mu_);  // orders the flag before a waiter's predicate check
   }
   cv_.notify_all();
 }
@@ -195,12 +195,12 @@ void RowNode::OnHomeSlice(uint64_t b, uint32_t slice, commit::RowHomeSlice&& v) 
 
 void RowNode::DeliverHomeSlice(uint64_t b, uint32_t slice, commit::RowHomeSlice&& v) {
   const uint32_t t = slice - opt_.partition * per_home_;
-  std::lock_guard<std::mutex> lk(home_mu_);
+  MutexLock lk(home_mu_);
   if (b != next_home_batch_ || t != next_home_planner_) {
     early_.emplace(std::make_pair(b, t), std::move(v));  // completed before an earlier one: held (bounded by RowCommit's pending)
     return;
   }
-  auto deliver = [&](uint64_t batch, uint32_t planner, const commit::RowHomeSlice& h) {
+  auto deliver = [&](uint64_t batch, uint32_t planner, const commit::RowHomeSlice& h) REQUIRES(home_mu_) {
     outcomes_.clear();
     outcomes_.reserve(h.txns.size());
     for (uint32_t i = 0; i < h.txns.size(); ++i) {
@@ -242,7 +242,7 @@ Status RowNode::RecordValues(const RowDepValues& m) {
   if (repeats_.load()) {
     // After a resume a peer's successor re-sends values this node has: those of a batch whose
     // record is built are not recorded again (the pipeline checks they repeat what it used).
-    std::lock_guard<std::mutex> lk(rec_mu_);
+    MutexLock lk(rec_mu_);
     if (m.batch < rec_done_) return Status::Ok();
   }
   if (m.batch < committed || m.batch >= committed + 2 * uint64_t{opt_.pipeline.batches_in_flight}) {
@@ -250,7 +250,7 @@ Status RowNode::RecordValues(const RowDepValues& m) {
                               std::to_string(committed));
   }
   if (m.slice >= slices_) return Status::Corruption("dependency values for slice " + std::to_string(m.slice));
-  std::lock_guard<std::mutex> lk(rec_mu_);
+  MutexLock lk(rec_mu_);
   auto& v = rec_values_[m.batch];
   for (const RowDepValue& d : m.values) v.push_back(RowBatchEndValue{m.slice, d.slot, d.value});
   return Status::Ok();
@@ -264,7 +264,7 @@ void RowNode::OnBatchExecuted(uint64_t b) {
   rec.batch = b;
   rec.partition = opt_.partition;
   {
-    std::lock_guard<std::mutex> lk(rec_mu_);
+    MutexLock lk(rec_mu_);
     rec_done_ = b + 1;
     if (auto it = rec_values_.find(b); it != rec_values_.end()) {
       rec.values = std::move(it->second);
@@ -324,7 +324,7 @@ void RowNode::OnBatchExecuted(uint64_t b) {
 
 void RowNode::RecordHanded(uint64_t b) {
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     if (b + 1 > records_handed_.load()) records_handed_.store(b + 1);
   }
   cv_.notify_all();

@@ -37,7 +37,7 @@ std::shared_ptr<const std::string> RowNode::Retain(uint32_t to, uint64_t batch, 
   Retained& r = *retained_[to];
   size_t bytes = 0;
   {
-    std::lock_guard<std::mutex> lk(r.mu);
+    MutexLock lk(r.mu);
     if (batch >= r.from) {
       r.frames.emplace(batch, kept);
       r.bytes += kept->size();
@@ -56,7 +56,7 @@ std::shared_ptr<const std::string> RowNode::Retain(uint32_t to, uint64_t batch, 
 
 void RowNode::OnPeerLost(uint32_t p, const Status& why) {
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     if (lost_ns_[p] != 0 || finished_[p] != 0) return;
     lost_ns_[p] = NowNanos();
   }
@@ -69,8 +69,8 @@ void RowNode::ResumeLoop() {
   for (;;) {
     ResumeRequest req;
     {
-      std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [&] { return Halted() || !resumes_.empty(); });
+      MutexUniqueLock lk(mu_);
+      cv_.wait(lk.native(), [&]() REQUIRES(mu_) { return Halted() || !resumes_.empty(); });
       if (Halted()) return;
       req = std::move(resumes_.front());
       resumes_.pop_front();
@@ -82,7 +82,7 @@ void RowNode::ResumeLoop() {
 void RowNode::Resumed(uint32_t from, const RowResume& m, bool dialed) {
   auto log = Logger("row");
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     if (m.term <= peer_term_[from]) {
       log->warn("[partition {}] a stale resume of partition {} (term {}, {} seen): ignored", opt_.partition, from, m.term,
                 peer_term_[from]);
@@ -101,7 +101,7 @@ void RowNode::Resumed(uint32_t from, const RowResume& m, bool dialed) {
     // Rule 2: those values were recorded for their batch's record when they came; the record
     // must not carry them either, or a follower replaying it finds a value for a slot its log's
     // sub-slice lacks (a padded one) or gets it twice (the successor re-sends its own).
-    std::lock_guard<std::mutex> lk(rec_mu_);
+    MutexLock lk(rec_mu_);
     for (const auto& f : dropped) {
       auto it = rec_values_.find(f.batch);
       if (it == rec_values_.end()) continue;
@@ -113,7 +113,7 @@ void RowNode::Resumed(uint32_t from, const RowResume& m, bool dialed) {
   }
   pipeline_->AcceptRepeats();
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     if (!repeats_.load()) commit_->AcceptRepeats(0);
     repeats_.store(true);
   }
@@ -127,11 +127,11 @@ void RowNode::Resumed(uint32_t from, const RowResume& m, bool dialed) {
   answer.answer = true;
   answer.term = m.term;
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     answer.batch = committed_;
   }
   {
-    std::lock_guard<std::mutex> lk(home_mu_);
+    MutexLock lk(home_mu_);
     answer.reports = next_home_batch_;
   }
   transport_->Send(from, EncodeRowMessage(answer));
@@ -143,7 +143,7 @@ void RowNode::Resumed(uint32_t from, const RowResume& m, bool dialed) {
     ++resent;
   }
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     lost_ns_[from] = 0;
   }
   last_heard_ns_[from].store(NowNanos(), std::memory_order_relaxed);
@@ -156,7 +156,7 @@ void RowNode::Resumed(uint32_t from, const RowResume& m, bool dialed) {
 Status RowNode::SeedFromLog() {
   const uint64_t d = opt_.pipeline.first_batch;
   const planner::RowPlace place{opt_.partitions, opt_.partition};
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   for (uint32_t s = 0; s < slices_; ++s) {
     const auto& entries = opt_.resume.entries[s];
     if (entries.size() != opt_.resume.next[s] - std::min(opt_.resume.next[s], d)) {
@@ -194,16 +194,16 @@ Status RowNode::SeedFromLog() {
   return Status::Ok();
 }
 
-void RowNode::ResumeWhileHandshaking(std::unique_lock<std::mutex>* lk, const std::vector<std::string>& dialed) {
+void RowNode::ResumeWhileHandshaking(const std::vector<std::string>& dialed) {
   while (!resumes_.empty() && !Halted()) {
     ResumeRequest req = std::move(resumes_.front());
     resumes_.pop_front();
-    lk->unlock();
+    mu_.Unlock();  // held again before returning, as the caller's lock expects
     // The handshake dialed every peer's leader: a peer's successor at the address dialed needs
     // no new connection (a redial would also count its connection in as lost, and it dials in
     // once only). Before the handshake's own re-sends: both are repeats the receiver drops.
     Resumed(req.from, req.msg, req.from < dialed.size() && dialed[req.from] == req.msg.address);
-    lk->lock();
+    mu_.Lock();
   }
 }
 
@@ -243,20 +243,22 @@ Status RowNode::Handshake() {
   QR_RETURN_IF_ERROR(transport_->WaitDialedIn(opt_.connect_timeout_ms));
   std::map<uint32_t, RowResume> answers;
   {
-    std::unique_lock<std::mutex> lk(mu_);
+    MutexUniqueLock lk(mu_);
     // A peer that is a successor too (two partitions failing over at once) answers only after
     // it answered this node's resume: answered here, not on the row-resume thread (not started
     // yet), or both would wait for each other until the time-out.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(opt_.connect_timeout_ms);
     for (;;) {
-      ResumeWhileHandshaking(&lk, dialed);
-      if (!cv_.wait_until(lk, deadline, [&] { return Halted() || answers_.size() + 1 == nparts_ || !resumes_.empty(); })) {
+      ResumeWhileHandshaking(dialed);
+      if (!cv_.wait_until(lk.native(), deadline, [&]() REQUIRES(mu_) {
+            return Halted() || answers_.size() + 1 == nparts_ || !resumes_.empty();
+          })) {
         break;
       }
       if (Halted() || answers_.size() + 1 == nparts_) break;
     }
     // A peer's resume comes before its answer on the same connection: every one queued now.
-    ResumeWhileHandshaking(&lk, dialed);
+    ResumeWhileHandshaking(dialed);
     if (answers_.size() + 1 != nparts_ || Halted()) {
       std::string missing;
       for (uint32_t p = 0; p < nparts_; ++p) {
@@ -295,7 +297,7 @@ Status RowNode::Handshake() {
 void RowNode::TrimRetained(uint32_t from, uint64_t batch) {
   if (retained_.empty() || (opt_.keep_all_sent && !opt_.follower)) return;
   Retained& r = *retained_[from];
-  std::lock_guard<std::mutex> lk(r.mu);
+  MutexLock lk(r.mu);
   if (batch <= r.from) return;
   r.from = batch;
   for (auto it = r.frames.begin(); it != r.frames.end() && it->first < batch; it = r.frames.erase(it)) {
@@ -304,27 +306,27 @@ void RowNode::TrimRetained(uint32_t from, uint64_t batch) {
 }
 
 uint64_t RowNode::durable_batch() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   return std::min(committed_, records_next_);
 }
 
 size_t RowNode::retained_bytes(uint32_t p) const {
   if (retained_.empty()) return 0;
-  std::lock_guard<std::mutex> lk(retained_[p]->mu);
+  MutexLock lk(retained_[p]->mu);
   return retained_[p]->bytes;
 }
 
 std::vector<std::pair<uint64_t, std::string>> RowNode::RetainedFrames(uint32_t p) const {
   std::vector<std::pair<uint64_t, std::string>> out;
   if (retained_.empty()) return out;
-  std::lock_guard<std::mutex> lk(retained_[p]->mu);
+  MutexLock lk(retained_[p]->mu);
   for (const auto& [b, f] : retained_[p]->frames) out.emplace_back(b, *f);
   return out;
 }
 
 uint64_t RowNode::retained_from(uint32_t p) const {
   if (retained_.empty()) return 0;
-  std::lock_guard<std::mutex> lk(retained_[p]->mu);
+  MutexLock lk(retained_[p]->mu);
   return retained_[p]->from;
 }
 
@@ -332,7 +334,7 @@ void RowNode::MaybeSendDurable() {
   if (retained_.empty()) return;
   uint64_t durable = 0;
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     durable = std::min(committed_, records_next_);
     // Every batches_in_flight batches: a small message per few batches, and a peer keeps at most
     // about that many batches' frames beyond its window for a re-send.

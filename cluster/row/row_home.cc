@@ -18,8 +18,8 @@ namespace qrstore::cluster {
 
 bool RowNode::BeginHomeSlice(uint64_t b, uint32_t) {
   // The node's batch window: batch b is planned once b - batches_in_flight committed here.
-  std::unique_lock<std::mutex> lk(mu_);
-  cv_.wait(lk, [&] { return Halted() || committed_ + opt_.pipeline.batches_in_flight > b; });
+  MutexUniqueLock lk(mu_);
+  cv_.wait(lk.native(), [&]() REQUIRES(mu_) { return Halted() || committed_ + opt_.pipeline.batches_in_flight > b; });
   return !Halted();
 }
 
@@ -61,7 +61,7 @@ void RowNode::EmitHomeSlice(uint64_t b, uint32_t planner, std::vector<planner::P
     bundle = EncodeRowMessage(hb);
   }
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     Inbound& in = inbox_[{b, s}];
     std::swap(in.slice, (*subs)[opt_.partition]);
     in.plan_ns = plan_ns;
@@ -79,7 +79,7 @@ void RowNode::MarkReplicated(uint64_t batch, uint32_t slice) {
   if (opt_.replicate && slice == batch_end_stream()) {
     pipeline_->MarkBatchEnd(batch);
     {
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       if (batch >= records_next_) records_early_.insert(batch);
       while (!records_early_.empty() && *records_early_.begin() == records_next_) {
         records_early_.erase(records_early_.begin());
@@ -96,7 +96,7 @@ void RowNode::MarkReplicated(uint64_t batch, uint32_t slice) {
   }
   bool published = false;
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     if (auto h = held_.find({batch, slice}); h != held_.end()) {
       to_send_.push_back(std::move(h->second));
       held_.erase(h);
@@ -114,8 +114,8 @@ void RowNode::SendLoop() {
   for (;;) {
     HomeSend hs;
     {
-      std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [&] { return Halted() || !to_send_.empty(); });
+      MutexUniqueLock lk(mu_);
+      cv_.wait(lk.native(), [&]() REQUIRES(mu_) { return Halted() || !to_send_.empty(); });
       if (Halted()) return;
       hs = std::move(to_send_.front());
       to_send_.pop_front();
@@ -146,21 +146,24 @@ void RowNode::InputEnded(uint64_t b) {
   // Stop() closes the planner's input too: a node that stops (or failed) tells the row nothing.
   if (Halted()) return;
   bool known = false;
+  uint64_t row_end = 0;
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     known = NoteEndLocked(opt_.partition, b);
+    row_end = row_end_;
   }
   cv_.notify_all();
-  if (known) pipeline_->EndInput(row_end_);
+  if (known) pipeline_->EndInput(row_end);
   Logger("row")->info("[partition {}] input ended at batch {}: telling the row", opt_.partition, b);
   Broadcast(EncodeRowMessage(RowControl{opt_.partition, RowControlKind::kInputEnded, b}));
   MaybeFinish();
 }
 
 bool RowNode::NeedBatch(uint64_t b) {
-  std::unique_lock<std::mutex> lk(mu_);
+  MutexUniqueLock lk(mu_);
   const auto bb = static_cast<int64_t>(b);
-  cv_.wait(lk, [&] { return Halted() || peer_opened_ >= bb || (row_end_known_ && row_end_ <= b); });
+  cv_.wait(lk.native(),
+           [&]() REQUIRES(mu_) { return Halted() || peer_opened_ >= bb || (row_end_known_ && row_end_ <= b); });
   return !Halted() && peer_opened_ >= bb;
 }
 

@@ -48,7 +48,7 @@ RowNode::RowNode(RowNodeOptions options, storage::Table* table, commit::CommitSi
     po.batch_end_gate = true;
     po.on_row_resolved = [this](uint64_t b, const std::vector<executor::RowTxn>& fired,
                                 const std::vector<executor::RowTxn>& aborted) {
-      std::lock_guard<std::mutex> lk(rec_mu_);
+      MutexLock lk(rec_mu_);
       rec_resolved_[b] = {fired, aborted};
     };
     po.on_batch_executed = [this](uint64_t b) { OnBatchExecuted(b); };
@@ -163,18 +163,18 @@ void RowNode::WatchLoop() {
   const int64_t timeout_ns = opt_.peer_timeout_ms * 1'000'000;
   const auto beat = std::chrono::milliseconds(std::max<int64_t>(1, opt_.peer_timeout_ms / 5));
   std::vector<uint8_t> warned(nparts_, 0);
-  std::unique_lock<std::mutex> lk(mu_);
+  MutexUniqueLock lk(mu_);
   while (!Halted()) {
-    cv_.wait_for(lk, beat, [&] { return Halted(); });
+    cv_.wait_for(lk.native(), beat, [&] { return Halted(); });
     if (Halted()) return;
     const uint64_t committed = committed_;
     std::vector<uint8_t> finished = finished_;
-    lk.unlock();
+    lk.Unlock();
     Broadcast(EncodeRowMessage(RowControl{opt_.partition, RowControlKind::kHeartbeat, committed}));
     const int64_t now = NowNanos();
     std::vector<int64_t> lost;
     {
-      std::lock_guard<std::mutex> lk2(mu_);
+      MutexLock lk2(mu_);
       lost = lost_ns_;
     }
     for (uint32_t p = 0; p < nparts_; ++p) {
@@ -186,7 +186,7 @@ void RowNode::WatchLoop() {
                                    ") was lost and no successor resumed its place within " +
                                    std::to_string(opt_.failover_timeout_ms) + " ms (row.failover_timeout_ms); batch " +
                                    std::to_string(committed) + " is the next to commit here"));
-          lk.lock();
+          lk.Lock();
           return;
         }
         continue;
@@ -202,7 +202,7 @@ void RowNode::WatchLoop() {
                                  std::to_string(silent / 1'000'000) + " ms (row.peer_timeout_ms " +
                                  std::to_string(opt_.peer_timeout_ms) + "): unreachable or hung; batch " +
                                  std::to_string(committed) + " is the next to commit here"));
-        lk.lock();
+        lk.Lock();
         return;
       }
       if (silent >= timeout_ns / 2 && warned[p] == 0) {
@@ -213,7 +213,7 @@ void RowNode::WatchLoop() {
         warned[p] = 0;
       }
     }
-    lk.lock();
+    lk.Lock();
   }
 }
 
@@ -227,7 +227,7 @@ Status RowNode::WaitFinished(int64_t timeout_ms) {
     if (idle.code() != StatusCode::kTimeout) return health().ok() ? idle : health();
     std::string waiting;
     {
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       for (uint32_t p = 0; p < nparts_; ++p) {
         if (ends_[p] < 0) waiting += (waiting.empty() ? "" : ", ") + std::to_string(p);
       }
@@ -237,39 +237,42 @@ Status RowNode::WaitFinished(int64_t timeout_ms) {
                            (waiting.empty() ? "" : "; partitions whose input has not ended: " + waiting) + ")");
   }
   {
-    std::unique_lock<std::mutex> lk(mu_);
-    if (!cv_.wait_for(lk, std::chrono::milliseconds(left_ms()), [&] { return Halted() || finished_sent_.load(); }) ||
+    MutexUniqueLock lk(mu_);
+    if (!cv_.wait_for(lk.native(), std::chrono::milliseconds(left_ms()),
+                      [&] { return Halted() || finished_sent_.load(); }) ||
         Halted()) {
-      lk.unlock();
+      lk.Unlock();
       if (!health().ok()) return health();
       uint64_t next = 0;
       {
-        std::lock_guard<std::mutex> hk(home_mu_);
+        MutexLock hk(home_mu_);
         next = next_home_batch_;
       }
       return Status::Timeout("home slices of batch " + std::to_string(next) + " not reported by every partition in time");
     }
   }
-  std::unique_lock<std::mutex> lk(mu_);
-  auto all_finished = [&] {
+  MutexUniqueLock lk(mu_);
+  auto all_finished = [&]() REQUIRES(mu_) {
     if (opt_.follower) return true;  // no row peers
     for (uint32_t p = 0; p < nparts_; ++p) {
       if (p != opt_.partition && finished_[p] == 0) return false;
     }
     return true;
   };
-  if (!cv_.wait_for(lk, std::chrono::milliseconds(left_ms()), [&] { return Halted() || all_finished(); }) || !all_finished()) {
-    lk.unlock();
+  const bool woken = cv_.wait_for(lk.native(), std::chrono::milliseconds(left_ms()),
+                                  [&]() REQUIRES(mu_) { return Halted() || all_finished(); });
+  if (!woken || !all_finished()) {
+    lk.Unlock();
     if (!health().ok()) return health();
     return Status::Timeout("not every row peer finished in time");
   }
   if (!opt_.follower && opt_.replicate) {
     // Every committed batch's record is on its way before the caller replicates end markers.
     const uint64_t committed = pipeline_->committed_batches();
-    if (!cv_.wait_for(lk, std::chrono::milliseconds(left_ms()),
+    if (!cv_.wait_for(lk.native(), std::chrono::milliseconds(left_ms()),
                       [&] { return Halted() || records_handed_.load() >= committed; }) ||
         Halted()) {
-      lk.unlock();
+      lk.Unlock();
       if (!health().ok()) return health();
       return Status::Timeout("batch-end records below batch " + std::to_string(committed) + " not handed over in time");
     }
@@ -280,7 +283,7 @@ Status RowNode::WaitFinished(int64_t timeout_ms) {
 void RowNode::Fail(const Status& s) {
   if (failed_.exchange(true)) return;
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     health_ = s;
   }
   Logger("row")->error("[partition {}] {}", opt_.partition, s.ToString());
@@ -293,7 +296,7 @@ void RowNode::Fail(const Status& s) {
 void RowNode::Stop() {
   if (stop_.exchange(true)) return;
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
   }
   cv_.notify_all();
   if (planner_) planner_->CloseInput();
@@ -308,7 +311,7 @@ void RowNode::Stop() {
 
 Status RowNode::health() const {
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     if (!health_.ok()) return health_;
   }
   if (Status st = pipeline_->health(); !st.ok()) return st;
@@ -318,7 +321,7 @@ Status RowNode::health() const {
 void RowNode::SetEnd(uint64_t end) {
   QR_CHECK(opt_.follower, "SetEnd on a leader (its end comes from the homes)");
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     if (row_end_known_) return;
     row_end_known_ = true;
     row_end_ = end;
@@ -330,7 +333,7 @@ void RowNode::SetEnd(uint64_t end) {
 RowNodeStats RowNode::row_stats() const {
   RowNodeStats s;
   {
-    std::lock_guard<std::mutex> lk(home_mu_);
+    MutexLock lk(home_mu_);
     s.home_committed = home_committed_;
     s.home_aborted = home_aborted_;
     s.home_slices = home_slices_;
@@ -346,7 +349,7 @@ RowNodeStats RowNode::row_stats() const {
 }
 
 bool RowNode::row_end_known(uint64_t* end) const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   if (row_end_known_) *end = row_end_;
   return row_end_known_;
 }

@@ -58,7 +58,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -66,6 +65,7 @@
 #include "cluster/row/row_messages.h"
 #include "cluster/row/row_transport.h"
 #include "commit/row_commit.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "common/thread.h"
 #include "engine/local_planner.h"
@@ -227,8 +227,8 @@ class RowNode final : public executor::RowSender, public RowHome {
 
  private:
   struct Outbox {
-    std::mutex mu;
-    RowDepValues msg;  // guarded by mu: values held back for one (batch, slice)
+    Mutex mu;
+    RowDepValues msg GUARDED_BY(mu);  // values held back for one (batch, slice)
   };
   struct Inbound {
     planner::PlannedSlice slice;
@@ -249,10 +249,10 @@ class RowNode final : public executor::RowSender, public RowHome {
   // peer, by batch (in send order within a batch), kept for a re-send to that peer's successor
   // until the peer says (kDurable) its group holds those batches for good.
   struct Retained {
-    std::mutex mu;
-    std::multimap<uint64_t, std::shared_ptr<const std::string>> frames;  // guarded by mu
-    uint64_t from = 0;  // guarded by mu: the peer's last kDurable batch; nothing kept below it
-    size_t bytes = 0;   // guarded by mu
+    Mutex mu;
+    std::multimap<uint64_t, std::shared_ptr<const std::string>> frames GUARDED_BY(mu);
+    uint64_t from GUARDED_BY(mu) = 0;  // the peer's last kDurable batch; nothing kept below it
+    size_t bytes GUARDED_BY(mu) = 0;
   };
   bool OwnStream(uint32_t slice) const { return slice / per_home_ == opt_.partition; }
   void SendLoop();  // "row-send": the frames of replicated home slices, in the order replicated
@@ -270,7 +270,7 @@ class RowNode final : public executor::RowSender, public RowHome {
   void Report(uint32_t home_slice, uint64_t b, commit::RowSliceReport report);
   void OnHomeSlice(uint64_t b, uint32_t slice, commit::RowHomeSlice&& v);
   void DeliverHomeSlice(uint64_t b, uint32_t slice, commit::RowHomeSlice&& v);
-  void FlushLocked(uint32_t to, Outbox& o);
+  void FlushLocked(uint32_t to, Outbox& o) REQUIRES(o.mu);
   void Broadcast(const std::string& frame);
   // A frame about `batch` to peer `to`: kept for a re-send (with followers: Retained), then sent.
   // False once the transport failed or stopped.
@@ -285,8 +285,9 @@ class RowNode final : public executor::RowSender, public RowHome {
   // failing over at once resume with each other): not dialed again.
   void Resumed(uint32_t from, const RowResume& m, bool dialed = false);
   // A successor's handshake, waiting for its peers' answers: answers the resumes of peers that
-  // are successors too (each would otherwise wait for the other's answer). Under mu_ (`lk`).
-  void ResumeWhileHandshaking(std::unique_lock<std::mutex>* lk, const std::vector<std::string>& dialed);
+  // are successors too (each would otherwise wait for the other's answer). Releases mu_ around
+  // each answer.
+  void ResumeWhileHandshaking(const std::vector<std::string>& dialed) REQUIRES(mu_);
   // A successor's start: seeds its inbox from the log's entries, then the handshake.
   Status SeedFromLog();
   Status Handshake();
@@ -299,8 +300,8 @@ class RowNode final : public executor::RowSender, public RowHome {
   void TrimRetained(uint32_t from, uint64_t batch);
   // With followers: tells the peers (kDurable) once this node's durable batch advanced far enough.
   void MaybeSendDurable();
-  // Records `who`'s input end; true when that made the row's end known. mu_ held.
-  bool NoteEndLocked(uint32_t who, uint64_t b);
+  // Records `who`'s input end; true when that made the row's end known.
+  bool NoteEndLocked(uint32_t who, uint64_t b) REQUIRES(mu_);
   bool Halted() const { return stop_.load() || failed_.load(); }
   // Once the row's end is known, every batch before it committed here and every home slice was
   // answered: tells the peers (kFinished), once. Call with no lock held.
@@ -322,30 +323,30 @@ class RowNode final : public executor::RowSender, public RowHome {
   std::vector<std::unique_ptr<Outbox>> outbox_;  // [partition]
   std::vector<std::unique_ptr<Retained>> retained_;  // [partition], with followers
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;
-  std::map<std::pair<uint64_t, uint32_t>, Inbound> inbox_;        // guarded by mu_: (batch, slice)
-  std::map<uint64_t, std::vector<uint8_t>> empty_;                // guarded by mu_: batch -> [slice] listed no txn
-  std::map<uint64_t, std::vector<uint8_t>> reported_;             // guarded by mu_: a follower's batch -> [slice] had outcomes
+  std::map<std::pair<uint64_t, uint32_t>, Inbound> inbox_ GUARDED_BY(mu_);  // (batch, slice)
+  std::map<uint64_t, std::vector<uint8_t>> empty_ GUARDED_BY(mu_);          // batch -> [slice] listed no txn
+  std::map<uint64_t, std::vector<uint8_t>> reported_ GUARDED_BY(mu_);       // a follower's batch -> [slice] had outcomes
   // Rule 1 (with followers), for this home's own streams: frames waiting for their bundle's
   // replication, frames to send, and which slices the feed published before (published_own_)
   // or after (replicated_early_) their replication was confirmed. All bounded by the batch window.
-  std::map<std::pair<uint64_t, uint32_t>, HomeSend> held_;        // guarded by mu_
-  std::deque<HomeSend> to_send_;                                  // guarded by mu_
-  std::set<std::pair<uint64_t, uint32_t>> published_own_;         // guarded by mu_
-  std::set<std::pair<uint64_t, uint32_t>> replicated_early_;      // guarded by mu_
-  uint64_t committed_ = 0;                                        // guarded by mu_: batches committed here
+  std::map<std::pair<uint64_t, uint32_t>, HomeSend> held_ GUARDED_BY(mu_);
+  std::deque<HomeSend> to_send_ GUARDED_BY(mu_);
+  std::set<std::pair<uint64_t, uint32_t>> published_own_ GUARDED_BY(mu_);
+  std::set<std::pair<uint64_t, uint32_t>> replicated_early_ GUARDED_BY(mu_);
+  uint64_t committed_ GUARDED_BY(mu_) = 0;  // batches committed here
   // With followers: batch-end records confirmed replicated, [0, records_next_) and those beyond
   // (confirmations may come out of order); durable_sent_: the last kDurable batch sent.
-  uint64_t records_next_ = 0;                                     // guarded by mu_
-  std::set<uint64_t> records_early_;                              // guarded by mu_
-  uint64_t durable_sent_ = 0;                                     // guarded by mu_
-  int64_t peer_opened_ = -1;                                      // guarded by mu_: highest batch a peer planned
-  std::vector<int64_t> ends_;                                     // guarded by mu_: [partition] input end, -1 unknown
-  std::vector<uint8_t> finished_;                                 // guarded by mu_: [partition]
-  bool row_end_known_ = false;                                    // guarded by mu_
-  uint64_t row_end_ = 0;                                          // guarded by mu_
-  Status health_;                                                 // guarded by mu_
+  uint64_t records_next_ GUARDED_BY(mu_) = 0;
+  std::set<uint64_t> records_early_ GUARDED_BY(mu_);
+  uint64_t durable_sent_ GUARDED_BY(mu_) = 0;
+  int64_t peer_opened_ GUARDED_BY(mu_) = -1;       // highest batch a peer planned
+  std::vector<int64_t> ends_ GUARDED_BY(mu_);      // [partition] input end, -1 unknown
+  std::vector<uint8_t> finished_ GUARDED_BY(mu_);  // [partition]
+  bool row_end_known_ GUARDED_BY(mu_) = false;
+  uint64_t row_end_ GUARDED_BY(mu_) = 0;
+  Status health_ GUARDED_BY(mu_);
   std::atomic<int64_t> peer_opened_fast_{-1};
   std::atomic<bool> stop_{false};
   std::atomic<bool> failed_{false};
@@ -359,19 +360,21 @@ class RowNode final : public executor::RowSender, public RowHome {
 
   // Rule 2, a leader with followers: what each batch's record will carry, until it executed.
   // Bounded by the batches a value may come for (2 * batches_in_flight).
-  std::mutex rec_mu_;
-  std::map<uint64_t, std::vector<RowBatchEndValue>> rec_values_;  // guarded by rec_mu_
+  Mutex rec_mu_;
+  std::map<uint64_t, std::vector<RowBatchEndValue>> rec_values_ GUARDED_BY(rec_mu_);
   std::map<uint64_t, std::pair<std::vector<executor::RowTxn>, std::vector<executor::RowTxn>>>
-      rec_resolved_;  // guarded by rec_mu_: (fired, aborted) of batches that may abort
-  std::map<uint64_t, std::vector<std::vector<executor::RowTxn>>> rec_votes_;  // guarded by rec_mu_: [round]
+      rec_resolved_ GUARDED_BY(rec_mu_);  // (fired, aborted) of batches that may abort
+  std::map<uint64_t, std::vector<std::vector<executor::RowTxn>>> rec_votes_ GUARDED_BY(rec_mu_);  // [round]
 
   // Home slices delivered in order: the next (batch, planner) due and those completed early.
-  mutable std::mutex home_mu_;
-  uint64_t next_home_batch_ = 0;                                   // guarded by home_mu_
-  uint32_t next_home_planner_ = 0;                                 // guarded by home_mu_
-  std::map<std::pair<uint64_t, uint32_t>, commit::RowHomeSlice> early_;  // guarded by home_mu_
-  std::vector<commit::TxnOutcome> outcomes_;                       // guarded by home_mu_ (scratch)
-  uint64_t home_committed_ = 0, home_aborted_ = 0, home_slices_ = 0;  // guarded by home_mu_
+  mutable Mutex home_mu_;
+  uint64_t next_home_batch_ GUARDED_BY(home_mu_) = 0;
+  uint32_t next_home_planner_ GUARDED_BY(home_mu_) = 0;
+  std::map<std::pair<uint64_t, uint32_t>, commit::RowHomeSlice> early_ GUARDED_BY(home_mu_);
+  std::vector<commit::TxnOutcome> outcomes_ GUARDED_BY(home_mu_);  // scratch
+  uint64_t home_committed_ GUARDED_BY(home_mu_) = 0;
+  uint64_t home_aborted_ GUARDED_BY(home_mu_) = 0;
+  uint64_t home_slices_ GUARDED_BY(home_mu_) = 0;
 
   NamedThread feeder_;
   NamedThread watcher_;
@@ -379,17 +382,18 @@ class RowNode final : public executor::RowSender, public RowHome {
   std::unique_ptr<std::atomic<int64_t>[]> last_heard_ns_;  // [partition] when its last frame came
   bool started_ = false;
 
-  // Failover (guarded by mu_ unless atomic).
-  std::vector<int64_t> lost_ns_;            // [partition] when its loss was noticed (0: not lost)
-  std::vector<uint64_t> peer_term_;         // [partition] the highest term it resumed with
-  std::deque<ResumeRequest> resumes_;       // bounded: one per peer's successor at a time
-  std::map<uint32_t, RowResume> answers_;   // a successor: the peers' answers
-  std::atomic<bool> repeats_{false};        // a resume happened: repeated frames are dropped
-  uint64_t rec_done_ = 0;                   // guarded by rec_mu_: records built for batches below it
-  uint64_t fed_batch_ = 0;                  // FeedLoop's next (batch, slice)
-  uint32_t fed_slice_ = 0;
-  std::vector<uint64_t> logged_next_;       // a successor: per stream, the log's end (entries below it are logged)
-  uint64_t first_own_ = 0;                  // a successor: N, the first batch it plans
+  // Failover.
+  std::vector<int64_t> lost_ns_ GUARDED_BY(mu_);          // [partition] when its loss was noticed (0: not lost)
+  std::vector<uint64_t> peer_term_ GUARDED_BY(mu_);       // [partition] the highest term it resumed with
+  std::deque<ResumeRequest> resumes_ GUARDED_BY(mu_);     // bounded: one per peer's successor at a time
+  std::map<uint32_t, RowResume> answers_ GUARDED_BY(mu_);  // a successor: the peers' answers
+  std::atomic<bool> repeats_{false};  // a resume happened: repeated frames are dropped
+  uint64_t rec_done_ GUARDED_BY(rec_mu_) = 0;  // records built for batches below it
+  uint64_t fed_batch_ GUARDED_BY(mu_) = 0;     // FeedLoop's next (batch, slice)
+  uint32_t fed_slice_ GUARDED_BY(mu_) = 0;
+  // Set by Start, read-only after.
+  std::vector<uint64_t> logged_next_;  // a successor: per stream, the log's end (entries below it are logged)
+  uint64_t first_own_ = 0;             // a successor: N, the first batch it plans
   std::atomic<uint64_t> resumes_done_{0};
   NamedThread resumer_;
 };

@@ -151,7 +151,7 @@ void RowServer::ApplySessions(const std::vector<commit::TxnOutcome>& v) {
   std::vector<SessionAnswer> answers;
   ctx_.sessions->Apply(v, &opened, &answers);
   if (!opened.empty() && leader()) {
-    std::lock_guard<std::mutex> lk(opened_mu_);
+    MutexLock lk(opened_mu_);
     for (const auto& [i, id] : opened) opened_[{v[i].pos.batch, v[i].pos.planner, v[i].home_index}] = id;
   }
   if (!answers.empty()) ctx_.service->Answer(answers);  // duplicates that waited for these outcomes
@@ -160,7 +160,7 @@ void RowServer::ApplySessions(const std::vector<commit::TxnOutcome>& v) {
 void RowServer::Deliver(const std::vector<commit::TxnOutcome>& v) {
   std::vector<std::pair<size_t, uint64_t>> opened;
   {
-    std::lock_guard<std::mutex> lk(opened_mu_);
+    MutexLock lk(opened_mu_);
     if (!opened_.empty()) {
       // Home slices are answered in (batch, planner) order: entries before this one are of slices
       // nobody answers here (a predecessor's).

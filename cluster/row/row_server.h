@@ -26,7 +26,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -36,6 +35,7 @@
 #include "cluster/recovery/checkpointer.h"
 #include "cluster/row/row_node.h"
 #include "common/config.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "engine/engine.h"
 #include "replication/replication.h"
@@ -142,8 +142,8 @@ class RowServer {
 
   // Sessions: open-session entries applied, by home position (batch, planner, index), until
   // their home slice is answered (Deliver drops every one before the slice it answers).
-  std::mutex opened_mu_;
-  std::map<std::tuple<uint64_t, uint32_t, uint32_t>, uint64_t> opened_;  // guarded by opened_mu_
+  Mutex opened_mu_;
+  std::map<std::tuple<uint64_t, uint32_t, uint32_t>, uint64_t> opened_ GUARDED_BY(opened_mu_);
   // The RowNode whose first batches' sessions are known complete (Admit's wait, once per node).
   std::atomic<const RowNode*> admit_ready_{nullptr};
 };
