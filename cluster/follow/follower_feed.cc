@@ -64,7 +64,7 @@ Status FollowerFeed::Start() {
 
 void FollowerFeed::Stop() {
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -72,12 +72,12 @@ void FollowerFeed::Stop() {
 }
 
 Status FollowerFeed::health() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   return health_;
 }
 
 bool FollowerFeed::ended(uint64_t* end) const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   return EndedLocked(end);
 }
 
@@ -95,8 +95,9 @@ bool FollowerFeed::EndedLocked(uint64_t* end) const {
 }
 
 bool FollowerFeed::WaitEnded(int64_t timeout_ms, uint64_t* end) {
-  std::unique_lock<std::mutex> lk(mu_);
-  cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] { return stop_ || !health_.ok() || EndedLocked(nullptr); });
+  MutexUniqueLock lk(mu_);
+  cv_.wait_for(lk.native(), std::chrono::milliseconds(timeout_ms),
+               [&]() REQUIRES(mu_) { return stop_ || !health_.ok() || EndedLocked(nullptr); });
   return EndedLocked(end);
 }
 
@@ -108,7 +109,7 @@ bool FollowerFeed::ApplyMarker(uint32_t p, uint64_t b) {
   bool now_ended = false;
   uint64_t end = 0;
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     streams_[p]->applied = b + 1;
     streams_[p]->at_marker = true;
     now_ended = EndedLocked(&end);
@@ -124,7 +125,7 @@ bool FollowerFeed::ApplyMarker(uint32_t p, uint64_t b) {
 }
 
 uint64_t FollowerFeed::received_batches() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   uint64_t least = UINT64_MAX;
   for (const auto& s : streams_) least = std::min(least, s->applied);
   return least;
@@ -144,16 +145,17 @@ Status FollowerFeed::LimitLocked(const std::vector<uint64_t>& next) {
 
 Status FollowerFeed::DrainTo(const std::vector<uint64_t>& next, int64_t timeout_ms) {
   QR_CHECK_EQ(next.size(), streams_.size());
-  std::unique_lock<std::mutex> lk(mu_);
+  MutexUniqueLock lk(mu_);
   QR_RETURN_IF_ERROR(LimitLocked(next));
   cv_.notify_all();
-  auto done = [&] {
+  auto done = [&]() REQUIRES(mu_) {
     for (uint32_t p = 0; p < opt_.planners; ++p) {
       if (streams_[p]->applied < limit_[p]) return false;
     }
     return true;
   };
-  cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] { return stop_ || !health_.ok() || ended_ || done(); });
+  cv_.wait_for(lk.native(), std::chrono::milliseconds(timeout_ms),
+               [&]() REQUIRES(mu_) { return stop_ || !health_.ok() || ended_ || done(); });
   if (!health_.ok()) return health_;
   if (ended_ && !opt_.continue_after_end) return Status::Unavailable("the leader's end marker (batch " + std::to_string(end_) + ") arrived: "
                                                 "the group was stopping");
@@ -177,7 +179,7 @@ Status FollowerFeed::CollectFrom(const std::vector<uint64_t>& next, int64_t time
   const uint64_t d = std::max(opt_.first_batch, *std::min_element(next.begin(), next.end()));
   std::vector<uint64_t> requested(opt_.planners);
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     QR_RETURN_IF_ERROR(LimitLocked(next));
     // Loop(p) asked for [applied, applied + window) so far.
     for (uint32_t p = 0; p < opt_.planners; ++p) requested[p] = streams_[p]->applied + opt_.window;
@@ -187,8 +189,8 @@ Status FollowerFeed::CollectFrom(const std::vector<uint64_t>& next, int64_t time
   for (uint32_t p = 0; p < opt_.planners; ++p) {
     for (uint64_t b = requested[p]; b < next[p]; ++b) Request(p, b);
   }
-  std::unique_lock<std::mutex> lk(mu_);
-  auto done = [&] {
+  MutexUniqueLock lk(mu_);
+  auto done = [&]() REQUIRES(mu_) {
     for (uint32_t p = 0; p < opt_.planners; ++p) {
       const Stream& s = *streams_[p];
       // Every batch below d applied (the records' stream may apply further: its values and
@@ -201,7 +203,8 @@ Status FollowerFeed::CollectFrom(const std::vector<uint64_t>& next, int64_t time
     }
     return true;
   };
-  cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] { return stop_ || !health_.ok() || ended_ || done(); });
+  cv_.wait_for(lk.native(), std::chrono::milliseconds(timeout_ms),
+               [&]() REQUIRES(mu_) { return stop_ || !health_.ok() || ended_ || done(); });
   if (!health_.ok()) return health_;
   if (ended_) return Status::Unavailable("the leader's end marker (batch " + std::to_string(end_) + ") arrived: the group was stopping");
   if (stop_) return Status::Aborted("the feed stopped");
@@ -240,7 +243,7 @@ void FollowerFeed::Request(uint32_t p, uint64_t batch) {
   // Library thread: store and notify, nothing else.
   replicator_->ReceiveData(meta, [this, p](const replication::ReplicateMeta& m, Status status, SharedBytes bytes) {
     {
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       if (streams_[p]->inbox.emplace(m.batch_id, std::make_pair(std::move(status), std::move(bytes))).second &&
           opt_.batch_end_stream && m.batch_id >= complete_) {
         // Batch b is complete once every stream's entry of it arrived (each arrives once).
@@ -261,7 +264,7 @@ void FollowerFeed::StopWith(Status status) {
   // The pipeline first: whoever sees the feed's error sees the apply stopped too.
   pipeline_->Fail(status);
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     if (health_.ok()) health_ = std::move(status);
   }
   cv_.notify_all();
@@ -272,14 +275,14 @@ void FollowerFeed::Loop(uint32_t p) {
   for (uint64_t b = opt_.first_batch;; ++b) {
     std::pair<Status, SharedBytes> got;
     {
-      std::unique_lock<std::mutex> lk(mu_);
+      MutexUniqueLock lk(mu_);
       // A row follower's sub-slices of batch b wait until every stream's entry of b arrived,
       // its leader's record included (written after b executed there): every batch this node
       // starts is one its leader finished and its log holds whole, so a follower that starts
       // leading (docs/partitioned-rows.md 9.5) has run exactly the batches below some D (the
       // first its log lacks a part of) and nothing of D or later.
       const bool gated = opt_.batch_end_stream && !RecordStream(p);
-      cv_.wait(lk, [&] {
+      cv_.wait(lk.native(), [&]() REQUIRES(mu_) {
         return stop_ || !health_.ok() || b >= limit_[p] || (s.inbox.count(b) != 0 && (!gated || complete_ > b));
       });
       if (stop_ || !health_.ok() || b >= limit_[p]) return;
@@ -308,7 +311,7 @@ void FollowerFeed::Loop(uint32_t p) {
       }
       bool first = false;
       {
-        std::lock_guard<std::mutex> lk(mu_);
+        MutexLock lk(mu_);
         first = !ended_;
         ended_ = true;
         end_ = end;
@@ -321,7 +324,7 @@ void FollowerFeed::Loop(uint32_t p) {
     if (RecordStream(p)) {
       if (!ApplyBatchEnd(b, got.second.view())) return;
       {
-        std::lock_guard<std::mutex> lk(mu_);
+        MutexLock lk(mu_);
         s.applied = b + 1;
       }
       Request(p, b + opt_.window);
@@ -347,7 +350,7 @@ void FollowerFeed::Loop(uint32_t p) {
     pipeline_->PublishSlice(b, p, NowNanos() - t0, /*replicated=*/true);
     bool draining = false, resumed = false;
     {
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       resumed = EndedLocked(nullptr);
       s.applied = b + 1;
       s.at_marker = false;

@@ -28,7 +28,7 @@ DigestMonitor::DigestMonitor(std::vector<std::string> followers, size_t history)
 }
 
 void DigestMonitor::RecordOwn(uint64_t batch, uint64_t digest) {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   ring_[batch % ring_.size()] = {batch, digest};
   own_next_ = batch + 1;
   own_last_digest_ = digest;
@@ -59,7 +59,7 @@ void DigestMonitor::Check(Follower& f, uint64_t batch, uint64_t digest) {
 }
 
 Status DigestMonitor::OnReport(const proto::FollowerReport& report) {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   auto it = followers_.find(report.node);
   if (it == followers_.end()) {
     return Status::InvalidArgument("follower report from '" + report.node + "', not a follower of this partition");
@@ -88,13 +88,13 @@ Status DigestMonitor::OnReport(const proto::FollowerReport& report) {
 }
 
 void DigestMonitor::SetConnected(const std::string& node, bool connected) {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   auto it = followers_.find(node);
   if (it != followers_.end()) it->second.view.connected = connected;
 }
 
 std::vector<proto::FollowerView> DigestMonitor::Views(uint64_t committed_batches) const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   std::vector<proto::FollowerView> out;
   for (const auto& [name, f] : followers_) {
     proto::FollowerView v = f.view;
@@ -110,7 +110,7 @@ std::vector<proto::FollowerView> DigestMonitor::Views(uint64_t committed_batches
 }
 
 std::vector<std::string> DigestMonitor::ConnectedNotEnded() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   std::vector<std::string> out;
   for (const auto& [name, f] : followers_) {
     if (f.view.connected && !f.ended) out.push_back(name);
@@ -119,11 +119,11 @@ std::vector<std::string> DigestMonitor::ConnectedNotEnded() const {
 }
 
 uint64_t DigestMonitor::mismatches() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   return mismatches_;
 }
 uint64_t DigestMonitor::unchecked() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   return unchecked_;
 }
 
@@ -136,7 +136,7 @@ DigestReporter::~DigestReporter() { Stop(0); }
 
 void DigestReporter::RecordApplied(uint64_t batch, uint64_t digest) {
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     pending_.push_back(proto::BatchDigest{batch, digest});
     applied_ = batch + 1;
     while (pending_.size() > opt_.max_pending) {
@@ -148,7 +148,7 @@ void DigestReporter::RecordApplied(uint64_t batch, uint64_t digest) {
 
 void DigestReporter::SetLeader(const std::string& address) {
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     if (address == leader_address_) return;
     leader_address_ = address;
     leader_changed_ = true;
@@ -159,7 +159,7 @@ void DigestReporter::SetLeader(const std::string& address) {
 
 void DigestReporter::MarkEnded(bool ended) {
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     ended_ = ended;
   }
   cv_.notify_all();
@@ -173,15 +173,16 @@ Status DigestReporter::Start() {
 void DigestReporter::Stop(int64_t timeout_ms) {
   if (!thread_.joinable()) return;
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     stop_ = true;
     flush_deadline_ns_ = NowNanos() + timeout_ms * 1'000'000;
   }
   cv_.notify_all();
   {
     // A write blocked on a leader that stopped reading ends at the deadline at the latest.
-    std::unique_lock<std::mutex> lk(mu_);
-    if (!cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] { return done_; }) && conn_ != nullptr) {
+    MutexUniqueLock lk(mu_);
+    if (!cv_.wait_for(lk.native(), std::chrono::milliseconds(timeout_ms), [&]() REQUIRES(mu_) { return done_; }) &&
+        conn_ != nullptr) {
       conn_->Shutdown();
     }
   }
@@ -189,24 +190,26 @@ void DigestReporter::Stop(int64_t timeout_ms) {
 }
 
 uint64_t DigestReporter::dropped() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   return dropped_;
 }
 
 bool DigestReporter::SendPending(net::StreamConn* conn, bool always) {
   proto::FollowerReport report;
   report.node = opt_.node;
+  bool ended_sent = false;
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     report.applied_batches = applied_;
     report.ended = ended_;
     report.digests.assign(pending_.begin(), pending_.end());
+    ended_sent = ended_sent_;
   }
-  if (!always && report.digests.empty() && report.ended == ended_sent_) return true;
+  if (!always && report.digests.empty() && report.ended == ended_sent) return true;
   const std::string frame = proto::Frame(proto::MsgType::kFollowerReport, proto::EncodeFollowerReport(report));
   iovec iov{const_cast<char*>(frame.data()), frame.size()};
   if (!conn->WriteAll(&iov, 1)) return false;
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   // Drop what was sent (new digests may have been appended meanwhile; old ones may have been
   // dropped by the bound, so match by batch).
   if (!report.digests.empty()) {
@@ -223,14 +226,14 @@ void DigestReporter::Loop() {
   for (;;) {
     bool stopping = false;
     {
-      std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait_for(lk, std::chrono::milliseconds(opt_.interval_ms), [&] { return stop_; });
+      MutexUniqueLock lk(mu_);
+      cv_.wait_for(lk.native(), std::chrono::milliseconds(opt_.interval_ms), [&]() REQUIRES(mu_) { return stop_; });
       stopping = stop_;
       if (stopping && NowNanos() >= flush_deadline_ns_) break;
     }
     std::string address;
     {
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       if (leader_changed_) {
         leader_changed_ = false;
         conn_ = nullptr;
@@ -247,13 +250,13 @@ void DigestReporter::Loop() {
       conn = net_->Connect(address, 1000);
       if (!conn) {
         if (stopping) break;
-        std::unique_lock<std::mutex> lk(mu_);
-        cv_.wait_for(lk, std::chrono::milliseconds(backoff_ms), [&] { return stop_; });
+        MutexUniqueLock lk(mu_);
+        cv_.wait_for(lk.native(), std::chrono::milliseconds(backoff_ms), [&]() REQUIRES(mu_) { return stop_; });
         backoff_ms = std::min<int64_t>(backoff_ms * 2, 1000);
         continue;
       }
       backoff_ms = 50;
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       conn_ = conn.get();
     }
     // A new connection (a new leader, perhaps) hears where this follower is at once.
@@ -261,14 +264,14 @@ void DigestReporter::Loop() {
     sent_on_conn = true;
     if (!SendPending(conn.get(), fresh)) {
       sent_on_conn = false;
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       conn_ = nullptr;
       conn.reset();
       continue;
     }
     if (stopping) break;
   }
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   conn_ = nullptr;
   done_ = true;
   conn.reset();

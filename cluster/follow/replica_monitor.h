@@ -21,11 +21,11 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "cluster/port/protocol.h"
+#include "common/mutex.h"
 #include "common/net/stream_net.h"
 #include "common/status.h"
 #include "common/thread.h"
@@ -58,16 +58,16 @@ class DigestMonitor {
     bool last_matched = false;
     bool ended = false;                  // it saw the leader's end marker
   };
-  // Compares one digest (mu_ held); false when the leader's digest of `batch` is gone.
-  void Check(Follower& f, uint64_t batch, uint64_t digest);
+  // Compares one digest; false when the leader's digest of `batch` is gone.
+  void Check(Follower& f, uint64_t batch, uint64_t digest) REQUIRES(mu_);
 
-  mutable std::mutex mu_;
-  std::map<std::string, Follower> followers_;           // guarded by mu_ (ordered: stable output)
-  std::vector<std::pair<uint64_t, uint64_t>> ring_;     // guarded by mu_: (batch, digest) at batch % size
-  uint64_t own_next_ = 0;                               // guarded by mu_: batches [0, this) recorded
-  uint64_t own_last_digest_ = 0;                        // guarded by mu_
-  uint64_t mismatches_ = 0;                             // guarded by mu_
-  uint64_t unchecked_ = 0;                              // guarded by mu_
+  mutable Mutex mu_;
+  std::map<std::string, Follower> followers_ GUARDED_BY(mu_);        // ordered: stable output
+  std::vector<std::pair<uint64_t, uint64_t>> ring_ GUARDED_BY(mu_);  // (batch, digest) at batch % size
+  uint64_t own_next_ GUARDED_BY(mu_) = 0;                            // batches [0, this) recorded
+  uint64_t own_last_digest_ GUARDED_BY(mu_) = 0;
+  uint64_t mismatches_ GUARDED_BY(mu_) = 0;
+  uint64_t unchecked_ GUARDED_BY(mu_) = 0;
 };
 
 class DigestReporter {
@@ -102,19 +102,19 @@ class DigestReporter {
 
   const Options opt_;
   std::unique_ptr<net::StreamNet> net_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;
-  std::string leader_address_;              // guarded by mu_
-  bool leader_changed_ = false;             // guarded by mu_: drop the connection to the old one
-  std::deque<proto::BatchDigest> pending_;  // guarded by mu_
-  uint64_t applied_ = 0;                    // guarded by mu_
-  bool ended_ = false;                      // guarded by mu_
-  bool ended_sent_ = false;                 // guarded by mu_
-  uint64_t dropped_ = 0;                    // guarded by mu_
-  bool stop_ = false;                       // guarded by mu_
-  bool done_ = false;                       // guarded by mu_: the thread finished
-  int64_t flush_deadline_ns_ = 0;           // guarded by mu_: Stop's last send
-  net::StreamConn* conn_ = nullptr;        // guarded by mu_: to Shutdown a blocked write
+  std::string leader_address_ GUARDED_BY(mu_);
+  bool leader_changed_ GUARDED_BY(mu_) = false;      // drop the connection to the old one
+  std::deque<proto::BatchDigest> pending_ GUARDED_BY(mu_);
+  uint64_t applied_ GUARDED_BY(mu_) = 0;
+  bool ended_ GUARDED_BY(mu_) = false;
+  bool ended_sent_ GUARDED_BY(mu_) = false;
+  uint64_t dropped_ GUARDED_BY(mu_) = 0;
+  bool stop_ GUARDED_BY(mu_) = false;
+  bool done_ GUARDED_BY(mu_) = false;                // the thread finished
+  int64_t flush_deadline_ns_ GUARDED_BY(mu_) = 0;    // Stop's last send
+  net::StreamConn* conn_ GUARDED_BY(mu_) = nullptr;  // to Shutdown a blocked write
   NamedThread thread_;
 };
 

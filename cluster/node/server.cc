@@ -93,6 +93,7 @@ Status ServerImpl::Init(const Config& config, const std::string& node, const Ser
   }
   {
     const NodeInfo& l = topo_->Leader(me_.partition);  // row 0 leads a fresh cluster
+    MutexLock lk(hint_mu_);  // no other thread runs yet: taken so the analysis sees the writes guarded
     hint_node_ = l.name;
     hint_address_ = l.client_address();
   }
@@ -514,7 +515,7 @@ void ServerImpl::MakeReporter() {
 
 void ServerImpl::NoteFailure(Status st) {
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     if (!failure_.ok()) return;
     failure_ = std::move(st);
   }
@@ -585,40 +586,40 @@ void ServerImpl::WatchLoop() {
   // from the log, or it must fetch its leader's checkpoint (RecoveryTick), looked at as often.
   const bool recovery = row_ && !leader_ && checkpointer_ && topo_->replication_factor() > 0;
   constexpr int kRolePollMs = 10;
-  std::unique_lock<std::mutex> lk(mu_);
+  MutexUniqueLock lk(mu_);
   for (;;) {
-    auto pending = [&] {
+    auto pending = [&]() REQUIRES(mu_) {
       return watch_stop_ || (!failure_.ok() && !failure_handled_) || (row_ending_ && !row_ending_handled_);
     };
     if (roles || recovery) {
-      cv_.wait_for(lk, std::chrono::milliseconds(kRolePollMs), pending);
+      cv_.wait_for(lk.native(), std::chrono::milliseconds(kRolePollMs), pending);
     } else {
-      cv_.wait(lk, pending);
+      cv_.wait(lk.native(), pending);
     }
     if (watch_stop_) return;
     if (roles || recovery) {
-      lk.unlock();
+      lk.Unlock();
       if (roles) RoleTick();
       RecoveryTick();
-      lk.lock();
+      lk.Lock();
       if (watch_stop_) return;
     }
     if (row_ending_ && !row_ending_handled_ && failure_.ok()) {
       // A peer's input ended (it is stopping): the row ends together, so this home ends its
       // input too; what it admitted is still answered.
       row_ending_handled_ = true;
-      lk.unlock();
+      lk.Unlock();
       Logger("server")->warn("{} a row peer is stopping: stops admitting; the row ends once the batches in flight "
                              "are done", Identity());
       service_->StopAdmitting(Status::Unavailable("the row is stopping (a peer's input ended)"));
       row_->node()->CloseInput();
-      lk.lock();
+      lk.Lock();
       continue;
     }
     if (failure_.ok() || failure_handled_) continue;
     failure_handled_ = true;
     const Status st = failure_;
-    lk.unlock();
+    lk.Unlock();
     Logger("server")->error("{} {}: stops admitting; every unacknowledged txn is answered 'failed'", Identity(),
                             st.message());
     if (row_) {
@@ -628,24 +629,24 @@ void ServerImpl::WatchLoop() {
     }
     service_->StopAdmitting(st);
     service_->FailPending(st);
-    lk.lock();
+    lk.Lock();
   }
 }
 
 Status ServerImpl::fail_stop(bool* deposed) const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   if (deposed != nullptr) *deposed = deposed_;
   return fail_stop_;
 }
 
 bool ServerImpl::restart_requested() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   return restart_;
 }
 
 Status ServerImpl::health() const {
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     if (!failure_.ok()) return failure_;
   }
   if (feed_) {

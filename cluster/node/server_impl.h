@@ -37,7 +37,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -53,6 +52,7 @@
 #include "cluster/row/row_server.h"
 #include "cluster/sessions/session_store.h"
 #include "common/config.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "common/thread.h"
 #include "engine/engine.h"
@@ -253,22 +253,23 @@ class ServerImpl {
   // A node of a partitioned row (P > 1): its row half (cluster/row/row_server.h).
   std::unique_ptr<RowServer> row_;
   storage::KeyMapper partition_map_;
-  bool row_ending_ = false;       // guarded by mu_: a peer's input ended; this home stops too
-  bool row_ending_handled_ = false;  // guarded by mu_
+  bool row_ending_ GUARDED_BY(mu_) = false;  // a peer's input ended; this home stops too
+  bool row_ending_handled_ GUARDED_BY(mu_) = false;
 
   // Roles. role_ changes on the watch thread (and in Start); the client port reads it.
   std::atomic<NodeRole> role_{NodeRole::kFollower};
   std::atomic<LocalPlanner*> live_planner_{nullptr};  // planner_ once it plans (submit path)
-  mutable std::mutex hint_mu_;
-  std::string hint_node_, hint_address_;  // guarded by hint_mu_: who leads, as the backend says
-  uint64_t hint_term_ = 0;                // guarded by hint_mu_
-  bool roles_frozen_ = false;     // guarded by mu_: Shutdown began; no more role changes
-  bool role_changing_ = false;    // guarded by mu_: a promotion is running
-  Status fail_stop_;              // guarded by mu_
-  bool deposed_ = false;          // guarded by mu_
-  bool restart_ = false;          // guarded by mu_: fail_stop_ is a restart to load a fetched checkpoint
-  bool row_end_leadership_logged_ = false;  // watch thread only
-  std::string recovery_note_;     // guarded by mu_: what the recovery is doing, for status ("" none)
+  mutable Mutex hint_mu_;
+  std::string hint_node_ GUARDED_BY(hint_mu_);     // who leads, as the backend says
+  std::string hint_address_ GUARDED_BY(hint_mu_);
+  uint64_t hint_term_ GUARDED_BY(hint_mu_) = 0;
+  bool roles_frozen_ GUARDED_BY(mu_) = false;   // Shutdown began; no more role changes
+  bool role_changing_ GUARDED_BY(mu_) = false;  // a promotion is running
+  Status fail_stop_ GUARDED_BY(mu_);
+  bool deposed_ GUARDED_BY(mu_) = false;
+  bool restart_ GUARDED_BY(mu_) = false;        // fail_stop_ is a restart to load a fetched checkpoint
+  bool row_end_leadership_logged_ = false;      // watch thread only
+  std::string recovery_note_ GUARDED_BY(mu_);   // what the recovery is doing, for status ("" none)
   // Recovery (watch thread only).
   std::unique_ptr<net::StreamNet> fetch_net_;
   std::unique_ptr<CheckpointFetcher> fetcher_;
@@ -277,13 +278,13 @@ class ServerImpl {
   int64_t next_fetch_ns_ = 0;     // after a failed transfer: not before
 
   // Replication failures reported by callbacks, acted on by the watch thread.
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;
-  Status failure_;          // guarded by mu_
-  bool failure_handled_ = false;  // guarded by mu_
-  bool watch_stop_ = false; // guarded by mu_
-  uint32_t markers_done_ = 0;     // guarded by mu_
-  Status marker_status_;          // guarded by mu_
+  Status failure_ GUARDED_BY(mu_);
+  bool failure_handled_ GUARDED_BY(mu_) = false;
+  bool watch_stop_ GUARDED_BY(mu_) = false;
+  uint32_t markers_done_ GUARDED_BY(mu_) = 0;
+  Status marker_status_ GUARDED_BY(mu_);
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> replicated_bytes_{0};
   NamedThread watch_;

@@ -53,7 +53,7 @@ Status ServerImpl::PromoteRow() {
 }
 
 void ServerImpl::LeaderHint(std::string* node, std::string* address, uint64_t* term) const {
-  std::lock_guard<std::mutex> lk(hint_mu_);
+  MutexLock lk(hint_mu_);
   if (node != nullptr) *node = hint_node_;
   if (address != nullptr) *address = hint_address_;
   if (term != nullptr) *term = hint_term_;
@@ -66,7 +66,7 @@ void ServerImpl::RoleTick() {
   // A backend that says nothing of leaders (no term, no leader: fixed roles) leaves the hint
   // as it is (the config's row 0); one that runs elections is followed, "no leader" included.
   if (v.known || v.term > 0) {
-    std::lock_guard<std::mutex> lk(hint_mu_);
+    MutexLock lk(hint_mu_);
     if ((ln != nullptr ? ln->name : "") != hint_node_ || v.term != hint_term_) {
       if (ln != nullptr && ln->name != hint_node_) {
         log->info("{} the group's leader is {} (term {})", Identity(), ln->name, v.term);
@@ -96,7 +96,7 @@ void ServerImpl::RoleTick() {
     // on after it: a group stopped and started again, or the old leader alone stopped.)
     bool failed = false;
     {
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       if (roles_frozen_ || !fail_stop_.ok()) return;
       failed = !failure_.ok();
       if (failed) {
@@ -114,7 +114,7 @@ void ServerImpl::RoleTick() {
     }
     Status st = row_ ? PromoteRow() : Promote(/*initial=*/false);
     {
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       role_changing_ = false;
       if (!st.ok() && this->role() != NodeRole::kFollower) {
         fail_stop_ = Status::Unavailable("promotion to leader failed: " + st.message());
@@ -144,7 +144,7 @@ void ServerImpl::RoleTick() {
                                                               "yet")) +
         "): deposed; every unacknowledged txn's outcome is unknown";
     {
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       deposed_ = true;
       fail_stop_ = Status::Unavailable(why);
     }
@@ -235,7 +235,7 @@ Status ServerImpl::Promote(bool initial) {
   live_planner_.store(planner_.get(), std::memory_order_release);
   role_.store(NodeRole::kLeader, std::memory_order_release);
   {
-    std::lock_guard<std::mutex> lk(hint_mu_);
+    MutexLock lk(hint_mu_);
     hint_node_ = me_.name;
     hint_address_ = me_.client_address();
     hint_term_ = term;
@@ -293,7 +293,7 @@ void ServerImpl::RecoveryTick() {
     fetcher_->Tick();
     const CheckpointFetchProgress p = fetcher_->progress();
     std::optional<Result<uint64_t>> r = fetcher_->result();
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     if (!r) {
       recovery_note_ = "fetching the checkpoint of batch " + std::to_string(p.batch) + " from " + fetch_source_ + ": " +
                        std::to_string(p.done_bytes >> 20) + " of " + std::to_string(p.file_bytes >> 20) + " MiB";

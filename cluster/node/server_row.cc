@@ -86,7 +86,7 @@ Status ServerImpl::JoinRowGroup() {
         // started again (its promotion fails naming them if they do not come within the time-out).
         leader_ = false;
         {
-          std::lock_guard<std::mutex> lk(hint_mu_);
+          MutexLock lk(hint_mu_);
           hint_node_ = me_.name;
           hint_address_ = me_.client_address();
           hint_term_ = replicator_->Leader(kGroup).term;
@@ -104,7 +104,7 @@ Status ServerImpl::JoinRowGroup() {
     if (const NodeInfo* ln = LeaderNode(v); ln != nullptr && ln->name != me_.name) {
       leader_ = false;
       {
-        std::lock_guard<std::mutex> lk(hint_mu_);
+        MutexLock lk(hint_mu_);
         hint_node_ = ln->name;
         hint_address_ = ln->client_address();
         hint_term_ = v.term;
@@ -158,7 +158,7 @@ Status ServerImpl::StartRow() {
   rc.on_failure = [this](Status st) { NoteFailure(std::move(st)); };
   rc.on_row_ending = [this] {
     {
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       row_ending_ = true;
     }
     cv_.notify_all();

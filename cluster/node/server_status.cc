@@ -41,7 +41,7 @@ proto::NodeStatus ServerImpl::NodeStatusNow() const {
     if (std::string why = SelfStranded(); !why.empty()) {
       std::string note;
       {
-        std::lock_guard<std::mutex> lk(mu_);
+        MutexLock lk(mu_);
         note = recovery_note_;
       }
       s.state = note.empty() ? "stranded" : "recovering";

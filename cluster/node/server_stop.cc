@@ -32,7 +32,7 @@ Status ServerImpl::EndReplication(uint64_t end) {
     replicator_->ReplicateData(replication::ReplicateMeta{kGroup, p, end}, EncodeEndMarker(end),
                                [this](const replication::ReplicateMeta&, Status st) {
                                  {
-                                   std::lock_guard<std::mutex> lk(mu_);
+                                   MutexLock lk(mu_);
                                    ++markers_done_;
                                    if (!st.ok() && marker_status_.ok()) marker_status_ = st;
                                  }
@@ -41,9 +41,9 @@ Status ServerImpl::EndReplication(uint64_t end) {
   }
   const int64_t deadline = NowNanos() + drain_timeout_ms_ * 1'000'000;
   {
-    std::unique_lock<std::mutex> lk(mu_);
-    cv_.wait_for(lk, std::chrono::milliseconds(drain_timeout_ms_),
-                 [&] { return markers_done_ == Streams(); });
+    MutexUniqueLock lk(mu_);
+    cv_.wait_for(lk.native(), std::chrono::milliseconds(drain_timeout_ms_),
+                 [&]() REQUIRES(mu_) { return markers_done_ == Streams(); });
     if (markers_done_ < Streams()) {
       result = Status::Timeout("end markers not replicated within server.drain_timeout_ms");
     } else if (!marker_status_.ok()) {
@@ -121,9 +121,9 @@ Status ServerImpl::Shutdown() {
   NodeRole role = this->role();
   {
     // Freeze the role: no promotion starts from here on, and a running one finishes first.
-    std::unique_lock<std::mutex> lk(mu_);
+    MutexUniqueLock lk(mu_);
     roles_frozen_ = true;
-    cv_.wait(lk, [&] { return !role_changing_; });
+    cv_.wait(lk.native(), [&]() REQUIRES(mu_) { return !role_changing_; });
     role = this->role();
   }
   const bool row_leader = row_ && row_->leader();
@@ -233,7 +233,7 @@ void ServerImpl::StopAll() {
   if (stopped_) return;
   stopped_ = true;
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     watch_stop_ = true;
   }
   cv_.notify_all();

@@ -121,14 +121,14 @@ void CheckpointFetcher::Start() {
     if (name.rfind(".transfer-", 0) == 0) fs::remove(de.path(), ec);
   }
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     last_piece_ns_ = NowNanos();
   }
   thread_ = NamedThread("ckpt-fetch", [this] { Run(); });
 }
 
 void CheckpointFetcher::Tick() {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   if (conn_ != nullptr && NowNanos() - last_piece_ns_ > opt_.stall_ms * 1'000'000) {
     Logger("server")->warn("{} checkpoint transfer from {}: no piece for {} ms; reconnecting", opt_.identity,
                            opt_.source_node, opt_.stall_ms);
@@ -138,19 +138,19 @@ void CheckpointFetcher::Tick() {
 }
 
 std::optional<Result<uint64_t>> CheckpointFetcher::result() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   return result_;
 }
 
 CheckpointFetchProgress CheckpointFetcher::progress() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   return progress_;
 }
 
 void CheckpointFetcher::Stop() {
   stop_.store(true);
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     if (conn_ != nullptr) conn_->Shutdown();
   }
   cv_.notify_all();
@@ -167,7 +167,7 @@ void CheckpointFetcher::Run() {
   int64_t backoff_ms = 200;
   for (int attempt = 1; attempt <= opt_.attempts && !stop_.load(); ++attempt) {
     {
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       progress_.attempt = attempt;
     }
     std::unique_ptr<net::StreamConn> conn = opt_.net->Connect(opt_.source_address, 2000);
@@ -175,13 +175,13 @@ void CheckpointFetcher::Run() {
       last = Status::Unavailable("cannot connect to " + opt_.source_node + " at " + opt_.source_address);
     } else {
       {
-        std::lock_guard<std::mutex> lk(mu_);
+        MutexLock lk(mu_);
         conn_ = conn.get();
         last_piece_ns_ = NowNanos();
       }
       last = FetchOnce(conn.get());
       {
-        std::lock_guard<std::mutex> lk(mu_);
+        MutexLock lk(mu_);
         conn_ = nullptr;
       }
       conn.reset();
@@ -190,8 +190,8 @@ void CheckpointFetcher::Run() {
     if (stop_.load()) break;
     log->warn("{} checkpoint transfer from {} (attempt {} of {}): {}", opt_.identity, opt_.source_node, attempt,
               opt_.attempts, last.message());
-    std::unique_lock<std::mutex> lk(mu_);
-    cv_.wait_for(lk, std::chrono::milliseconds(backoff_ms), [&] { return stop_.load(); });
+    MutexUniqueLock lk(mu_);
+    cv_.wait_for(lk.native(), std::chrono::milliseconds(backoff_ms), [&] { return stop_.load(); });
     backoff_ms = std::min<int64_t>(backoff_ms * 2, 2000);
   }
   if (stop_.load() && !last.ok()) last = Status::Aborted("stopped");
@@ -201,7 +201,7 @@ void CheckpointFetcher::Run() {
     std::error_code ec;
     fs::remove(part_path_, ec);
   }
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   result_ = std::move(r);
 }
 
@@ -279,7 +279,7 @@ Status CheckpointFetcher::FetchOnce(net::StreamConn* conn) {
     }
     offset_ += c.data.size();
     {
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       last_piece_ns_ = NowNanos();
       progress_.batch = batch_;
       progress_.done_bytes = offset_;

@@ -25,11 +25,11 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 
 #include "cluster/port/protocol.h"
+#include "common/mutex.h"
 #include "common/net/stream_net.h"
 #include "common/status.h"
 #include "common/thread.h"
@@ -86,12 +86,12 @@ class CheckpointFetcher {
   const CheckpointFetchOptions opt_;
   NamedThread thread_;
   std::atomic<bool> stop_{false};
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;
-  net::StreamConn* conn_ = nullptr;  // guarded by mu_: the open connection (Tick, Stop)
-  int64_t last_piece_ns_ = 0;        // guarded by mu_
-  CheckpointFetchProgress progress_; // guarded by mu_
-  std::optional<Result<uint64_t>> result_;  // guarded by mu_
+  net::StreamConn* conn_ GUARDED_BY(mu_) = nullptr;  // the open connection (Tick, Stop)
+  int64_t last_piece_ns_ GUARDED_BY(mu_) = 0;
+  CheckpointFetchProgress progress_ GUARDED_BY(mu_);
+  std::optional<Result<uint64_t>> result_ GUARDED_BY(mu_);
   // Fetch thread only: where the transfer stands across connections.
   uint64_t batch_ = proto::kAnyCheckpoint;
   uint64_t offset_ = 0;

@@ -92,7 +92,7 @@ Status Checkpointer::Start() {
 void Checkpointer::Stop() {
   hurry_.store(true, std::memory_order_relaxed);
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -108,7 +108,7 @@ Checkpointer::~Checkpointer() {
 
 storage::TableImage* Checkpointer::Want(uint64_t b) {
   if (!Candidate(b)) return nullptr;
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   if (state_ != State::kIdle || stop_) {
     ++stats_.skipped;
     return nullptr;
@@ -123,7 +123,7 @@ storage::TableImage* Checkpointer::Want(uint64_t b) {
 
 void Checkpointer::Taken(uint64_t b) {
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     QR_CHECK(state_ == State::kTaking && batch_ == b);
     have_image_ = true;
     stats_.last_pause_ms = static_cast<double>(NowNanos() - copy_start_ns_) / 1e6;
@@ -141,7 +141,7 @@ void Checkpointer::OnCommitted(uint64_t b, uint64_t digest) {
     // The commit of b may come before or after the executors' Want(b): capture while a
     // checkpoint of b may still be taken (idle: Want(b) has not come yet, and it will find the
     // writer idle, since only Want leaves kIdle).
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     committed_any_ = true;
     last_batch_ = b;
     last_digest_ = digest;
@@ -150,7 +150,7 @@ void Checkpointer::OnCommitted(uint64_t b, uint64_t digest) {
   }
   std::string sessions = encode_sessions_();  // this thread's: the sink applies sessions here too
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     have_state_ = true;
     state_batch_ = b;
     state_digest_ = digest;
@@ -160,7 +160,7 @@ void Checkpointer::OnCommitted(uint64_t b, uint64_t digest) {
 }
 
 CheckpointStats Checkpointer::Stats() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   return stats_;
 }
 
@@ -182,20 +182,20 @@ void Checkpointer::Loop() {
   if (::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), kWriterNice) != 0) {
     Logger("server")->warn("{} checkpoint writer: cannot lower its priority: {}", opt_.identity(), std::strerror(errno));
   }
-  std::unique_lock<std::mutex> lk(mu_);
+  MutexUniqueLock lk(mu_);
   for (;;) {
-    cv_.wait(lk, [&] {
+    cv_.wait(lk.native(), [&]() REQUIRES(mu_) {
       return stop_ ||
              (state_ == State::kTaking && have_image_ && (!image_complete_ || (have_state_ && state_batch_ == batch_)));
     });
     if (state_ == State::kTaking && have_image_ && !image_complete_) {
       // Copy-on-write: the rest of the copy, beside the executors; even when stopping, so that
       // the table is not left armed.
-      lk.unlock();
+      lk.Unlock();
       const int64_t cpu0 = ThreadCpuNanos();
       image_.CompleteCopy(table_);
       const int64_t cpu = ThreadCpuNanos() - cpu0;
-      lk.lock();
+      lk.Lock();
       copy_cpu_ns_ = cpu;
       image_complete_ = true;
       stats_.last_copy_ms = static_cast<double>(NowNanos() - copy_start_ns_) / 1e6;
@@ -207,9 +207,9 @@ void Checkpointer::Loop() {
     const uint64_t b = batch_, digest = state_digest_;
     std::string sessions = std::move(state_sessions_);
     have_state_ = false;
-    lk.unlock();
+    lk.Unlock();
     Write(b, digest, sessions, [this](const storage::RecordEmit& emit) { image_.ForEach(emit); }, false);
-    lk.lock();  // Write left kWriting for kIdle under the lock that counted the checkpoint
+    lk.Lock();  // Write left kWriting for kIdle under the lock that counted the checkpoint
   }
 }
 
@@ -217,7 +217,7 @@ void Checkpointer::WriteFinal(const storage::Table& table, uint64_t sessions_dig
   Stop();  // no background write runs beside this one
   uint64_t b = 0, digest = 0;
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     if (!committed_any_) return;  // nothing committed since start: the last checkpoint stands
     b = last_batch_;
     digest = last_digest_;
@@ -249,7 +249,7 @@ void Checkpointer::Write(uint64_t b, uint64_t digest, const std::string& session
   const double secs = static_cast<double>(NowNanos() - t0) / 1e9;
   const double write_cpu_ms = static_cast<double>(ThreadCpuNanos() - cpu0) / 1e6;
   auto log = Logger("server");
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   // Idle again in the same critical section that counts the result: whoever sees `written` grow
   // (or last_error set) finds the writer ready for the next candidate.
   if (!at_stop) state_ = State::kIdle;

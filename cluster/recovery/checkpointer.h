@@ -28,11 +28,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "cluster/config/topology.h"
 #include "common/config.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "common/thread.h"
 #include "executor/executor_stage.h"
@@ -140,21 +140,22 @@ class Checkpointer : public executor::ImageSink {
   int64_t copy_cpu_ns_ = 0;    // the writer thread's CPU in CompleteCopy for the image being written (mu_)
   std::atomic<bool> hurry_{false};  // set by Stop: a paced write in progress finishes unpaced
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;
-  enum class State { kIdle, kTaking, kWriting } state_ = State::kIdle;  // guarded by mu_
-  uint64_t batch_ = 0;           // guarded by mu_: the batch being taken or written
-  bool have_image_ = false;      // guarded by mu_: Taken(batch_) came
-  bool image_complete_ = false;  // guarded by mu_: and the image holds the whole table (CompleteCopy done)
-  int64_t copy_start_ns_ = 0;    // guarded by mu_
-  bool have_state_ = false;      // guarded by mu_: OnCommitted(state_batch_) came while idle or taking
-  uint64_t state_batch_ = 0;     // guarded by mu_
-  uint64_t state_digest_ = 0;    // guarded by mu_
-  std::string state_sessions_;   // guarded by mu_
-  bool committed_any_ = false;   // guarded by mu_: OnCommitted came (last_*: its latest)
-  uint64_t last_batch_ = 0, last_digest_ = 0;  // guarded by mu_
-  bool stop_ = false;            // guarded by mu_
-  CheckpointStats stats_;        // guarded by mu_
+  enum class State { kIdle, kTaking, kWriting } state_ GUARDED_BY(mu_) = State::kIdle;
+  uint64_t batch_ GUARDED_BY(mu_) = 0;           // the batch being taken or written
+  bool have_image_ GUARDED_BY(mu_) = false;      // Taken(batch_) came
+  bool image_complete_ GUARDED_BY(mu_) = false;  // and the image holds the whole table (CompleteCopy done)
+  int64_t copy_start_ns_ GUARDED_BY(mu_) = 0;
+  bool have_state_ GUARDED_BY(mu_) = false;      // OnCommitted(state_batch_) came while idle or taking
+  uint64_t state_batch_ GUARDED_BY(mu_) = 0;
+  uint64_t state_digest_ GUARDED_BY(mu_) = 0;
+  std::string state_sessions_ GUARDED_BY(mu_);
+  bool committed_any_ GUARDED_BY(mu_) = false;   // OnCommitted came (last_*: its latest)
+  uint64_t last_batch_ GUARDED_BY(mu_) = 0;
+  uint64_t last_digest_ GUARDED_BY(mu_) = 0;
+  bool stop_ GUARDED_BY(mu_) = false;
+  CheckpointStats stats_ GUARDED_BY(mu_);
   NamedThread thread_;
 };
 
