@@ -95,6 +95,10 @@ else
   # kill-at-end: no election within 3 s of n0's last heartbeat (300 ticks of 10 ms, up to 6 s
   # randomized), so the failover surely outlasts the client's last second.
   [[ "$how" == kill-at-end ]] && values+=(--replication.raft.election_ticks=300)
+  # pause, cutoff: n0 rejoins from its newest checkpoint, or fetches one when the leader's log
+  # no longer holds what it lacks (on a fast host the log passes max_log_bytes in seconds).
+  [[ "$how" == pause || "$how" == cutoff ]] &&
+    values+=(--server.checkpoint_dir="$QR_TMP/checkpoints" --server.checkpoint_every_batches=100)
   qr_up "$cfg" --replication.raft.test_isolate_file="$QR_TMP/isolate" --server.test_kill_before_reply_file="$QR_TMP/kill" \
     "${values[@]+"${values[@]}"}"
 fi
