@@ -304,7 +304,7 @@ void ExecutorStage::Loop(uint32_t me) {
   BatchRing& ring = *ring_;
   RangeExecutor& ex = *executors_[me];
   for (uint64_t b = ring.first_batch;; ++b) {
-    if (opt_.image_sink != nullptr && b > ring.first_batch && !ImageBoundary(b - 1, me)) return;
+    if (opt_.image_sink != nullptr && b > ring.first_batch && !ImageBoundary(b - 1, me)) return;  // halted: left
     BatchSlot& slot = ring.Slot(b);
     ex.log().Clear();
     // Logging starts at the first slice with abortable ops: only from there on can a
@@ -317,10 +317,15 @@ void ExecutorStage::Loop(uint32_t me) {
         ring.published_cv.wait(lk, [&] { return ring.Halted() || ring.PastEnd(b) || Runnable(slot, ss, b); });
         // A published slice is run even when stopping: another executor may already be
         // waiting for one of its dependency values, and that wait has no timeout. For the
-        // same reason what is parked runs before leaving.
-        if (!Runnable(slot, ss, b)) {
+        // same reason what is parked runs before leaving. But no slice from where another
+        // executor left on: it will not publish its share of that slice's values.
+        if (!Runnable(slot, ss, b) || std::make_pair(b, p) >= leave_at_) {
+          const bool halted = ring.Halted();
           lk.unlock();
           ex.Drain();
+          // After the drain: until then another executor may still have to run this batch's
+          // earlier slices for the values this one's parked fragments wait for.
+          if (halted) LeaveAt(b, p);
           return;
         }
         if (slot.exec_start_ns == 0) slot.exec_start_ns = NowNanos();
@@ -343,7 +348,10 @@ void ExecutorStage::Loop(uint32_t me) {
       if (log && opt_.row_sender != nullptr) {
         lk.unlock();
         uint64_t delta = 0;
-        if (!RowResolve(b, slot, opt_.track_digest ? &delta : nullptr)) return;  // halted meanwhile
+        if (!RowResolve(b, slot, opt_.track_digest ? &delta : nullptr)) {  // halted meanwhile
+          LeaveAt(b + 1, 0);
+          return;
+        }
         lk.lock();
         slot.resolver_delta = delta;
       } else if (log) {
@@ -384,7 +392,12 @@ void ExecutorStage::Loop(uint32_t me) {
       // The monotonic counter, not slot.executed: once b is committed its slot may already be
       // reclaimed (and its flags reset) before this thread wakes up.
       ring.executed_cv.wait(lk, [&] { return ring.Halted() || executed_ > b; });
-      if (executed_ <= b) return;
+      if (executed_ <= b) {
+        // Halted first. The resolving executor may still finish batch b and go on, but it
+        // starts nothing from b + 1 on (where this one leaves), in the same critical section.
+        LeaveAtLocked(b + 1, 0);
+        return;
+      }
     }
   }
 }
@@ -429,7 +442,10 @@ bool ExecutorStage::ImageBoundary(uint64_t done, uint32_t me) {
     // stopped there; the last to come begins the image, then everyone goes on.
     if (++image_arrived_ < ring.executors) {
       ring.executed_cv.wait(lk, [&] { return ring.Halted() || image_complete_ > done; });
-      if (image_complete_ <= done) return false;
+      if (image_complete_ <= done) {
+        LeaveAtLocked(done + 1, 0);
+        return false;
+      }
       executors_[me]->set_cow_epoch(image_epoch_);
       return true;
     }
@@ -449,7 +465,10 @@ bool ExecutorStage::ImageBoundary(uint64_t done, uint32_t me) {
   if (++image_arrived_ == ring.executors) ring.executed_cv.notify_all();
   // Until every range is done with `done` (and its aborts are undone), nobody copies.
   ring.executed_cv.wait(lk, [&] { return ring.Halted() || image_arrived_ == ring.executors; });
-  if (image_arrived_ != ring.executors) return false;  // halted
+  if (image_arrived_ != ring.executors) {  // halted
+    LeaveAtLocked(done + 1, 0);
+    return false;
+  }
   storage::TableImage* image = image_;
   lk.unlock();
   image->CopyShare(*table_, me, ring.executors);
@@ -462,8 +481,16 @@ bool ExecutorStage::ImageBoundary(uint64_t done, uint32_t me) {
   }
   // Nobody writes the table until every share is copied.
   ring.executed_cv.wait(lk, [&] { return ring.Halted() || image_complete_ > done; });
+  if (image_complete_ <= done) LeaveAtLocked(done + 1, 0);
   return image_complete_ > done;
 }
+
+void ExecutorStage::LeaveAt(uint64_t b, uint32_t p) {
+  std::lock_guard<std::mutex> lk(ring_->mu);
+  LeaveAtLocked(b, p);
+}
+
+void ExecutorStage::LeaveAtLocked(uint64_t b, uint32_t p) { leave_at_ = std::min(leave_at_, std::make_pair(b, p)); }
 
 bool ExecutorStage::RowResolve(uint64_t b, BatchSlot& slot, uint64_t* digest_delta) {
   std::vector<const planner::PlannedSlice*> slices;

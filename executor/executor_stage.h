@@ -47,6 +47,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <utility>
@@ -205,6 +206,10 @@ class ExecutorStage {
   // all go on; otherwise each copies its share and waits until every share is copied. False if
   // the ring halted meanwhile.
   bool ImageBoundary(uint64_t done, uint32_t me);
+  // An executor leaving on a halt at slice p of batch b (before starting it): no executor
+  // starts it or anything after it (leave_at_). LeaveAtLocked with ring->mu held.
+  void LeaveAt(uint64_t b, uint32_t p);
+  void LeaveAtLocked(uint64_t b, uint32_t p);
   // Fills row slot `dep_slot` of sub-slice ss = (b, p). ring->mu held.
   Status FillLocked(SliceState& ss, uint64_t b, uint32_t p, uint32_t dep_slot, int64_t value);
   // The votes partition `from` gave for (b, round), still collected or consumed already;
@@ -223,6 +228,13 @@ class ExecutorStage {
   AbortResolver resolver_;     // the resolving executor's (batches resolve in turn)
   RowResolver row_resolver_;   // likewise, on a row node
   uint64_t executed_;          // guarded by ring->mu: batches [first, this) executed and resolved
+  // Guarded by ring->mu: the first (batch, slice) no executor starts, once one left on a halt.
+  // An executor leaving at a point the others may pass (a batch's resolution or an image
+  // boundary that another executor finishes after this one saw the halt) would otherwise leave
+  // them running slices whose dependency values it never publishes. Every executor leaves at
+  // the first such point: each one's run before it is the same, so each waits only for values
+  // the others publish.
+  std::pair<uint64_t, uint32_t> leave_at_{std::numeric_limits<uint64_t>::max(), 0};
   uint64_t reexecuted_ = 0;    // guarded by ring->mu: txns the resolver re-executed, in total
   // Row nodes: abort votes by (batch, round): (from partition, txns) per peer so far.
   using PeerVotes = std::vector<std::pair<uint32_t, std::vector<RowTxn>>>;

@@ -5,6 +5,9 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -257,6 +260,82 @@ TEST_CASE("row pipelines: a node waiting for a value from a dead peer stops when
   node.Stop();  // joins the executor that was waiting
   CHECK(NowNanos() - t0 < int64_t{5'000'000'000});
   CHECK(node.health().message() == "row peer (1, 0) unreachable");
+}
+
+TEST_CASE("row pipelines: a halt while a batch resolves stops both executors at the same slice, neither waits for "
+          "the other",
+          "[row]") {
+  // Batch 0 may abort: its last executor resolves it with the peer's votes while the other waits
+  // for the result. The node fails inside the resolution (on_row_resolved): the waiting executor
+  // leaves at once, the resolving one finishes batch 0. Batch 1, published before the failure,
+  // has a dependency each way between the two executors' ranges: if the resolving executor went
+  // on into it, it would wait for a value the one that left never publishes, and Stop would
+  // never return.
+  const KeyMapper parts(KeyMapper::Kind::kRange, 2, kKeys);
+  const KeyMapper ranges = KeyMapper::Within(parts, 2);
+  REQUIRE(parts.Of(10) == 0);
+  REQUIRE(parts.Of(150) == 0);
+  REQUIRE(ranges.Of(10) != ranges.Of(150));
+  Txn may_abort;
+  may_abort.id = 1;
+  may_abort.ops.push_back(storage::Op{storage::OpKind::kAbortIf, 30, 0, 0});  // arg 0: never fires
+  may_abort.ops.push_back(storage::Op{storage::OpKind::kUpdate, 160, 1, 0});
+  Txn both_ways;
+  both_ways.id = 2;
+  both_ways.ops.push_back(storage::Op{storage::OpKind::kDepWrite, 10, 150, 0});
+  both_ways.ops.push_back(storage::Op{storage::OpKind::kDepWrite, 160, 20, 0});
+  planner::RowPlanner home(parts, ranges, 0);
+  std::vector<PlannedSlice> b0, b1;
+  home.PlanSlices(0, 0, {may_abort}, &b0);
+  home.PlanSlices(1, 0, {both_ways}, &b1);
+  REQUIRE(b0[0].may_abort);
+  REQUIRE(b1[0].dep_slots == 2);
+  for (int run = 0; run < 20; ++run) {
+    INFO("run " << run);
+    storage::Table table(kLayout, kKeys);
+    testing::LoadTable(&table, kKeys, 1000);
+    DeadRow dead;
+    Pipeline* self = nullptr;
+    std::atomic<int> resolved{0};
+    PipelineOptions po = RowOptions(1, 2, 2, ranges, &dead);
+    po.on_row_resolved = [&](uint64_t, const std::vector<executor::RowTxn>&, const std::vector<executor::RowTxn>&) {
+      self->Fail(Status::Unavailable("failed while batch 0 resolves"));
+      // Time for the waiting executor to see the halt before this one finishes batch 0.
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      ++resolved;
+    };
+    Pipeline node(po, &table, [](const auto&) {});
+    self = &node;
+    REQUIRE(node.Start().ok());
+    for (uint64_t b = 0; b < 2; ++b) {
+      PlannedSlice* slot = node.BeginSlice(b, 0);
+      REQUIRE(slot != nullptr);
+      *slot = (b == 0 ? b0 : b1)[0];
+      node.PublishSlice(b, 0, 0, true);
+    }
+    node.EndInput(2);
+    node.DeliverVotes(0, 1, 0, {});  // the peer's round 0: nothing fired there
+    // Stop joins both executors; it must return (a watchdog makes a hang a failure).
+    std::atomic<bool> stopped{false};
+    std::thread watchdog([&] {
+      const int64_t deadline = NowNanos() + 30'000'000'000;
+      while (!stopped.load() && NowNanos() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      if (!stopped.load()) {
+        std::fprintf(stderr, "run %d: Stop did not return in 30 s: an executor waits for a value from one that left\n", run);
+        std::abort();
+      }
+    });
+    const int64_t t0 = NowNanos();
+    while (resolved.load() == 0 && NowNanos() - t0 < 10'000'000'000) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    CHECK(resolved.load() == 1);
+    node.Stop();
+    stopped.store(true);
+    watchdog.join();
+    CHECK(node.health().message() == "failed while batch 0 resolves");
+    CHECK(node.Stats().committed_batches == 0);
+  }
 }
 
 namespace {
