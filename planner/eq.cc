@@ -91,13 +91,16 @@ std::string EncodeSlice(const PlannedSlice& s, SliceEncoding how) {
   return std::string(begin, static_cast<size_t>(p - begin));
 }
 
-Status DecodeSlice(std::string_view bytes, PlannedSlice* out) {
-  Reader r(bytes);
+namespace {
+
+// The header: magic, batch, planner, slot counts, flags and txn count, each bounded by the
+// bytes left. On success sets out's header fields and sizes out->txns; on failure writes nothing.
+Status DecodeSliceHeader(Reader& r, PlannedSlice* out) {
   std::string_view magic;
   if (!r.GetRaw(sizeof kSliceMagic, &magic) || magic != std::string_view(kSliceMagic, sizeof kSliceMagic)) {
     return Corrupt("bad magic");
   }
-  uint64_t batch = 0, planner = 0, dep_slots = 0, read_slots = 0, ntxns = 0, nranges = 0;
+  uint64_t batch = 0, planner = 0, dep_slots = 0, read_slots = 0, ntxns = 0;
   uint8_t flags = 0;
   r.GetVarint(&batch);
   r.GetVarint(&planner);
@@ -124,8 +127,17 @@ Status DecodeSlice(std::string_view bytes, PlannedSlice* out) {
   out->may_abort = may_abort;
   out->row = row;
   out->txns.resize(ntxns);
+  return Status::Ok();
+}
+
+// The txn contexts, after the header. Slot ranges are back to back in txn order, so no two txns
+// share a slot; together they must own every slot of the header's counts, and the slice's
+// may_abort flag must agree with its txns'.
+Status DecodeTxnContexts(Reader& r, PlannedSlice* out) {
+  const size_t ntxns = out->txns.size();
+  const uint64_t dep_slots = out->dep_slots, read_slots = out->read_slots;
+  const bool row = out->row;
   bool any_may_abort = false;
-  // Slot ranges are back to back in txn order, so no two txns share a slot.
   uint64_t next_dep = 0, next_read = 0;
   for (size_t i = 0; i < ntxns; ++i) {
     TxnContext& t = out->txns[i];
@@ -184,94 +196,126 @@ Status DecodeSlice(std::string_view bytes, PlannedSlice* out) {
   if (row ? (any_may_abort && !out->may_abort) : any_may_abort != out->may_abort) {
     return Corrupt("may_abort flag disagrees with its txns");
   }
+  return Status::Ok();
+}
+
+// What the fragments of a slice use, counted while decoding them and checked once all are read:
+// fragments per txn (to check against the contexts: a dropped or duplicated fragment would
+// silently change the result), and the readers, writers and op of each slot.
+struct FragmentTally {
+  std::vector<uint32_t> seen;
+  std::vector<uint8_t> dep_reads, dep_writes, dep_recv, read_used;
+  std::vector<uint32_t> dep_op;
+};
+
+// One EQ's fragments, each checked against its txn's context and counted in `tally`.
+inline Status DecodeEq(Reader& r, const std::vector<TxnContext>& txns, bool row, std::vector<Fragment>* eq,
+                       FragmentTally& tally) {
+  const uint64_t ntxns = txns.size();
+  uint64_t n = 0;
+  if (!r.GetCount(&n, kMinFragBytes)) return Corrupt("bad or truncated fragment count");
+  eq->resize(n);
+  uint64_t txn = 0;
+  const Fragment* prev = nullptr;
+  for (Fragment& f : *eq) {
+    uint8_t kind = 0;
+    uint64_t delta = 0, slot = 0, op = 0;
+    r.GetU8(&kind);
+    r.GetVarint(&delta);
+    r.GetVarint(&f.key);
+    r.GetVarint(&f.arg);
+    r.GetVarint(&slot);
+    r.GetVarint(&op);
+    if (!r.ok()) return Corrupt("truncated fragment");
+    if (kind > kMaxFragKind) return Corrupt("unknown fragment kind " + std::to_string(kind));
+    if (op > UINT32_MAX) return Corrupt("bad op index");
+    txn += delta;
+    if (txn >= ntxns) return Corrupt("fragment txn index out of range");
+    f.kind = static_cast<FragKind>(kind);
+    if (!row && (f.kind == FragKind::kDepSend || f.kind == FragKind::kDepRecv)) {
+      return Corrupt("fragment kind " + std::to_string(kind) + " outside a row sub-slice");
+    }
+    f.txn = static_cast<uint32_t>(txn);
+    f.op = static_cast<uint32_t>(op);
+    if (prev != nullptr && prev->txn == f.txn && !FragOpBefore(*prev, f)) {
+      return Corrupt("fragments of a txn out of op order");
+    }
+    prev = &f;
+    const TxnContext& tc = txns[txn];
+    if (f.kind == FragKind::kDepRead || f.kind == FragKind::kDepWrite || f.kind == FragKind::kDepRecv) {
+      if (slot < tc.dep_begin || slot >= uint64_t{tc.dep_begin} + tc.deps) return Corrupt("dependency slot out of range");
+      uint8_t& count = f.kind == FragKind::kDepRead ? tally.dep_reads[slot] : tally.dep_writes[slot];
+      if (++count > 1) return Corrupt("dependency slot used twice");
+      if (f.kind == FragKind::kDepRecv) tally.dep_recv[slot] = 1;
+      if (tally.dep_reads[slot] + tally.dep_writes[slot] == 2 && tally.dep_op[slot] != f.op) {
+        return Corrupt("dependency halves at different ops");
+      }
+      tally.dep_op[slot] = f.op;
+    } else if (f.kind == FragKind::kRead) {
+      if (slot < tc.read_begin || slot >= uint64_t{tc.read_begin} + tc.reads) return Corrupt("read slot out of range");
+      if (++tally.read_used[slot] > 1) return Corrupt("read slot used twice");
+    } else if (f.kind == FragKind::kDepSend) {
+      // Its slot and partition are the receiver's: checked there (and the partition by
+      // ValidateSlice against the row).
+      if (slot > UINT32_MAX || f.arg >= kMaxPartitions) return Corrupt("bad dependency send");
+    } else if (slot != 0) {
+      return Corrupt("slot on a fragment that takes none");
+    }
+    if (MayAbortFrag(f.kind) && !tc.may_abort) return Corrupt("abortable fragment in a txn without may_abort");
+    f.slot = static_cast<uint32_t>(slot);
+    ++tally.seen[txn];
+  }
+  return Status::Ok();
+}
+
+// The EQs, after the txn contexts: their count, then each one's fragments.
+Status DecodeEqs(Reader& r, PlannedSlice* out, FragmentTally& tally) {
+  uint64_t nranges = 0;
   if (!r.GetCount(&nranges, 1) || nranges == 0 || nranges > kMaxRanges) return Corrupt("bad range count");
   out->eqs.resize(nranges);
-  // Fragments per txn, to check against the contexts (a dropped or duplicated fragment
-  // would silently change the result).
-  // Scratch reused per thread (a follower decodes a slice per batch and planner).
-  thread_local std::vector<uint32_t> seen;
-  seen.assign(ntxns, 0);
+  tally.seen.assign(out->txns.size(), 0);
   // Every dependency slot must have exactly one reader and one writer at the same op (its own
   // txn's: the slot lies in that txn's range), and within one EQ a txn's fragments must be in
   // op order. That is what the planner produces and what makes dependency waits deadlock-free.
   // A kDepRecv's slot has its write half here and its read half (a kDepSend) in another
   // partition's sub-slice.
-  thread_local std::vector<uint8_t> dep_reads, dep_writes, dep_recv, read_used;
-  thread_local std::vector<uint32_t> dep_op;
-  dep_reads.assign(dep_slots, 0);
-  dep_writes.assign(dep_slots, 0);
-  dep_recv.assign(dep_slots, 0);
-  dep_op.assign(dep_slots, 0);
-  read_used.assign(read_slots, 0);
-  for (auto& eq : out->eqs) {
-    uint64_t n = 0;
-    if (!r.GetCount(&n, kMinFragBytes)) return Corrupt("bad or truncated fragment count");
-    eq.resize(n);
-    uint64_t txn = 0;
-    const Fragment* prev = nullptr;
-    for (Fragment& f : eq) {
-      uint8_t kind = 0;
-      uint64_t delta = 0, slot = 0, op = 0;
-      r.GetU8(&kind);
-      r.GetVarint(&delta);
-      r.GetVarint(&f.key);
-      r.GetVarint(&f.arg);
-      r.GetVarint(&slot);
-      r.GetVarint(&op);
-      if (!r.ok()) return Corrupt("truncated fragment");
-      if (kind > kMaxFragKind) return Corrupt("unknown fragment kind " + std::to_string(kind));
-      if (op > UINT32_MAX) return Corrupt("bad op index");
-      txn += delta;
-      if (txn >= ntxns) return Corrupt("fragment txn index out of range");
-      f.kind = static_cast<FragKind>(kind);
-      if (!row && (f.kind == FragKind::kDepSend || f.kind == FragKind::kDepRecv)) {
-        return Corrupt("fragment kind " + std::to_string(kind) + " outside a row sub-slice");
-      }
-      f.txn = static_cast<uint32_t>(txn);
-      f.op = static_cast<uint32_t>(op);
-      if (prev != nullptr && prev->txn == f.txn && !FragOpBefore(*prev, f)) {
-        return Corrupt("fragments of a txn out of op order");
-      }
-      prev = &f;
-      const TxnContext& tc = out->txns[txn];
-      if (f.kind == FragKind::kDepRead || f.kind == FragKind::kDepWrite || f.kind == FragKind::kDepRecv) {
-        if (slot < tc.dep_begin || slot >= uint64_t{tc.dep_begin} + tc.deps) return Corrupt("dependency slot out of range");
-        uint8_t& count = f.kind == FragKind::kDepRead ? dep_reads[slot] : dep_writes[slot];
-        if (++count > 1) return Corrupt("dependency slot used twice");
-        if (f.kind == FragKind::kDepRecv) dep_recv[slot] = 1;
-        if (dep_reads[slot] + dep_writes[slot] == 2 && dep_op[slot] != f.op) {
-          return Corrupt("dependency halves at different ops");
-        }
-        dep_op[slot] = f.op;
-      } else if (f.kind == FragKind::kRead) {
-        if (slot < tc.read_begin || slot >= uint64_t{tc.read_begin} + tc.reads) return Corrupt("read slot out of range");
-        if (++read_used[slot] > 1) return Corrupt("read slot used twice");
-      } else if (f.kind == FragKind::kDepSend) {
-        // Its slot and partition are the receiver's: checked there (and the partition by
-        // ValidateSlice against the row).
-        if (slot > UINT32_MAX || f.arg >= kMaxPartitions) return Corrupt("bad dependency send");
-      } else if (slot != 0) {
-        return Corrupt("slot on a fragment that takes none");
-      }
-      if (MayAbortFrag(f.kind) && !tc.may_abort) return Corrupt("abortable fragment in a txn without may_abort");
-      f.slot = static_cast<uint32_t>(slot);
-      ++seen[txn];
-    }
-  }
+  tally.dep_reads.assign(out->dep_slots, 0);
+  tally.dep_writes.assign(out->dep_slots, 0);
+  tally.dep_recv.assign(out->dep_slots, 0);
+  tally.dep_op.assign(out->dep_slots, 0);
+  tally.read_used.assign(out->read_slots, 0);
+  for (auto& eq : out->eqs) QR_RETURN_IF_ERROR(DecodeEq(r, out->txns, out->row, &eq, tally));
+  return Status::Ok();
+}
+
+// After the last EQ: no bytes left, every slot used in full, every txn's fragments all there.
+Status CheckTally(const Reader& r, const PlannedSlice& s, const FragmentTally& tally) {
   if (!r.done()) return Corrupt("trailing bytes");
-  for (size_t d = 0; d < dep_slots; ++d) {
-    if (dep_writes[d] != 1 || dep_reads[d] + dep_recv[d] != 1) {
-      return Corrupt(dep_recv[d] != 0 ? "dependency slot fed by the row and by a local read"
-                                      : "dependency slot without reader or writer");
+  for (size_t d = 0; d < s.dep_slots; ++d) {
+    if (tally.dep_writes[d] != 1 || tally.dep_reads[d] + tally.dep_recv[d] != 1) {
+      return Corrupt(tally.dep_recv[d] != 0 ? "dependency slot fed by the row and by a local read"
+                                            : "dependency slot without reader or writer");
     }
   }
-  for (size_t d = 0; d < read_slots; ++d) {
-    if (read_used[d] != 1) return Corrupt("read slot without its read");
+  for (size_t d = 0; d < s.read_slots; ++d) {
+    if (tally.read_used[d] != 1) return Corrupt("read slot without its read");
   }
-  for (size_t i = 0; i < ntxns; ++i) {
-    if (seen[i] != out->txns[i].fragments) return Corrupt("fragment count mismatch for txn " + std::to_string(i));
+  for (size_t i = 0; i < s.txns.size(); ++i) {
+    if (tally.seen[i] != s.txns[i].fragments) return Corrupt("fragment count mismatch for txn " + std::to_string(i));
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status DecodeSlice(std::string_view bytes, PlannedSlice* out) {
+  Reader r(bytes);
+  QR_RETURN_IF_ERROR(DecodeSliceHeader(r, out));
+  QR_RETURN_IF_ERROR(DecodeTxnContexts(r, out));
+  // Scratch reused per thread (a follower decodes a slice per batch and planner).
+  thread_local FragmentTally tally;
+  QR_RETURN_IF_ERROR(DecodeEqs(r, out, tally));
+  return CheckTally(r, *out, tally);
 }
 
 Status ValidateSlice(const PlannedSlice& slice, const storage::KeyMapper& ranges, uint64_t batch, uint32_t planner,
