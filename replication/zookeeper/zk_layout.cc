@@ -12,7 +12,6 @@ namespace {
 
 constexpr uint32_t kMarkerMagic = 0x4d4b5a51;    // "QZKM"
 constexpr uint32_t kProgressMagic = 0x504b5a51;  // "QZKP"
-constexpr uint8_t kVersion = 1;         // markers of version 1 have no epoch
 constexpr uint8_t kProgressVersion = 2;  // progress (version 1 had no keep_from; still read)
 constexpr uint8_t kMarkerVersion = 2;   // markers: version 1 + the epoch
 constexpr size_t kIdDigits = 20;                 // enough for any uint64
