@@ -92,6 +92,7 @@ struct Figures {
   double elapsed_s = 0, tps = 0, ops_per_s = 0;
   double p50 = 0, p99 = 0, p999 = 0, max = 0;
   double raw_ops_per_s = 0, engine_vs_raw = 0;
+  int64_t cpu_total_ns = 0;  // the CPU of all thread groups while the load ran
 };
 
 // The command line: the flags and the --help text.
@@ -303,6 +304,7 @@ Figures ComputeFigures(const BenchOptions& o, const RunReport& r) {
     f.raw_ops_per_s = r.raw->apply_ns > 0 ? static_cast<double>(r.raw->ops_committed) / (static_cast<double>(r.raw->apply_ns) / 1e9) : 0;
     f.engine_vs_raw = f.raw_ops_per_s > 0 ? f.ops_per_s / f.raw_ops_per_s : 0;
   }
+  for (const auto& [name, ns] : r.cpu_ns) f.cpu_total_ns += ns;
   return f;
 }
 
@@ -326,13 +328,11 @@ void PrintSummary(const BenchOptions& o, const RunReport& r, const Figures& f) {
   }
   if (r.cpu_txns > 0 && !r.cpu_ns.empty()) {
     std::string line;
-    int64_t total = 0;
     for (const auto& [name, ns] : r.cpu_ns) {
       line += (line.empty() ? "" : ", ") + name + " " + std::to_string(ns / static_cast<int64_t>(r.cpu_txns));
-      total += ns;
     }
     std::printf("  cpu ns / txn   %s; total %" PRId64 " (by thread; qrstore-bench: the load generator)\n", line.c_str(),
-                total / static_cast<int64_t>(r.cpu_txns));
+                f.cpu_total_ns / static_cast<int64_t>(r.cpu_txns));
   }
   std::printf("  digest         %s\n", Hex(r.digest).c_str());
   std::printf("  verify         %s%s%s\n", r.verify.text.c_str(), r.verify.detail.empty() ? "" : ": ", r.verify.detail.c_str());
@@ -373,12 +373,8 @@ void PrintJson(const BenchOptions& o, const RunReport& r, const Figures& f, cons
   j.Int("outstanding", o.outstanding);
   if (r.cpu_txns > 0) {
     JsonObject cpu;
-    int64_t total = 0;
-    for (const auto& [name, ns] : r.cpu_ns) {
-      cpu.Dbl(name, static_cast<double>(ns) / static_cast<double>(r.cpu_txns));
-      total += ns;
-    }
-    cpu.Dbl("total", static_cast<double>(total) / static_cast<double>(r.cpu_txns));
+    for (const auto& [name, ns] : r.cpu_ns) cpu.Dbl(name, static_cast<double>(ns) / static_cast<double>(r.cpu_txns));
+    cpu.Dbl("total", static_cast<double>(f.cpu_total_ns) / static_cast<double>(r.cpu_txns));
     j.Raw("cpu_ns_per_txn", cpu.Done());
   }
   j.Str("digest", Hex(r.digest));
