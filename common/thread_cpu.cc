@@ -11,14 +11,6 @@
 namespace qrstore {
 namespace {
 
-std::string GroupOf(std::string name) {
-  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
-  size_t end = name.size();
-  while (end > 0 && std::isdigit(static_cast<unsigned char>(name[end - 1]))) --end;
-  if (end < name.size() && end > 0 && name[end - 1] == '-') name.resize(end - 1);
-  return name;
-}
-
 // utime + stime (fields 14 and 15 of /proc/<pid>/task/<tid>/stat) in clock ticks; -1 if the
 // thread is gone. The name (field 2) may hold spaces and parentheses: fields are counted from
 // the last ')'.
@@ -41,6 +33,15 @@ int64_t ThreadTicks(const std::string& stat_path) {
 
 }  // namespace
 
+// scripts/thread-cpu.sh groups names by the same rule (see the header).
+std::string ThreadGroup(std::string_view name) {
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.remove_suffix(1);
+  size_t end = name.size();
+  while (end > 0 && std::isdigit(static_cast<unsigned char>(name[end - 1]))) --end;
+  if (end < name.size() && end > 0 && name[end - 1] == '-') name = name.substr(0, end - 1);
+  return std::string(name);
+}
+
 std::map<std::string, int64_t> ThreadCpuNanos() {
   std::map<std::string, int64_t> out;
   DIR* dir = opendir("/proc/self/task");
@@ -55,7 +56,7 @@ std::map<std::string, int64_t> ThreadCpuNanos() {
     if (!std::getline(comm, name)) continue;  // exited meanwhile
     const int64_t ticks = ThreadTicks(base + "/stat");
     if (ticks < 0) continue;
-    out[GroupOf(name)] += ticks * ns_per_tick;
+    out[ThreadGroup(name)] += ticks * ns_per_tick;
   }
   closedir(dir);
   return out;

@@ -6,11 +6,17 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 
 namespace qrstore {
 
-// CPU nanoseconds (user + system) of every live thread of this process, summed by thread name
-// with a trailing "-<digits>" dropped ("executor-0" and "executor-1" count as "executor").
+// The group a thread name counts in: the name without trailing spaces and line breaks, then
+// without a trailing "-<digits>" ("executor-0" and "executor-1" are "executor"). The same rule
+// is written again in scripts/thread-cpu.sh, which reads another process's threads without a
+// build; tests/unit/common/thread_cpu_test.cc checks that the two agree.
+std::string ThreadGroup(std::string_view name);
+
+// CPU nanoseconds (user + system) of every live thread of this process, summed by ThreadGroup.
 // Resolution: the kernel's clock tick (10 ms at 100 Hz). Empty without /proc.
 std::map<std::string, int64_t> ThreadCpuNanos();
 

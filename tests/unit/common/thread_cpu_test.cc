@@ -1,10 +1,13 @@
 #include <catch2/catch.hpp>
 
+#include <stdio.h>
 #include <time.h>
 
 #include <atomic>
 #include <chrono>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/thread.h"
@@ -64,4 +67,32 @@ TEST_CASE("thread cpu: a busy thread's time is counted under its name without th
   REQUIRE(d.count("qridle") == 1);
   CHECK(d.at("qridle") <= 50'000'000);
   CHECK(sink.load() != 0);
+}
+
+TEST_CASE("thread cpu: scripts/thread-cpu.sh groups thread names as ThreadGroup does") {
+  CHECK(ThreadGroup("executor-0") == "executor");
+  CHECK(ThreadGroup("planner-12\n") == "planner");
+  const std::vector<std::string> names = {"executor-0", "executor-13", "planner-1", "commit", "qrstore-bench",
+                                          "raft-io-2", "row-link-10", "zk-1-2", "a--1", "-7", "7", "name-",
+                                          "tick-3 ", "x1", "ends-in-dash-"};
+  std::string cmd = "bash " QRSTORE_SOURCE_DIR "/scripts/thread-cpu.sh --group";
+  for (const std::string& n : names) cmd += " '" + n + "'";
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::string out;
+  char buf[256];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  REQUIRE(pclose(p) == 0);
+  std::vector<std::string> groups;
+  for (size_t at = 0; at < out.size();) {
+    const size_t nl = out.find('\n', at);
+    REQUIRE(nl != std::string::npos);
+    groups.push_back(out.substr(at, nl - at));
+    at = nl + 1;
+  }
+  REQUIRE(groups.size() == names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    INFO("thread name '" << names[i] << "'");
+    CHECK(groups[i] == ThreadGroup(names[i]));
+  }
 }
