@@ -477,15 +477,12 @@ Result<std::string> WriteCheckpoint(const std::string& dir, CheckpointMeta meta,
   return path;
 }
 
-Status ReadCheckpoint(const std::string& path, const CheckpointExpect& expect, Table* table, CheckpointMeta* meta,
-                      std::string* extra) {
-  QR_CHECK(table->size() == 0, "ReadCheckpoint needs an empty table (has %llu records)",
-           static_cast<unsigned long long>(table->size()));
-  QR_CHECK_EQ(table->layout().size(), expect.record_size);
-  QR_CHECK_EQ(table->capacity(), expect.capacity);
-  FileReader f(path);
-  QR_RETURN_IF_ERROR(f.Open());
+namespace {
 
+// The header: magic and format version, the fixed fields, the stream table and its checksum.
+// Sets *m, *block_records32 and *header_sum.
+Status ReadHeader(FileReader& f, const std::string& path, CheckpointMeta* out, uint32_t* block_records32,
+                  uint64_t* header_sum_out) {
   // Magic and version first: a later format may lay out the rest differently.
   std::string head(kHeaderFixedBytes, '\0');
   QR_RETURN_IF_ERROR(f.Read(head.data(), sizeof kMagic, "magic"));
@@ -500,8 +497,8 @@ Status ReadCheckpoint(const std::string& path, const CheckpointExpect& expect, T
   }
   std::memcpy(head.data() + sizeof kMagic, &format, sizeof format);
   QR_RETURN_IF_ERROR(f.Read(head.data() + 10, kHeaderFixedBytes - 10, "header"));
-  CheckpointMeta m;
-  uint32_t block_records32 = 0, streams = 0;
+  CheckpointMeta& m = *out;
+  uint32_t streams = 0;
   Reader r(std::string_view(head).substr(10));
   r.GetU64(&m.cluster_id);
   r.GetU32(&m.partition);
@@ -512,7 +509,7 @@ Status ReadCheckpoint(const std::string& path, const CheckpointExpect& expect, T
   r.GetU64(&m.capacity);
   r.GetU64(&m.records);
   r.GetI64(&m.created_unix_ms);
-  r.GetU32(&block_records32);
+  r.GetU32(block_records32);
   r.GetU32(&streams);
   QR_CHECK(r.ok() && r.done(), "header layout and kHeaderFixedBytes disagree");
   // The stream table's length comes from the file: check it fits before allocating.
@@ -522,12 +519,19 @@ Status ReadCheckpoint(const std::string& path, const CheckpointExpect& expect, T
   QR_RETURN_IF_ERROR(f.Read(head.data() + kHeaderFixedBytes, rest, "header stream table"));
   m.stream_next.resize(streams);
   if (streams > 0) std::memcpy(m.stream_next.data(), head.data() + kHeaderFixedBytes, uint64_t{streams} * 8);
-  uint64_t header_sum;
+  uint64_t& header_sum = *header_sum_out;
   std::memcpy(&header_sum, head.data() + head.size() - 8, 8);
   if (header_sum != BulkHash64(head.data(), head.size() - 8, kHeaderSeed)) {
     return Status::Corruption(path + ": header checksum mismatch");
   }
 
+  return Status::Ok();
+}
+
+// The header's identity against what the caller expects (a foreign checkpoint names every field
+// that differs), then its block size and record count against its own limits.
+Status CheckHeader(const std::string& path, const CheckpointMeta& m, const CheckpointExpect& expect,
+                   uint64_t block_records) {
   std::string foreign;
   auto differs = [&](const char* field, uint64_t file, uint64_t want, bool hex) {
     if (file == want) return;
@@ -542,7 +546,6 @@ Status ReadCheckpoint(const std::string& path, const CheckpointExpect& expect, T
   if (!foreign.empty()) return Status::InvalidArgument(path + ": foreign checkpoint: " + foreign);
 
   const uint64_t entry = 8 + uint64_t{m.record_size};
-  const uint64_t block_records = block_records32;
   if (block_records == 0 || (block_records > 1 && block_records * entry > kCheckpointMaxBlockBytes)) {
     return Status::Corruption(path + ": header block size of " + std::to_string(block_records) +
                               " records is not accepted");
@@ -552,9 +555,20 @@ Status ReadCheckpoint(const std::string& path, const CheckpointExpect& expect, T
                               std::to_string(m.capacity));
   }
 
+  return Status::Ok();
+}
+
+// The record blocks up to the end marker, each checked against its checksum and inserted into
+// `table`. Sets *total (records), *blocks and *blocks_chain (the chain of block checksums).
+Status ReadBlocks(FileReader& f, const std::string& path, const CheckpointMeta& m, uint64_t block_records,
+                  Table* table, uint64_t* total_out, uint64_t* blocks_out, uint64_t* blocks_chain_out) {
+  const uint64_t entry = 8 + uint64_t{m.record_size};
   // Blocks: each holds >= 1 record and the total is capped by the header, so this loop ends.
   std::string block;
-  uint64_t total = 0, blocks = 0, blocks_chain = 0;
+  uint64_t& total = *total_out;
+  uint64_t& blocks = *blocks_out;
+  uint64_t& blocks_chain = *blocks_chain_out;
+  total = blocks = blocks_chain = 0;
   for (;; ++blocks) {
     const std::string what = "block " + std::to_string(blocks);
     const uint64_t block_offset = f.offset();
@@ -598,11 +612,19 @@ Status ReadCheckpoint(const std::string& path, const CheckpointExpect& expect, T
                               ", the header says " + std::to_string(m.records));
   }
 
+  return Status::Ok();
+}
+
+// The extra blob and its checksum, then the footer: its counts and chain must match what was
+// read, and nothing may follow it.
+Status ReadExtraAndFooter(FileReader& f, const std::string& path, uint64_t header_sum, uint64_t total,
+                          uint64_t blocks, uint64_t blocks_chain, std::string* blob_out) {
   uint64_t extra_len;
   QR_RETURN_IF_ERROR(f.ReadU64(&extra_len, "extra length"));
   const std::string extra_what = "extra (length " + std::to_string(extra_len) + ")";
   if (extra_len > f.remaining()) return f.Truncated(extra_what, extra_len);  // before allocating
-  std::string blob(extra_len, '\0');
+  std::string& blob = *blob_out;
+  blob.assign(extra_len, '\0');
   QR_RETURN_IF_ERROR(f.Read(blob.data(), extra_len, extra_what));
   uint64_t extra_sum;
   QR_RETURN_IF_ERROR(f.ReadU64(&extra_sum, "extra checksum"));
@@ -632,6 +654,30 @@ Status ReadCheckpoint(const std::string& path, const CheckpointExpect& expect, T
     return Status::Corruption(path + ": " + std::to_string(f.remaining()) +
                               " trailing bytes after the footer at offset " + std::to_string(f.offset()));
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ReadCheckpoint(const std::string& path, const CheckpointExpect& expect, Table* table, CheckpointMeta* meta,
+                      std::string* extra) {
+  QR_CHECK(table->size() == 0, "ReadCheckpoint needs an empty table (has %llu records)",
+           static_cast<unsigned long long>(table->size()));
+  QR_CHECK_EQ(table->layout().size(), expect.record_size);
+  QR_CHECK_EQ(table->capacity(), expect.capacity);
+  FileReader f(path);
+  QR_RETURN_IF_ERROR(f.Open());
+
+  CheckpointMeta m;
+  uint32_t block_records32 = 0;
+  uint64_t header_sum = 0;
+  QR_RETURN_IF_ERROR(ReadHeader(f, path, &m, &block_records32, &header_sum));
+  const uint64_t block_records = block_records32;
+  QR_RETURN_IF_ERROR(CheckHeader(path, m, expect, block_records));
+  uint64_t total = 0, blocks = 0, blocks_chain = 0;
+  QR_RETURN_IF_ERROR(ReadBlocks(f, path, m, block_records, table, &total, &blocks, &blocks_chain));
+  std::string blob;
+  QR_RETURN_IF_ERROR(ReadExtraAndFooter(f, path, header_sum, total, blocks, blocks_chain, &blob));
   if (meta != nullptr) *meta = std::move(m);
   if (extra != nullptr) *extra = std::move(blob);
   return Status::Ok();
