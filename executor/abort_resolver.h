@@ -112,6 +112,15 @@ class AbortResolver {
     uint32_t planner, txn;
     size_t begin, end;  // its fragments in frags_
   };
+  // Steps 2 and 3: from the first fired vote (first_p, first_t) on, in the planned order, finds
+  // the affected txns (affected_, their fragments in frags_) and restores each key's image from
+  // before the first affected write.
+  void Walk(const std::vector<const planner::PlannedSlice*>& slices, const std::vector<ExecLog*>& logs,
+            storage::Table* table, BatchFates* out, uint32_t first_p, uint32_t first_t);
+  // Step 4 for one affected txn: runs its fragments serially in op order; if its abort fires,
+  // undoes what it wrote. Sets its fate.
+  void Reexecute(const Affected& a, const std::vector<const planner::PlannedSlice*>& slices, storage::Table* table,
+                 BatchFates* out, const std::vector<char*>& read_values, const std::vector<WriteHistory*>& histories);
   // Scratch kept across batches.
   KeySet written_;   // keys written by affected txns (by fragment kind)
   KeySet read_;      // keys only read by affected txns
