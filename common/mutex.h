@@ -24,6 +24,7 @@
 
 #include <mutex>
 
+#include "common/check.h"
 #include "common/thread_annotations.h"
 
 namespace qrstore {
@@ -78,6 +79,26 @@ class SCOPED_CAPABILITY MutexUniqueLock {
 
  private:
   std::unique_lock<std::mutex> lock_;
+};
+
+// Tells the analysis, for a scope, that `alias` is held because `held` is: for one Mutex that
+// the code reaches by two names the analysis cannot equate (it compares names, not addresses),
+// e.g. an object's own `ring_.mu` and `stage_.ring_->mu`, where the stage holds a pointer to
+// that object's ring. It takes nothing; it checks that both are the same Mutex. The caller
+// holds `held` (not declared REQUIRES(held): on a scoped capability's constructor the analysis
+// reads that as adopting `held`, and would drop it with the alias at the end of the scope).
+//
+//   MutexLock lock(ring_.mu);
+//   MutexAlias held(ring_.mu, stage_.ring_mu());  // ring_mu() RETURN_CAPABILITY(ring_->mu)
+//   stage_.FooLocked();                           // FooLocked() REQUIRES(ring_->mu)
+class SCOPED_CAPABILITY MutexAlias {
+ public:
+  MutexAlias(const Mutex& held, const Mutex& alias) ACQUIRE(alias) {
+    QR_CHECK(&held == &alias, "MutexAlias of two different mutexes");
+  }
+  ~MutexAlias() RELEASE() {}
+  MutexAlias(const MutexAlias&) = delete;
+  MutexAlias& operator=(const MutexAlias&) = delete;
 };
 
 static_assert(sizeof(Mutex) == sizeof(std::mutex));

@@ -30,6 +30,13 @@ bool FreeElsewhere(Mutex& mu) {
   return got;
 }
 
+// A second object that reaches c's mutex through a pointer: the analysis names it c_->mu.
+struct CounterView {
+  Counter* c_;
+  Mutex& mu() const RETURN_CAPABILITY(c_->mu) { return c_->mu; }
+  int ValueLocked() const REQUIRES(c_->mu) { return c_->value; }
+};
+
 }  // namespace
 
 TEST_CASE("mutex: MutexLock excludes other holders") {
@@ -114,4 +121,18 @@ TEST_CASE("mutex: condition variable waits through MutexUniqueLock") {
     lock.Unlock();
     setter.Join();
   }
+}
+
+TEST_CASE("mutex: MutexAlias names a held mutex by its other name and takes nothing") {
+  Counter c;
+  CounterView view{&c};
+  MutexLock lock(c.mu);
+  c.value = 3;
+  {
+    MutexAlias held(c.mu, view.mu());
+    CHECK(view.ValueLocked() == 3);
+  }
+  // Still held: the alias neither took nor dropped it.
+  CHECK_FALSE(FreeElsewhere(c.mu));
+  c.value = 4;
 }
