@@ -34,29 +34,28 @@ void CommitStage::Join() {
   threads_.clear();
 }
 
-void CommitStage::WaitOutDeliveryLocked(std::unique_lock<std::mutex>& lk) const {
+void CommitStage::WaitOutDeliveryLocked(MutexUniqueLock& lk) const {
   const std::thread::id me = std::this_thread::get_id();
-  ring_->delivered_cv.wait(lk, [&] { return !delivering_ || delivering_thread_ == me; });
+  ring_->delivered_cv.wait(lk.native(), [&]() REQUIRES(ring_->mu) { return !delivering_ || delivering_thread_ == me; });
 }
 
 void CommitStage::Loop(uint32_t me) {
-  executor::BatchRing& ring = *ring_;
   std::vector<TxnOutcome> outcomes;
-  const uint32_t P = ring.planners;
-  for (uint64_t b = ring.first_batch;; ++b) {
-    executor::BatchSlot& slot = ring.Slot(b);
+  const uint32_t P = ring_->planners;
+  for (uint64_t b = ring_->first_batch;; ++b) {
+    executor::BatchSlot& slot = ring_->Slot(b);
     // Slice (b, p) belongs to committer (b*P + p) mod C.
     bool mine = false;
     for (uint32_t p = 0; p < P; ++p) mine |= (b * P + p) % opt_.committers == me;
     {
-      std::unique_lock<std::mutex> lk(ring.mu);
-      if (ring.Halted() || ring.PastEnd(b)) return;
+      MutexUniqueLock lk(ring_->mu);
+      if (ring_->Halted() || ring_->PastEnd(b)) return;
       if (!mine) continue;
       // Invariant 1: commit only what is executed AND replicated.
-      ring.executed_cv.wait(lk, [&] {
-        return ring.Halted() || ring.PastEnd(b) || ring.Committable(slot, b);
+      ring_->executed_cv.wait(lk.native(), [&]() REQUIRES(ring_->mu) {
+        return ring_->Halted() || ring_->PastEnd(b) || ring_->Committable(slot, b);
       });
-      if (ring.Halted() || !ring.Committable(slot, b)) return;
+      if (ring_->Halted() || !ring_->Committable(slot, b)) return;
     }
     for (uint32_t p = 0; p < P; ++p) {
       if ((b * P + p) % opt_.committers != me) continue;
@@ -69,9 +68,11 @@ void CommitStage::Loop(uint32_t me) {
       if (!deliver) outcomes.clear();
       const uint64_t ticket = b * P + p;
       {
-        std::unique_lock<std::mutex> lk(ring.mu);
-        ring.delivered_cv.wait(lk, [&] { return ring.Halted() || ticket_ == ticket; });
-        if (ring.Halted()) return;
+        MutexUniqueLock lk(ring_->mu);
+        ring_->delivered_cv.wait(lk.native(), [&]() REQUIRES(ring_->mu) {
+          return ring_->Halted() || ticket_ == ticket;
+        });
+        if (ring_->Halted()) return;
         // Counted before delivery, so Stats() never lags what a sink has seen.
         totals_.committed += tally.committed;
         totals_.aborted += tally.aborted_logic + tally.aborted_cascade;
@@ -87,31 +88,31 @@ void CommitStage::Loop(uint32_t me) {
       if (last) info = FinishBatch(b, slot);
       bool call_hook = false;
       if (last && hook_) {
-        std::lock_guard<std::mutex> lk(ring.mu);
-        call_hook = ring.health.ok();
+        MutexLock lk(ring_->mu);
+        call_hook = ring_->health.ok();
       }
       // Still the ticket holder (delivering_): hooks run in batch order, and a Fail waits for
       // this call, so a Fail that returned has no hook call after it. Outside mu: a hook may
       // fail the pipeline itself (a row node's OnBatch sends to its peers).
       if (call_hook) hook_(info);
       {
-        std::lock_guard<std::mutex> lk(ring.mu);
+        MutexLock lk(ring_->mu);
         delivering_ = false;
         ++ticket_;
         if (last) {
-          ring.committed = b + 1;
+          ring_->committed = b + 1;
           totals_.last_digest = info.digest;
           AddPhases(info.phases);
         }
       }
-      ring.delivered_cv.notify_all();
-      if (last) ring.admit_cv.notify_all();
+      ring_->delivered_cv.notify_all();
+      if (last) ring_->admit_cv.notify_all();
     }
   }
 }
 
 BatchInfo CommitStage::FinishBatch(uint64_t b, const executor::BatchSlot& slot) {
-  std::lock_guard<std::mutex> lk(ring_->mu);
+  MutexLock lk(ring_->mu);
   BatchInfo info;
   info.batch = b;
   uint64_t digest = totals_.last_digest;

@@ -15,7 +15,7 @@
 // the *Locked functions with ring->mu held, from any thread. The commit threads run Loop. Sink
 // and hook calls are serialized (the ticket holder makes them) and made outside ring->mu.
 //
-// Locking: the ring's mu guards every shared field here (marked); a slice's outcomes are built
+// Locking: the ring's mu guards every shared field here (GUARDED_BY(ring_->mu)); a slice's outcomes are built
 // from what the executor stage handed over by `executed` (under mu); `committed` and the ticket
 // are handed on under mu (admit_cv, delivered_cv).
 #pragma once
@@ -23,19 +23,17 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "commit/outcome.h"
+#include "common/mutex.h"
 #include "common/thread.h"
+#include "common/thread_annotations.h"
+#include "executor/batch_ring.h"
 
 namespace qrstore::storage {
 class Table;
-}
-namespace qrstore::executor {
-struct BatchRing;
-struct BatchSlot;
 }
 
 namespace qrstore::commit {
@@ -92,23 +90,26 @@ class CommitStage {
   // so the caller halts the ring first.
   void Join();
 
-  // ring->mu held (by `lk`): waits until no sink or hook call is in progress, unless it is the
+  // ring->mu held by `lk`: waits until no sink or hook call is in progress, unless it is the
   // calling thread's own (a sink or hook failing the pipeline: waiting for itself would hang).
   // After a halt, no call starts once this returns.
-  void WaitOutDeliveryLocked(std::unique_lock<std::mutex>& lk) const;
+  void WaitOutDeliveryLocked(MutexUniqueLock& lk) const REQUIRES(ring_->mu);
   // With deliver_outcomes: the sink gets the outcomes of batches b and later only (a follower
   // that starts leading at b: the outcomes of the batches it replayed belong to clients of
   // another process). Any thread; a batch whose slices are being built may go either way, so
   // call it before batch b's first slice is published.
   void DeliverOutcomesFrom(uint64_t b) { deliver_from_.store(b, std::memory_order_release); }
-  CommitTotals TotalsLocked() const { return totals_; }  // ring->mu held
+  CommitTotals TotalsLocked() const REQUIRES(ring_->mu) { return totals_; }
+  // The ring's mutex, for a caller that holds it under its own name for the ring: MutexAlias
+  // (common/mutex.h) tells the analysis that it is ring_->mu, which the *Locked functions require.
+  Mutex& ring_mu() const RETURN_CAPABILITY(ring_->mu) { return ring_->mu; }
 
  private:
   // Commit thread `me`, from the ring's first batch until halt or end.
   void Loop(uint32_t me);
   // The batch's digest and phase times (the last ticket's holder, after its sink call).
   BatchInfo FinishBatch(uint64_t b, const executor::BatchSlot& slot);
-  void AddPhases(const BatchPhases& p);  // ring->mu held
+  void AddPhases(const BatchPhases& p) REQUIRES(ring_->mu);
 
   const CommitStageOptions opt_;
   executor::BatchRing* const ring_;
@@ -117,10 +118,10 @@ class CommitStage {
   const BatchHook hook_;
 
   std::atomic<uint64_t> deliver_from_{0};  // batches below it: counted, not delivered
-  uint64_t ticket_;                   // guarded by ring->mu: next slice b*P+p to deliver
-  bool delivering_ = false;           // guarded by ring->mu: a sink or hook call is in progress
-  std::thread::id delivering_thread_; // guarded by ring->mu: the thread making it
-  CommitTotals totals_;               // guarded by ring->mu
+  uint64_t ticket_ GUARDED_BY(ring_->mu);                    // next slice b*P+p to deliver
+  bool delivering_ GUARDED_BY(ring_->mu) = false;            // a sink or hook call is in progress
+  std::thread::id delivering_thread_ GUARDED_BY(ring_->mu);  // the thread making it
+  CommitTotals totals_ GUARDED_BY(ring_->mu);
 
   std::vector<NamedThread> threads_;  // start order; Start and Join only (the controlling thread)
 };

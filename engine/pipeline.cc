@@ -1,12 +1,12 @@
 #include "engine/pipeline.h"
 
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "commit/commit_stage.h"
 #include "common/clock.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "executor/batch_ring.h"
 #include "executor/executor_stage.h"
 
@@ -30,10 +30,10 @@ class PipelineImpl {
 
   ~PipelineImpl() { Stop(); }
 
-  Status Start() {
-    std::lock_guard<std::mutex> control(control_mu_);
+  Status Start() EXCLUDES(control_mu_) {
+    MutexLock control(control_mu_);
     {
-      std::lock_guard<std::mutex> lk(ring_.mu);
+      MutexLock lk(ring_.mu);
       if (started_) return Status::InvalidArgument("pipeline: Start called twice");
       if (ring_.stop) return Status::Aborted("pipeline: Start after Stop");
       started_ = true;
@@ -46,7 +46,7 @@ class PipelineImpl {
 
   planner::PlannedSlice* BeginSlice(uint64_t b, uint32_t p) {
     QR_CHECK_LT(p, opt_.planners);
-    std::unique_lock<std::mutex> lk(ring_.mu);
+    MutexUniqueLock lk(ring_.mu);
     QR_CHECK_GE(b, ring_.committed);
     if (!WaitAdmittedLocked(lk, b)) return nullptr;
     executor::BatchSlot& slot = ring_.Slot(b);
@@ -72,13 +72,16 @@ class PipelineImpl {
     const int64_t now = NowNanos();
     Status error;
     {
-      std::lock_guard<std::mutex> lk(ring_.mu);
+      MutexLock lk(ring_.mu);
       QR_CHECK(slot.batch == b && ss.begun && !ss.published);
       // Once halted, executors leave at the first slice they cannot run; a slice that became
       // runnable after some left would make the others wait forever for dependency values only
       // the leavers would publish. So nothing becomes runnable after a halt.
       if (ring_.Halted()) return;
-      if (row) error = executors_.TakeEarlyValuesLocked(ss, b, p);  // values that came before it
+      if (row) {  // values that came before it
+        MutexAlias held(ring_.mu, executors_.ring_mu());
+        error = executors_.TakeEarlyValuesLocked(ss, b, p);
+      }
       if (error.ok()) {
         ss.published = true;
         ss.plan_ns = plan_ns;
@@ -116,7 +119,7 @@ class PipelineImpl {
 
   void MarkReplicated(uint64_t b, uint32_t p) {
     {
-      std::lock_guard<std::mutex> lk(ring_.mu);
+      MutexLock lk(ring_.mu);
       executor::BatchSlot& slot = ring_.Slot(b);
       if (slot.batch != b) {
         // Only possible after a failure or stop (a batch cannot commit unreplicated, so its slot
@@ -139,7 +142,7 @@ class PipelineImpl {
   void MarkBatchEnd(uint64_t b) {
     QR_CHECK(opt_.batch_end_gate, "MarkBatchEnd on a pipeline without the batch-end gate");
     {
-      std::lock_guard<std::mutex> lk(ring_.mu);
+      MutexLock lk(ring_.mu);
       executor::BatchSlot& slot = ring_.Slot(b);
       // Batch b cannot commit without it, so its slot still holds it unless the pipeline halted.
       if (slot.batch != b || ring_.Halted()) return;
@@ -149,13 +152,13 @@ class PipelineImpl {
   }
 
   bool AwaitBatch(uint64_t b) {
-    std::unique_lock<std::mutex> lk(ring_.mu);
+    MutexUniqueLock lk(ring_.mu);
     return WaitAdmittedLocked(lk, b);
   }
 
   void EndInput(uint64_t end) {
     {
-      std::lock_guard<std::mutex> lk(ring_.mu);
+      MutexLock lk(ring_.mu);
       if (ring_.end_known && end >= ring_.end) return;
       ring_.end_known = true;
       ring_.end = end;
@@ -165,7 +168,9 @@ class PipelineImpl {
 
   void Fail(Status status) {
     QR_CHECK(!status.ok());
-    std::unique_lock<std::mutex> lk(ring_.mu);
+    MutexUniqueLock lk(ring_.mu);
+    MutexAlias executors_held(ring_.mu, executors_.ring_mu());
+    MutexAlias commit_held(ring_.mu, commit_.ring_mu());
     if (ring_.health.ok()) {
       ring_.health = std::move(status);
       Logger("pipeline")->error("stopped: {}", ring_.health.ToString());
@@ -179,11 +184,11 @@ class PipelineImpl {
   }
 
   Status WaitIdle(int64_t timeout_ms) {
-    std::unique_lock<std::mutex> lk(ring_.mu);
-    auto done = [&] { return ring_.Halted() || (ring_.end_known && ring_.committed >= ring_.end); };
+    MutexUniqueLock lk(ring_.mu);
+    auto done = [&]() REQUIRES(ring_.mu) { return ring_.Halted() || (ring_.end_known && ring_.committed >= ring_.end); };
     if (timeout_ms < 0) {
-      ring_.delivered_cv.wait(lk, done);
-    } else if (!ring_.delivered_cv.wait_for(lk, std::chrono::milliseconds(timeout_ms), done)) {
+      ring_.delivered_cv.wait(lk.native(), done);
+    } else if (!ring_.delivered_cv.wait_for(lk.native(), std::chrono::milliseconds(timeout_ms), done)) {
       const std::string end =
           ring_.end_known ? ", input ends at " + std::to_string(ring_.end) : ", input end not known";
       return Status::Timeout("batches in flight not committed within " + std::to_string(timeout_ms) + " ms (" +
@@ -194,10 +199,11 @@ class PipelineImpl {
     return Status::Ok();
   }
 
-  void Stop() {
-    std::lock_guard<std::mutex> control(control_mu_);
+  void Stop() EXCLUDES(control_mu_) {
+    MutexLock control(control_mu_);
     {
-      std::lock_guard<std::mutex> lk(ring_.mu);
+      MutexLock lk(ring_.mu);
+      MutexAlias held(ring_.mu, executors_.ring_mu());
       ring_.stop = true;
       executors_.ReleaseRowWaitsLocked();
     }
@@ -209,7 +215,9 @@ class PipelineImpl {
   }
 
   PipelineStats Stats() const {
-    std::lock_guard<std::mutex> lk(ring_.mu);
+    MutexLock lk(ring_.mu);
+    MutexAlias executors_held(ring_.mu, executors_.ring_mu());
+    MutexAlias commit_held(ring_.mu, commit_.ring_mu());
     const commit::CommitTotals t = commit_.TotalsLocked();
     PipelineStats s;
     s.committed_batches = ring_.committed - opt_.first_batch;
@@ -221,7 +229,7 @@ class PipelineImpl {
     return s;
   }
   Status health() const {
-    std::lock_guard<std::mutex> lk(ring_.mu);
+    MutexLock lk(ring_.mu);
     return ring_.health;
   }
   void DeliverOutcomesFrom(uint64_t b) {
@@ -229,7 +237,7 @@ class PipelineImpl {
     commit_.DeliverOutcomesFrom(b);
   }
   uint64_t committed_batches() const {
-    std::lock_guard<std::mutex> lk(ring_.mu);
+    MutexLock lk(ring_.mu);
     return ring_.committed;
   }
   uint64_t executed_batches() const { return executors_.executed_batches(); }
@@ -268,20 +276,22 @@ class PipelineImpl {
 
   // Waits (lk holds ring_.mu) until batch b may enter: batch b - batches_in_flight committed.
   // False if the pipeline halted or b is at or past the end.
-  bool WaitAdmittedLocked(std::unique_lock<std::mutex>& lk, uint64_t b) {
+  bool WaitAdmittedLocked(MutexUniqueLock& lk, uint64_t b) REQUIRES(ring_.mu) {
     const uint64_t in_flight = ring_.size();
-    ring_.admit_cv.wait(lk, [&] { return ring_.Halted() || ring_.PastEnd(b) || ring_.committed + in_flight > b; });
+    ring_.admit_cv.wait(lk.native(), [&]() REQUIRES(ring_.mu) {
+      return ring_.Halted() || ring_.PastEnd(b) || ring_.committed + in_flight > b;
+    });
     return !ring_.Halted() && !ring_.PastEnd(b);
   }
 
-  // Slice ss of `slot` is replicated. ring_.mu held.
-  void MarkReplicatedLocked(executor::BatchSlot& slot, executor::SliceState& ss, int64_t now) {
+  // Slice ss of `slot` is replicated.
+  void MarkReplicatedLocked(executor::BatchSlot& slot, executor::SliceState& ss, int64_t now) REQUIRES(ring_.mu) {
     ss.replicated = true;
     if (++slot.replicated_slices == opt_.planners) slot.replicated_ns = now;
   }
 
   void NotifyAll() {
-    std::lock_guard<std::mutex> lk(ring_.mu);
+    MutexLock lk(ring_.mu);
     ring_.NotifyAllLocked();
   }
 
@@ -292,8 +302,8 @@ class PipelineImpl {
   executor::ExecutorStage executors_;
   commit::CommitStage commit_;
 
-  std::mutex control_mu_;  // serializes Start and Stop (and so the stages' Start and Join)
-  bool started_ = false;   // guarded by ring_.mu
+  Mutex control_mu_;  // serializes Start and Stop (and so the stages' Start and Join)
+  bool started_ GUARDED_BY(ring_.mu) = false;
 };
 
 Pipeline::Pipeline(PipelineOptions options, storage::Table* table, commit::CommitSink sink, BatchHook on_batch)

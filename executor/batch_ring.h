@@ -27,18 +27,20 @@
 // Halt: `stop` or a failed `health` (set under mu, every condition variable notified) makes
 // every wait return; nothing becomes runnable or is delivered after it.
 //
-// Thread safety: everything marked "guarded by mu" is read and written only with mu held. Fields
-// marked otherwise are owned by one thread at a time, passed on by a guarded flag as noted.
+// Thread safety: everything marked "guarded by mu" (BatchRing's own fields: GUARDED_BY(mu), which
+// clang checks) is read and written only with mu held. The slots' and slices' fields keep the
+// comment: the analysis cannot name the ring's mu from a struct the ring holds. Fields marked
+// otherwise are owned by one thread at a time, passed on by a guarded flag as noted.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "common/check.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "executor/abort_resolver.h"
 #include "executor/dep_board.h"
@@ -152,15 +154,15 @@ struct BatchRing {
   uint64_t size() const { return slots_.size(); }  // batches in flight at most
   const std::vector<std::unique_ptr<BatchSlot>>& slots() const { return slots_; }
 
-  bool Halted() const { return stop || !health.ok(); }              // mu held
-  bool PastEnd(uint64_t b) const { return end_known && b >= end; }  // mu held
+  bool Halted() const REQUIRES(mu) { return stop || !health.ok(); }
+  bool PastEnd(uint64_t b) const REQUIRES(mu) { return end_known && b >= end; }
   // Slot `slot` holds batch b, executed, and replicated (Invariant 1: every slice, and with the
-  // gate the batch-end record). mu held.
-  bool Committable(const BatchSlot& slot, uint64_t b) const {
+  // gate the batch-end record).
+  bool Committable(const BatchSlot& slot, uint64_t b) const REQUIRES(mu) {
     return slot.batch == b && slot.executed && slot.replicated_slices == planners && (!batch_end_gate || slot.end_confirmed);
   }
-  // Wakes every waiter (a halt, the end of input). mu held.
-  void NotifyAllLocked() {
+  // Wakes every waiter (a halt, the end of input).
+  void NotifyAllLocked() REQUIRES(mu) {
     votes_cv.notify_all();
     admit_cv.notify_all();
     published_cv.notify_all();
@@ -168,7 +170,7 @@ struct BatchRing {
     delivered_cv.notify_all();
   }
 
-  mutable std::mutex mu;
+  mutable Mutex mu;
   // Who waits on each, and who notifies it (besides a halt or the end of input):
   std::condition_variable admit_cv;      // front-end (BeginSlice) <- commit stage: a batch committed
   std::condition_variable published_cv;  // executors <- front-end: a slice published (or replicated, sync)
@@ -177,13 +179,13 @@ struct BatchRing {
   std::condition_variable delivered_cv;  // committers (tickets), WaitIdle, Fail <- commit stage: a slice
                                          //   delivered, a batch committed
   std::condition_variable votes_cv;      // the resolving executor of a row node <- front-end: votes came
-  bool stop = false;       // guarded by mu: Stop was called
-  Status health;           // guarded by mu: the first Fail's error
-  bool end_known = false;  // guarded by mu: batches [first_batch, end) are all there will be
-  uint64_t end = 0;        // guarded by mu
-  // Guarded by mu; written by the commit stage: batches [first_batch, committed) are fully
-  // delivered (and batch b's slot is free for b + size() once committed > b).
-  uint64_t committed;
+  bool stop GUARDED_BY(mu) = false;       // Stop was called
+  Status health GUARDED_BY(mu);           // the first Fail's error
+  bool end_known GUARDED_BY(mu) = false;  // batches [first_batch, end) are all there will be
+  uint64_t end GUARDED_BY(mu) = 0;
+  // Written by the commit stage: batches [first_batch, committed) are fully delivered (and
+  // batch b's slot is free for b + size() once committed > b).
+  uint64_t committed GUARDED_BY(mu);
 
  private:
   std::vector<std::unique_ptr<BatchSlot>> slots_;

@@ -107,7 +107,7 @@ Status ExecutorStage::TakeEarlyValuesLocked(SliceState& ss, uint64_t b, uint32_t
 
 void ExecutorStage::AcceptRepeats() {
   QR_CHECK(opt_.row_sender != nullptr, "AcceptRepeats on a node outside a partitioned row");
-  std::lock_guard<std::mutex> lk(ring_->mu);
+  MutexLock lk(ring_->mu);
   accept_repeats_ = true;
 }
 
@@ -130,7 +130,7 @@ Status ExecutorStage::DeliverVotes(uint64_t b, uint32_t from, uint32_t round, st
   QR_CHECK(opt_.row_sender != nullptr, "DeliverVotes on a node outside a partitioned row");
   Status error;
   {
-    std::lock_guard<std::mutex> lk(ring_->mu);
+    MutexLock lk(ring_->mu);
     if (ring_->Halted()) return Status::Ok();
     const std::string what = "abort votes of batch " + std::to_string(b) + " round " + std::to_string(round) +
                              " from partition " + std::to_string(from) + ": ";
@@ -177,7 +177,7 @@ Status ExecutorStage::DeliverResolved(uint64_t b, std::vector<RowTxn> fired, std
   QR_CHECK(opt_.row_resolved_by_leader, "DeliverResolved on a node that resolves by voting");
   Status error;
   {
-    std::lock_guard<std::mutex> lk(ring_->mu);
+    MutexLock lk(ring_->mu);
     if (ring_->Halted()) return Status::Ok();
     const uint64_t committed = ring_->committed;
     const uint64_t window = 2 * ring_->size();
@@ -200,12 +200,12 @@ Status ExecutorStage::DeliverResolved(uint64_t b, std::vector<RowTxn> fired, std
 }
 
 uint64_t ExecutorStage::executed_batches() const {
-  std::lock_guard<std::mutex> lk(ring_->mu);
+  MutexLock lk(ring_->mu);
   return executed_;
 }
 
 size_t ExecutorStage::ForgetFrom(uint32_t from, uint64_t first_batch, std::vector<Forgotten>* values) {
-  std::lock_guard<std::mutex> lk(ring_->mu);
+  MutexLock lk(ring_->mu);
   size_t dropped = 0;
   for (auto it = pending_.lower_bound({first_batch, 0}); it != pending_.end();) {
     auto& v = it->second;
@@ -232,7 +232,7 @@ size_t ExecutorStage::ForgetFrom(uint32_t from, uint64_t first_batch, std::vecto
 
 Status ExecutorStage::DeliverDepValue(uint64_t b, uint32_t p, uint32_t dep_slot, int64_t value, uint32_t from) {
   QR_CHECK(opt_.row_sender != nullptr, "DeliverDepValue on a node outside a partitioned row");
-  std::lock_guard<std::mutex> lk(ring_->mu);
+  MutexLock lk(ring_->mu);
   if (ring_->Halted()) return Status::Ok();
   const std::string what = "dependency value for slice (" + std::to_string(b) + ", " + std::to_string(p) + ") slot " +
                            std::to_string(dep_slot) + ": ";
@@ -301,27 +301,28 @@ void ExecutorStage::ReleaseRowWaitsLocked() {
 }
 
 void ExecutorStage::Loop(uint32_t me) {
-  BatchRing& ring = *ring_;
   RangeExecutor& ex = *executors_[me];
-  for (uint64_t b = ring.first_batch;; ++b) {
-    if (opt_.image_sink != nullptr && b > ring.first_batch && !ImageBoundary(b - 1, me)) return;  // halted: left
-    BatchSlot& slot = ring.Slot(b);
+  for (uint64_t b = ring_->first_batch;; ++b) {
+    if (opt_.image_sink != nullptr && b > ring_->first_batch && !ImageBoundary(b - 1, me)) return;  // halted: left
+    BatchSlot& slot = ring_->Slot(b);
     ex.log().Clear();
     // Logging starts at the first slice with abortable ops: only from there on can a
     // transaction abort or be affected by an abort (effects only flow forward).
     bool log = false;
-    for (uint32_t p = 0; p < ring.planners; ++p) {
+    for (uint32_t p = 0; p < ring_->planners; ++p) {
       SliceState& ss = *slot.slices[p];
       {
-        std::unique_lock<std::mutex> lk(ring.mu);
-        ring.published_cv.wait(lk, [&] { return ring.Halted() || ring.PastEnd(b) || Runnable(slot, ss, b); });
+        MutexUniqueLock lk(ring_->mu);
+        ring_->published_cv.wait(lk.native(), [&]() REQUIRES(ring_->mu) {
+          return ring_->Halted() || ring_->PastEnd(b) || Runnable(slot, ss, b);
+        });
         // A published slice is run even when stopping: another executor may already be
         // waiting for one of its dependency values, and that wait has no timeout. For the
         // same reason what is parked runs before leaving. But no slice from where another
         // executor left on: it will not publish its share of that slice's values.
         if (!Runnable(slot, ss, b) || std::make_pair(b, p) >= leave_at_) {
-          const bool halted = ring.Halted();
-          lk.unlock();
+          const bool halted = ring_->Halted();
+          lk.Unlock();
           ex.Drain();
           // After the drain: until then another executor may still have to run this batch's
           // earlier slices for the values this one's parked fragments wait for.
@@ -337,25 +338,25 @@ void ExecutorStage::Loop(uint32_t me) {
       ex.RunEq(ss.plan, &ss.deps, log, opt_.capture_reads ? ss.read_values.data() : nullptr, /*drain=*/false);
     }
     ex.Drain();
-    std::unique_lock<std::mutex> lk(ring.mu);
+    MutexUniqueLock lk(ring_->mu);
     slot.digest_deltas[me] = ex.TakeDigestDelta();
-    if (++slot.exec_done == ring.executors) {
+    if (++slot.exec_done == ring_->executors) {
       // Last one out resolves the batch. The others that logged are waiting below, so the
       // logs and the records of every range are this thread's until `executed`.
       slot.fates.any_abort = false;
       resolver_.set_cow_epoch(ex.cow_epoch());  // everyone waits before the same boundary
       row_resolver_.set_cow_epoch(ex.cow_epoch());
       if (log && opt_.row_sender != nullptr) {
-        lk.unlock();
+        lk.Unlock();
         uint64_t delta = 0;
         if (!RowResolve(b, slot, opt_.track_digest ? &delta : nullptr)) {  // halted meanwhile
           LeaveAt(b + 1, 0);
           return;
         }
-        lk.lock();
+        lk.Lock();
         slot.resolver_delta = delta;
       } else if (log) {
-        lk.unlock();
+        lk.Unlock();
         std::vector<const planner::PlannedSlice*> slices;
         std::vector<char*> reads;
         for (auto& s : slot.slices) {
@@ -370,7 +371,7 @@ void ExecutorStage::Loop(uint32_t me) {
         }
         uint64_t delta = 0;
         resolver_.Resolve(slices, logs, table_, &slot.fates, reads, opt_.track_digest ? &delta : nullptr, histories);
-        lk.lock();
+        lk.Lock();
         slot.resolver_delta = delta;
         reexecuted_ += slot.fates.reexecuted;
       }
@@ -382,16 +383,16 @@ void ExecutorStage::Loop(uint32_t me) {
       executed_ = b + 1;
       // After a halt a row's missing values were filled with 0 (ReleaseRowWaitsLocked, in the
       // same critical section as the halt): such a batch is not reported executed.
-      const bool halted = ring.Halted();
-      lk.unlock();
-      ring.executed_cv.notify_all();
+      const bool halted = ring_->Halted();
+      lk.Unlock();
+      ring_->executed_cv.notify_all();
       // Batch b+1 cannot finish executing before this thread returns: the calls come in order.
       if (opt_.on_batch_executed && !halted) opt_.on_batch_executed(b);
     } else if (log) {
       // Batch b+1 must not run before b's aborts are undone.
       // The monotonic counter, not slot.executed: once b is committed its slot may already be
       // reclaimed (and its flags reset) before this thread wakes up.
-      ring.executed_cv.wait(lk, [&] { return ring.Halted() || executed_ > b; });
+      ring_->executed_cv.wait(lk.native(), [&]() REQUIRES(ring_->mu) { return ring_->Halted() || executed_ > b; });
       if (executed_ <= b) {
         // Halted first. The resolving executor may still finish batch b and go on, but it
         // starts nothing from b + 1 on (where this one leaves), in the same critical section.
@@ -403,8 +404,7 @@ void ExecutorStage::Loop(uint32_t me) {
 }
 
 bool ExecutorStage::ImageBoundary(uint64_t done, uint32_t me) {
-  BatchRing& ring = *ring_;
-  std::unique_lock<std::mutex> lk(ring.mu);
+  MutexUniqueLock lk(ring_->mu);
   if (done >= image_next_) {
     // The first executor past `done`: every earlier boundary is decided (an executor passes
     // them in order; one with a stopping image holds everyone until it is taken, and a
@@ -430,7 +430,7 @@ bool ExecutorStage::ImageBoundary(uint64_t done, uint32_t me) {
   }
   if (cow_image_ != nullptr && cow_batch_ == done) {
     executors_[me]->set_cow_epoch(image_epoch_);
-    if (++cow_arrived_ == ring.executors) {
+    if (++cow_arrived_ == ring_->executors) {
       cow_image_ = nullptr;
       opt_.image_sink->Taken(done);
     }
@@ -440,8 +440,10 @@ bool ExecutorStage::ImageBoundary(uint64_t done, uint32_t me) {
   if (image_cow_) {
     // Copy-on-write with sparse records: those are copied at the boundary, with every executor
     // stopped there; the last to come begins the image, then everyone goes on.
-    if (++image_arrived_ < ring.executors) {
-      ring.executed_cv.wait(lk, [&] { return ring.Halted() || image_complete_ > done; });
+    if (++image_arrived_ < ring_->executors) {
+      ring_->executed_cv.wait(lk.native(), [&]() REQUIRES(ring_->mu) {
+        return ring_->Halted() || image_complete_ > done;
+      });
       if (image_complete_ <= done) {
         LeaveAtLocked(done + 1, 0);
         return false;
@@ -450,43 +452,45 @@ bool ExecutorStage::ImageBoundary(uint64_t done, uint32_t me) {
       return true;
     }
     storage::TableImage* image = image_;
-    lk.unlock();
+    lk.Unlock();
     const uint8_t epoch = image->Begin(*table_, /*stopped=*/true);
-    lk.lock();
+    lk.Lock();
     image_epoch_ = epoch;
     executors_[me]->set_cow_epoch(epoch);
     image_ = nullptr;
     image_complete_ = done + 1;
     opt_.image_sink->Taken(done);
-    lk.unlock();
-    ring.executed_cv.notify_all();
+    lk.Unlock();
+    ring_->executed_cv.notify_all();
     return true;
   }
-  if (++image_arrived_ == ring.executors) ring.executed_cv.notify_all();
+  if (++image_arrived_ == ring_->executors) ring_->executed_cv.notify_all();
   // Until every range is done with `done` (and its aborts are undone), nobody copies.
-  ring.executed_cv.wait(lk, [&] { return ring.Halted() || image_arrived_ == ring.executors; });
-  if (image_arrived_ != ring.executors) {  // halted
+  ring_->executed_cv.wait(lk.native(), [&]() REQUIRES(ring_->mu) {
+    return ring_->Halted() || image_arrived_ == ring_->executors;
+  });
+  if (image_arrived_ != ring_->executors) {  // halted
     LeaveAtLocked(done + 1, 0);
     return false;
   }
   storage::TableImage* image = image_;
-  lk.unlock();
-  image->CopyShare(*table_, me, ring.executors);
-  lk.lock();
-  if (++image_copied_ == ring.executors) {
+  lk.Unlock();
+  image->CopyShare(*table_, me, ring_->executors);
+  lk.Lock();
+  if (++image_copied_ == ring_->executors) {
     image_ = nullptr;
     image_complete_ = done + 1;
     opt_.image_sink->Taken(done);
-    ring.executed_cv.notify_all();
+    ring_->executed_cv.notify_all();
   }
   // Nobody writes the table until every share is copied.
-  ring.executed_cv.wait(lk, [&] { return ring.Halted() || image_complete_ > done; });
+  ring_->executed_cv.wait(lk.native(), [&]() REQUIRES(ring_->mu) { return ring_->Halted() || image_complete_ > done; });
   if (image_complete_ <= done) LeaveAtLocked(done + 1, 0);
   return image_complete_ > done;
 }
 
 void ExecutorStage::LeaveAt(uint64_t b, uint32_t p) {
-  std::lock_guard<std::mutex> lk(ring_->mu);
+  MutexLock lk(ring_->mu);
   LeaveAtLocked(b, p);
 }
 
@@ -509,9 +513,11 @@ bool ExecutorStage::RowResolve(uint64_t b, BatchSlot& slot, uint64_t* digest_del
     }
     std::vector<std::pair<uint32_t, std::vector<RowTxn>>> peers;
     {
-      std::unique_lock<std::mutex> lk(ring_->mu);
+      MutexUniqueLock lk(ring_->mu);
       auto key = std::make_pair(b, round);
-      ring_->votes_cv.wait(lk, [&] { return ring_->Halted() || votes_[key].size() + 1 == opt_.row_partitions; });
+      ring_->votes_cv.wait(lk.native(), [&]() REQUIRES(ring_->mu) {
+        return ring_->Halted() || votes_[key].size() + 1 == opt_.row_partitions;
+      });
       if (ring_->Halted()) return false;
       peers = std::move(votes_[key]);
       votes_.erase(key);
@@ -546,8 +552,8 @@ bool ExecutorStage::RowResolve(uint64_t b, BatchSlot& slot, uint64_t* digest_del
 bool ExecutorStage::ResolvedByLeader(uint64_t b, BatchSlot& slot, uint64_t* digest_delta) {
   std::pair<std::vector<RowTxn>, std::vector<RowTxn>> result;
   {
-    std::unique_lock<std::mutex> lk(ring_->mu);
-    ring_->votes_cv.wait(lk, [&] { return ring_->Halted() || resolved_.count(b) != 0; });
+    MutexUniqueLock lk(ring_->mu);
+    ring_->votes_cv.wait(lk.native(), [&]() REQUIRES(ring_->mu) { return ring_->Halted() || resolved_.count(b) != 0; });
     if (ring_->Halted()) return false;
     result = std::move(resolved_[b]);
     resolved_.erase(b);
@@ -572,7 +578,7 @@ bool ExecutorStage::ResolvedByLeader(uint64_t b, BatchSlot& slot, uint64_t* dige
     }
   }
   if (!diverged.empty()) {
-    std::lock_guard<std::mutex> lk(ring_->mu);
+    MutexLock lk(ring_->mu);
     if (ring_->health.ok()) {
       ring_->health = Status::Corruption("batch " + std::to_string(b) + ": the leader's abort result disagrees with this "
                                          "node's run: " + diverged);

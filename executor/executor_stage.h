@@ -15,8 +15,8 @@
 //
 // Threads: Start and Join from the controlling thread (the Pipeline's, under its control lock);
 // PrepareSlice from the front-end thread that fills the slice; DeliverDepValue, DeliverVotes and
-// AcceptRepeats from any thread; the *Locked functions with ring->mu held. The executor threads
-// run Loop.
+// AcceptRepeats from any thread; the *Locked functions with ring->mu held (REQUIRES). The
+// executor threads run Loop.
 //
 // Repeats (docs/partitioned-rows.md 9.5). A row peer's leader that dies is succeeded by a node
 // that resumes at some batch D, re-executes from D and re-sends its values and votes, which this
@@ -40,9 +40,9 @@
 // its predecessor sent. Still errors with repeats accepted: a slot that the row does not fill or
 // out of range, a batch too far ahead, votes from this node itself or outside the row.
 //
-// Locking: the ring's mu guards every shared field here too (marked); the hand-offs are those
-// of batch_ring.h: a slice is read once `published` (under mu), a batch's fates, digest deltas
-// and records are handed to the commit stage by `executed` (under mu).
+// Locking: the ring's mu guards every shared field here too (GUARDED_BY(ring_->mu)); the
+// hand-offs are those of batch_ring.h: a slice is read once `published` (under mu), a batch's
+// fates, digest deltas and records are handed to the commit stage by `executed` (under mu).
 #pragma once
 
 #include <cstdint>
@@ -55,6 +55,7 @@
 
 #include "common/status.h"
 #include "common/thread.h"
+#include "common/thread_annotations.h"
 #include "executor/abort_resolver.h"
 #include "executor/batch_ring.h"
 #include "executor/range_executor.h"
@@ -131,13 +132,13 @@ class ExecutorStage {
   // Front-end thread, slice ss filled and checked, before it is published: makes its board
   // (dependency slots), a row node's table of which slots the row fills, and its read buffer.
   void PrepareSlice(SliceState& ss) const;
-  // ring->mu held, while publishing row sub-slice ss = (b, p): fills the values that came for
-  // it before it was published. An error (a bad slot) means the pipeline must fail.
-  Status TakeEarlyValuesLocked(SliceState& ss, uint64_t b, uint32_t p);
+  // While publishing row sub-slice ss = (b, p): fills the values that came for it before it was
+  // published. An error (a bad slot) means the pipeline must fail.
+  Status TakeEarlyValuesLocked(SliceState& ss, uint64_t b, uint32_t p) REQUIRES(ring_->mu);
   // Row nodes, any thread: from now on repeated values and votes, and ones for batches committed
   // already, are taken idempotently (see "Repeats" above) instead of failing the pipeline.
   // Idempotent; there is no way back.
-  void AcceptRepeats();
+  void AcceptRepeats() EXCLUDES(ring_->mu);
   // Row nodes, any thread: the value of dependency slot `slot` of sub-slice (b, p), from the
   // partition that ran its kDepSend. Kept until the sub-slice is published if it comes first.
   // An error (no such slot, filled twice, a batch committed or too far ahead, too many early
@@ -146,7 +147,8 @@ class ExecutorStage {
   // `from`: the sending partition (kNoSender: unknown, e.g. a follower's leader's record),
   // kept with an early value for ForgetFrom.
   static constexpr uint32_t kNoSender = UINT32_MAX;
-  Status DeliverDepValue(uint64_t b, uint32_t p, uint32_t slot, int64_t value, uint32_t from = kNoSender);
+  Status DeliverDepValue(uint64_t b, uint32_t p, uint32_t slot, int64_t value, uint32_t from = kNoSender)
+      EXCLUDES(ring_->mu);
   // Row nodes, any thread: partition `from`'s leader changed and its successor resumes at
   // `first_batch` (docs/partitioned-rows.md 9.3): every value from `from` for batches from there
   // on still waiting for its sub-slice, and every vote from it for those batches not consumed yet,
@@ -160,29 +162,32 @@ class ExecutorStage {
     uint32_t slice = 0;
     uint32_t slot = 0;
   };
-  size_t ForgetFrom(uint32_t from, uint64_t first_batch, std::vector<Forgotten>* values = nullptr);
+  size_t ForgetFrom(uint32_t from, uint64_t first_batch, std::vector<Forgotten>* values = nullptr) EXCLUDES(ring_->mu);
   // Row nodes, any thread: partition `from`'s aborted txns of batch b for voting round `round`.
   // An error (twice, from itself or out of range, batch outside the window; with repeats
   // accepted: twice with different txns, from itself or out of range, a batch too far ahead)
   // means the pipeline must fail; after a halt they are dropped (OK).
-  Status DeliverVotes(uint64_t b, uint32_t from, uint32_t round, std::vector<RowTxn> ids);
+  Status DeliverVotes(uint64_t b, uint32_t from, uint32_t round, std::vector<RowTxn> ids) EXCLUDES(ring_->mu);
   // Row followers (row_resolved_by_leader), any thread: batch b's abort result from its
   // leader's batch-end record (on_row_resolved's arguments there). An error (twice, a batch
   // beyond the window) means the pipeline must fail; after a halt it is dropped (OK). A
   // result for a batch that turns out not to need one is forgotten once the batch committed,
   // and dropped when it comes after that.
-  Status DeliverResolved(uint64_t b, std::vector<RowTxn> fired, std::vector<RowTxn> aborted);
-  // ring->mu held, the ring halted: an executor may wait for a row value that will not come
-  // now (its sender stopped); fills every such slot with 0 so it finishes the sub-slice it holds
-  // and leaves (nothing is delivered after a halt, so the value does not matter).
-  void ReleaseRowWaitsLocked();
+  Status DeliverResolved(uint64_t b, std::vector<RowTxn> fired, std::vector<RowTxn> aborted) EXCLUDES(ring_->mu);
+  // The ring halted: an executor may wait for a row value that will not come now (its sender
+  // stopped); fills every such slot with 0 so it finishes the sub-slice it holds and leaves
+  // (nothing is delivered after a halt, so the value does not matter).
+  void ReleaseRowWaitsLocked() REQUIRES(ring_->mu);
 
-  uint64_t reexecuted_locked() const { return reexecuted_; }  // ring->mu held
+  uint64_t reexecuted_locked() const REQUIRES(ring_->mu) { return reexecuted_; }
+  // The ring's mutex, for a caller that holds it under its own name for the ring: MutexAlias
+  // (common/mutex.h) tells the analysis that it is ring_->mu, which the *Locked functions require.
+  Mutex& ring_mu() const RETURN_CAPABILITY(ring_->mu) { return ring_->mu; }
   // Every range's write history holds every write of batch `batch` and later (false without
   // histories). Any thread.
   // The next batch to be executed and resolved (any thread; under the ring's lock, so a caller
   // that sees batch b executed sees every write of it).
-  uint64_t executed_batches() const;
+  uint64_t executed_batches() const EXCLUDES(ring_->mu);
   bool HistoryCovers(uint64_t batch) const;
   // The write histories record nothing more (WriteHistory::Stop). Any thread.
   void StopHistory();
@@ -190,8 +195,8 @@ class ExecutorStage {
  private:
   // Executor thread `me` (range me), from the ring's first batch until halt or end.
   void Loop(uint32_t me);
-  // May executors take slice ss of batch b now? (ring->mu held)
-  bool Runnable(const BatchSlot& slot, const SliceState& ss, uint64_t b) const {
+  // May executors take slice ss of batch b now?
+  bool Runnable(const BatchSlot& slot, const SliceState& ss, uint64_t b) const REQUIRES(ring_->mu) {
     return slot.batch == b && ss.published && (!opt_.wait_for_replication || ss.replicated);
   }
   // Batch b of a row node may abort somewhere in the row: vote with the peers in rounds until
@@ -207,14 +212,14 @@ class ExecutorStage {
   // the ring halted meanwhile.
   bool ImageBoundary(uint64_t done, uint32_t me);
   // An executor leaving on a halt at slice p of batch b (before starting it): no executor
-  // starts it or anything after it (leave_at_). LeaveAtLocked with ring->mu held.
-  void LeaveAt(uint64_t b, uint32_t p);
-  void LeaveAtLocked(uint64_t b, uint32_t p);
-  // Fills row slot `dep_slot` of sub-slice ss = (b, p). ring->mu held.
-  Status FillLocked(SliceState& ss, uint64_t b, uint32_t p, uint32_t dep_slot, int64_t value);
+  // starts it or anything after it (leave_at_).
+  void LeaveAt(uint64_t b, uint32_t p) EXCLUDES(ring_->mu);
+  void LeaveAtLocked(uint64_t b, uint32_t p) REQUIRES(ring_->mu);
+  // Fills row slot `dep_slot` of sub-slice ss = (b, p).
+  Status FillLocked(SliceState& ss, uint64_t b, uint32_t p, uint32_t dep_slot, int64_t value) REQUIRES(ring_->mu);
   // The votes partition `from` gave for (b, round), still collected or consumed already;
-  // nullptr if none. ring->mu held.
-  const std::vector<RowTxn>* GivenVotesLocked(uint64_t b, uint32_t from, uint32_t round) const;
+  // nullptr if none.
+  const std::vector<RowTxn>* GivenVotesLocked(uint64_t b, uint32_t from, uint32_t round) const REQUIRES(ring_->mu);
 
   static constexpr size_t kMaxPendingValues = size_t{1} << 24;
 
@@ -227,51 +232,53 @@ class ExecutorStage {
   std::vector<std::unique_ptr<WriteHistory>> histories_;  // [range] (empty: none); each its executor's
   AbortResolver resolver_;     // the resolving executor's (batches resolve in turn)
   RowResolver row_resolver_;   // likewise, on a row node
-  uint64_t executed_;          // guarded by ring->mu: batches [first, this) executed and resolved
-  // Guarded by ring->mu: the first (batch, slice) no executor starts, once one left on a halt.
+  uint64_t executed_ GUARDED_BY(ring_->mu);  // batches [first, this) executed and resolved
+  // The first (batch, slice) no executor starts, once one left on a halt.
   // An executor leaving at a point the others may pass (a batch's resolution or an image
   // boundary that another executor finishes after this one saw the halt) would otherwise leave
   // them running slices whose dependency values it never publishes. Every executor leaves at
   // the first such point: each one's run before it is the same, so each waits only for values
   // the others publish.
-  std::pair<uint64_t, uint32_t> leave_at_{std::numeric_limits<uint64_t>::max(), 0};
-  uint64_t reexecuted_ = 0;    // guarded by ring->mu: txns the resolver re-executed, in total
+  std::pair<uint64_t, uint32_t> leave_at_ GUARDED_BY(ring_->mu){std::numeric_limits<uint64_t>::max(), 0};
+  uint64_t reexecuted_ GUARDED_BY(ring_->mu) = 0;  // txns the resolver re-executed, in total
   // Row nodes: abort votes by (batch, round): (from partition, txns) per peer so far.
   using PeerVotes = std::vector<std::pair<uint32_t, std::vector<RowTxn>>>;
-  std::map<std::pair<uint64_t, uint32_t>, PeerVotes> votes_;  // guarded by ring->mu
+  std::map<std::pair<uint64_t, uint32_t>, PeerVotes> votes_ GUARDED_BY(ring_->mu);
   // Row nodes: the peers' votes of the rounds RowResolve consumed, by batch, then round (rounds
   // are consumed in order): what a repeat of a consumed round is checked against. Kept whether or
   // not repeats are accepted yet (AcceptRepeats may come while a batch votes); a batch's entry is
   // dropped once it committed (at the next delivery or resolve), so this holds at most the
-  // batches of the window. Guarded by ring->mu.
-  std::map<uint64_t, std::vector<PeerVotes>> consumed_votes_;
-  bool accept_repeats_ = false;  // guarded by ring->mu; only goes from false to true
+  // batches of the window.
+  std::map<uint64_t, std::vector<PeerVotes>> consumed_votes_ GUARDED_BY(ring_->mu);
+  bool accept_repeats_ GUARDED_BY(ring_->mu) = false;  // only goes from false to true
   // Row followers: batch results delivered and not yet used, by batch (fired, aborted).
-  std::map<uint64_t, std::pair<std::vector<RowTxn>, std::vector<RowTxn>>> resolved_;  // guarded by ring->mu
+  std::map<uint64_t, std::pair<std::vector<RowTxn>, std::vector<RowTxn>>> resolved_ GUARDED_BY(ring_->mu);
   // Row nodes: dependency values that came before their sub-slice, by (batch, slice).
   struct EarlyValue {
     uint32_t slot = 0;
     int64_t value = 0;
     uint32_t from = kNoSender;
   };
-  std::map<std::pair<uint64_t, uint32_t>, std::vector<EarlyValue>> pending_;  // guarded by ring->mu
-  size_t pending_values_ = 0;                                                                     // guarded by ring->mu
-  // Images (guarded by ring->mu): boundaries below image_next_ are decided; image_ (if any) is
-  // for boundary image_batch_, with image_arrived_ executors there and image_copied_ done;
-  // image_complete_ is one past the last boundary whose image is complete (only grows, so a
-  // waiter never misses its barrier's end when the next one starts).
-  uint64_t image_next_ = 0;
-  uint64_t image_batch_ = 0;
-  storage::TableImage* image_ = nullptr;
-  uint32_t image_arrived_ = 0, image_copied_ = 0;
-  uint64_t image_complete_ = 0;
-  bool image_cow_ = false;  // opt_.image_sink->CopyOnWrite(), asked once
-  uint8_t image_epoch_ = 0;  // copy-on-write: the epoch of the image being taken (TableImage::Begin)
-  // A copy-on-write image taken without stopping (guarded by ring->mu): for boundary cow_batch_,
-  // cow_arrived_ executors past it so far; executors may pass later boundaries meanwhile.
-  storage::TableImage* cow_image_ = nullptr;
-  uint64_t cow_batch_ = 0;
-  uint32_t cow_arrived_ = 0;
+  std::map<std::pair<uint64_t, uint32_t>, std::vector<EarlyValue>> pending_ GUARDED_BY(ring_->mu);
+  size_t pending_values_ GUARDED_BY(ring_->mu) = 0;
+  // Images: boundaries below image_next_ are decided; image_ (if any) is for boundary
+  // image_batch_, with image_arrived_ executors there and image_copied_ done; image_complete_ is
+  // one past the last boundary whose image is complete (only grows, so a waiter never misses its
+  // barrier's end when the next one starts).
+  uint64_t image_next_ GUARDED_BY(ring_->mu) = 0;
+  uint64_t image_batch_ GUARDED_BY(ring_->mu) = 0;
+  storage::TableImage* image_ GUARDED_BY(ring_->mu) = nullptr;
+  uint32_t image_arrived_ GUARDED_BY(ring_->mu) = 0;
+  uint32_t image_copied_ GUARDED_BY(ring_->mu) = 0;
+  uint64_t image_complete_ GUARDED_BY(ring_->mu) = 0;
+  bool image_cow_ = false;  // opt_.image_sink->CopyOnWrite(), asked once (constructor), then read-only
+  // Copy-on-write: the epoch of the image being taken (TableImage::Begin).
+  uint8_t image_epoch_ GUARDED_BY(ring_->mu) = 0;
+  // A copy-on-write image taken without stopping: for boundary cow_batch_, cow_arrived_
+  // executors past it so far; executors may pass later boundaries meanwhile.
+  storage::TableImage* cow_image_ GUARDED_BY(ring_->mu) = nullptr;
+  uint64_t cow_batch_ GUARDED_BY(ring_->mu) = 0;
+  uint32_t cow_arrived_ GUARDED_BY(ring_->mu) = 0;
 
   std::vector<NamedThread> threads_;  // start order; Start and Join only (the controlling thread)
 };

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "commit/commit_stage.h"
+#include "common/mutex.h"
 #include "executor/batch_ring.h"
 #include "storage/table.h"
 #include "tests/unit/executor/serial_applier.h"
@@ -26,7 +27,7 @@ namespace {
 struct HaltOnExit {
   executor::BatchRing& ring;
   ~HaltOnExit() {
-    std::lock_guard<std::mutex> lk(ring.mu);
+    MutexLock lk(ring.mu);
     ring.stop = true;
     ring.NotifyAllLocked();
   }
@@ -88,9 +89,11 @@ TEST_CASE("commit stage: slices are delivered in planned order once executed and
   for (uint64_t b = kFirst; b < kEnd; ++b) {
     executor::BatchSlot& slot = ring.Slot(b);
     {
-      std::unique_lock<std::mutex> lk(ring.mu);
-      const bool admitted = ring.admit_cv.wait_for(lk, std::chrono::seconds(30),
-                                                   [&] { return ring.committed + ring.size() > b; });
+      MutexUniqueLock lk(ring.mu);
+      const bool admitted = ring.admit_cv.wait_for(lk.native(), std::chrono::seconds(30),
+                                                   [&]() REQUIRES(ring.mu) {
+                                                     return ring.committed + ring.size() > b;
+                                                   });
       REQUIRE(admitted);  // bounded: a failure, not a hang
       slot.Claim(b);
     }
@@ -111,7 +114,7 @@ TEST_CASE("commit stage: slices are delivered in planned order once executed and
     slot.digest_deltas = {b, 2 * b};
     slot.resolver_delta = 1000 * b;
     {
-      std::lock_guard<std::mutex> lk(ring.mu);
+      MutexLock lk(ring.mu);
       for (auto& ss : slot.slices) ss->begun = ss->published = true;
       slot.exec_done = 2;
       slot.executed = true;
@@ -124,23 +127,26 @@ TEST_CASE("commit stage: slices are delivered in planned order once executed and
       replicated_end = b + 1;
     }
     {
-      std::lock_guard<std::mutex> lk(ring.mu);
+      MutexLock lk(ring.mu);
       slot.slices[0]->replicated = true;
       slot.replicated_slices = 2;
     }
     ring.executed_cv.notify_all();
   }
   {
-    std::unique_lock<std::mutex> lk(ring.mu);
+    MutexUniqueLock lk(ring.mu);
     ring.end_known = true;
     ring.end = kEnd;
     ring.NotifyAllLocked();
-    const bool done = ring.delivered_cv.wait_for(lk, std::chrono::seconds(30), [&] { return ring.committed == kEnd; });
+    const bool done = ring.delivered_cv.wait_for(lk.native(), std::chrono::seconds(30), [&]() REQUIRES(ring.mu) {
+      return ring.committed == kEnd;
+    });
     REQUIRE(done);
   }
   commit::CommitTotals totals;
   {
-    std::lock_guard<std::mutex> lk(ring.mu);
+    MutexLock lk(ring.mu);
+    MutexAlias held(ring.mu, stage.ring_mu());
     totals = stage.TotalsLocked();
     ring.stop = true;
     ring.NotifyAllLocked();

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/rng.h"
+#include "common/mutex.h"
 #include "executor/batch_ring.h"
 #include "executor/executor_stage.h"
 #include "planner/planner.h"
@@ -33,7 +34,7 @@ namespace {
 struct HaltOnExit {
   executor::BatchRing& ring;
   ~HaltOnExit() {
-    std::lock_guard<std::mutex> lk(ring.mu);
+    MutexLock lk(ring.mu);
     ring.stop = true;
     ring.NotifyAllLocked();
   }
@@ -129,7 +130,7 @@ executor::BatchSlot& RunBatch(executor::BatchRing& ring, executor::ExecutorStage
                               uint64_t b, const std::vector<std::vector<Txn>>& parts, bool later_first) {
   executor::BatchSlot& slot = ring.Slot(b);
   {
-    std::lock_guard<std::mutex> lk(ring.mu);
+    MutexLock lk(ring.mu);
     REQUIRE(ring.committed + ring.size() > b);
     slot.Claim(b);
     for (auto& ss : slot.slices) ss->begun = true;
@@ -141,7 +142,7 @@ executor::BatchSlot& RunBatch(executor::BatchRing& ring, executor::ExecutorStage
     planner.PlanSlice(b, p, parts[p], &ss.plan);
     stage.PrepareSlice(ss);
     {
-      std::lock_guard<std::mutex> lk(ring.mu);
+      MutexLock lk(ring.mu);
       ss.published = true;
       ss.replicated = true;
       ++slot.replicated_slices;
@@ -149,8 +150,10 @@ executor::BatchSlot& RunBatch(executor::BatchRing& ring, executor::ExecutorStage
     ring.published_cv.notify_all();
   }
   {
-    std::unique_lock<std::mutex> lk(ring.mu);
-    const bool executed = ring.executed_cv.wait_for(lk, std::chrono::seconds(30), [&] { return slot.executed; });
+    MutexUniqueLock lk(ring.mu);
+    const bool executed = ring.executed_cv.wait_for(lk.native(), std::chrono::seconds(30), [&]() REQUIRES(ring.mu) {
+      return slot.executed;
+    });
     REQUIRE(executed);  // bounded: a failure, not a hang
     ring.committed = b + 1;  // the commit stage's part: the slot is free for batch b + 2
   }
@@ -231,7 +234,8 @@ TEST_CASE("executor stage: batches handed through the ring reach the serial stat
 
   // Halt, as Pipeline::Stop does: the executors wait for batch kEnd and leave.
   {
-    std::lock_guard<std::mutex> lk(ring.mu);
+    MutexLock lk(ring.mu);
+    MutexAlias held(ring.mu, stage.ring_mu());
     ring.stop = true;
     stage.ReleaseRowWaitsLocked();
     ring.NotifyAllLocked();
