@@ -11,11 +11,12 @@
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <vector>
 
 #include "common/check.h"
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 
 namespace qrstore {
 
@@ -28,11 +29,13 @@ class BoundedQueue {
 
   // Blocks while full. Returns false if the queue is closed (the item is not taken).
   bool Push(T item) {
-    std::unique_lock<std::mutex> lock(mu_);
-    not_full_.wait(lock, [&] { return closed_ || items_.size() < capacity_; });
+    MutexUniqueLock lock(mu_);
+    not_full_.wait(lock.native(), [&]() REQUIRES(mu_) { return closed_ || items_.size() < capacity_; });
     if (closed_) return false;
     items_.push_back(std::move(item));
-    WakeAfterPush(lock, 1);
+    const bool reached = ReachedWantLocked(1);
+    lock.Unlock();
+    WakeAfterPush(1, reached);
     return true;
   }
 
@@ -42,12 +45,14 @@ class BoundedQueue {
   size_t PushMany(std::vector<T>& items, size_t first = 0) {
     size_t i = first;
     while (i < items.size()) {
-      std::unique_lock<std::mutex> lock(mu_);
-      not_full_.wait(lock, [&] { return closed_ || items_.size() < capacity_; });
+      MutexUniqueLock lock(mu_);
+      not_full_.wait(lock.native(), [&]() REQUIRES(mu_) { return closed_ || items_.size() < capacity_; });
       if (closed_) break;
       const size_t before = i;
       while (i < items.size() && items_.size() < capacity_) items_.push_back(std::move(items[i++]));
-      WakeAfterPush(lock, i - before);
+      const bool reached = ReachedWantLocked(i - before);
+      lock.Unlock();
+      WakeAfterPush(i - before, reached);
     }
     return i - first;
   }
@@ -55,38 +60,50 @@ class BoundedQueue {
   // Blocks up to `timeout` while full. Returns false on timeout or close.
   template <typename Rep, typename Period>
   bool PushFor(T& item, std::chrono::duration<Rep, Period> timeout) {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!not_full_.wait_for(lock, timeout, [&] { return closed_ || items_.size() < capacity_; })) {
+    MutexUniqueLock lock(mu_);
+    if (!not_full_.wait_for(lock.native(), timeout, [&]() REQUIRES(mu_) {
+        return closed_ || items_.size() < capacity_;
+      })) {
       return false;
     }
     if (closed_) return false;
     items_.push_back(std::move(item));
-    WakeAfterPush(lock, 1);
+    const bool reached = ReachedWantLocked(1);
+    lock.Unlock();
+    WakeAfterPush(1, reached);
     return true;
   }
 
   // Never blocks. Returns false if full or closed.
   bool TryPush(T& item) {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexUniqueLock lock(mu_);
     if (closed_ || items_.size() >= capacity_) return false;
     items_.push_back(std::move(item));
-    WakeAfterPush(lock, 1);
+    const bool reached = ReachedWantLocked(1);
+    lock.Unlock();
+    WakeAfterPush(1, reached);
     return true;
   }
 
   // Blocks while empty and open. nullopt once closed and drained.
   std::optional<T> Pop() {
-    std::unique_lock<std::mutex> lock(mu_);
-    not_empty_.wait(lock, [&] { return closed_ || !items_.empty(); });
-    return TakeLocked(lock);
+    MutexUniqueLock lock(mu_);
+    not_empty_.wait(lock.native(), [&]() REQUIRES(mu_) { return closed_ || !items_.empty(); });
+    std::optional<T> out = TakeLocked();
+    lock.Unlock();
+    if (out) not_full_.notify_one();
+    return out;
   }
 
   // Blocks up to `timeout`. nullopt on timeout, or once closed and drained.
   template <typename Rep, typename Period>
   std::optional<T> PopFor(std::chrono::duration<Rep, Period> timeout) {
-    std::unique_lock<std::mutex> lock(mu_);
-    not_empty_.wait_for(lock, timeout, [&] { return closed_ || !items_.empty(); });
-    return TakeLocked(lock);
+    MutexUniqueLock lock(mu_);
+    not_empty_.wait_for(lock.native(), timeout, [&]() REQUIRES(mu_) { return closed_ || !items_.empty(); });
+    std::optional<T> out = TakeLocked();
+    lock.Unlock();
+    if (out) not_full_.notify_one();
+    return out;
   }
 
   // Kick(): wakes every thread blocked in PopUnlessKicked (a consumer that waits for an item or
@@ -94,35 +111,46 @@ class BoundedQueue {
   // PopUnlessKicked that started after `*seen` kicks returns at once if more happened since.
   void Kick() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       ++kicks_;
     }
     not_empty_.notify_all();
   }
   uint64_t kicks() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return kicks_;
   }
   // PopFor(timeout), but also returns nullopt when the kick count differs from *seen (updating
   // *seen); the caller tells closed-and-drained from kicked or timed out by closed().
   template <typename Rep, typename Period>
   std::optional<T> PopUnlessKicked(uint64_t* seen, std::chrono::duration<Rep, Period> timeout) {
-    std::unique_lock<std::mutex> lock(mu_);
-    not_empty_.wait_for(lock, timeout, [&] { return closed_ || !items_.empty() || kicks_ != *seen; });
+    MutexUniqueLock lock(mu_);
+    not_empty_.wait_for(lock.native(), timeout, [&]() REQUIRES(mu_) {
+      return closed_ || !items_.empty() || kicks_ != *seen;
+    });
     *seen = kicks_;
-    return TakeLocked(lock);
+    std::optional<T> out = TakeLocked();
+    lock.Unlock();
+    if (out) not_full_.notify_one();
+    return out;
   }
 
   std::optional<T> TryPop() {
-    std::unique_lock<std::mutex> lock(mu_);
-    return TakeLocked(lock);
+    MutexUniqueLock lock(mu_);
+    std::optional<T> out = TakeLocked();
+    lock.Unlock();
+    if (out) not_full_.notify_one();
+    return out;
   }
 
   // Never blocks. Moves up to `max` items to the back of *out under one lock acquisition (one
   // wake-up of blocked pushers instead of one per item); returns how many.
   size_t TryPopMany(std::vector<T>* out, size_t max) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return TakeManyLocked(lock, out, max);
+    MutexUniqueLock lock(mu_);
+    const size_t n = TakeManyLocked(out, max);
+    lock.Unlock();
+    if (n > 0) not_full_.notify_all();
+    return n;
   }
 
   // Blocks up to `timeout` until at least `want` items are queued (or the queue is full, or
@@ -134,18 +162,21 @@ class BoundedQueue {
   size_t PopManyFor(std::vector<T>* out, size_t max, size_t want, std::chrono::duration<Rep, Period> timeout) {
     QR_CHECK(want >= 1);
     want = std::min(want, capacity_);
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexUniqueLock lock(mu_);
     if (!closed_ && items_.size() < want) {
       wants_.push_back(want);
-      enough_.wait_for(lock, timeout, [&] { return closed_ || items_.size() >= want; });
+      enough_.wait_for(lock.native(), timeout, [&]() REQUIRES(mu_) { return closed_ || items_.size() >= want; });
       wants_.erase(std::find(wants_.begin(), wants_.end(), want));
     }
-    return TakeManyLocked(lock, out, max);
+    const size_t n = TakeManyLocked(out, max);
+    lock.Unlock();
+    if (n > 0) not_full_.notify_all();
+    return n;
   }
 
   void Close() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       closed_ = true;
     }
     not_empty_.notify_all();
@@ -154,23 +185,28 @@ class BoundedQueue {
   }
 
   bool closed() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return closed_;
   }
   size_t size() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return items_.size();
   }
   size_t capacity() const { return capacity_; }
 
  private:
-  // After `added` items were pushed (lock held): unlocks, wakes a popper (every one when several
-  // items came), and the PopManyFor waiters when the queue just reached one's `want`.
-  void WakeAfterPush(std::unique_lock<std::mutex>& lock, size_t added) {
+  // After `added` items were pushed: whether the queue just reached some PopManyFor waiter's
+  // `want`. The caller then unlocks and calls WakeAfterPush.
+  bool ReachedWantLocked(size_t added) const REQUIRES(mu_) {
     const size_t now = items_.size();
     bool reached = false;
     for (size_t w : wants_) reached |= now >= w && now - added < w;
-    lock.unlock();
+    return reached;
+  }
+
+  // Unlocked, after `added` items were pushed: wakes a popper (every one when several items
+  // came), and the PopManyFor waiters when the push reached one's `want`.
+  void WakeAfterPush(size_t added, bool reached) {
     if (added == 1) {
       not_empty_.notify_one();
     } else {
@@ -179,37 +215,35 @@ class BoundedQueue {
     if (reached) enough_.notify_all();
   }
 
-  // Moves up to `max` items to the back of *out, unlocks, wakes blocked pushers once.
-  size_t TakeManyLocked(std::unique_lock<std::mutex>& lock, std::vector<T>* out, size_t max) {
+  // Moves up to `max` items to the back of *out; the caller then unlocks and, if any were
+  // moved, wakes blocked pushers once.
+  size_t TakeManyLocked(std::vector<T>* out, size_t max) REQUIRES(mu_) {
     size_t n = 0;
     while (n < max && !items_.empty()) {
       out->push_back(std::move(items_.front()));
       items_.pop_front();
       ++n;
     }
-    lock.unlock();
-    if (n > 0) not_full_.notify_all();
     return n;
   }
 
-  std::optional<T> TakeLocked(std::unique_lock<std::mutex>& lock) {
+  // The front item, if any; the caller then unlocks and, if there was one, wakes a pusher.
+  std::optional<T> TakeLocked() REQUIRES(mu_) {
     if (items_.empty()) return std::nullopt;
     std::optional<T> out(std::move(items_.front()));
     items_.pop_front();
-    lock.unlock();
-    not_full_.notify_one();
     return out;
   }
 
   const size_t capacity_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable not_empty_;
   std::condition_variable not_full_;
   std::condition_variable enough_;  // PopManyFor waiters
-  std::deque<T> items_;  // guarded by mu_
-  std::vector<size_t> wants_;  // guarded by mu_: the `want` of each thread in PopManyFor
-  bool closed_ = false;  // guarded by mu_
-  uint64_t kicks_ = 0;   // guarded by mu_
+  std::deque<T> items_ GUARDED_BY(mu_);
+  std::vector<size_t> wants_ GUARDED_BY(mu_);  // the `want` of each thread in PopManyFor
+  bool closed_ GUARDED_BY(mu_) = false;
+  uint64_t kicks_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace qrstore
