@@ -58,7 +58,7 @@ void RowCommit::Fail(Status s) {
 }
 
 void RowCommit::AcceptRepeats(uint64_t first_own_batch) {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   if (accept_repeats_) {
     QR_CHECK_EQ(first_own_batch, first_own_batch_);
     return;
@@ -76,7 +76,7 @@ void RowCommit::AcceptRepeats(uint64_t first_own_batch) {
 void RowCommit::Plan(uint64_t batch, uint32_t slice, std::vector<storage::Txn> txns) {
   RowHomeSlice out;
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     if (!health_.ok()) return;
     planned_any_ = true;
     if (accept_repeats_) {
@@ -104,7 +104,7 @@ void RowCommit::Plan(uint64_t batch, uint32_t slice, std::vector<storage::Txn> t
     p.txns = std::move(txns);
     if (!CompleteLocked(batch, slice, p, &out)) return;
   }
-  std::lock_guard<std::mutex> dl(deliver_mu_);
+  MutexLock dl(deliver_mu_);
   sink_(batch, slice, std::move(out));
 }
 
@@ -125,7 +125,7 @@ bool RowCommit::CompleteLocked(uint64_t batch, uint32_t slice, Pending& p, RowHo
 void RowCommit::Report(uint32_t from, uint64_t batch, uint32_t slice, RowSliceReport report) {
   RowHomeSlice out;
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     if (!health_.ok()) return;
     const uint32_t n = partitions_.buckets();
     const std::string where = "home slice (" + std::to_string(batch) + ", " + std::to_string(slice) + "): ";
@@ -150,7 +150,7 @@ void RowCommit::Report(uint32_t from, uint64_t batch, uint32_t slice, RowSliceRe
     p.reports[from] = std::move(report);
     if (!CompleteLocked(batch, slice, p, &out)) return;
   }
-  std::lock_guard<std::mutex> dl(deliver_mu_);
+  MutexLock dl(deliver_mu_);
   sink_(batch, slice, std::move(out));
 }
 
@@ -274,12 +274,12 @@ bool RowCommit::Assemble(Pending& p, RowHomeSlice* out, std::string* error) cons
 }
 
 Status RowCommit::health() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   return health_;
 }
 
 uint64_t RowCommit::completed_slices() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   return completed_;
 }
 

@@ -37,13 +37,14 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "commit/outcome.h"
+#include "common/mutex.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "storage/key_map.h"
 #include "storage/txn.h"
 
@@ -98,18 +99,18 @@ class RowCommit {
   RowCommit(storage::KeyMapper partitions, uint32_t record_bytes, RowHomeSink sink, size_t max_pending = 4096);
 
   // The txns of home slice (batch, slice), as planned. Before or after reports.
-  void Plan(uint64_t batch, uint32_t slice, std::vector<storage::Txn> txns);
+  void Plan(uint64_t batch, uint32_t slice, std::vector<storage::Txn> txns) EXCLUDES(mu_, deliver_mu_);
   // Partition `from`'s report for home slice (batch, slice).
-  void Report(uint32_t from, uint64_t batch, uint32_t slice, RowSliceReport report);
+  void Report(uint32_t from, uint64_t batch, uint32_t slice, RowSliceReport report) EXCLUDES(mu_, deliver_mu_);
   // From now on reports are taken idempotently (see "Repeats" above); this node plans its own
   // home slices from batch `first_own_batch` on. Before the first Plan (the successor of a home
   // switches this on before it plans); pending reports of earlier batches are dropped. Or, with
   // first_own_batch 0, at any time (a home whose row peer failed over: every Plan so far was
   // tracked). Calling it again with the same batch does nothing.
-  void AcceptRepeats(uint64_t first_own_batch);
+  void AcceptRepeats(uint64_t first_own_batch) EXCLUDES(mu_);
 
-  Status health() const;
-  uint64_t completed_slices() const;
+  Status health() const EXCLUDES(mu_);
+  uint64_t completed_slices() const EXCLUDES(mu_);
 
  private:
   struct Pending {
@@ -118,33 +119,33 @@ class RowCommit {
     std::vector<RowSliceReport> reports;             // [partition]
     std::vector<uint8_t> reported;                   // [partition]
   };
-  void Fail(Status s);  // mu_ held
+  void Fail(Status s) REQUIRES(mu_);
   // The pending entry of (batch, slice), made if new; nullptr (and failed) past max_pending_.
-  Pending* Find(uint64_t batch, uint32_t slice);  // mu_ held
+  Pending* Find(uint64_t batch, uint32_t slice) REQUIRES(mu_);
   // If `p` = (batch, slice) is planned and every partition reported it: assembles it into
-  // `out`, forgets it and returns true (false and failed if it does not assemble). mu_ held.
-  bool CompleteLocked(uint64_t batch, uint32_t slice, Pending& p, RowHomeSlice* out);
-  // Merges a complete slice into outcomes, taking its reports' values (or fails). mu_ held.
-  bool Assemble(Pending& p, RowHomeSlice* out, std::string* error) const;
+  // `out`, forgets it and returns true (false and failed if it does not assemble).
+  bool CompleteLocked(uint64_t batch, uint32_t slice, Pending& p, RowHomeSlice* out) REQUIRES(mu_);
+  // Merges a complete slice into outcomes, taking its reports' values (or fails).
+  bool Assemble(Pending& p, RowHomeSlice* out, std::string* error) const REQUIRES(mu_);
   // With repeats accepted: whether partition `from`'s report of (batch, slice) is one to drop
-  // (fails the commit if it repeats a report differently). mu_ held.
-  bool DropRepeatLocked(uint32_t from, uint64_t batch, uint32_t slice, const RowSliceReport& report);
+  // (fails the commit if it repeats a report differently).
+  bool DropRepeatLocked(uint32_t from, uint64_t batch, uint32_t slice, const RowSliceReport& report) REQUIRES(mu_);
 
   const storage::KeyMapper partitions_;
   const uint32_t record_bytes_;
   const RowHomeSink sink_;
   const size_t max_pending_;
-  mutable std::mutex mu_;
-  std::map<std::pair<uint64_t, uint32_t>, Pending> pending_;  // guarded by mu_
-  Status health_;                                             // guarded by mu_
-  uint64_t completed_ = 0;                                    // guarded by mu_
-  bool planned_any_ = false;                                  // guarded by mu_
-  // Repeats (guarded by mu_): accepted at all; the first batch this node plans; per slice, the
-  // next batch Plan must give (absent: first_own_batch_). One entry per slice this home plans.
-  bool accept_repeats_ = false;
-  uint64_t first_own_batch_ = 0;
-  std::map<uint32_t, uint64_t> next_plan_;
-  std::mutex deliver_mu_;  // sink calls one at a time
+  mutable Mutex mu_;
+  std::map<std::pair<uint64_t, uint32_t>, Pending> pending_ GUARDED_BY(mu_);
+  Status health_ GUARDED_BY(mu_);
+  uint64_t completed_ GUARDED_BY(mu_) = 0;
+  bool planned_any_ GUARDED_BY(mu_) = false;
+  // Repeats: accepted at all; the first batch this node plans; per slice, the next batch Plan
+  // must give (absent: first_own_batch_). One entry per slice this home plans.
+  bool accept_repeats_ GUARDED_BY(mu_) = false;
+  uint64_t first_own_batch_ GUARDED_BY(mu_) = 0;
+  std::map<uint32_t, uint64_t> next_plan_ GUARDED_BY(mu_);
+  Mutex deliver_mu_;  // sink calls one at a time (guards no data)
 };
 
 }  // namespace qrstore::commit
