@@ -1,10 +1,11 @@
 #include "engine/engine.h"
 
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "common/logging.h"
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "storage/key_map.h"
 #include "workloads/workload.h"
 
@@ -16,8 +17,8 @@ class EngineImpl {
   EngineImpl(const EngineConfig& opt, storage::Table* table, CommitSink sink)
       : opt_(opt), pipeline_(opt.pipeline, table, std::move(sink)), planner_(opt.planner, &pipeline_) {}
 
-  Status Start() {
-    std::lock_guard<std::mutex> control(control_mu_);
+  Status Start() EXCLUDES(control_mu_) {
+    MutexLock control(control_mu_);
     if (started_) return Status::InvalidArgument("engine: Start called twice");
     if (stopped_) return Status::Aborted("engine: Start after Stop");
     started_ = true;
@@ -32,17 +33,17 @@ class EngineImpl {
 
   bool Submit(storage::Txn txn) { return planner_.Submit(std::move(txn)); }
 
-  void Finish() {
+  void Finish() EXCLUDES(control_mu_) {
     planner_.CloseInput();
     {
-      std::lock_guard<std::mutex> control(control_mu_);
+      MutexLock control(control_mu_);
       if (!started_) return;
     }
     (void)pipeline_.WaitIdle();  // OK, or stopped: either way nothing more will come
   }
 
-  void Stop() {
-    std::lock_guard<std::mutex> control(control_mu_);
+  void Stop() EXCLUDES(control_mu_) {
+    MutexLock control(control_mu_);
     stopped_ = true;
     // The pipeline first: planners waiting for a batch slot are released by it.
     pipeline_.Stop();
@@ -70,9 +71,9 @@ class EngineImpl {
   const EngineConfig opt_;
   Pipeline pipeline_;
   LocalPlanner planner_;
-  std::mutex control_mu_;  // serializes Start, Finish's check and Stop
-  bool started_ = false;   // guarded by control_mu_
-  bool stopped_ = false;   // guarded by control_mu_
+  Mutex control_mu_;  // serializes Start, Finish's check and Stop
+  bool started_ GUARDED_BY(control_mu_) = false;
+  bool stopped_ GUARDED_BY(control_mu_) = false;
 };
 
 // ---------------------------------------------------------------------------------------------
