@@ -22,7 +22,7 @@ LocalPlanner::~LocalPlanner() { Stop(); }
 
 Status LocalPlanner::Start() {
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     if (started_) return Status::InvalidArgument("planner: Start called twice");
     if (stop_) return Status::Aborted("planner: Start after Stop");
     started_ = true;
@@ -51,7 +51,7 @@ void LocalPlanner::Stop() {
 
 void LocalPlanner::Halt() {
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     stop_ = true;
   }
   queue_.Close();
@@ -59,15 +59,15 @@ void LocalPlanner::Halt() {
 }
 
 uint64_t LocalPlanner::batches_closed_by_timeout() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   return closed_by_timeout_;
 }
 bool LocalPlanner::ended() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   return end_known_;
 }
 uint64_t LocalPlanner::end_batch() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   return end_batch_;
 }
 
@@ -249,8 +249,8 @@ void LocalPlanner::PlannerLoop(uint32_t me) {
   for (uint64_t b = opt_.first_batch;; ++b) {
     BatchState s;
     {
-      std::unique_lock<std::mutex> lk(mu_);
-      token_cv_.wait(lk, [&] { return stop_ || end_known_ || (token_batch_ == b && token_planner_ == me); });
+      MutexUniqueLock lk(mu_);
+      token_cv_.wait(lk.native(), [&]() REQUIRES(mu_) { return stop_ || end_known_ || (token_batch_ == b && token_planner_ == me); });
       // The token reaches (end_batch_, 0) last, so a planner still waiting is past the end.
       if (stop_ || end_known_) return;
       if (me == 0) {
@@ -277,7 +277,7 @@ void LocalPlanner::PlannerLoop(uint32_t me) {
     thread.Pop(b, &s, &input_ended_);
 
     {
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       if (stop_) return;
       if (s.end_of_input) {
         end_known_ = true;

@@ -35,8 +35,10 @@
 #include <vector>
 
 #include "common/bounded_queue.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "common/thread.h"
+#include "common/thread_annotations.h"
 #include "engine/pipeline.h"
 #include "planner/eq.h"
 #include "storage/key_map.h"
@@ -101,7 +103,7 @@ class LocalPlanner {
   LocalPlanner(const LocalPlanner&) = delete;
   LocalPlanner& operator=(const LocalPlanner&) = delete;
 
-  Status Start();
+  Status Start() EXCLUDES(mu_);
   // Enqueues a transaction; blocks while the queue is full. false (the txn is not taken) after
   // CloseInput, Stop, or once the pipeline refused a slice (failed or stopped).
   bool Submit(storage::Txn txn);
@@ -117,31 +119,31 @@ class LocalPlanner {
   // Wakes a planner waiting for its batch's first txn (a row home: a peer opened a batch).
   void Kick() { queue_.Kick(); }
 
-  uint64_t batches_closed_by_timeout() const;
+  uint64_t batches_closed_by_timeout() const EXCLUDES(mu_);
   // The batch id at which the input ended (valid once ended() is true).
-  bool ended() const;
-  uint64_t end_batch() const;
+  bool ended() const EXCLUDES(mu_);
+  uint64_t end_batch() const EXCLUDES(mu_);
 
  private:
-  void PlannerLoop(uint32_t me);
-  void Halt();
+  void PlannerLoop(uint32_t me) EXCLUDES(mu_);
+  void Halt() EXCLUDES(mu_);
 
   const LocalPlannerOptions opt_;
   Pipeline* const pipeline_;
   const PlannedHook hook_;
   BoundedQueue<storage::Txn> queue_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable token_cv_;
-  bool started_ = false;           // guarded by mu_
-  bool stop_ = false;              // guarded by mu_
-  bool end_known_ = false;         // guarded by mu_
-  uint64_t end_batch_ = 0;         // guarded by mu_
-  uint64_t token_batch_ = 0;       // guarded by mu_: who may pop next
-  uint32_t token_planner_ = 0;     // guarded by mu_
-  bool batch_closed_ = false;      // guarded by mu_: the token's batch is closed (passed along)
-  int64_t batch_deadline_ns_ = 0;  // guarded by mu_
-  uint64_t closed_by_timeout_ = 0; // guarded by mu_
+  bool started_ GUARDED_BY(mu_) = false;
+  bool stop_ GUARDED_BY(mu_) = false;
+  bool end_known_ GUARDED_BY(mu_) = false;
+  uint64_t end_batch_ GUARDED_BY(mu_) = 0;
+  uint64_t token_batch_ GUARDED_BY(mu_) = 0;  // who may pop next
+  uint32_t token_planner_ GUARDED_BY(mu_) = 0;
+  bool batch_closed_ GUARDED_BY(mu_) = false;  // the token's batch is closed (passed along)
+  int64_t batch_deadline_ns_ GUARDED_BY(mu_) = 0;
+  uint64_t closed_by_timeout_ GUARDED_BY(mu_) = 0;
   bool input_ended_ = false;       // planner 0 only: RowHome::InputEnded was called
   std::vector<NamedThread> threads_;
 };
