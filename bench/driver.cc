@@ -19,7 +19,7 @@ cluster::CommitSink LoadDriver::Sink() {
 
 void LoadDriver::OnOutcomes(const std::vector<cluster::TxnOutcome>& outcomes) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& o : outcomes) {
       if (o.status == cluster::TxnStatus::kCommitted) {
         ++result_.committed;
@@ -51,7 +51,7 @@ Status LoadDriver::Run(cluster::Engine* engine, workloads::Generator* gen) {
   auto report = [&](int64_t now) {
     DriverProgress p;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       p.committed = result_.committed;
       p.aborted = result_.aborted;
       p.outstanding = submitted - completed_;
@@ -83,12 +83,13 @@ Status LoadDriver::Run(cluster::Engine* engine, workloads::Generator* gen) {
     {
       // Wait for a free slot in the window; wake at least for every progress tick and for
       // the deadline, so neither waits on the engine.
-      std::unique_lock<std::mutex> lock(mu_);
+      MutexUniqueLock lock(mu_);
       if (submitted - completed_ >= options_.outstanding) {
         // At most 1 s: a safety net so the loop re-checks its state even without ticks.
         int64_t wake = std::min({next_progress, deadline, now + 1000000000});
         auto wake_tp = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(wake));
-        slot_freed_.wait_until(lock, wake_tp, [&] { return submitted - completed_ < options_.outstanding; });
+        slot_freed_.wait_until(lock.native(), wake_tp,
+                               [&]() REQUIRES(mu_) { return submitted - completed_ < options_.outstanding; });
         continue;  // re-check progress, deadline and the window
       }
     }
@@ -105,14 +106,14 @@ Status LoadDriver::Run(cluster::Engine* engine, workloads::Generator* gen) {
   if (options_.before_finish) {
     uint64_t completed = 0;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       completed = completed_;
     }
     options_.before_finish(completed);
   }
   engine->Finish();
   const int64_t end = NowNanos();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   result_.submitted = submitted;
   result_.elapsed_ns = end - start;
   result_.stopped_at_cap = capped;
@@ -124,7 +125,7 @@ Status LoadDriver::Run(cluster::Engine* engine, workloads::Generator* gen) {
 }
 
 DriverResult LoadDriver::TakeResult() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return std::move(result_);
 }
 

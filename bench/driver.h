@@ -15,11 +15,12 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <vector>
 
 #include "bench/verify.h"
+#include "common/mutex.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "engine/engine.h"
 #include "workloads/latency_histogram.h"
 #include "workloads/workload.h"
@@ -71,19 +72,19 @@ class LoadDriver {
 
   // Submits txns from `gen` to a started engine (created with Sink()) until the txn count or
   // duration is reached, then calls engine->Finish(). Errors if the engine refuses a txn.
-  Status Run(cluster::Engine* engine, workloads::Generator* gen);
+  Status Run(cluster::Engine* engine, workloads::Generator* gen) EXCLUDES(mu_);
 
   // The totals; call after Run (moves the kept outcomes out).
-  DriverResult TakeResult();
+  DriverResult TakeResult() EXCLUDES(mu_);
 
  private:
-  void OnOutcomes(const std::vector<cluster::TxnOutcome>& outcomes);
+  void OnOutcomes(const std::vector<cluster::TxnOutcome>& outcomes) EXCLUDES(mu_);
 
   const DriverOptions options_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable slot_freed_;
-  uint64_t completed_ = 0;  // GUARDED_BY(mu_): outcomes received
-  DriverResult result_;     // GUARDED_BY(mu_) except fields only Run writes (submitted, elapsed)
+  uint64_t completed_ GUARDED_BY(mu_) = 0;  // outcomes received
+  DriverResult result_ GUARDED_BY(mu_);
 };
 
 // The raw loop: the same generated txns applied single-threaded to a fresh table by the
