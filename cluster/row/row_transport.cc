@@ -57,7 +57,7 @@ std::string RowTransport::Describe(uint32_t p, const std::string& address) {
 
 std::string RowTransport::Peer(uint32_t p) const {
   if (p >= links_.size()) return Describe(p, "?");
-  std::lock_guard<std::mutex> lk(links_[p]->mu);
+  MutexLock lk(links_[p]->mu);
   return Describe(p, links_[p]->address);
 }
 
@@ -76,7 +76,7 @@ void RowTransport::AcceptLoop() {
     std::vector<Reader> finished;
     bool full = false;
     {
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       if (stop_.load()) return;
       // Reaps readers that ended (their connection closed, was replaced or refused), so that a
       // row living through many failovers keeps a bounded list; joined below, outside mu_.
@@ -118,8 +118,8 @@ bool RowTransport::TakeInbound(uint32_t from, uint64_t epoch, const std::shared_
   uint64_t old_epoch = 0;
   {
     // deliver_mu too: once in_gen moved on, the old connection's reader delivers nothing more.
-    std::lock_guard<std::mutex> dl(l.deliver_mu);
-    std::lock_guard<std::mutex> lk(l.mu);
+    MutexLock dl(l.deliver_mu);
+    MutexLock lk(l.mu);
     if (stop_.load()) return false;
     old_epoch = l.in_epoch;
     if (l.in != nullptr && !opt_.tolerate_peer_loss) {
@@ -188,7 +188,7 @@ void RowTransport::ReadLoop(std::shared_ptr<net::StreamConn> conn) {
     {
       // Delivered under deliver_mu, and only while this is p's connection: a replacement takes
       // deliver_mu to move in_gen on, so no frame of a replaced connection follows it.
-      std::lock_guard<std::mutex> dl(l.deliver_mu);
+      MutexLock dl(l.deliver_mu);
       if (l.in_gen != gen) return;  // replaced: exit quietly
       // Whole frames in buf[begin, end).
       while (end - begin >= 4) {
@@ -270,7 +270,7 @@ void RowTransport::InstallOut(uint32_t p, std::shared_ptr<net::StreamConn> conn,
   Link& l = *links_[p];
   std::vector<std::shared_ptr<net::StreamConn>> doomed;
   {
-    std::lock_guard<std::mutex> lk(l.mu);
+    MutexLock lk(l.mu);
     // Redialing a peer not known lost: the caller learned of a successor first. The inbound
     // connection is the predecessor's, so p is lost (not reported: the caller knows) until the
     // successor dials in; the outbound one is renewed just below.
@@ -302,7 +302,7 @@ Status RowTransport::DialAllUntil(int64_t deadline_ns, int64_t timeout_ms) {
     if (p == opt_.me) continue;
     std::string address;
     {
-      std::lock_guard<std::mutex> lk(links_[p]->mu);
+      MutexLock lk(links_[p]->mu);
       address = links_[p]->address;
     }
     auto c = Dial(p, address, deadline_ns, timeout_ms);
@@ -343,10 +343,10 @@ Status RowTransport::WaitDialedInUntil(int64_t deadline_ns, int64_t timeout_ms) 
   for (uint32_t p = 0; p < links_.size(); ++p) {
     if (p == opt_.me) continue;
     Link& l = *links_[p];
-    std::unique_lock<std::mutex> lk(l.mu);
+    MutexUniqueLock lk(l.mu);
     // Once the deadline passed, the rest are only checked (a wait of 0 ms).
-    l.cv.wait_for(lk, std::chrono::milliseconds(MillisLeft(deadline_ns)),
-                  [&] { return InboundLiveLocked(l) || stop_.load(); });
+    l.cv.wait_for(lk.native(), std::chrono::milliseconds(MillisLeft(deadline_ns)),
+                  [&]() REQUIRES(l.mu) { return InboundLiveLocked(l) || stop_.load(); });
     if (!InboundLiveLocked(l)) missing += (missing.empty() ? "" : ", ") + Describe(p, l.address);
   }
   if (!missing.empty()) {
@@ -358,9 +358,9 @@ Status RowTransport::WaitDialedInUntil(int64_t deadline_ns, int64_t timeout_ms) 
 Status RowTransport::WaitDialedIn(uint32_t p, int64_t timeout_ms) {
   QR_CHECK(p < links_.size() && p != opt_.me, "row transport: WaitDialedIn partition %u", p);
   Link& l = *links_[p];
-  std::unique_lock<std::mutex> lk(l.mu);
-  if (!l.cv.wait_for(lk, std::chrono::milliseconds(std::max<int64_t>(0, timeout_ms)),
-                     [&] { return InboundLiveLocked(l) || stop_.load(); }) ||
+  MutexUniqueLock lk(l.mu);
+  if (!l.cv.wait_for(lk.native(), std::chrono::milliseconds(std::max<int64_t>(0, timeout_ms)),
+                     [&]() REQUIRES(l.mu) { return InboundLiveLocked(l) || stop_.load(); }) ||
       !InboundLiveLocked(l)) {
     return Status::Unavailable(Describe(p, l.address) + " did not dial in within " + std::to_string(timeout_ms) +
                                " ms");
@@ -380,19 +380,19 @@ bool RowTransport::Send(uint32_t to, std::string_view frame) {
   PutLE(len, frame.size(), 4);
   iovec iov[2] = {{len, sizeof len}, {const_cast<char*>(frame.data()), frame.size()}};
   Link& l = *links_[to];
-  std::unique_lock<std::mutex> wl(l.write_mu);
+  MutexUniqueLock wl(l.write_mu);
   std::shared_ptr<net::StreamConn> conn;
   uint64_t gen = 0;
   bool lost = false;
   {
-    std::lock_guard<std::mutex> lk(l.mu);
+    MutexLock lk(l.mu);
     conn = l.out;
     gen = l.out_gen;
     lost = l.lost;
   }
   if (lost) return true;  // dropped: the caller re-sends to the successor (see the header)
   if (conn == nullptr || !conn->WriteAll(iov, 2)) {
-    wl.unlock();  // the lost handler may Send
+    wl.Unlock();  // the lost handler may Send
     if (stop_.load() || expect_close_[to].load()) return false;
     const Status why = Status::Unavailable("could not send to " + Peer(to));
     if (!opt_.tolerate_peer_loss || conn == nullptr) {
@@ -411,7 +411,7 @@ bool RowTransport::Up(uint32_t p) const {
   QR_CHECK(p < links_.size() && p != opt_.me, "row transport: Up partition %u", p);
   if (failed_.load() || stop_.load()) return false;
   const Link& l = *links_[p];
-  std::lock_guard<std::mutex> lk(l.mu);
+  MutexLock lk(l.mu);
   return l.out != nullptr && l.in != nullptr && !l.lost;
 }
 
@@ -436,7 +436,7 @@ void RowTransport::Lost(uint32_t p, Direction dir, uint64_t gen, const Status& w
   std::vector<std::shared_ptr<net::StreamConn>> doomed;
   bool report = false;
   {
-    std::lock_guard<std::mutex> lk(l.mu);
+    MutexLock lk(l.mu);
     if (stop_.load() || gen != (dir == Direction::kOut ? l.out_gen : l.in_gen)) return;  // not current
     report = MarkLostLocked(l, &doomed);
     // Already lost, and this connection was a renewal: it must be renewed again.
@@ -469,20 +469,20 @@ void RowTransport::Stop() {
   std::vector<Reader> readers;
   {
     // Wakes readers (also of connections that never said hello, or were replaced).
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     for (auto& r : readers_) r.conn->Shutdown();
     readers.swap(readers_);
   }
   for (auto& lp : links_) {
     // Wakes writers blocked in a write, and WaitDialedIn (notified under mu: no lost wake-up).
-    std::lock_guard<std::mutex> lk(lp->mu);
+    MutexLock lk(lp->mu);
     if (lp->out != nullptr) lp->out->Shutdown();
     if (lp->in != nullptr) lp->in->Shutdown();
     lp->cv.notify_all();
   }
   for (auto& r : readers) r.thread.Join();
   for (auto& lp : links_) {
-    std::lock_guard<std::mutex> lk(lp->mu);
+    MutexLock lk(lp->mu);
     lp->out.reset();
     lp->in.reset();
   }

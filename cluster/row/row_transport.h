@@ -64,13 +64,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "common/thread.h"
+#include "common/thread_annotations.h"
 
 namespace qrstore::net {
 class StreamNet;
@@ -152,21 +153,24 @@ class RowTransport {
   // One peer partition's connections. Lock order: deliver_mu, then write_mu, then mu (the frame
   // handler, called under deliver_mu, may Send); nothing is taken while mu is held.
   struct Link {
-    std::mutex write_mu;    // serialises writes to the peer (held while a write blocks)
-    std::mutex deliver_mu;  // held by the inbound reader around frame-handler calls
-    mutable std::mutex mu;  // the fields below; written by readers, writers, Redial and Stop
+    Mutex write_mu;    // serialises writes to the peer (held while a write blocks)
+    Mutex deliver_mu;  // held by the inbound reader around frame-handler calls
+    mutable Mutex mu;  // the fields below; written by readers, writers, Redial and Stop
     std::condition_variable cv;  // inbound connection changed, lost changed, or stopping
-    std::string address;
-    std::shared_ptr<net::StreamConn> out;
-    uint64_t out_gen = 0;  // +1 per outbound connection made
-    std::shared_ptr<net::StreamConn> in;
-    uint64_t in_gen = 0;  // +1 per inbound connection taken; written under deliver_mu too
-    uint64_t in_epoch = 0;
+    std::string address GUARDED_BY(mu);
+    std::shared_ptr<net::StreamConn> out GUARDED_BY(mu);
+    uint64_t out_gen GUARDED_BY(mu) = 0;  // +1 per outbound connection made
+    std::shared_ptr<net::StreamConn> in GUARDED_BY(mu);
+    // +1 per inbound connection taken. Written with both mu and deliver_mu held, read with
+    // either (a reader checks it under deliver_mu alone): not annotated, since GUARDED_BY
+    // cannot say "either of two locks for a read".
+    uint64_t in_gen = 0;
+    uint64_t in_epoch GUARDED_BY(mu) = 0;
     // Lost, until both connections were renewed: out_gen != lost_out_gen and in_gen !=
     // lost_in_gen (the generations that were current when the loss was seen).
-    bool lost = false;
-    uint64_t lost_out_gen = 0;
-    uint64_t lost_in_gen = 0;
+    bool lost GUARDED_BY(mu) = false;
+    uint64_t lost_out_gen GUARDED_BY(mu) = 0;
+    uint64_t lost_in_gen GUARDED_BY(mu) = 0;
   };
   enum class Direction { kOut, kIn };
   struct Reader {
@@ -188,12 +192,12 @@ class RowTransport {
   void InstallOut(uint32_t p, std::shared_ptr<net::StreamConn> conn, const std::string& address, bool redial);
   // The connection of generation `gen` in direction `dir` of p closed or failed.
   void Lost(uint32_t p, Direction dir, uint64_t gen, const Status& why);
-  // Marks p lost (l.mu held); false if it was already. The current connections, returned in
-  // *doomed, are to be shut down once l.mu is released.
-  static bool MarkLostLocked(Link& l, std::vector<std::shared_ptr<net::StreamConn>>* doomed);
+  // Marks p lost; false if it was already. The current connections, returned in *doomed, are
+  // to be shut down once l.mu is released.
+  static bool MarkLostLocked(Link& l, std::vector<std::shared_ptr<net::StreamConn>>* doomed) REQUIRES(l.mu);
   void ReportLost(uint32_t p, const Status& why);
-  static void RenewedLocked(Link& l);
-  static bool InboundLiveLocked(const Link& l);
+  static void RenewedLocked(Link& l) REQUIRES(l.mu);
+  static bool InboundLiveLocked(const Link& l) REQUIRES(l.mu);
   void Failed(const Status& s);
   std::string Peer(uint32_t p) const;  // takes links_[p]->mu
   static std::string Describe(uint32_t p, const std::string& address);
@@ -206,8 +210,8 @@ class RowTransport {
   std::unique_ptr<net::StreamListener> listener_;
   std::vector<std::unique_ptr<Link>> links_;  // [partition]; links_[me] unused
 
-  std::mutex mu_;
-  std::vector<Reader> readers_;  // guarded by mu_
+  Mutex mu_;
+  std::vector<Reader> readers_ GUARDED_BY(mu_);
   std::atomic<bool> stop_{false};
   std::atomic<bool> failed_{false};
   std::unique_ptr<std::atomic<bool>[]> expect_close_;  // [partition]
