@@ -30,7 +30,7 @@ namespace {
 void Deliver(const void* data, int rc, ZkEvent ev) {
   auto* p = static_cast<ZkPending*>(const_cast<void*>(data));
   {
-    std::lock_guard<std::mutex> lock(p->set->mu);
+    MutexLock lock(p->set->mu);
     p->set->items.erase(p);
   }
   ev.kind = ZkEvent::Kind::kCompletion;
@@ -98,7 +98,7 @@ void ClientLog(const char* message) { Logger("zk-client")->debug("{}", message);
 
 void Inbox::Push(ZkEvent event) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     events_.push_back(std::move(event));
     if (events_.size() > high_water_) high_water_ = events_.size();
   }
@@ -107,18 +107,18 @@ void Inbox::Push(ZkEvent event) {
 
 void Inbox::Wake() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     woken_ = true;
   }
   cv_.notify_one();
 }
 
 void Inbox::WaitAndTake(std::deque<ZkEvent>* out, int64_t deadline_nanos) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexUniqueLock lock(mu_);
   while (events_.empty() && !woken_) {
     int64_t left = deadline_nanos - NowNanos();
     if (left <= 0) break;
-    cv_.wait_for(lock, std::chrono::nanoseconds(left));
+    cv_.wait_for(lock.native(), std::chrono::nanoseconds(left));
   }
   woken_ = false;
   while (!events_.empty()) {
@@ -128,7 +128,7 @@ void Inbox::WaitAndTake(std::deque<ZkEvent>* out, int64_t deadline_nanos) {
 }
 
 size_t Inbox::high_water() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return high_water_;
 }
 
@@ -167,7 +167,7 @@ Status ZkSession::Open(const std::string& hosts, int session_timeout_ms) {
     return Status::InvalidArgument("zookeeper_init('" + hosts + "') failed: " + std::string(strerror(err)) +
                                    " (is replication.zookeeper.hosts a host:port[,host:port] list?)");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   zh_ = zh;
   watch_ctx_ = ctx;
   return Status::Ok();
@@ -176,7 +176,7 @@ Status ZkSession::Open(const std::string& hosts, int session_timeout_ms) {
 void ZkSession::Close() {
   zhandle_t* zh;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     zh = zh_;
     zh_ = nullptr;
   }
@@ -188,14 +188,14 @@ void ZkSession::Close() {
   watch_ctx_ = nullptr;
   std::set<void*> dropped;
   {
-    std::lock_guard<std::mutex> lock(pending_.mu);
+    MutexLock lock(pending_.mu);
     dropped.swap(pending_.items);
   }
   for (void* p : dropped) delete static_cast<ZkPending*>(p);
 }
 
 bool ZkSession::ClientId(clientid_t* out) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (zh_ == nullptr || zoo_state(zh_) != ZOO_CONNECTED_STATE) return false;
   const clientid_t* id = zoo_client_id(zh_);
   if (id == nullptr) return false;
@@ -204,14 +204,14 @@ bool ZkSession::ClientId(clientid_t* out) const {
 }
 
 int64_t ZkSession::SessionId() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (zh_ == nullptr) return 0;
   const clientid_t* id = zoo_client_id(zh_);
   return id == nullptr ? 0 : id->client_id;
 }
 
 std::string ZkSession::CurrentServer() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (zh_ == nullptr) return "";
   const char* s = zoo_get_current_server(zh_);
   return s == nullptr ? "" : std::string(s);
@@ -219,7 +219,7 @@ std::string ZkSession::CurrentServer() const {
 
 ZkPending* ZkSession::NewPending(OpTag tag) {
   auto* p = new ZkPending{inbox_, &pending_, std::move(tag)};
-  std::lock_guard<std::mutex> lock(pending_.mu);
+  MutexLock lock(pending_.mu);
   pending_.items.insert(p);
   return p;
 }
@@ -227,7 +227,7 @@ ZkPending* ZkSession::NewPending(OpTag tag) {
 void ZkSession::Refused(int rc, ZkPending* p) {
   OpTag t = std::move(p->tag);
   {
-    std::lock_guard<std::mutex> lock(pending_.mu);
+    MutexLock lock(pending_.mu);
     pending_.items.erase(p);
   }
   delete p;
@@ -345,9 +345,9 @@ void ZkSession::GiveAway(char* path) {
   // Kept reachable (a leak checker does not report it) but never freed: the library may have
   // freed it already. Only a multi failed on an unrecoverable handle gets here, at most once
   // per write in flight when a session ends; past the bound the copies are simply dropped.
-  static std::mutex mu;
+  static Mutex mu;
   static std::vector<char*>* kept = new std::vector<char*>();
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(mu);
   if (kept->size() < kMaxGivenAway) kept->push_back(path);
   given_away_.fetch_add(1, std::memory_order_relaxed);
 }

@@ -16,7 +16,6 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <set>
 #include <string>
 #include <string_view>
@@ -24,7 +23,9 @@
 
 #include <zookeeper/zookeeper.h>
 
+#include "common/mutex.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 
 namespace qrstore::replication::zookeeper {
 
@@ -93,20 +94,20 @@ struct ZkEvent {
 // and a few per session state change. Thread-safe.
 class Inbox {
  public:
-  void Push(ZkEvent event);
+  void Push(ZkEvent event) EXCLUDES(mu_);
   // Wakes the owner without an event (a user request was queued, or Stop).
-  void Wake();
+  void Wake() EXCLUDES(mu_);
   // Waits until an event or a wake arrives or `deadline_nanos` (NowNanos clock) passes, then
   // moves every queued event to the back of *out.
-  void WaitAndTake(std::deque<ZkEvent>* out, int64_t deadline_nanos);
-  size_t high_water() const;
+  void WaitAndTake(std::deque<ZkEvent>* out, int64_t deadline_nanos) EXCLUDES(mu_);
+  size_t high_water() const EXCLUDES(mu_);
 
  private:
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;
-  std::deque<ZkEvent> events_;  // guarded by mu_
-  bool woken_ = false;          // guarded by mu_
-  size_t high_water_ = 0;       // guarded by mu_
+  std::deque<ZkEvent> events_ GUARDED_BY(mu_);
+  bool woken_ GUARDED_BY(mu_) = false;
+  size_t high_water_ GUARDED_BY(mu_) = 0;
 };
 
 struct ZkWatchCtx;  // the watcher context: inbox + generation (zk_session.cc)
@@ -116,8 +117,8 @@ struct ZkPending;   // one outstanding request's context (zk_session.cc)
 // once in normal operation, but libzookeeper 3.8 can drop one while closing a broken connection
 // (seen under LeakSanitizer), so what is left after zookeeper_close is freed by the session.
 struct ZkPendingSet {
-  std::mutex mu;
-  std::set<void*> items;  // guarded by mu; only ever freed, never iterated for decisions
+  Mutex mu;
+  std::set<void*> items GUARDED_BY(mu);  // only ever freed, never iterated for decisions
 };
 
 class ZkSession {
@@ -180,8 +181,10 @@ class ZkSession {
   ZkPending* NewPending(OpTag tag);
 
   Inbox* inbox_;
-  mutable std::mutex mu_;       // guards zh_ against ClientId from another thread
-  zhandle_t* zh_ = nullptr;     // written by the owner under mu_
+  mutable Mutex mu_;  // guards zh_ against ClientId, SessionId and CurrentServer from other threads
+  // Written by the owner under mu_; the owner reads it without (it is the only writer), which
+  // GUARDED_BY cannot express, so it is not annotated.
+  zhandle_t* zh_ = nullptr;
   ZkWatchCtx* watch_ctx_ = nullptr;  // owned; freed after zookeeper_close
   ZkPendingSet pending_;
   uint64_t generation_ = 0;
