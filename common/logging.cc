@@ -1,17 +1,18 @@
 #include "common/logging.h"
 
-#include <mutex>
-
 #include <spdlog/sinks/stdout_color_sinks.h>
+
+#include "common/mutex.h"
 
 namespace qrstore {
 namespace {
-std::mutex g_mu;
-spdlog::level::level_enum g_level = spdlog::level::info;
+// Serializes creating a subsystem's logger and changing the level new loggers get.
+Mutex g_mu;
+spdlog::level::level_enum g_level GUARDED_BY(g_mu) = spdlog::level::info;
 }  // namespace
 
 std::shared_ptr<spdlog::logger> Logger(const std::string& subsystem) {
-  std::lock_guard<std::mutex> lock(g_mu);
+  MutexLock lock(g_mu);
   if (auto existing = spdlog::get(subsystem)) return existing;
   auto logger = spdlog::stderr_color_mt(subsystem);
   logger->set_pattern("%H:%M:%S.%e %^%L%$ [%n] %v");
@@ -22,7 +23,7 @@ std::shared_ptr<spdlog::logger> Logger(const std::string& subsystem) {
 bool SetLogLevel(const std::string& level) {
   auto parsed = spdlog::level::from_str(level);
   if (parsed == spdlog::level::off && level != "off") return false;
-  std::lock_guard<std::mutex> lock(g_mu);
+  MutexLock lock(g_mu);
   g_level = parsed;
   spdlog::set_level(parsed);
   return true;
