@@ -13,21 +13,21 @@ LoadDriver::LoadDriver(DriverOptions options) : options_(std::move(options)) {
   QR_CHECK(options_.outstanding >= 1);
 }
 
-cluster::CommitSink LoadDriver::Sink() {
-  return [this](const std::vector<cluster::TxnOutcome>& outcomes) { OnOutcomes(outcomes); };
+commit::CommitSink LoadDriver::Sink() {
+  return [this](const std::vector<commit::TxnOutcome>& outcomes) { OnOutcomes(outcomes); };
 }
 
-void LoadDriver::OnOutcomes(const std::vector<cluster::TxnOutcome>& outcomes) {
+void LoadDriver::OnOutcomes(const std::vector<commit::TxnOutcome>& outcomes) {
   {
     MutexLock lock(mu_);
     for (const auto& o : outcomes) {
-      if (o.status == cluster::TxnStatus::kCommitted) {
+      if (o.status == commit::TxnStatus::kCommitted) {
         ++result_.committed;
         result_.update_ops_committed += o.write_ops;
         result_.latency_ns.Record(o.commit_ns - o.submit_ns);
       } else {
         ++result_.aborted;
-        if (o.status == cluster::TxnStatus::kAbortedCascade) ++result_.aborted_cascade;
+        if (o.status == commit::TxnStatus::kAbortedCascade) ++result_.aborted_cascade;
       }
       if (options_.keep_outcomes) {
         result_.outcomes.push_back(
@@ -39,7 +39,7 @@ void LoadDriver::OnOutcomes(const std::vector<cluster::TxnOutcome>& outcomes) {
   slot_freed_.notify_one();
 }
 
-Status LoadDriver::Run(cluster::Engine* engine, workloads::Generator* gen) {
+Status LoadDriver::Run(engine::Engine* engine, workloads::Generator* gen) {
   const int64_t start = NowNanos();
   const int64_t deadline = options_.duration_ns > 0 ? start + options_.duration_ns : INT64_MAX;
   const int64_t interval = options_.progress_interval_ns;

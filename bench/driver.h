@@ -68,17 +68,17 @@ class LoadDriver {
   LoadDriver& operator=(const LoadDriver&) = delete;
 
   // The engine's CommitSink. The driver must outlive the engine's commit threads.
-  cluster::CommitSink Sink();
+  commit::CommitSink Sink();
 
   // Submits txns from `gen` to a started engine (created with Sink()) until the txn count or
   // duration is reached, then calls engine->Finish(). Errors if the engine refuses a txn.
-  Status Run(cluster::Engine* engine, workloads::Generator* gen) EXCLUDES(mu_);
+  Status Run(engine::Engine* engine, workloads::Generator* gen) EXCLUDES(mu_);
 
   // The totals; call after Run (moves the kept outcomes out).
   DriverResult TakeResult() EXCLUDES(mu_);
 
  private:
-  void OnOutcomes(const std::vector<cluster::TxnOutcome>& outcomes) EXCLUDES(mu_);
+  void OnOutcomes(const std::vector<commit::TxnOutcome>& outcomes) EXCLUDES(mu_);
 
   const DriverOptions options_;
   Mutex mu_;

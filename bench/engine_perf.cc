@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   cli.AddValue("seed", "S", "generator seed (default 1)");
   cli.AddValue("abort-pct", "P", "percent of txns whose last op is a kAbortIf firing half the time (default 0)");
   ConfigSchema schema;
-  cluster::Engine::AddConfigKeys(&schema);
+  engine::Engine::AddConfigKeys(&schema);
   if (Status st = cli.Parse(argc, argv); !st.ok()) {
     std::fprintf(stderr, "error: %s\n", st.message().c_str());
     return 2;
@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
     }
   }
   std::atomic<uint64_t> committed{0};
-  auto engine = cluster::Engine::Create(config.value(), &table, [&](const std::vector<cluster::TxnOutcome>& v) {
+  auto engine = engine::Engine::Create(config.value(), &table, [&](const std::vector<commit::TxnOutcome>& v) {
     committed.fetch_add(v.size(), std::memory_order_relaxed);
   });
   if (!engine.ok()) {
@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
   }
   engine.value()->Finish();
   const double secs = static_cast<double>(NowNanos() - t0) / 1e9;
-  cluster::EngineStats s = engine.value()->Stats();
+  engine::EngineStats s = engine.value()->Stats();
   engine.value()->Stop();
   const double tps = static_cast<double>(s.committed) / secs;
   std::printf("committed %llu txns in %.3f s: %.0f txn/s, %.0f ops/s\n", static_cast<unsigned long long>(s.committed),

@@ -82,7 +82,7 @@ struct RunReport {
   DriverResult res;
   std::map<std::string, int64_t> cpu_ns;  // CPU each thread group used while the load ran
   uint64_t cpu_txns = 0;                  // txns answered in that time
-  cluster::EngineStats stats;
+  engine::EngineStats stats;
   uint64_t digest = 0;
   VerifyOutcome verify;
 };
@@ -253,9 +253,9 @@ std::optional<int> RunEngine(const BenchOptions& o, storage::Table* table, const
   LoadDriver driver(dopt);
   auto gen_or = workloads::MakeGenerator(o.workload, o.seed);
   if (!gen_or.ok()) return Fail(kExitBadInput, gen_or.status().message());
-  auto engine_or = cluster::Engine::Create(o.config, table, driver.Sink());
+  auto engine_or = engine::Engine::Create(o.config, table, driver.Sink());
   if (!engine_or.ok()) return Fail(kExitBadInput, engine_or.status().message());
-  std::unique_ptr<cluster::Engine> engine = std::move(engine_or).value();
+  std::unique_ptr<engine::Engine> engine = std::move(engine_or).value();
   if (Status s = engine->Start(); !s.ok()) return Fail(kExitFailed, "engine start: " + s.ToString());
   cpu_before = ThreadCpuNanos();
   log->info("running {} {}", o.has_txns ? std::to_string(o.txns) + " txns" : Num(o.duration_s) + " s", o.kind);
@@ -311,7 +311,7 @@ Figures ComputeFigures(const BenchOptions& o, const RunReport& r) {
 // Prints the human summary to stdout.
 void PrintSummary(const BenchOptions& o, const RunReport& r, const Figures& f) {
   const DriverResult& res = r.res;
-  const cluster::EngineStats& stats = r.stats;
+  const engine::EngineStats& stats = r.stats;
   std::printf("qrstore-bench: %s, %" PRIu64 " txns submitted in %.3f s (seed %" PRIu64 ")\n", o.kind.c_str(),
               res.submitted, f.elapsed_s, o.seed);
   std::printf("  throughput     %.0f txn/s, %.0f ops/s (%" PRIu64 " ops per txn)\n", f.tps, f.ops_per_s, o.ops_per_txn);
@@ -341,7 +341,7 @@ void PrintSummary(const BenchOptions& o, const RunReport& r, const Figures& f) {
 // Prints the --json object (results, then the inputs and the effective config) as one stdout line.
 void PrintJson(const BenchOptions& o, const RunReport& r, const Figures& f, const std::vector<std::string>& overrides) {
   const DriverResult& res = r.res;
-  const cluster::EngineStats& stats = r.stats;
+  const engine::EngineStats& stats = r.stats;
   JsonObject inputs;
   inputs.Str("config_file", o.config_path);
   if (o.has_txns) inputs.Int("txns", o.txns); else inputs.Dbl("duration_s", o.duration_s);
@@ -393,7 +393,7 @@ void PrintJson(const BenchOptions& o, const RunReport& r, const Figures& f, cons
 int Main(int argc, char** argv) {
   CommandLine cli = MakeCommandLine();
   ConfigSchema schema;
-  cluster::Engine::AddConfigKeys(&schema);
+  engine::Engine::AddConfigKeys(&schema);
   workloads::AddConfigKeys(&schema);
   AddBenchKeys(&schema);
 

@@ -84,7 +84,7 @@ struct Row {
   cluster::LocalRow row;
   std::vector<std::unique_ptr<cluster::LocalRowLink>> links;
   std::vector<std::unique_ptr<storage::Table>> tables;
-  std::vector<std::unique_ptr<cluster::Pipeline>> nodes;
+  std::vector<std::unique_ptr<engine::Pipeline>> nodes;
   std::atomic<uint64_t> committed_at_home{0}, aborted_at_home{0}, values_at_home{0};
   // Each home's commit: its slices' outcomes once every partition reported them (the values of
   // reads gathered from the partitions that ran them). A txn is counted there.
@@ -252,7 +252,7 @@ std::optional<int> AddNode(const RowOptions& o, uint32_t p, Row* row) {
       !s.ok()) {
     return Fail(kExitFailed, "load: " + s.ToString());
   }
-  cluster::PipelineOptions po;
+  engine::PipelineOptions po;
   po.planners = threads;
   po.executors = o.executors;
   po.committers = static_cast<uint32_t>(o.config.GetInt("threads.committers"));
@@ -274,12 +274,12 @@ std::optional<int> AddNode(const RowOptions& o, uint32_t p, Row* row) {
     for (const auto& out : v) report.Add(out.home_index, out.status, out.values);
     row->commits[v.front().pos.planner / planners]->Report(p, v.front().pos.batch, v.front().pos.planner, std::move(report));
   };
-  auto hook = [row, p, planners, threads](const cluster::BatchInfo& info) {
+  auto hook = [row, p, planners, threads](const commit::BatchInfo& info) {
     for (uint32_t s = 0; s < threads; ++s) {
       if (row->empty_sub[info.batch][s][p] != 0) row->commits[s / planners]->Report(p, info.batch, s, {});
     }
   };
-  row->nodes.push_back(std::make_unique<cluster::Pipeline>(po, row->tables.back().get(), sink, hook));
+  row->nodes.push_back(std::make_unique<engine::Pipeline>(po, row->tables.back().get(), sink, hook));
   row->row.nodes.push_back(row->nodes.back().get());
   return std::nullopt;
 }
@@ -426,7 +426,7 @@ void PrintReport(const RowOptions& o, const Row& row, const RowReport& report, c
 int Main(int argc, char** argv) {
   CommandLine cli = MakeCommandLine();
   ConfigSchema schema;
-  cluster::Engine::AddConfigKeys(&schema);
+  engine::Engine::AddConfigKeys(&schema);
   workloads::AddConfigKeys(&schema);
   Status parsed = cli.Parse(argc, argv);
   if (cli.help_requested()) {

@@ -58,7 +58,7 @@ Status VerifyRun(const workloads::WorkloadOptions& options, uint64_t seed, uint6
       poisoned.clear();
       batch = o.batch;
     }
-    if (o.status == cluster::TxnStatus::kCommitted) {
+    if (o.status == commit::TxnStatus::kCommitted) {
       reads.clear();
       auto r = ref.Apply(txn, true, &reads);
       if (!r.ok()) return r.status();
@@ -91,7 +91,7 @@ Status VerifyRun(const workloads::WorkloadOptions& options, uint64_t seed, uint6
     const bool commits_serially = r.value();
     if (!commits_serially) {
       ++report->aborted_serially;
-    } else if (o.status == cluster::TxnStatus::kAbortedCascade && touched_poison) {
+    } else if (o.status == commit::TxnStatus::kAbortedCascade && touched_poison) {
       ++report->aborted_cascade;
     } else {
       return Status::Internal(std::string("the engine aborted ") + Where(seq, o) + " (" +

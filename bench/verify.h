@@ -36,7 +36,7 @@ struct OutcomeRecord {
   uint64_t batch = 0;
   uint32_t planner = 0;
   uint32_t index = 0;
-  cluster::TxnStatus status = cluster::TxnStatus::kCommitted;
+  commit::TxnStatus status = commit::TxnStatus::kCommitted;
   uint64_t reads_hash = 0;  // ReadsHash of a committed txn's read values
 };
 

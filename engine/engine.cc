@@ -9,7 +9,7 @@
 #include "storage/key_map.h"
 #include "workloads/workload.h"
 
-namespace qrstore::cluster {
+namespace qrstore::engine {
 
 // The single-node engine: a Pipeline fed by a LocalPlanner whose slices need no replication.
 class EngineImpl {
@@ -152,4 +152,4 @@ void Engine::Finish() { impl_->Finish(); }
 void Engine::Stop() { impl_->Stop(); }
 EngineStats Engine::Stats() const { return impl_->Stats(); }
 
-}  // namespace qrstore::cluster
+}  // namespace qrstore::engine

@@ -43,12 +43,10 @@
 #include "storage/table.h"
 #include "storage/txn.h"
 
-namespace qrstore::cluster {
+namespace qrstore::engine {
 
+// The sink type of Create's signature; the outcome types are commit's (commit/outcome.h).
 using commit::CommitSink;
-using commit::PlannedPos;
-using commit::TxnOutcome;
-using commit::TxnStatus;
 
 // Counters include every outcome already handed to the sink.
 struct EngineStats {
@@ -102,4 +100,4 @@ class Engine {
   std::unique_ptr<EngineImpl> impl_;
 };
 
-}  // namespace qrstore::cluster
+}  // namespace qrstore::engine

@@ -4,7 +4,7 @@
 
 #include "engine/engine.h"
 
-namespace qrstore::cluster {
+namespace qrstore::engine {
 
 void Engine::AddConfigKeys(ConfigSchema* schema) {
   schema->AddInt("batch.txns", 10000, 1, 1'000'000, "transactions per batch (split among the planners)");
@@ -34,4 +34,4 @@ void Engine::AddConfigKeys(ConfigSchema* schema) {
                  "partitions (distributed engine); a single node holds them all and ignores it");
 }
 
-}  // namespace qrstore::cluster
+}  // namespace qrstore::engine

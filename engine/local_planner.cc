@@ -9,7 +9,7 @@
 #include "planner/replica_encoder.h"
 #include "planner/row_planner.h"
 
-namespace qrstore::cluster {
+namespace qrstore::engine {
 
 LocalPlanner::LocalPlanner(LocalPlannerOptions options, Pipeline* pipeline, PlannedHook hook)
     : opt_(options), pipeline_(pipeline), hook_(std::move(hook)), queue_(options.client_queue_txns) {
@@ -307,4 +307,4 @@ void LocalPlanner::PlannerLoop(uint32_t me) {
   }
 }
 
-}  // namespace qrstore::cluster
+}  // namespace qrstore::engine

@@ -44,7 +44,7 @@
 #include "storage/key_map.h"
 #include "storage/txn.h"
 
-namespace qrstore::cluster {
+namespace qrstore::engine {
 
 class RowHome {
  public:
@@ -148,4 +148,4 @@ class LocalPlanner {
   std::vector<NamedThread> threads_;
 };
 
-}  // namespace qrstore::cluster
+}  // namespace qrstore::engine

@@ -10,7 +10,7 @@
 #include "executor/batch_ring.h"
 #include "executor/executor_stage.h"
 
-namespace qrstore::cluster {
+namespace qrstore::engine {
 
 // The wiring. Threads and what they own:
 //   front-end threads: slice (b, p) between BeginSlice and PublishSlice.
@@ -345,4 +345,4 @@ PipelineStats Pipeline::Stats() const { return impl_->Stats(); }
 Status Pipeline::health() const { return impl_->health(); }
 uint64_t Pipeline::committed_batches() const { return impl_->committed_batches(); }
 
-}  // namespace qrstore::cluster
+}  // namespace qrstore::engine

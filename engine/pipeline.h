@@ -52,7 +52,7 @@ class RowSender;
 struct RowTxn;
 }
 
-namespace qrstore::cluster {
+namespace qrstore::engine {
 
 struct PipelineOptions {
   uint32_t planners = 1;           // slices per batch
@@ -94,12 +94,12 @@ struct PipelineOptions {
   uint64_t history_bytes = 0;
 };
 
-// The per-batch results of the commit stage (commit/commit_stage.h), under the names the
-// pipeline's users know. The hook is called once per committed batch, in batch order, after the
-// batch's last sink call, on a commit thread, outside the pipeline's lock. It must return
-// quickly; of the pipeline it may call only Fail (as the sink may).
+// The per-batch results of the commit stage (commit/commit_stage.h): the two types the
+// pipeline's API names (the hook's argument is a commit::BatchInfo). The hook is called once per
+// committed batch, in batch order, after the batch's last sink call, on a commit thread, outside
+// the pipeline's lock. It must return quickly; of the pipeline it may call only Fail (as the sink
+// may).
 using BatchPhases = commit::BatchPhases;
-using BatchInfo = commit::BatchInfo;
 using BatchHook = commit::BatchHook;
 
 struct PipelineStats {
@@ -205,4 +205,4 @@ class Pipeline {
   std::unique_ptr<PipelineImpl> impl_;
 };
 
-}  // namespace qrstore::cluster
+}  // namespace qrstore::engine

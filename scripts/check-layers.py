@@ -101,7 +101,7 @@ def check_includes(root):
 # Symbols a program that links no server, raft or ZooKeeper code must not hold (nm -C).
 FORBIDDEN_SYMBOLS = {
     "qrstore-client": [r"ServerImpl", r"replication::raft::(?!AddConfigKeys)", r"zookeeper::(?!AddConfigKeys)",
-                       r"\bzoo_", r"cluster::Pipeline::", r"cluster::RowNode::"],
+                       r"\bzoo_", r"engine::Pipeline::", r"cluster::RowNode::"],
     "qrstore-bench": [r"ServerImpl", r"replication::raft::", r"zookeeper::", r"\bzoo_", r"ClientService"],
     "qrstore-row-bench": [r"ServerImpl", r"replication::raft::", r"zookeeper::", r"\bzoo_", r"ClientService"],
     "qrstore-engine-perf": [r"ServerImpl", r"replication::raft::", r"zookeeper::", r"\bzoo_", r"ClientService"],

@@ -8,7 +8,7 @@
 namespace qrstore::cluster {
 
 void AddClusterConfigKeys(ConfigSchema* s) {
-  Engine::AddConfigKeys(s);
+  engine::Engine::AddConfigKeys(s);
   workloads::AddConfigKeys(s);
   replication::AddConfigKeys(s);
   Topology::AddConfigKeys(s);

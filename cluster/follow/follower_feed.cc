@@ -36,7 +36,7 @@ bool DecodeEndMarker(std::string_view bytes, uint64_t* end) {
   return r.GetU64(end);
 }
 
-FollowerFeed::FollowerFeed(FollowerFeedOptions options, Pipeline* pipeline, replication::Replicator* replicator,
+FollowerFeed::FollowerFeed(FollowerFeedOptions options, engine::Pipeline* pipeline, replication::Replicator* replicator,
                            std::function<void(uint64_t end)> on_end, std::function<void()> on_resume)
     : opt_(options),
       pipeline_(pipeline),

@@ -101,7 +101,7 @@ class FollowerFeed {
   // `on_end` (optional) is called on a replay thread when the end marker arrived (once; with
   // continue_after_end, each time every stream has applied a marker); `on_resume` (optional,
   // continue_after_end) when a batch after a marker arrived: the group went on.
-  FollowerFeed(FollowerFeedOptions options, Pipeline* pipeline, replication::Replicator* replicator,
+  FollowerFeed(FollowerFeedOptions options, engine::Pipeline* pipeline, replication::Replicator* replicator,
                std::function<void(uint64_t end)> on_end = nullptr, std::function<void()> on_resume = nullptr);
   ~FollowerFeed();
   FollowerFeed(const FollowerFeed&) = delete;
@@ -159,7 +159,7 @@ class FollowerFeed {
   bool ApplyBatchEnd(uint64_t b, std::string_view bytes);
 
   const FollowerFeedOptions opt_;
-  Pipeline* const pipeline_;
+  engine::Pipeline* const pipeline_;
   replication::Replicator* const replicator_;
   const std::function<void(uint64_t)> on_end_;
   const std::function<void()> on_resume_;

@@ -58,7 +58,7 @@ Status ServerImpl::Init(const Config& config, const std::string& node, const Ser
   for (const std::string& k : DerivedReplicationKeys()) {
     if (config.IsSet(k)) errors.push_back(k + ": derived from cluster.nodes and --node; remove it from the config");
   }
-  auto engine = Engine::OptionsFromConfig(config);
+  auto engine = engine::Engine::OptionsFromConfig(config);
   if (!engine.ok()) errors.push_back(engine.status().message());
   auto workload = partition_map.ok() && topo_->partitions() > 1
                       ? workloads::OptionsFromConfig(config, partition_map.value())
@@ -239,7 +239,7 @@ ClientServiceHandler ServerImpl::MakeHandlers() {
   // (set once its promotion is complete).
   h.submit = [this, rows](std::vector<storage::Txn>& t) -> size_t {
     if (rows) return role() == NodeRole::kLeader ? row_->node()->SubmitMany(t) : 0;
-    LocalPlanner* p = live_planner_.load(std::memory_order_acquire);
+    engine::LocalPlanner* p = live_planner_.load(std::memory_order_acquire);
     return p != nullptr ? p->SubmitMany(t) : 0;
   };
   h.not_leader = [this, rows](proto::NotLeaderReply* r) {
@@ -272,7 +272,7 @@ Status ServerImpl::StartOnePartition() {
   const Config& c = *config_;
   const bool replicated = topo_->replication_factor() > 0;
   // The pieces the handlers use exist before the port opens.
-  PipelineOptions po = engine_.pipeline;
+  engine::PipelineOptions po = engine_.pipeline;
   po.first_batch = restored_ ? restored_next_ : 0;
   // Replayed slices carry no plain reads (nothing to capture); outcomes go to clients from the
   // batch this node starts planning at (Promote), none before.
@@ -340,7 +340,7 @@ Status ServerImpl::StartOnePartition() {
   return Status::Ok();
 }
 
-void ServerImpl::MakePipeline(const PipelineOptions& po) {
+void ServerImpl::MakePipeline(const engine::PipelineOptions& po) {
   const Config& c = *config_;
   const bool wrong = c.GetString("server.test_wrong_digest_node") == me_.name;
   const uint64_t wrong_from = static_cast<uint64_t>(c.GetInt("server.test_wrong_digest_batch"));
@@ -360,8 +360,8 @@ void ServerImpl::MakePipeline(const PipelineOptions& po) {
     service_->Answer(sink_answers_);  // duplicates that waited for these outcomes, first
     service_->OnOutcomes(o, sink_opened_);
   };
-  pipeline_ = std::make_unique<Pipeline>(
-      po, table_.get(), std::move(sink), [this, wrong, wrong_from](const BatchInfo& b) {
+  pipeline_ = std::make_unique<engine::Pipeline>(
+      po, table_.get(), std::move(sink), [this, wrong, wrong_from](const commit::BatchInfo& b) {
         // The session table is replicated state: its digest goes into the one replicas compare.
         const uint64_t d = b.digest ^ Mix64(sessions_->Digest());
         monitor_->RecordOwn(b.batch, d);

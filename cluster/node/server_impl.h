@@ -104,7 +104,7 @@ class ServerImpl {
   // partition's start, and its pipeline (sink and batch hook).
   ClientServiceHandler MakeHandlers();
   Status StartOnePartition();
-  void MakePipeline(const PipelineOptions& po);
+  void MakePipeline(const engine::PipelineOptions& po);
   // Starts the replication backend (errors name the key at fault); row 0 then waits until it
   // leads a fresh stream (a partitioned row's: JoinRowGroup).
   Status StartReplication();
@@ -167,7 +167,7 @@ class ServerImpl {
                 : (restored_ ? restored_next_ : 0) + PipeStats().committed_batches;
   }
   // The node's pipeline state, whichever front-end runs it.
-  PipelineStats PipeStats() const { return row_ ? row_->node()->Stats() : pipeline_->Stats(); }
+  engine::PipelineStats PipeStats() const { return row_ ? row_->node()->Stats() : pipeline_->Stats(); }
   Status PipeHealth() const { return row_ ? row_->health() : (pipeline_ ? pipeline_->health() : Status::Ok()); }
 
   // --- recovery (server_roles.cc) ---
@@ -190,7 +190,7 @@ class ServerImpl {
   // Empty slices (b, p) for b in [next[p], end) on every stream, replicated and published.
   Status PadStreams(const std::vector<uint64_t>& next, uint64_t end);
   // The replicate hook of this node's planner (nullptr with rf = 0: nothing to replicate).
-  PlannedHook ReplicateHook();
+  engine::PlannedHook ReplicateHook();
   // The backend's view of who leads, as a node of this group (nullptr: none known).
   const NodeInfo* LeaderNode(const replication::LeaderView& v) const;
   // Leader hint for "not leader" replies and status (under hint_mu_).
@@ -204,7 +204,7 @@ class ServerImpl {
   // its group when it started (JoinRowGroup makes it a follower; then fixed).
   bool leader_ = false;
   std::string backend_, mode_;
-  EngineConfig engine_;
+  engine::EngineConfig engine_;
   workloads::WorkloadOptions workload_;
   int64_t drain_timeout_ms_ = 0;
   int64_t corrupt_batch_ = -1;  // server.test_corrupt_slice_batch
@@ -230,8 +230,8 @@ class ServerImpl {
   // before the pipeline, whose executors call it: it outlives them.
   std::unique_ptr<Checkpointer> checkpointer_;
   std::unique_ptr<replication::Replicator> replicator_;
-  std::unique_ptr<Pipeline> pipeline_;
-  std::unique_ptr<LocalPlanner> planner_;  // created by a promotion (watch thread), then fixed
+  std::unique_ptr<engine::Pipeline> pipeline_;
+  std::unique_ptr<engine::LocalPlanner> planner_;  // created by a promotion (watch thread), then fixed
   std::unique_ptr<FollowerFeed> feed_;
   std::unique_ptr<ClientService> service_;
   std::unique_ptr<DigestMonitor> monitor_;
@@ -258,7 +258,7 @@ class ServerImpl {
 
   // Roles. role_ changes on the watch thread (and in Start); the client port reads it.
   std::atomic<NodeRole> role_{NodeRole::kFollower};
-  std::atomic<LocalPlanner*> live_planner_{nullptr};  // planner_ once it plans (submit path)
+  std::atomic<engine::LocalPlanner*> live_planner_{nullptr};  // planner_ once it plans (submit path)
   mutable Mutex hint_mu_;
   std::string hint_node_ GUARDED_BY(hint_mu_);     // who leads, as the backend says
   std::string hint_address_ GUARDED_BY(hint_mu_);

@@ -220,7 +220,7 @@ Status ServerImpl::Promote(bool initial) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   // 5. Plan from `start` on over the same table; session txns are checked as they are popped.
-  LocalPlannerOptions lpo = engine_.planner;
+  engine::LocalPlannerOptions lpo = engine_.planner;
   lpo.first_batch = start;
   lpo.admit = [this](uint64_t b, uint32_t p, std::vector<storage::Txn>* txns, size_t from) {
     std::vector<SessionAnswer> answers;
@@ -230,7 +230,7 @@ Status ServerImpl::Promote(bool initial) {
   // Followers return no read values, so they get the slice without its plain reads, encoded
   // by the planner as it plans (EncodeSlice(s, kWithoutReads), without a second pass).
   lpo.encode_for_replicas = replicated && !session_values_;  // (else the hook encodes with reads)
-  planner_ = std::make_unique<LocalPlanner>(lpo, pipeline_.get(), ReplicateHook());
+  planner_ = std::make_unique<engine::LocalPlanner>(lpo, pipeline_.get(), ReplicateHook());
   QR_RETURN_IF_ERROR(planner_->Start());
   live_planner_.store(planner_.get(), std::memory_order_release);
   role_.store(NodeRole::kLeader, std::memory_order_release);
@@ -265,7 +265,7 @@ Status ServerImpl::PadStreams(const std::vector<uint64_t>& next, uint64_t end) {
   return Status::Ok();
 }
 
-PlannedHook ServerImpl::ReplicateHook() {
+engine::PlannedHook ServerImpl::ReplicateHook() {
   // With no followers (rf = 0: the Q-Store baseline) nothing is replicated, whatever the
   // backend: slices count as replicated at once and no bytes are encoded.
   if (topo_->replication_factor() == 0) return nullptr;

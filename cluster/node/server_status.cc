@@ -56,7 +56,7 @@ proto::NodeStatus ServerImpl::NodeStatusNow() const {
   s.loaded = TableKeys(*config_);
   s.partition = me_.partition;
   s.row = me_.row;
-  const PipelineStats ps = PipeStats();
+  const engine::PipelineStats ps = PipeStats();
   // Absolute (the next batch id to commit), also after a restart from a checkpoint: what the
   // followers' digest reports and the monitor count in.
   s.committed_batches = AbsoluteCommittedBatches();

@@ -130,7 +130,7 @@ void RowNode::Report(uint32_t slice, uint64_t b, commit::RowSliceReport report) 
   SendToPeer(home, b, EncodeRowMessage(RowReport{b, slice, opt_.partition, std::move(report)}));
 }
 
-void RowNode::OnBatch(const BatchInfo& info) {
+void RowNode::OnBatch(const commit::BatchInfo& info) {
   std::vector<uint8_t> empties;
   {
     MutexLock lk(mu_);

@@ -15,7 +15,7 @@ namespace qrstore::cluster {
 
 // The row's nodes, by partition (filled before any slice runs), and what crossed between them.
 struct LocalRow {
-  std::vector<Pipeline*> nodes;
+  std::vector<engine::Pipeline*> nodes;
   std::atomic<uint64_t> dep_values{0};  // SendDep calls
   std::atomic<uint64_t> vote_msgs{0};   // SendVotes calls
 };

@@ -16,7 +16,7 @@
 
 namespace qrstore::cluster {
 
-RowNode::RowNode(RowNodeOptions options, storage::Table* table, commit::CommitSink sink, BatchHook on_batch,
+RowNode::RowNode(RowNodeOptions options, storage::Table* table, commit::CommitSink sink, commit::BatchHook on_batch,
                  std::function<void(const Status&)> on_failure, std::function<void(uint32_t)> on_row_ending)
     : opt_(std::move(options)),
       nparts_(opt_.partitions.buckets()),
@@ -28,7 +28,7 @@ RowNode::RowNode(RowNodeOptions options, storage::Table* table, commit::CommitSi
       on_row_ending_(std::move(on_row_ending)) {
   QR_CHECK(nparts_ >= 2 && opt_.partition < nparts_ && opt_.peer_addresses.size() == nparts_,
            "a row node needs >= 2 partitions and an address for each");
-  PipelineOptions po = opt_.pipeline;
+  engine::PipelineOptions po = opt_.pipeline;
   po.planners = slices_;
   po.row_sender = this;
   po.row_partitions = nparts_;
@@ -58,11 +58,11 @@ RowNode::RowNode(RowNodeOptions options, storage::Table* table, commit::CommitSi
   po.capture_reads = true;
   po.deliver_outcomes = true;
   po.executors_wait_for_replication = po.executors_wait_for_replication && opt_.replicate != nullptr;
-  pipeline_ = std::make_unique<Pipeline>(
+  pipeline_ = std::make_unique<engine::Pipeline>(
       po, table, [this](const std::vector<commit::TxnOutcome>& v) { OnSubSliceOutcomes(v); },
-      [this](const BatchInfo& info) { OnBatch(info); });
+      [this](const commit::BatchInfo& info) { OnBatch(info); });
   if (!opt_.follower) {
-    LocalPlannerOptions lpo = opt_.planner;
+    engine::LocalPlannerOptions lpo = opt_.planner;
     lpo.planners = per_home_;
     lpo.ranges = opt_.pipeline.ranges;
     lpo.row = this;
@@ -80,7 +80,7 @@ RowNode::RowNode(RowNodeOptions options, storage::Table* table, commit::CommitSi
       logged_next_ = opt_.resume.next;
       lpo.first_batch = first_own_;
     }
-    planner_ = std::make_unique<LocalPlanner>(lpo, nullptr);
+    planner_ = std::make_unique<engine::LocalPlanner>(lpo, nullptr);
     commit_ = std::make_unique<commit::RowCommit>(
         opt_.partitions, opt_.record_bytes,
         [this](uint64_t b, uint32_t s, commit::RowHomeSlice&& v) { OnHomeSlice(b, s, std::move(v)); });

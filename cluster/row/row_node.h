@@ -80,8 +80,8 @@ struct RowNodeOptions {
   uint32_t partition = 0;
   std::vector<std::string> peer_addresses;  // [partition] host:port (the row's nodes)
   storage::KeyMapper partitions;            // key -> partition (buckets = the row's size)
-  PipelineOptions pipeline;                 // planners = per home; ranges = Within(partitions, executors)
-  LocalPlannerOptions planner;
+  engine::PipelineOptions pipeline;                 // planners = per home; ranges = Within(partitions, executors)
+  engine::LocalPlannerOptions planner;
   uint32_t record_bytes = 0;
   int64_t connect_timeout_ms = 30'000;
   // A peer that sends nothing (frames or heartbeats, sent every fifth of this) for this long
@@ -156,13 +156,13 @@ struct RowNodeStats {
   uint64_t resumes = 0;         // peers' successors that resumed their place here
 };
 
-class RowNode final : public executor::RowSender, public RowHome {
+class RowNode final : public executor::RowSender, public engine::RowHome {
  public:
   // `sink`: this home's outcomes, home slice after home slice in planned order (the
   // ClientService's). `on_batch`: the pipeline's hook (digest, phases). `on_failure`: the node
   // failed (any thread; hand over only). `on_row_ending`: a peer's input ended (a reader
   // thread; hand over only): stop admitting and call CloseInput.
-  RowNode(RowNodeOptions options, storage::Table* table, commit::CommitSink sink, BatchHook on_batch,
+  RowNode(RowNodeOptions options, storage::Table* table, commit::CommitSink sink, commit::BatchHook on_batch,
           std::function<void(const Status&)> on_failure, std::function<void(uint32_t)> on_row_ending);
   ~RowNode() override;
 
@@ -188,7 +188,7 @@ class RowNode final : public executor::RowSender, public RowHome {
   // A follower: a batch-end record from its group's log (through the feed's row_record): the
   // votes its leader sent the peers are kept with the rest, as it sent them (RowVotes per round).
   void KeepVotes(const RowBatchEnd& record);
-  Pipeline* pipeline() { return pipeline_.get(); }
+  engine::Pipeline* pipeline() { return pipeline_.get(); }
   // Waits (bounded) until the row ended, every batch committed, every home slice was answered
   // and every peer finished too. OK, or why not.
   Status WaitFinished(int64_t timeout_ms);
@@ -196,7 +196,7 @@ class RowNode final : public executor::RowSender, public RowHome {
   void Stop();
 
   Status health() const;
-  PipelineStats Stats() const { return pipeline_->Stats(); }
+  engine::PipelineStats Stats() const { return pipeline_->Stats(); }
   RowNodeStats row_stats() const;
   // With followers: every batch before this is in this node's group for good (committed here,
   // so its sub-slices are replicated, and its batch-end record confirmed): a successor resumes at
@@ -266,7 +266,7 @@ class RowNode final : public executor::RowSender, public RowHome {
   void RecordHanded(uint64_t b);  // the record of batch b went to opt_.replicate
   void WatchLoop();  // "row-watch": heartbeats out, silent peers in
   void OnSubSliceOutcomes(const std::vector<commit::TxnOutcome>& v);
-  void OnBatch(const BatchInfo& info);
+  void OnBatch(const commit::BatchInfo& info);
   void Report(uint32_t home_slice, uint64_t b, commit::RowSliceReport report);
   void OnHomeSlice(uint64_t b, uint32_t slice, commit::RowHomeSlice&& v);
   void DeliverHomeSlice(uint64_t b, uint32_t slice, commit::RowHomeSlice&& v);
@@ -312,12 +312,12 @@ class RowNode final : public executor::RowSender, public RowHome {
   const uint32_t per_home_;  // planners per home
   const uint32_t slices_;    // sub-slices per batch: nparts_ * per_home_
   const commit::CommitSink sink_;
-  const BatchHook on_batch_;
+  const commit::BatchHook on_batch_;
   const std::function<void(const Status&)> on_failure_;
   const std::function<void(uint32_t)> on_row_ending_;
 
-  std::unique_ptr<Pipeline> pipeline_;
-  std::unique_ptr<LocalPlanner> planner_;
+  std::unique_ptr<engine::Pipeline> pipeline_;
+  std::unique_ptr<engine::LocalPlanner> planner_;
   std::unique_ptr<commit::RowCommit> commit_;
   std::unique_ptr<RowTransport> transport_;  // none on a follower
   std::vector<std::unique_ptr<Outbox>> outbox_;  // [partition]

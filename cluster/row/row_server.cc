@@ -106,7 +106,7 @@ std::unique_ptr<RowNode> RowServer::MakeNode(RowNodeOptions ro, bool leader) {
   }
   // The session table is replicated state: its digest goes into the one replicas compare (the
   // commit thread applied the batch's session entries before this hook).
-  BatchHook on_batch = [record, c = ctx_.checkpointer, s = ctx_.sessions](const BatchInfo& b) {
+  commit::BatchHook on_batch = [record, c = ctx_.checkpointer, s = ctx_.sessions](const commit::BatchInfo& b) {
     const uint64_t d = s != nullptr ? b.digest ^ Mix64(s->Digest()) : b.digest;
     record(b.batch, d);
     if (c != nullptr) c->OnCommitted(b.batch, d);

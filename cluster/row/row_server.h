@@ -56,7 +56,7 @@ struct RowServerContext {
   const NodeInfo* me = nullptr;
   bool leader = false;
   std::string mode;                    // replication.mode
-  const EngineConfig* engine = nullptr;
+  const engine::EngineConfig* engine = nullptr;
   storage::KeyMapper partition_map;
   uint64_t record_bytes = 0;
   uint32_t streams = 1;                // replication streams of the group: (home, planner) pairs

@@ -46,7 +46,7 @@ void Run(const planner::PlannedSlice& decoded, const storage::KeyMapper& ranges)
     storage::InitRecord(rec.data(), layout, k, 1000);
     QR_CHECK(table.Insert(k, rec.data()).ok());
   }
-  cluster::PipelineOptions po;
+  engine::PipelineOptions po;
   po.planners = 1;
   po.executors = ranges.buckets();
   po.committers = 1;
@@ -55,7 +55,7 @@ void Run(const planner::PlannedSlice& decoded, const storage::KeyMapper& ranges)
   po.capture_reads = true;
   po.track_digest = true;
   size_t outcomes = 0;
-  cluster::Pipeline pipeline(po, &table, [&](const std::vector<commit::TxnOutcome>& v) { outcomes += v.size(); });
+  engine::Pipeline pipeline(po, &table, [&](const std::vector<commit::TxnOutcome>& v) { outcomes += v.size(); });
   QR_CHECK(pipeline.Start().ok());
   planner::PlannedSlice* slot = pipeline.BeginSlice(0, 0);
   QR_CHECK(slot != nullptr);

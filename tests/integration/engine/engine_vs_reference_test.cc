@@ -40,7 +40,7 @@ struct RunResult {
   uint64_t digest = 0;
   DriverResult driver;
   VerifyReport verify;
-  cluster::EngineStats stats;
+  engine::EngineStats stats;
   int64_t transfer_total = 0;
   bool negative_balance = false;
 };
@@ -49,7 +49,7 @@ struct RunResult {
 RunResult RunAndVerify(const Case& c) {
   INFO(c.Describe());
   ConfigSchema schema;
-  cluster::Engine::AddConfigKeys(&schema);
+  engine::Engine::AddConfigKeys(&schema);
   workloads::AddConfigKeys(&schema);
   auto config = Config::LoadString(schema, "", c.overrides);
   REQUIRE(config.ok());
@@ -68,7 +68,7 @@ RunResult RunAndVerify(const Case& c) {
   REQUIRE(gen.ok());
   RunResult r;
   {
-    auto engine = cluster::Engine::Create(config.value(), &table, driver.Sink());
+    auto engine = engine::Engine::Create(config.value(), &table, driver.Sink());
     REQUIRE(engine.ok());
     REQUIRE(engine.value()->Start().ok());
     Status run = driver.Run(engine.value().get(), gen.value().get());
@@ -289,7 +289,7 @@ TEST_CASE("verify: a wrong read value is caught (verify checks what reads return
   RunResult r = RunAndVerify(c);
   REQUIRE(r.verify.reads_checked > 0);
   ConfigSchema schema;
-  cluster::Engine::AddConfigKeys(&schema);
+  engine::Engine::AddConfigKeys(&schema);
   workloads::AddConfigKeys(&schema);
   auto config = Config::LoadString(schema, "", c.overrides);
   REQUIRE(config.ok());

@@ -19,8 +19,8 @@
 using namespace qrstore;
 using cluster::FollowerFeed;
 using cluster::FollowerFeedOptions;
-using cluster::Pipeline;
-using cluster::PipelineOptions;
+using engine::Pipeline;
+using engine::PipelineOptions;
 
 namespace {
 

@@ -15,9 +15,9 @@
 #include "tests/unit/executor/serial_applier.h"
 
 using namespace qrstore;
-using cluster::Engine;
-using cluster::TxnOutcome;
-using cluster::TxnStatus;
+using commit::TxnOutcome;
+using commit::TxnStatus;
+using engine::Engine;
 using storage::Txn;
 
 namespace {
@@ -48,7 +48,7 @@ struct Collector {
   int calls_in_flight = 0;
   bool overlapped = false;  // two sink calls at once (must never happen)
 
-  cluster::CommitSink Sink() {
+  commit::CommitSink Sink() {
     return [this](const std::vector<TxnOutcome>& v) {
       std::lock_guard<std::mutex> lk(mu);
       if (++calls_in_flight > 1) overlapped = true;
@@ -68,7 +68,7 @@ struct RunResult {
   uint64_t digest = 0;
   std::vector<uint64_t> ids;            // txn ids in planned order
   std::vector<TxnStatus> statuses;      // in planned order
-  cluster::EngineStats stats;
+  engine::EngineStats stats;
 };
 
 RunResult RunEngine(const std::vector<std::string>& overrides, const std::vector<Txn>& txns, uint64_t records,
@@ -263,7 +263,7 @@ TEST_CASE("engine: a partial batch closes by timeout without Finish", "[concurre
   g.keys = 100;
   for (const Txn& t : testing::RandomTxns(2, 10, g)) REQUIRE(engine.value()->Submit(t));
   REQUIRE(col.WaitFor(10));
-  cluster::EngineStats s = engine.value()->Stats();
+  engine::EngineStats s = engine.value()->Stats();
   CHECK(s.committed == 10);
   CHECK(s.batches_closed_by_timeout >= 1);
   engine.value()->Finish();

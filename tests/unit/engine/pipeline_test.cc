@@ -18,13 +18,13 @@
 #include "workloads/reference_executor.h"
 
 using namespace qrstore;
-using cluster::BatchInfo;
-using cluster::LocalPlanner;
-using cluster::LocalPlannerOptions;
-using cluster::Pipeline;
-using cluster::PipelineOptions;
+using commit::BatchInfo;
 using commit::TxnOutcome;
 using commit::TxnStatus;
+using engine::LocalPlanner;
+using engine::LocalPlannerOptions;
+using engine::Pipeline;
+using engine::PipelineOptions;
 using storage::Txn;
 
 namespace {
@@ -52,7 +52,7 @@ struct Seen {
       cv.notify_all();
     };
   }
-  cluster::BatchHook Hook() {
+  commit::BatchHook Hook() {
     return [this](const BatchInfo& b) {
       std::lock_guard<std::mutex> lk(mu);
       batches.push_back(b);

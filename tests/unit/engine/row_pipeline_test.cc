@@ -30,8 +30,8 @@
 #include "tests/unit/executor/serial_applier.h"
 
 using namespace qrstore;
-using cluster::Pipeline;
-using cluster::PipelineOptions;
+using engine::Pipeline;
+using engine::PipelineOptions;
 using planner::PlannedSlice;
 using storage::KeyMapper;
 using storage::Txn;
@@ -468,7 +468,7 @@ TEST_CASE("row pipelines: aborts across partitions follow the cascade rule on ev
         commits[v.front().pos.planner / planners]->Report(p, v.front().pos.batch, v.front().pos.planner, std::move(report));
       };
       // A sub-slice with no txns here gets no sink call: its (empty) report goes with the batch.
-      auto hook = [&, p](const cluster::BatchInfo& info) {
+      auto hook = [&, p](const commit::BatchInfo& info) {
         for (uint32_t s = 0; s < slices; ++s) {
           if (fed_empty[info.batch][s][p]) commits[s / planners]->Report(p, info.batch, s, {});
         }

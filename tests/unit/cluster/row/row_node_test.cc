@@ -171,7 +171,7 @@ TEST_CASE("row node: a home slice goes to its home's group first, its peer gets 
     };
     Leader* raw = l.get();
     l->node = std::make_unique<RowNode>(
-        o, l->table.get(), [](const std::vector<commit::TxnOutcome>&) {}, [](const BatchInfo&) {},
+        o, l->table.get(), [](const std::vector<commit::TxnOutcome>&) {}, [](const commit::BatchInfo&) {},
         [raw](const Status& s) {
           std::lock_guard<std::mutex> lk(raw->fmu);
           raw->failures.push_back(s);
@@ -336,8 +336,8 @@ TEST_CASE("row node, Rule 2: each follower replays its partition from its group'
         o.follower = true;
       }
       m->node = std::make_unique<RowNode>(
-          o, m->table.get(), [](const std::vector<commit::TxnOutcome>&) {}, [](const BatchInfo&) {}, on_failure(raw),
-          [](uint32_t) {});
+          o, m->table.get(), [](const std::vector<commit::TxnOutcome>&) {}, [](const commit::BatchInfo&) {},
+          on_failure(raw), [](uint32_t) {});
       (leader ? leaders : followers).push_back(std::move(m));
     }
   }
@@ -594,8 +594,8 @@ TEST_CASE("row node, failover: partition leaders die mid-run (one, or two at onc
       } else {
         o.follower = true;
       }
-      m->node = std::make_unique<RowNode>(o, m->table.get(), sink(raw), [](const BatchInfo&) {}, on_failure(raw),
-                                          [](uint32_t) {});
+      m->node = std::make_unique<RowNode>(o, m->table.get(), sink(raw), [](const commit::BatchInfo&) {},
+                                          on_failure(raw), [](uint32_t) {});
       (role == 0 ? leaders : role == 1 ? fs : gs).push_back(std::move(m));
     }
   }
@@ -665,7 +665,7 @@ TEST_CASE("row node, failover: partition leaders die mid-run (one, or two at onc
     sraw->repl = new_repl(p, /*leader=*/true);
     sraw->table = std::move(f.table);
     so.replicate = replicate_into(sraw);
-    sraw->node = std::make_unique<RowNode>(so, sraw->table.get(), sink(sraw), [](const BatchInfo&) {},
+    sraw->node = std::make_unique<RowNode>(so, sraw->table.get(), sink(sraw), [](const commit::BatchInfo&) {},
                                            on_failure(sraw), [](uint32_t) {});
     starting.push_back(sraw->node.get());
   }
