@@ -110,7 +110,14 @@ struct CowSink : executor::ImageSink {
       taken.push_back(t);
       preserved.push_back(by_executors);
       armed = busy = false;
+      cv.notify_all();  // WaitWriter
     }
+  }
+  // Waits until the writer completed every image it can complete now: none is armed, or the armed
+  // one waits for a batch that was not executed. False after 30 s.
+  bool WaitWriter() {
+    std::unique_lock<std::mutex> lk(mu);
+    return cv.wait_for(lk, std::chrono::seconds(30), [&] { return !(armed && executed > armed_batch + 1); });
   }
   storage::Table& table;
   storage::TableImage image;
@@ -267,6 +274,8 @@ TEST_CASE("executor stage: batches handed through the ring reach the serial stat
     CHECK(taken == std::vector<uint64_t>{5, 7, 9});
   }
   if (mode >= 2) {
+    // The writer completes an image on its own thread: on a busy host it may not have run yet.
+    REQUIRE(cow.WaitWriter());
     std::lock_guard<std::mutex> lk(cow.mu);
     // Every image completed is the serial state after its batch, though the executors ran the
     // next batch over the armed table before the writer copied what they had not preserved.
