@@ -32,6 +32,11 @@ class EngineImpl {
   }
 
   bool Submit(storage::Txn txn) { return planner_.Submit(std::move(txn)); }
+  size_t SubmitMany(std::vector<storage::Txn>& txns) {
+    const size_t n = planner_.SubmitMany(txns);
+    planner_.LendSpareOps(txns, 0, n);
+    return n;
+  }
 
   void Finish() EXCLUDES(control_mu_) {
     planner_.CloseInput();
@@ -148,6 +153,7 @@ Engine::Engine(std::unique_ptr<EngineImpl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() { Stop(); }
 Status Engine::Start() { return impl_->Start(); }
 bool Engine::Submit(storage::Txn txn) { return impl_->Submit(std::move(txn)); }
+size_t Engine::SubmitMany(std::vector<storage::Txn>& txns) { return impl_->SubmitMany(txns); }
 void Engine::Finish() { impl_->Finish(); }
 void Engine::Stop() { impl_->Stop(); }
 EngineStats Engine::Stats() const { return impl_->Stats(); }

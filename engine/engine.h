@@ -87,6 +87,12 @@ class Engine {
   // Enqueues a transaction; blocks while the client txn queue is full. Returns false (the txn is
   // dropped, no outcome) after Finish or Stop.
   bool Submit(storage::Txn txn);
+  // Submits txns in order (moved out; one lock per queue chunk, not per txn), blocking while the
+  // queue is full; returns how many were taken (fewer once Finish or Stop came). The taken txns
+  // are left moved-from, and those the engine has a spare for get an empty ops vector with
+  // capacity (the ops of txns it planned), so a caller that builds its next txns in them
+  // allocates nothing per txn.
+  size_t SubmitMany(std::vector<storage::Txn>& txns);
   // No more input: closes the open batch now and returns once every submitted txn has an
   // outcome delivered to the sink (or the engine was stopped). Without Start, returns at once.
   void Finish();

@@ -12,7 +12,8 @@
 namespace qrstore::engine {
 
 LocalPlanner::LocalPlanner(LocalPlannerOptions options, Pipeline* pipeline, PlannedHook hook)
-    : opt_(options), pipeline_(pipeline), hook_(std::move(hook)), queue_(options.client_queue_txns) {
+    : opt_(options), pipeline_(pipeline), hook_(std::move(hook)), queue_(options.client_queue_txns),
+      spare_(options.batch_txns) {
   QR_CHECK(opt_.planners >= 1 && opt_.planners <= opt_.batch_txns);
   QR_CHECK((pipeline_ == nullptr) == (opt_.row != nullptr), "a planner feeds a pipeline or a row home, exactly one");
   token_batch_ = opt_.first_batch;
@@ -86,10 +87,11 @@ struct BatchState {
 // decides who pops, and planning touches only this thread's slice.
 class PlannerThread {
  public:
-  PlannerThread(const LocalPlannerOptions& opt, BoundedQueue<storage::Txn>& queue, Pipeline* pipeline,
-                const PlannedHook& hook, uint32_t me)
+  PlannerThread(const LocalPlannerOptions& opt, BoundedQueue<storage::Txn>& queue, SpareOps* spare,
+                Pipeline* pipeline, const PlannedHook& hook, uint32_t me)
       : opt_(opt),
         queue_(queue),
+        spare_(spare),
         pipeline_(pipeline),
         hook_(hook),
         row_(opt.row),
@@ -134,6 +136,7 @@ class PlannerThread {
     }
     planner_.PlanSlice(b, me_, txns_, out, encode_);
     const int64_t plan_ns = NowNanos() - t0;
+    spare_->Keep(txns_);
     txns_.clear();
     pipeline_->PublishSlice(b, me_, plan_ns, /*replicated=*/!hook_);
     // `out` is read-only from here on: executors may be running it (Finish only reads it).
@@ -228,6 +231,7 @@ class PlannerThread {
 
   const LocalPlannerOptions& opt_;
   BoundedQueue<storage::Txn>& queue_;
+  SpareOps* const spare_;
   Pipeline* const pipeline_;
   const PlannedHook& hook_;
   RowHome* const row_;
@@ -244,7 +248,7 @@ class PlannerThread {
 }  // namespace
 
 void LocalPlanner::PlannerLoop(uint32_t me) {
-  PlannerThread thread(opt_, queue_, pipeline_, hook_, me);
+  PlannerThread thread(opt_, queue_, &spare_, pipeline_, hook_, me);
   RowHome* const row = opt_.row;
   for (uint64_t b = opt_.first_batch;; ++b) {
     BatchState s;

@@ -40,6 +40,7 @@
 #include "common/thread.h"
 #include "common/thread_annotations.h"
 #include "engine/pipeline.h"
+#include "engine/spare_ops.h"
 #include "planner/eq.h"
 #include "storage/key_map.h"
 #include "storage/txn.h"
@@ -112,6 +113,9 @@ class LocalPlanner {
   size_t SubmitMany(std::vector<storage::Txn>& txns, size_t first = 0);
   // Non-blocking Submit: false when the queue is full or closed (`txn` is kept then).
   bool TrySubmit(storage::Txn& txn);
+  // After SubmitMany took txns[first, first + n): gives those txns the emptied op vectors of
+  // txns already planned (engine/spare_ops.h), for the caller to build its next txns in.
+  void LendSpareOps(std::vector<storage::Txn>& txns, size_t first, size_t n) { spare_.Lend(txns, first, n); }
   // No more input: planners drain the queue, close the open batch and tell the pipeline where
   // the input ends. Returns at once.
   void CloseInput();
@@ -132,6 +136,7 @@ class LocalPlanner {
   Pipeline* const pipeline_;
   const PlannedHook hook_;
   BoundedQueue<storage::Txn> queue_;
+  SpareOps spare_;  // op vectors of planned txns, lent back to the submitter
 
   mutable Mutex mu_;
   std::condition_variable token_cv_;

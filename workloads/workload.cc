@@ -43,10 +43,11 @@ class YcsbGenerator final : public Generator {
   }
   void NextInto(Txn* out) override {
     Txn& t = *out;
+    std::vector<Op> ops = std::move(t.ops);  // keeps its capacity: no allocation per txn
+    t = Txn{};
     t.id = TxnIdFor(seed_, generated_++);
-    t.client = 0;
-    t.submit_ns = 0;
-    t.ops.clear();  // keeps its capacity: a load client builds every txn in the same one
+    t.ops = std::move(ops);
+    t.ops.clear();
     t.ops.reserve(o_.ops_per_txn);
     used_.clear();
     ChoosePartitions();

@@ -348,3 +348,69 @@ TEST_CASE("engine: Stop and Finish edge cases never hang", "[concurrency]") {
     CHECK(accepted.load() < txns.size());
   }
 }
+
+TEST_CASE("spare ops: the pool keeps at most its capacity and lends only to txns without memory") {
+  engine::SpareOps pool(3);
+  std::vector<Txn> planned(5);
+  for (size_t i = 0; i < planned.size(); ++i) planned[i].ops.resize(i + 1);
+  planned[1].ops = {};  // no memory: nothing to keep
+  planned[1].ops.shrink_to_fit();
+  pool.Keep(planned);
+  CHECK(pool.size() == 3);  // txns 0, 2, 3; txn 4 is over the capacity and keeps its ops
+  CHECK(planned[4].ops.size() == 5);
+
+  std::vector<Txn> next(4);
+  next[0].ops.reserve(7);  // has memory already: left alone
+  pool.Lend(next, 0, 3);
+  CHECK(next[0].ops.capacity() == 7);
+  CHECK(next[1].ops.capacity() > 0);
+  CHECK(next[1].ops.empty());
+  CHECK(next[2].ops.capacity() > 0);
+  CHECK(next[3].ops.capacity() == 0);  // outside the range lent to
+  CHECK(pool.size() == 1);
+  pool.Lend(next, 3, 5);  // the range is clipped to the vector
+  CHECK(next[3].ops.capacity() > 0);
+  CHECK(pool.size() == 0);
+}
+
+TEST_CASE("engine: SubmitMany keeps the submit order and lends planned txns' ops back", "[concurrency]") {
+  testing::GenOptions g;
+  g.keys = 300;
+  g.dep_per_100 = 20;
+  auto txns = testing::RandomTxns(9, 640, g);
+  Expected e = Serial(txns, 300, 0);
+  storage::Table table(kLayout, 300);
+  testing::LoadTable(&table, 300, 0);
+  Collector col;
+  auto engine = Engine::Create(MakeConfig({"batch.txns=64", "batch.timeout_ms=10000", "threads.planners=2"}), &table,
+                               col.Sink());
+  REQUIRE(engine.ok());
+  REQUIRE(engine.value()->Start().ok());
+  size_t lent = 0;
+  for (size_t first = 0; first < txns.size(); first += 64) {
+    std::vector<Txn> chunk(txns.begin() + static_cast<std::ptrdiff_t>(first),
+                           txns.begin() + static_cast<std::ptrdiff_t>(first + 64));
+    REQUIRE(engine.value()->SubmitMany(chunk) == 64);
+    if (first > 0) {
+      // The previous chunk was a whole batch, planned before its outcomes came: its 64 op
+      // vectors are in the pool, and each txn just taken got one.
+      for (const Txn& t : chunk) {
+        CHECK(t.ops.empty());
+        lent += t.ops.capacity() > 0 ? 1 : 0;
+      }
+    }
+    REQUIRE(col.WaitFor(first + 64));
+  }
+  CHECK(lent == txns.size() - 64);
+  engine.value()->Finish();
+  engine.value()->Stop();
+  std::vector<uint64_t> ids;
+  std::vector<TxnStatus> statuses;
+  for (const TxnOutcome& o : col.outcomes) {
+    ids.push_back(o.txn_id);
+    statuses.push_back(o.status);
+  }
+  CHECK(ids == e.ids);
+  CHECK(statuses == e.statuses);
+  CHECK(table.Digest() == e.digest);
+}
