@@ -146,6 +146,7 @@ void AbortResolver::Reexecute(const Affected& a, const std::vector<const planner
   }
   out->fates[a.planner][a.txn] = fired ? Fate::kLogic : Fate::kCommit;
   ++out->reexecuted;
+  if (!histories.empty()) WriteHistory::Publish();  // the entries recorded above were streamed
 }
 
 void AbortResolver::Resolve(const std::vector<const planner::PlannedSlice*>& slices,

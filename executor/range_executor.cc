@@ -24,6 +24,7 @@ void RangeExecutor::RunEq(const planner::PlannedSlice& slice, DepBoard* deps, bo
   }
   if (drain) Drain();
   if (row_sender_ != nullptr) row_sender_->Flush();
+  if (history_ != nullptr) WriteHistory::Publish();  // its entries are streamed: fence them
 }
 
 void RangeExecutor::Drain() {
@@ -36,6 +37,7 @@ void RangeExecutor::Drain() {
   }
   // Parked kDepSend fragments ran here: what they held back goes out before the executor idles.
   if (row_sender_ != nullptr) row_sender_->Flush();
+  if (history_ != nullptr) WriteHistory::Publish();
 }
 
 template <bool kLog, bool kDigest>

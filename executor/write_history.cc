@@ -3,7 +3,12 @@
 #include <algorithm>
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "common/check.h"
+#include "common/memory.h"
 
 namespace qrstore::executor {
 
@@ -15,6 +20,42 @@ WriteHistory::WriteHistory(uint32_t record_bytes, uint64_t budget_bytes, uint64_
       slots_(new char[capacity_ * slot_bytes_]),
       dropped_below_(first_batch) {
   static_assert(sizeof(Header) % 8 == 0);
+  // Entries are written in sequence over the whole budget: huge pages spare a page fault and a
+  // TLB miss every 4 KiB.
+  AdviseHugePages(slots_.get(), capacity_ * slot_bytes_);
+}
+
+namespace {
+
+// Copies `n` bytes to `dst` (8-byte aligned, with room for n rounded up to 8) with streaming
+// stores where the CPU has them: an entry is written once and rarely read again (only by a
+// retry's lookup), so it should neither be read into the cache first nor evict the table's
+// records from it. The stores are ordered for other threads by Publish() (sfence), which the
+// executor calls before it passes on the slice whose writes it recorded.
+void StreamCopy(char* dst, const char* src, size_t n) {
+#if defined(__x86_64__)
+  const size_t words = n / 8;
+  for (size_t i = 0; i < words; ++i) {
+    long long w;
+    std::memcpy(&w, src + i * 8, 8);
+    _mm_stream_si64(reinterpret_cast<long long*>(dst + i * 8), w);
+  }
+  if (const size_t tail = n - words * 8; tail > 0) {
+    long long w = 0;
+    std::memcpy(&w, src + words * 8, tail);
+    _mm_stream_si64(reinterpret_cast<long long*>(dst + words * 8), w);
+  }
+#else
+  std::memcpy(dst, src, n);
+#endif
+}
+
+}  // namespace
+
+void WriteHistory::Publish() {
+#if defined(__x86_64__)
+  _mm_sfence();
+#endif
 }
 
 void WriteHistory::Record(storage::Key key, uint64_t batch, uint32_t planner, uint32_t txn, const char* image) {
@@ -30,9 +71,10 @@ void WriteHistory::Record(storage::Key key, uint64_t batch, uint32_t planner, ui
     while (below > cur && !dropped_below_.compare_exchange_weak(cur, below, std::memory_order_release)) {
     }
   }
-  Header* h = At(next_);
-  *h = Header{key, batch, planner, txn, 0};
-  std::memcpy(reinterpret_cast<char*>(h) + sizeof(Header), image, record_bytes_);
+  char* slot = reinterpret_cast<char*>(At(next_));
+  const Header h{key, batch, planner, txn, 0};
+  StreamCopy(slot, reinterpret_cast<const char*>(&h), sizeof(Header));
+  StreamCopy(slot + sizeof(Header), image, record_bytes_);
   ++next_;
 }
 

@@ -40,7 +40,11 @@ class WriteHistory {
 
   // The write of txn `txn` of slice (batch, planner) to `key`, whose record held `image` just
   // before it. Overwrites the oldest entry when full.
+  // Written with streaming stores: call Publish() before another thread may read the entries
+  // (the executor does at the end of every slice it ran).
   void Record(storage::Key key, uint64_t batch, uint32_t planner, uint32_t txn, const char* image);
+  // Orders the entries recorded so far before the caller's later stores (a store fence).
+  static void Publish();
 
   // Drops the entries of batch `batch` whose txn `drop(planner, txn)` names. Only for the batch
   // being resolved (recorded last: no later batch has run yet).
