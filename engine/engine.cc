@@ -145,6 +145,7 @@ Result<EngineConfig> Engine::OptionsFromConfig(const Config& config) {
   out.planner.batch_timeout_ns = opt.batch_timeout_ns;
   out.planner.planners = opt.planners;
   out.planner.client_queue_txns = opt.client_queue_txns;
+  out.planner.recycle_ops = true;  // SubmitMany lends them back
   out.planner.ranges = ranges;
   return out;
 }

@@ -13,7 +13,7 @@ namespace qrstore::engine {
 
 LocalPlanner::LocalPlanner(LocalPlannerOptions options, Pipeline* pipeline, PlannedHook hook)
     : opt_(options), pipeline_(pipeline), hook_(std::move(hook)), queue_(options.client_queue_txns),
-      spare_(options.batch_txns) {
+      spare_(options.recycle_ops ? options.batch_txns : 0) {
   QR_CHECK(opt_.planners >= 1 && opt_.planners <= opt_.batch_txns);
   QR_CHECK((pipeline_ == nullptr) == (opt_.row != nullptr), "a planner feeds a pipeline or a row home, exactly one");
   token_batch_ = opt_.first_batch;

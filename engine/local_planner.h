@@ -77,6 +77,9 @@ struct LocalPlannerOptions {
   // Encode each slice for replicas while planning it (planner/replica_encoder.h) and hand the
   // bytes to the hook: EncodeSlice(slice, kWithoutReads) without a second pass.
   bool encode_for_replicas = false;
+  // Keep planned txns' emptied op vectors for LendSpareOps (a submitter that builds its txns in
+  // them: the in-process Engine). Off, they are freed after planning and nothing is pooled.
+  bool recycle_ops = false;
   // A home of a partitioned row (see above); not owned. Then the pipeline is not used (pass
   // nullptr), `partitions` maps keys to partitions, and slice indices are
   // row_partition * planners + planner.
@@ -114,7 +117,8 @@ class LocalPlanner {
   // Non-blocking Submit: false when the queue is full or closed (`txn` is kept then).
   bool TrySubmit(storage::Txn& txn);
   // After SubmitMany took txns[first, first + n): gives those txns the emptied op vectors of
-  // txns already planned (engine/spare_ops.h), for the caller to build its next txns in.
+  // txns already planned (engine/spare_ops.h, with recycle_ops), for the caller to build its
+  // next txns in.
   void LendSpareOps(std::vector<storage::Txn>& txns, size_t first, size_t n) { spare_.Lend(txns, first, n); }
   // No more input: planners drain the queue, close the open batch and tell the pipeline where
   // the input ends. Returns at once.

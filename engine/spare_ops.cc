@@ -6,6 +6,7 @@
 namespace qrstore::engine {
 
 void SpareOps::Keep(std::vector<storage::Txn>& txns) {
+  if (capacity_ == 0) return;
   MutexLock lock(mu_);
   if (pool_.capacity() < capacity_) pool_.reserve(capacity_);
   for (storage::Txn& t : txns) {
