@@ -150,6 +150,7 @@ NodeJson PrintNodes(const RunOptions& o, const Run& run, const Totals& t) {
     batches_json.Int(n.name, w->batches);
     const proto::PhaseMeans& ph = w->phases;
     JsonObject pj;
+    pj.Dbl("cut_ms", ph.cut_ms);
     pj.Dbl("plan_ms", ph.plan_ms);
     pj.Dbl("deliver_ms", ph.deliver_ms);
     pj.Dbl("exec_ms", ph.exec_ms);
@@ -158,10 +159,10 @@ NodeJson PrintNodes(const RunOptions& o, const Run& run, const Totals& t) {
     pj.Dbl("commit_ms", ph.commit_ms);
     pj.Bool("windowed", w->phases_windowed);
     phases_json.Raw(n.name, pj.Done());
-    std::printf("  node %-8s   %-8s batches %" PRIu64 "%s  per batch ms: plan %.3f deliver %.3f exec %.3f repl %.3f "
-                "repl-wait %.3f commit %.3f  cpu %.2f s (%.3f us/txn)\n",
+    std::printf("  node %-8s   %-8s batches %" PRIu64 "%s  per batch ms: cut %.3f plan %.3f deliver %.3f exec %.3f "
+                "repl %.3f repl-wait %.3f commit %.3f  cpu %.2f s (%.3f us/txn)\n",
                 n.name.c_str(), b->second.role.c_str(), w->batches, w->phases_windowed ? "" : " (means since start)",
-                ph.plan_ms, ph.deliver_ms, ph.exec_ms, ph.repl_ms, ph.repl_wait_ms, ph.commit_ms, w->cpu_s,
+                ph.cut_ms, ph.plan_ms, ph.deliver_ms, ph.exec_ms, ph.repl_ms, ph.repl_wait_ms, ph.commit_ms, w->cpu_s,
                 t.PerTxnUs(w->cpu_s));
   }
   return {cpu_json.Done(), cpu_txn_json.Done(), phases_json.Done(), batches_json.Done()};

@@ -19,6 +19,7 @@ std::optional<NodeWindow> WindowOf(const proto::NodeStatus& a, const proto::Node
   const double n = static_cast<double>(w.batches);
   // Rounding of the cumulative means can make a tiny phase slightly negative: clamp at 0.
   auto win = [&](double ma, double mb) { return std::max(0.0, (mb * nb - ma * na) / n); };
+  w.phases.cut_ms = win(a.phases.cut_ms, b.phases.cut_ms);
   w.phases.plan_ms = win(a.phases.plan_ms, b.phases.plan_ms);
   w.phases.deliver_ms = win(a.phases.deliver_ms, b.phases.deliver_ms);
   w.phases.exec_ms = win(a.phases.exec_ms, b.phases.exec_ms);

@@ -125,7 +125,10 @@ BatchInfo CommitStage::FinishBatch(uint64_t b, const executor::BatchSlot& slot) 
   info.aborted = slot.aborted;
   const int64_t now = NowNanos();
   BatchPhases& ph = info.phases;
-  for (const auto& s : slot.slices) ph.plan_ns += s->plan_ns;
+  for (const auto& s : slot.slices) {
+    ph.cut_ns = std::max(ph.cut_ns, s->cut_ns);
+    ph.plan_ns += s->plan_ns;
+  }
   ph.deliver_ns = slot.exec_start_ns - slot.first_published_ns;
   ph.exec_ns = slot.executed_ns - slot.exec_start_ns;
   ph.repl_ns = slot.replicated_ns - slot.first_published_ns;
@@ -136,6 +139,7 @@ BatchInfo CommitStage::FinishBatch(uint64_t b, const executor::BatchSlot& slot) 
 
 void CommitStage::AddPhases(const BatchPhases& p) {
   BatchPhases& s = totals_.phase_sums;
+  s.cut_ns += p.cut_ns;
   s.plan_ns += p.plan_ns;
   s.deliver_ns += p.deliver_ns;
   s.exec_ns += p.exec_ns;

@@ -40,6 +40,7 @@ namespace qrstore::commit {
 
 // Per-batch phase durations (ns), the paper's latency model terms.
 struct BatchPhases {
+  int64_t cut_ns = 0;        // T_cut: the batch open, its first txn taken -> its last slice closed (a planner's; 0 elsewhere)
   int64_t plan_ns = 0;       // T_pl: planning (or decoding) time summed over the batch's slices
   int64_t deliver_ns = 0;    // T_deliv: first slice published -> first executor started on it
   int64_t exec_ns = 0;       // T_ex: first executor start -> batch executed and resolved

@@ -65,6 +65,7 @@ class EngineImpl {
     s.reexecuted = p.reexecuted;
     if (s.batches > 0) {
       const double n = static_cast<double>(s.batches);
+      s.mean_cut_ms = static_cast<double>(p.phase_sums.cut_ns) / 1e6 / n;
       s.mean_plan_ms = static_cast<double>(p.phase_sums.plan_ns) / 1e6 / n;
       s.mean_exec_ms = static_cast<double>(p.phase_sums.exec_ns) / 1e6 / n;
       s.mean_commit_ms = static_cast<double>(p.phase_sums.commit_ns) / 1e6 / n;

@@ -55,6 +55,7 @@ struct EngineStats {
   uint64_t committed = 0;
   uint64_t aborted = 0;                    // logic aborts (kAbortIf fired, kDebit short)
   uint64_t reexecuted = 0;                 // txns re-run serially after an abort in their batch
+  double mean_cut_ms = 0;     // per batch: its first txn taken to its last slice closed
   double mean_plan_ms = 0;    // per batch: sum over its slices of planner time (after popping)
   double mean_exec_ms = 0;    // per batch: first executor start to last executor end (+ undo)
   double mean_commit_ms = 0;  // per batch: executed to last slice delivered to the sink

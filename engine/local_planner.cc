@@ -1,5 +1,6 @@
 #include "engine/local_planner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -125,7 +126,7 @@ class PlannerThread {
 
   // Plans the popped txns as slice (b, me) and hands it on: to the row home as one sub-slice
   // per partition, or published in `out` (claimed from the pipeline) and then to the hook.
-  void Plan(uint64_t b, planner::PlannedSlice* out) {
+  void Plan(uint64_t b, planner::PlannedSlice* out, int64_t cut_ns) {
     const int64_t t0 = NowNanos();
     if (row_ != nullptr) {
       row_planner_.PlanSlices(b, opt_.row_partition * opt_.planners + me_, txns_, &subs_);
@@ -138,7 +139,7 @@ class PlannerThread {
     const int64_t plan_ns = NowNanos() - t0;
     spare_->Keep(txns_);
     txns_.clear();
-    pipeline_->PublishSlice(b, me_, plan_ns, /*replicated=*/!hook_);
+    pipeline_->PublishSlice(b, me_, plan_ns, /*replicated=*/!hook_, cut_ns);
     // `out` is read-only from here on: executors may be running it (Finish only reads it).
     if (hook_) hook_(*out, encode_ != nullptr ? encode_->Finish(*out) : std::string());
   }
@@ -279,6 +280,8 @@ void LocalPlanner::PlannerLoop(uint32_t me) {
 
     // This planner alone pops from the client queue now.
     thread.Pop(b, &s, &input_ended_);
+    // The batch opened when its first txn was taken (planner 0 set the deadline then).
+    const int64_t cut_ns = s.deadline > 0 ? std::max<int64_t>(0, NowNanos() - (s.deadline - opt_.batch_timeout_ns)) : 0;
 
     {
       MutexLock lk(mu_);
@@ -307,7 +310,7 @@ void LocalPlanner::PlannerLoop(uint32_t me) {
     }
 
     // Planning runs in parallel with the next planner's popping.
-    thread.Plan(b, out);
+    thread.Plan(b, out, cut_ns);
   }
 }
 

@@ -58,7 +58,7 @@ class PipelineImpl {
     return &ss.plan;
   }
 
-  void PublishSlice(uint64_t b, uint32_t p, int64_t plan_ns, bool replicated) {
+  void PublishSlice(uint64_t b, uint32_t p, int64_t plan_ns, bool replicated, int64_t cut_ns) {
     executor::BatchSlot& slot = ring_.Slot(b);
     executor::SliceState& ss = *slot.slices[p];
     // Still the caller's: executors look at it only once `published`.
@@ -85,6 +85,7 @@ class PipelineImpl {
       if (error.ok()) {
         ss.published = true;
         ss.plan_ns = plan_ns;
+        ss.cut_ns = cut_ns;
         if (slot.first_published_ns == 0) slot.first_published_ns = now;
         if (replicated) MarkReplicatedLocked(slot, ss, now);
       }
@@ -311,8 +312,8 @@ Pipeline::Pipeline(PipelineOptions options, storage::Table* table, commit::Commi
 Pipeline::~Pipeline() { Stop(); }
 Status Pipeline::Start() { return impl_->Start(); }
 planner::PlannedSlice* Pipeline::BeginSlice(uint64_t b, uint32_t p) { return impl_->BeginSlice(b, p); }
-void Pipeline::PublishSlice(uint64_t b, uint32_t p, int64_t plan_ns, bool replicated) {
-  impl_->PublishSlice(b, p, plan_ns, replicated);
+void Pipeline::PublishSlice(uint64_t b, uint32_t p, int64_t plan_ns, bool replicated, int64_t cut_ns) {
+  impl_->PublishSlice(b, p, plan_ns, replicated, cut_ns);
 }
 void Pipeline::MarkReplicated(uint64_t b, uint32_t p) { impl_->MarkReplicated(b, p); }
 void Pipeline::DeliverDepValue(uint64_t b, uint32_t p, uint32_t slot, int64_t value, uint32_t from) {

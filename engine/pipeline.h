@@ -132,7 +132,9 @@ class Pipeline {
   // Slice (b, p) is filled and valid (a decoded slice must have passed planner::ValidateSlice):
   // executors may take it. `plan_ns` is what planning/decoding it cost. `replicated` opens its
   // Invariant-1 gate at once (a single node, or a follower, whose input is replicated already).
-  void PublishSlice(uint64_t b, uint32_t p, int64_t plan_ns, bool replicated);
+  // `cut_ns`: a planner's, from its batch's first txn taken to this slice closed (0: not known,
+  // as on a follower).
+  void PublishSlice(uint64_t b, uint32_t p, int64_t plan_ns, bool replicated, int64_t cut_ns = 0);
   // Replication of slice (b, p) is confirmed (any thread; cheap).
   void MarkReplicated(uint64_t b, uint32_t p);
   // Row nodes (any thread; idempotent, and on for good once called): a failover inside the row

@@ -68,6 +68,7 @@ struct SliceState {
   bool published = false;  // guarded by mu: executors may look at it (speculative mode)
   bool replicated = false; // guarded by mu: its Invariant-1 gate is open
   int64_t plan_ns = 0;     // guarded by mu: what planning or decoding it cost
+  int64_t cut_ns = 0;      // guarded by mu: its batch's first txn taken -> this slice closed (0: unknown)
 
   static constexpr uint8_t kLocalSlot = 0;   // filled by a local kDepRead
   static constexpr uint8_t kRowWaiting = 1;  // a kDepRecv's: filled from the row, not yet

@@ -91,6 +91,7 @@ proto::NodeStatus ServerImpl::NodeStatusNow() const {
   s.cpu_ns = ProcessCpuNanos();
   if (ps.committed_batches > 0) {
     const double n = static_cast<double>(ps.committed_batches) * 1e6;
+    s.phases.cut_ms = static_cast<double>(ps.phase_sums.cut_ns) / n;
     s.phases.plan_ms = static_cast<double>(ps.phase_sums.plan_ns) / n;
     s.phases.deliver_ms = static_cast<double>(ps.phase_sums.deliver_ns) / n;
     s.phases.exec_ms = static_cast<double>(ps.phase_sums.exec_ns) / n;

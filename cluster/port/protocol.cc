@@ -451,6 +451,7 @@ std::string EncodeStatusReply(const NodeStatus& s) {
   w.PutDouble(s.phases.repl_ms);
   w.PutDouble(s.phases.repl_wait_ms);
   w.PutDouble(s.phases.commit_ms);
+  w.PutDouble(s.phases.cut_ms);
   w.PutVarint(s.followers.size());
   for (const FollowerView& f : s.followers) {
     PutString(w, f.node);
@@ -492,7 +493,7 @@ Status DecodeStatusReply(std::string_view body, NodeStatus* out) {
             GetVarint(r, &out->digest_mismatches) && r.GetDouble(&out->phases.plan_ms) &&
             r.GetDouble(&out->phases.deliver_ms) && r.GetDouble(&out->phases.exec_ms) &&
             r.GetDouble(&out->phases.repl_ms) && r.GetDouble(&out->phases.repl_wait_ms) &&
-            r.GetDouble(&out->phases.commit_ms);
+            r.GetDouble(&out->phases.commit_ms) && r.GetDouble(&out->phases.cut_ms);
   uint64_t n = 0;
   if (!ok || !GetVarint(r, &n)) return Bad("status reply", "truncated or non-canonical");
   if (n > r.remaining() / kMinFollowerBytes) return Bad("status reply", "follower count exceeds the body");

@@ -245,7 +245,8 @@ struct FollowerView {
 };
 
 // Mean per-batch phase times on a node, milliseconds (the paper's T_pl, T_deliv, T_ex, T_repl,
-// T_c; repl_wait is the part of T_repl not hidden behind execution).
+// T_c; repl_wait is the part of T_repl not hidden behind execution; cut is how long a batch
+// stayed open, 0 on a follower).
 struct PhaseMeans {
   double plan_ms = 0;
   double deliver_ms = 0;
@@ -253,6 +254,7 @@ struct PhaseMeans {
   double repl_ms = 0;
   double repl_wait_ms = 0;
   double commit_ms = 0;
+  double cut_ms = 0;  // a leader's: the batch open, its first txn taken -> its last slice closed
 };
 
 struct NodeStatus {

@@ -52,6 +52,7 @@ for n in ("n0", "n1", "n2"):
     assert o["phases"][n]["exec_ms"] > 0, (n, o["phases"])
     assert o["server_cpu_s"][n] > 0 and o["cpu_us_per_txn"][n] > 0, (n, o["server_cpu_s"])
 assert o["phases"]["n0"]["plan_ms"] > 0
+assert o["phases"]["n0"]["cut_ms"] > 0, o["phases"]["n0"]  # the leader plans: its batches were open
 assert o["client_cpu_s"] > 0
 PY
 note "duration run: $(json_field "$QR_TMP/window.out" throughput_tps) txn/s, window figures for n0 n1 n2"

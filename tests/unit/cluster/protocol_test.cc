@@ -209,6 +209,7 @@ TEST_CASE("protocol: error, not-leader, status and follower reports round trip")
   s.committed_txns = 420000;
   s.cpu_ns = 123456789;
   s.phases.exec_ms = 3.5;
+  s.phases.cut_ms = 9.25;
   s.followers.push_back(FollowerView{"n1", true, 41, 1, 41, 0, false, false, ""});
   s.followers.push_back(FollowerView{"n2", false, 42, 0, 42, 1, true, true, "its log ends at 7"});
   s.loaded = {{"workload.kind", "transfer"}, {"transfer.accounts", "20000"}};
@@ -220,6 +221,7 @@ TEST_CASE("protocol: error, not-leader, status and follower reports round trip")
   CHECK(s2.node == "n0");
   CHECK(s2.last_digest == s.last_digest);
   CHECK(s2.phases.exec_ms == 3.5);
+  CHECK(s2.phases.cut_ms == 9.25);
   REQUIRE(s2.followers.size() == 2);
   CHECK(s2.followers[1].mismatches == 1);
   CHECK(s2.followers[1].agrees_at_last);
