@@ -7,8 +7,10 @@ time use it, often several at once (ctest -j), so two things must not happen bet
 port and a server listening on it:
   - another test choosing the same port: each port is reserved for OWNER (default: the calling
     process's parent, i.e. the shell that runs this) by a file named after it in
-    $QRSTORE_PORTS_DIR (default /tmp/qrstore-ports), created exclusively; a reservation whose
-    owner has exited is taken over, so nothing needs releasing;
+    $QRSTORE_PORTS_DIR (default /tmp/qrstore-ports), created and written while holding an
+    exclusive flock on the folder's .lock file (so no caller ever reads a reservation half
+    written, and two never take over one stale reservation at once); a reservation whose owner
+    has exited is taken over, so nothing needs releasing;
   - an outgoing connection taking it as its local port: ports come from below the kernel's
     ephemeral range (net.ipv4.ip_local_port_range) when there is room there, in random order.
 --avoid takes ports (comma- or space-separated) that are handed out already but may not be
@@ -17,6 +19,7 @@ Exit status: 0, or 2 on bad arguments, or 1 when N ports cannot be found.
 Importable: free_ports(n, owner, avoid) returns the list.
 """
 import errno
+import fcntl
 import os
 import random
 import socket
@@ -44,7 +47,8 @@ def _alive(pid):
 
 
 def _reserve(path, owner):
-    """Creates the reservation file for owner; False if a live process holds it."""
+    """Creates the reservation file for owner; False if a live process holds it. The caller
+    holds the folder's lock, which tests/unit/cluster/row/loopback_addresses.h takes too."""
     for _ in range(2):
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -91,18 +95,23 @@ def free_ports(n, owner=None, avoid=()):
         candidates = list(range(LOWEST, top))
     random.SystemRandom().shuffle(candidates)
     ports = []
-    for port in candidates:
-        if len(ports) == n:
-            break
-        if port == 2181 or port in avoid:
-            continue
-        path = os.path.join(folder, str(port))
-        if not _reserve(path, owner):
-            continue
-        if not _bindable(port):
-            os.unlink(path)
-            continue
-        ports.append(port)
+    lock = os.open(os.path.join(folder, ".lock"), os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when closed, or when this process dies
+        for port in candidates:
+            if len(ports) == n:
+                break
+            if port == 2181 or port in avoid:
+                continue
+            path = os.path.join(folder, str(port))
+            if not _reserve(path, owner):
+                continue
+            if not _bindable(port):
+                os.unlink(path)
+                continue
+            ports.append(port)
+    finally:
+        os.close(lock)
     if len(ports) < n:
         raise OSError(errno.EADDRINUSE, "only %d of %d free ports found" % (len(ports), n))
     return ports

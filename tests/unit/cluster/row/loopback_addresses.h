@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -36,11 +37,20 @@ inline bool LoopbackPortFree(int port) {
 // Reserves `port` for this process in the registry scripts/free_ports.py keeps (a file named
 // after the port in $QRSTORE_PORTS_DIR, default /tmp/qrstore-ports, holding the owner's pid), so
 // that script tests running at once never pick it, and it never picks theirs. False if a live
-// process holds it; a reservation whose owner exited is taken over.
+// process holds it; a reservation whose owner exited is taken over. Done under an exclusive flock
+// on the folder's .lock file, as the script does: no one reads a reservation half written.
 inline bool ReserveLoopbackPort(int port) {
   const char* env = std::getenv("QRSTORE_PORTS_DIR");
   const std::string dir = env != nullptr && *env != '\0' ? env : "/tmp/qrstore-ports";
   ::mkdir(dir.c_str(), 0755);
+  const int lock = ::open((dir + "/.lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  if (lock >= 0) (void)::flock(lock, LOCK_EX);
+  struct Unlock {
+    int fd;
+    ~Unlock() {
+      if (fd >= 0) ::close(fd);
+    }
+  } unlock{lock};
   const std::string path = dir + "/" + std::to_string(port);
   for (int attempt = 0; attempt < 2; ++attempt) {
     const int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0644);
