@@ -23,6 +23,12 @@ namespace proto = cluster::proto;
 
 double Ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
 
+std::string Fixed3(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", v);
+  return buf;
+}
+
 // The run's figures the summary prints: whole run, and the measured window's.
 struct Totals {
   uint64_t committed_total = 0, aborted_total = 0, rejected = 0, failed = 0;
@@ -30,7 +36,7 @@ struct Totals {
   uint64_t write_ops_committed = 0, in_doubt = 0, write_ops_in_doubt = 0, retried = 0, no_values = 0;
   uint64_t submitted = 0;
   double window_s = 0, tps = 0, ops = 0;
-  double p50 = 0, p95 = 0, p99 = 0, p999 = 0, max_ms = 0;  // committed txns' latency
+  double p50 = 0, p95 = 0, p99 = 0, p999 = 0, max_ms = 0, mean_ms = 0;  // committed txns' latency
   double client_cpu_s = 0;
   double PerTxnUs(double cpu_s) const { return w_committed > 0 ? cpu_s * 1e6 / static_cast<double>(w_committed) : 0.0; }
 };
@@ -38,6 +44,8 @@ struct Totals {
 // Every node's figures over the window as JSON objects by node name (filled as they are printed).
 struct NodeJson {
   std::string cpu, cpu_per_txn, phases, batches;
+  double in_server_ms = 0;  // mean over every node's replies in the window: a request read -> answered
+  uint64_t replies = 0;
 };
 
 // The digests after a --verify replay that passed: the row's leaders' (each partition's its
@@ -92,6 +100,7 @@ Totals Tally(const RunOptions& o, const Run& run) {
   t.p99 = Ms(latency.Percentile(0.99));
   t.p999 = Ms(latency.Percentile(0.999));
   t.max_ms = Ms(latency.max());
+  t.mean_ms = latency.mean() / 1e6;
   t.client_cpu_s = static_cast<double>(run.outcome().cpu1 - run.outcome().cpu0) / 1e9;
   return t;
 }
@@ -134,6 +143,8 @@ void PrintRun(const RunOptions& o, const Run& run, const Totals& t) {
 NodeJson PrintNodes(const RunOptions& o, const Run& run, const Totals& t) {
   const RunOutcome& out = run.outcome();
   JsonObject cpu_json, cpu_txn_json, phases_json, batches_json;
+  uint64_t replies = 0;
+  double request_ms_sum = 0;
   for (const cluster::NodeInfo& n : o.topology.nodes()) {
     auto a = out.status0.find(n.name);
     auto b = out.status1.find(n.name);
@@ -158,14 +169,40 @@ NodeJson PrintNodes(const RunOptions& o, const Run& run, const Totals& t) {
     pj.Dbl("repl_wait_ms", ph.repl_wait_ms);
     pj.Dbl("commit_ms", ph.commit_ms);
     pj.Bool("windowed", w->phases_windowed);
+    pj.Dbl("log_syncs_per_batch", w->log_syncs_per_batch);
+    pj.Dbl("log_sync_ms", w->log_sync_ms);
+    pj.Int("replies", w->replies);
+    pj.Dbl("reply_ms", w->reply_ms);
+    pj.Dbl("request_ms", w->request_ms);
     phases_json.Raw(n.name, pj.Done());
+    replies += w->replies;
+    request_ms_sum += w->request_ms * static_cast<double>(w->replies);
     std::printf("  node %-8s   %-8s batches %" PRIu64 "%s  per batch ms: cut %.3f plan %.3f deliver %.3f exec %.3f "
                 "repl %.3f repl-wait %.3f commit %.3f  cpu %.2f s (%.3f us/txn)\n",
                 n.name.c_str(), b->second.role.c_str(), w->batches, w->phases_windowed ? "" : " (means since start)",
                 ph.cut_ms, ph.plan_ms, ph.deliver_ms, ph.exec_ms, ph.repl_ms, ph.repl_wait_ms, ph.commit_ms, w->cpu_s,
                 t.PerTxnUs(w->cpu_s));
+    if (w->log_syncs_per_batch > 0 || w->replies > 0) {
+      std::string log = w->log_syncs_per_batch > 0
+                            ? "log fsync " + Fixed3(w->log_sync_ms) + " ms per batch (" + Fixed3(w->log_syncs_per_batch) +
+                                  " syncs)"
+                            : std::string("log fsync none here");
+      std::string rep = w->replies > 0 ? "; " + std::to_string(w->replies) + " replies: in this server " +
+                                             Fixed3(w->request_ms) + " ms (read -> written), complete -> written " +
+                                             Fixed3(w->reply_ms) + " ms"
+                                       : std::string();
+      std::printf("  %-15s  %s%s\n", "", log.c_str(), rep.c_str());
+    }
   }
-  return {cpu_json.Done(), cpu_txn_json.Done(), phases_json.Done(), batches_json.Done()};
+  NodeJson nj{cpu_json.Done(), cpu_txn_json.Done(), phases_json.Done(), batches_json.Done()};
+  nj.replies = replies;
+  nj.in_server_ms = replies > 0 ? request_ms_sum / static_cast<double>(replies) : 0;
+  if (replies > 0 && t.w_committed > 0) {
+    std::printf("  a txn's time   mean %.3f ms: %.3f in the servers (request read -> reply written), %.3f outside "
+                "(network, client queues)\n",
+                t.mean_ms, nj.in_server_ms, t.mean_ms - nj.in_server_ms);
+  }
+  return nj;
 }
 
 // A line per follower (lag, digests; down or stranded ones said so), and whether the replicas
@@ -251,6 +288,8 @@ void PrintJson(const RunOptions& o, const Run& run, const Totals& t, const NodeJ
   j.Dbl("p99_ms", t.p99);
   j.Dbl("p999_ms", t.p999);
   j.Dbl("max_ms", t.max_ms);
+  j.Dbl("mean_ms", t.mean_ms);
+  j.Dbl("in_server_ms", nodes.in_server_ms);  // the mean of every node's request_ms, by replies
   j.Bool("replicas_agree", out.replicas_agree);
   if (!out.replicas_agree) j.Str("replicas_detail", out.agreement.message());
   std::vector<std::string> stranded_names;

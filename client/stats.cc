@@ -11,6 +11,18 @@ std::optional<NodeWindow> WindowOf(const proto::NodeStatus& a, const proto::Node
   NodeWindow w;
   w.cpu_s = static_cast<double>(b.cpu_ns - a.cpu_ns) / 1e9;
   w.batches = b.committed_batches - a.committed_batches;
+  auto diff = [](uint64_t x, uint64_t y) { return static_cast<double>(y >= x ? y - x : 0); };
+  if (b.times.replies > a.times.replies) {
+    w.replies = b.times.replies - a.times.replies;
+    const double r = static_cast<double>(w.replies) * 1e6;
+    w.reply_ms = diff(a.times.reply_ns, b.times.reply_ns) / r;
+    w.request_ms = diff(a.times.request_ns, b.times.request_ns) / r;
+  }
+  if (w.batches > 0) {
+    const double n = static_cast<double>(w.batches);
+    w.log_syncs_per_batch = diff(a.times.log_syncs, b.times.log_syncs) / n;
+    w.log_sync_ms = diff(a.times.log_sync_ns, b.times.log_sync_ns) / n / 1e6;
+  }
   if (w.batches == 0) {
     w.phases = b.phases;
     return w;

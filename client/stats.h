@@ -18,6 +18,12 @@ struct NodeWindow {
   uint64_t batches = 0;     // batches it committed (a follower: applied) in the window
   cluster::proto::PhaseMeans phases;  // mean per-batch phase times over those batches
   bool phases_windowed = false;       // false: no batch in the window, `phases` are b's cumulative means
+  // From the time totals (NodeStatus::times) over the window; 0 where nothing was counted.
+  double log_syncs_per_batch = 0;     // the replication log's fsyncs on this node per batch
+  double log_sync_ms = 0;             // their time per batch (ms)
+  uint64_t replies = 0;               // txn reply frames written to clients
+  double reply_ms = 0;                // mean: a reply complete -> written to the socket
+  double request_ms = 0;              // mean: a request read -> its reply written
 };
 // nullopt when the snapshots cannot be from one process run (CPU or batches went backwards: the
 // node restarted in between). The phase means in a NodeStatus are cumulative, sum / committed

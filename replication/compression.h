@@ -102,6 +102,7 @@ class CompressingReplicator final : public Replicator {
   void RetainFrom(uint32_t group, uint64_t batch) override { inner_->RetainFrom(group, batch); }
   void HoldFrom(uint32_t group, uint64_t batch, int64_t for_ms) override { inner_->HoldFrom(group, batch, for_ms); }
   bool LogFromStart(uint32_t group) const override { return inner_->LogFromStart(group); }
+  LogSyncTotals LogSyncs() const override { return inner_->LogSyncs(); }
 
   Replicator* inner() { return inner_.get(); }
   // Payloads rejected as corrupt so far (any thread).

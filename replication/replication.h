@@ -77,6 +77,12 @@ struct LeaderView {
   uint64_t term = 0;             // raft term / zookeeper epoch: grows with every new leader
 };
 
+// Totals since Start (Replicator::LogSyncs).
+struct LogSyncTotals {
+  uint64_t syncs = 0;
+  uint64_t sync_ns = 0;  // steady-clock time spent in them
+};
+
 class Replicator {
  public:
   virtual ~Replicator() = default;
@@ -118,6 +124,10 @@ class Replicator {
   // disk log after a checkpoint). A member that restarts from the initial table needs that.
   // A backend without a log of its own (its store is shared) says true. (Pure, as RetainFrom.)
   virtual bool LogFromStart(uint32_t group) const = 0;
+  // This member's log syncs so far, every group (any thread; status replies): how often and
+  // how long it waited for its own log to reach the disk. A backend whose log is not this
+  // process's to sync (zookeeper: the server's; none) says zero. (Pure, as RetainFrom.)
+  virtual LogSyncTotals LogSyncs() const = 0;
 };
 
 }  // namespace qrstore::replication

@@ -88,6 +88,14 @@ proto::NodeStatus ServerImpl::NodeStatusNow() const {
   const ClientServiceCounters cc = service_->counters();
   s.rejected_txns = cc.rejected_txns;
   s.failed_txns = cc.failed_txns;
+  s.times.replies = cc.replies;
+  s.times.reply_ns = cc.reply_ns;
+  s.times.request_ns = cc.request_ns;
+  if (replicator_) {
+    const replication::LogSyncTotals ls = replicator_->LogSyncs();
+    s.times.log_syncs = ls.syncs;
+    s.times.log_sync_ns = ls.sync_ns;
+  }
   s.cpu_ns = ProcessCpuNanos();
   if (ps.committed_batches > 0) {
     const double n = static_cast<double>(ps.committed_batches) * 1e6;

@@ -53,6 +53,7 @@ struct ClientService::Pending {
   };
   uint64_t seq = 0;  // per connection, to find it again
   uint64_t request_id = 0;
+  int64_t read_ns = 0;  // a txn request's: when it was read (steady clock; the reply's timing)
   uint32_t total = 0;
   uint32_t filled = 0;
   bool open_session = false;                            // a kOpenSession (total 1)
@@ -67,6 +68,14 @@ struct ClientService::Pending {
   proto::TxnReplyWriter writer;
 };
 
+// A frame for the writer. A txn reply carries when it was read and completed (steady clock ns;
+// both 0 for other frames), timed once written.
+struct OutFrame {
+  std::string bytes;
+  int64_t read_ns = 0;
+  int64_t done_ns = 0;
+};
+
 struct ClientService::Conn {
   uint32_t slot = 0;
   uint32_t id = 0;
@@ -76,7 +85,7 @@ struct ClientService::Conn {
   std::deque<Pending> pending GUARDED_BY(mu);  // registered requests, oldest first
   uint64_t next_seq GUARDED_BY(mu) = 0;
   uint64_t inflight GUARDED_BY(mu) = 0;        // submitted txns without an outcome
-  std::deque<std::string> out GUARDED_BY(mu);  // frames for the writer
+  std::deque<OutFrame> out GUARDED_BY(mu);     // frames for the writer
   size_t reader_frames GUARDED_BY(mu) = 0;     // frames in `out` the reader made
   bool reader_done GUARDED_BY(mu) = false;
   bool writer_done GUARDED_BY(mu) = false;
@@ -309,6 +318,7 @@ void ClientService::HandleOpenSession(Conn* c, std::string_view body) {
 }
 
 void ClientService::HandleTxnRequest(Conn* c, std::string_view body) {
+  const int64_t read_ns = NowNanos();
   uint64_t id = 0;
   if (body.size() >= 8) std::memcpy(&id, body.data(), 8);  // the request id leads the body
   if (SentNotLeader(c, id)) return;
@@ -319,6 +329,7 @@ void ClientService::HandleTxnRequest(Conn* c, std::string_view body) {
   const uint32_t n = static_cast<uint32_t>(req.txns.size());
   Pending p;
   p.request_id = req.request_id;
+  p.read_ns = read_ns;
   p.total = n;
   p.code.assign(n, kEngine);
   // A session this node cannot take: every txn is rejected (none runs without its session).
@@ -436,13 +447,13 @@ size_t ClientService::Conn::Advance() {
     }
     if (p.filled < p.total) break;
     if (!p.open_session) {
-      out.push_back(p.writer.FinishFrame());
+      out.push_back(OutFrame{p.writer.FinishFrame(), p.read_ns, NowNanos()});
     } else if (p.opened != 0) {
-      out.push_back(
-          proto::Frame(proto::MsgType::kSessionOpened, proto::EncodeSessionOpened({p.request_id, p.opened})));
+      out.push_back(OutFrame{
+          proto::Frame(proto::MsgType::kSessionOpened, proto::EncodeSessionOpened({p.request_id, p.opened}))});
     } else {  // failed: not run, or not acknowledged
-      out.push_back(proto::Frame(
-          proto::MsgType::kError, proto::EncodeError({p.request_id, StatusCode::kUnavailable, p.failure})));
+      out.push_back(OutFrame{proto::Frame(
+          proto::MsgType::kError, proto::EncodeError({p.request_id, StatusCode::kUnavailable, p.failure}))});
     }
     pending.pop_front();
     ++queued;
@@ -602,7 +613,7 @@ void ClientService::SendError(Conn* c, uint64_t request_id, const Status& s, boo
   // A client that sends requests without reading the answers: stop reading it (bounded).
   c->cv.wait(lk.native(),
              [&]() REQUIRES(c->mu) { return c->stopping || c->writer_done || c->reader_frames < kMaxQueuedFrames; });
-  c->out.push_back(std::move(frame));
+  c->out.push_back(OutFrame{std::move(frame)});
   ++c->reader_frames;
   if (then_close) c->close_after_flush = true;
   lk.Unlock();
@@ -613,14 +624,14 @@ void ClientService::Send(Conn* c, std::string frame) {
   MutexUniqueLock lk(c->mu);
   c->cv.wait(lk.native(),
              [&]() REQUIRES(c->mu) { return c->stopping || c->writer_done || c->reader_frames < kMaxQueuedFrames; });
-  c->out.push_back(std::move(frame));
+  c->out.push_back(OutFrame{std::move(frame)});
   ++c->reader_frames;
   lk.Unlock();
   c->cv.notify_all();
 }
 
 void ClientService::WriteLoop(Conn* c) {
-  std::vector<std::string> batch;
+  std::vector<OutFrame> batch;
   std::vector<iovec> iov;
   for (;;) {
     {
@@ -640,8 +651,23 @@ void ClientService::WriteLoop(Conn* c) {
     }
     c->cv.notify_all();
     iov.clear();
-    for (auto& f : batch) iov.push_back(iovec{f.data(), f.size()});
+    for (auto& f : batch) iov.push_back(iovec{f.bytes.data(), f.bytes.size()});
     const bool ok = c->stream->WriteAll(iov.data(), iov.size());
+    if (ok) {
+      const int64_t now = NowNanos();
+      uint64_t replies = 0, reply_ns = 0, request_ns = 0;
+      for (const OutFrame& f : batch) {
+        if (f.done_ns == 0) continue;
+        ++replies;
+        reply_ns += static_cast<uint64_t>(std::max<int64_t>(0, now - f.done_ns));
+        request_ns += static_cast<uint64_t>(std::max<int64_t>(0, now - f.read_ns));
+      }
+      if (replies > 0) {
+        replies_.fetch_add(replies, std::memory_order_relaxed);
+        reply_ns_.fetch_add(reply_ns, std::memory_order_relaxed);
+        request_ns_.fetch_add(request_ns, std::memory_order_relaxed);
+      }
+    }
     batch.clear();
     if (!ok) break;
   }
@@ -677,7 +703,11 @@ void ClientService::Stop(int64_t flush_timeout_ms) {
 
 ClientServiceCounters ClientService::counters() const {
   MutexLock lk(mu_);
-  return counters_;
+  ClientServiceCounters out = counters_;
+  out.replies = replies_.load(std::memory_order_relaxed);
+  out.reply_ns = reply_ns_.load(std::memory_order_relaxed);
+  out.request_ns = request_ns_.load(std::memory_order_relaxed);
+  return out;
 }
 
 }  // namespace qrstore::cluster

@@ -93,6 +93,11 @@ struct ClientServiceCounters {
   uint64_t rejected_txns = 0;
   uint64_t failed_txns = 0;
   uint64_t error_replies = 0;
+  // Txn reply frames written, and over them the sums of: complete -> written (reply_ns), the
+  // request read -> its reply written (request_ns).
+  uint64_t replies = 0;
+  uint64_t reply_ns = 0;
+  uint64_t request_ns = 0;
 };
 
 class ClientService {
@@ -161,6 +166,11 @@ class ClientService {
   bool failed_ GUARDED_BY(mu_) = false;                       // FailPending ran; outcomes are dropped
   Status failure_ GUARDED_BY(mu_);
   ClientServiceCounters counters_ GUARDED_BY(mu_);
+  // The writers' reply timings (ClientServiceCounters::replies, reply_ns, request_ns): atomics,
+  // so a writer never takes the registry lock the commit path holds.
+  std::atomic<uint64_t> replies_{0};
+  std::atomic<uint64_t> reply_ns_{0};
+  std::atomic<uint64_t> request_ns_{0};
 };
 
 }  // namespace qrstore::cluster

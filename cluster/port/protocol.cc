@@ -479,6 +479,11 @@ std::string EncodeStatusReply(const NodeStatus& s) {
   w.PutVarint(s.checkpoint_batch);
   w.PutVarint(s.checkpoint_age_s);
   w.PutVarint(s.rejoins);
+  w.PutVarint(s.times.log_syncs);
+  w.PutVarint(s.times.log_sync_ns);
+  w.PutVarint(s.times.replies);
+  w.PutVarint(s.times.reply_ns);
+  w.PutVarint(s.times.request_ns);
   return w.Release();
 }
 
@@ -521,6 +526,11 @@ Status DecodeStatusReply(std::string_view body, NodeStatus* out) {
     return Bad("status reply", "truncated checkpoint");
   }
   if (!GetVarint(r, &out->rejoins)) return Bad("status reply", "truncated rejoin count");
+  if (!GetVarint(r, &out->times.log_syncs) || !GetVarint(r, &out->times.log_sync_ns) ||
+      !GetVarint(r, &out->times.replies) || !GetVarint(r, &out->times.reply_ns) ||
+      !GetVarint(r, &out->times.request_ns)) {
+    return Bad("status reply", "truncated time totals");
+  }
   if (!r.done()) return Bad("status reply", "trailing bytes");
   return Status::Ok();
 }

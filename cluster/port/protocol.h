@@ -257,6 +257,21 @@ struct PhaseMeans {
   double cut_ms = 0;  // a leader's: the batch open, its first txn taken -> its last slice closed
 };
 
+// Time totals on a node since its process started (a client takes differences over its window):
+// the parts of a txn's time that are not a batch's phase.
+struct TimeTotals {
+  // The replication log's fsyncs on this member and their total time (raft; 0 where the log is
+  // not this process's to sync: zookeeper's is the ZooKeeper server's, none has none).
+  uint64_t log_syncs = 0;
+  uint64_t log_sync_ns = 0;
+  // Txn reply frames written to clients; over them, the sums of: the reply complete (its last
+  // outcome in) -> written to the socket (`reply_ns`), and the request read off the socket ->
+  // its reply written (`request_ns`: the request's whole time in this server).
+  uint64_t replies = 0;
+  uint64_t reply_ns = 0;
+  uint64_t request_ns = 0;
+};
+
 struct NodeStatus {
   uint64_t request_id = 0;
   std::string node;
@@ -295,6 +310,7 @@ struct NodeStatus {
   // How many times this node's process re-executed itself to rejoin its group after it was
   // deposed (server.rejoin_when_deposed); 0: it did not.
   uint64_t rejoins = 0;
+  TimeTotals times;
 };
 std::string EncodeStatusReply(const NodeStatus& s);
 Status DecodeStatusReply(std::string_view body, NodeStatus* out);

@@ -109,6 +109,7 @@ class NoneReplicator final : public Replicator {
   void RetainFrom(uint32_t, uint64_t) override {}  // nothing durable: nothing to keep
   void HoldFrom(uint32_t, uint64_t, int64_t) override {}
   bool LogFromStart(uint32_t) const override { return true; }
+  LogSyncTotals LogSyncs() const override { return {}; }
 
  private:
   Status CheckStream(const ReplicateMeta& meta) const;

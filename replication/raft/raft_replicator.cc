@@ -415,6 +415,12 @@ RaftGroupStatus RaftReplicator::GroupStatus(uint32_t group) const {
 
 Status RaftReplicator::health() const { return driver_ ? driver_->health() : Status::Ok(); }
 
+LogSyncTotals RaftReplicator::LogSyncs() const {
+  if (!driver_) return {};
+  return {driver_->counters().syncs.load(std::memory_order_relaxed),
+          driver_->counters().sync_ns.load(std::memory_order_relaxed)};
+}
+
 void RaftReplicator::PublishView(uint32_t group) {
   const Group& g = groups_[group];
   MutexLock lock(view_mu_);

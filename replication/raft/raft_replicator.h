@@ -156,6 +156,8 @@ class RaftReplicator : public Replicator, private DriverListener {
   void HoldFrom(uint32_t, uint64_t, int64_t) override {}
   // Set by Start (before the driver runs), fixed after.
   bool LogFromStart(uint32_t group) const override { return group < log_from_start_.size() && log_from_start_[group]; }
+  // The driver's log storage syncs (DriverCounters::syncs, sync_ns).
+  LogSyncTotals LogSyncs() const override;
 
   RaftGroupStatus GroupStatus(uint32_t group) const;
   // OK, or the storage failure that stopped the driver.

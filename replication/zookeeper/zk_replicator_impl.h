@@ -227,6 +227,7 @@ class ZkReplicator final : public Replicator {
   // The streams live in ZooKeeper, shared by every member: a member that lacks what was cleaned
   // away learns it as a stranded follower (Health).
   bool LogFromStart(uint32_t) const override { return true; }
+  LogSyncTotals LogSyncs() const override { return {}; }  // the ZooKeeper server syncs its own log
   void MuteEpochWatch(bool muted) { epoch_watch_muted_.store(muted, std::memory_order_release); }
 
  private:

@@ -286,6 +286,12 @@ assert o["aborted"] > 0 and o["rejected"] == 0 and o["failed"] == 0
 assert o["replicas_agree"] is True and o["digest_mismatches"] == 0 and o["follower_lag_batches"] == 0
 assert set(o["server_cpu_s"]) == {"n0", "n1"} and set(o["cpu_us_per_txn"]) == {"n0", "n1"}
 assert o["phases"]["n0"]["exec_ms"] == 2 and o["phases"]["n0"]["windowed"] is True, o["phases"]
+# The fake server's time totals: 2 syncs of 0.75 ms a batch, 0.25 ms from a reply complete to
+# written, 4 ms a request spends in it.
+ph = o["phases"]["n0"]
+assert ph["log_syncs_per_batch"] == 2 and abs(ph["log_sync_ms"] - 1.5) < 1e-9, ph
+assert abs(ph["reply_ms"] - 0.25) < 1e-9 and abs(ph["request_ms"] - 4) < 1e-9 and ph["replies"] > 0, ph
+assert abs(o["in_server_ms"] - 4) < 1e-9 and o["mean_ms"] > 0, o
 assert o["throughput_tps"] > 0 and 0 < o["p50_ms"] <= o["p95_ms"] <= o["p99_ms"] <= o["p999_ms"]
 assert o["inputs"]["txns"] == 3000 and o["inputs"]["seed"] == 5 and o["inputs"]["connections"] == 3
 assert o["config"]["ycsb.records"] == "3000", o["config"]

@@ -53,6 +53,16 @@ for n in ("n0", "n1", "n2"):
     assert o["server_cpu_s"][n] > 0 and o["cpu_us_per_txn"][n] > 0, (n, o["server_cpu_s"])
 assert o["phases"]["n0"]["plan_ms"] > 0
 assert o["phases"]["n0"]["cut_ms"] > 0, o["phases"]["n0"]  # the leader plans: its batches were open
+# The leader answers: its replies' time in it, of which complete -> written, and the mean
+# latency splits into in the servers and outside them.
+n0 = o["phases"]["n0"]
+assert n0["replies"] > 0 and 0 < n0["reply_ms"] < n0["request_ms"], n0
+assert 0 < o["in_server_ms"] < o["mean_ms"] * 1.5, (o["in_server_ms"], o["mean_ms"])
+for n in ("n1", "n2"):
+    assert o["phases"][n]["replies"] == 0, (n, o["phases"][n])  # followers answer no txns
+# Every member syncs its raft log (the memory log's sync is counted too, however short).
+for n in ("n0", "n1", "n2"):
+    assert o["phases"][n]["log_syncs_per_batch"] > 0, (n, o["phases"][n])
 assert o["client_cpu_s"] > 0
 PY
 note "duration run: $(json_field "$QR_TMP/window.out" throughput_tps) txn/s, window figures for n0 n1 n2"

@@ -215,6 +215,7 @@ TEST_CASE("protocol: error, not-leader, status and follower reports round trip")
   s.loaded = {{"workload.kind", "transfer"}, {"transfer.accounts", "20000"}};
   s.leader = "n2";
   s.term = 7;
+  s.times = TimeTotals{5, 5'000'000, 300, 1'500'000, 9'000'000'000};
   const std::string sb = EncodeStatusReply(s);
   NodeStatus s2;
   REQUIRE(DecodeStatusReply(sb, &s2).ok());
@@ -231,6 +232,11 @@ TEST_CASE("protocol: error, not-leader, status and follower reports round trip")
   CHECK(s2.loaded == s.loaded);
   CHECK(s2.leader == "n2");
   CHECK(s2.term == 7);
+  CHECK(s2.times.log_syncs == 5);
+  CHECK(s2.times.log_sync_ns == 5'000'000);
+  CHECK(s2.times.replies == 300);
+  CHECK(s2.times.reply_ns == 1'500'000);
+  CHECK(s2.times.request_ns == 9'000'000'000);
   CHECK(EncodeStatusReply(s2) == sb);
   for (size_t k = 0; k < sb.size(); ++k) CHECK_FALSE(DecodeStatusReply(sb.substr(0, k), &s2).ok());
 

@@ -216,6 +216,7 @@ class TamperBackend final : public Replicator {
   void RetainFrom(uint32_t, uint64_t) override {}
   void HoldFrom(uint32_t, uint64_t, int64_t) override {}
   bool LogFromStart(uint32_t) const override { return true; }
+  LogSyncTotals LogSyncs() const override { return {}; }
   std::map<uint64_t, std::string> frames;
 };
 

@@ -54,6 +54,7 @@ class ScriptedBackend final : public Replicator {
   void RetainFrom(uint32_t, uint64_t) override {}
   void HoldFrom(uint32_t, uint64_t, int64_t) override {}
   bool LogFromStart(uint32_t) const override { return true; }
+  LogSyncTotals LogSyncs() const override { return {}; }
 
   // Waits for n outstanding requests and takes them.
   std::deque<Request> Take(size_t n) {
