@@ -13,6 +13,7 @@ pkgs=(
   clang libclang-rt-14-dev
   gdb  # scripts/cluster.sh down saves a hung node's thread stacks with it
   ccache  # scripts/test.sh compiles through it: a rerun rebuilds only what changed
+  python3-matplotlib  # scripts/paper-figures.sh and plot-rows.py draw their PNGs with it
 )
 
 missing=()
