@@ -6,12 +6,17 @@ Reproduces figures of the QR-Store paper's evaluation (section 5) on this machin
 sweep of real clusters started with scripts/cluster.sh and driven by qrstore-client:
   6   batch size (batch.txns), rf 0 / 1 / 2
   8   Zipf theta (ycsb.theta), rf 0 / 1 / 2
+  9   multi-partition share (ycsb.mp_ratio) on 2 partitions in a row, rf 0 / 1 / 2
+  10  operations per txn (ycsb.ops_per_txn), ops/s, rf 0 / 1 / 2
   12  thread- vs node-level synchronisation (engine.sync), rf 0 / 1 / 2
   13  speculative vs synchronous replication (replication.mode), rf 1 / 2
+  14  replication factor 1-4 (configs/cluster-raft-rfN.yaml), without and with Snappy
+  lat latency (p50, p99) against offered load (qrstore-client --target-tps), rf 0 / 1 / 2
 rf 0 is configs/cluster-none.yaml (the paper's Q-Store), rf 1 configs/cluster-raft-rf1.yaml, rf 2
 configs/cluster-raft.yaml (raft, durable, sessions), every node on this machine; the workload is
-the configs' (the paper's default: YCSB, 1M records, 16 ops, 50% writes, theta 0). Not built
-yet (issue 43): figures 4, 7, 9, 10, 11, 14, the latency-throughput curve, Eq. (1).
+the configs' (the paper's default: YCSB, 1M records, 16 ops, 50% writes, theta 0; figure 9 sets
+it on the row configs, whose own is STAR's). Not built yet (issue 43): figures 4, 7, 11 and
+Eq. (1)'s hidden fraction.
 
 Each point of a figure is run R times (--reps, default 3, at least 3) interleaved with the
 other series at that point: repetition r runs the series in an order rotated by r, so a drift of
@@ -24,15 +29,15 @@ shipped ports is not disturbed.
 Writes, per figure N, into --out (default paper-figures-<date>): figN-runs.csv (every run, with
 the exact command), figN.csv (per point and series: medians, the ratio to the baseline), figN.png
 (needs python3-matplotlib) and figN.md; host.txt (lscpu model, cores, commit). --quick: 3
-repetitions of 3 s after 1 s at fewer points (about 2 minutes a figure here); defaults: 10 s
-after 2 s at every point. Exit status 0, 1 when a run failed, 2 on bad arguments.
+repetitions of 3 s after 1 s at two or three points (all figures in about 14 minutes here);
+defaults: 10 s after 2 s at every point (all figures in about 70 minutes). Exit status 0, 1 when a run failed, 2 on bad arguments.
 """
 import csv
 import datetime
 import json
 import os
 import re
-import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -46,14 +51,24 @@ RF_CONFIG = {
     "rf0": "configs/cluster-none.yaml",
     "rf1": "configs/cluster-raft-rf1.yaml",
     "rf2": "configs/cluster-raft.yaml",
+    "rf3": "configs/cluster-raft-rf3.yaml",
+    "rf4": "configs/cluster-raft-rf4.yaml",
 }
+# Two partitions in one row (the paper's partitioned QR-Store at this machine's scale), rf 0 / 1 / 2.
+ROW_CONFIG = {
+    "rf0": "configs/cluster-2x1-none.yaml",
+    "rf1": "configs/cluster-2x2-raft.yaml",
+    "rf2": "configs/cluster-2x3-raft.yaml",
+}
+# The paper's default workload on the row configs (theirs is STAR's smaller one).
+PAPER_ON_ROWS = ["--ycsb.records=1000000", "--ycsb.ops_per_txn=16", "--ycsb.write_ratio=0.5"]
 
 
 class Figure:
     """A figure: points (x) on its axis, series at each point; run(x, series) gives the config
     and the overrides of one run."""
 
-    def __init__(self, number, title, xlabel, xs, quick_xs, series, baseline, spec, paper):
+    def __init__(self, number, title, xlabel, xs, quick_xs, series, baseline, spec, paper, metric="txn_per_s"):
         self.number = number
         self.title = title
         self.xlabel = xlabel
@@ -63,18 +78,30 @@ class Figure:
         self.baseline = baseline
         self.spec = spec
         self.paper = paper  # what the paper states for it, for the report
+        self.metric = metric  # txn_per_s or ops_per_s: what the ratios and the plot compare
 
 
 FIGURES = {
     6: Figure(6, "Varying batch size", "batch size (txns)", [2000, 5000, 10000, 20000, 40000],
               [2000, 10000, 40000], ["rf0", "rf1", "rf2"], "rf0",
-              lambda x, s: (RF_CONFIG[s], ["--batch.txns=%d" % x]),
+              # The client keeps two batches in flight over its 4 connections (at least the
+              # configs' 5000 each): fewer, and batches above 10K would close on the timeout.
+              lambda x, s: (RF_CONFIG[s], ["--batch.txns=%d" % x], ["--outstanding", str(max(5000, x // 2))]),
               "rf 2 p99 latency +16% over Q-Store at 20K batches, +30% at 40K"),
     8: Figure(8, "Varying data access contention", "Zipf theta", [0.0, 0.4, 0.6, 0.8, 0.9, 0.99],
               [0.0, 0.6, 0.99], ["rf0", "rf1", "rf2"], "rf0",
               lambda x, s: (RF_CONFIG[s], ["--ycsb.theta=%g" % x]),
               "at theta 0 replication costs 6% (rf 1) and 13% (rf 2); medium contention (0.4-0.8) "
               "drops throughput 19-29%, high (0.9-0.99) recovers"),
+    9: Figure(9, "Varying the multi-partition share (2 partitions)", "multi-partition txns (share)",
+              [0.0, 0.1, 0.15, 0.5, 0.75, 1.0], [0.0, 1.0], ["rf0", "rf1", "rf2"], "rf0",
+              lambda x, s: (ROW_CONFIG[s], PAPER_ON_ROWS + ["--ycsb.mp_ratio=%g" % x]),
+              "throughput falls as the multi-partition share grows; replication's cost stays a fraction"),
+    10: Figure(10, "Varying operations per transaction", "operations per txn", [2, 4, 8, 12, 16], [2, 8, 16],
+               ["rf0", "rf1", "rf2"], "rf0",
+               lambda x, s: (RF_CONFIG[s], ["--ycsb.ops_per_txn=%d" % x]),
+               "ops/s grows linearly with the ops per txn; replication costs 9% (rf 1) and 18% (rf 2)",
+               metric="ops_per_s"),
     12: Figure(12, "Node- vs thread-level synchronisation", "replication factor", ["rf0", "rf1", "rf2"],
                ["rf0", "rf1", "rf2"], ["thread", "node"], "thread",
                lambda x, s: (RF_CONFIG[x], ["--engine.sync=%s" % s]),
@@ -83,6 +110,16 @@ FIGURES = {
                ["rf1", "rf2"], ["speculative", "sync"], "speculative",
                lambda x, s: (RF_CONFIG[x], ["--replication.mode=%s" % s]),
                "speculative replication improves throughput by up to 30%"),
+    14: Figure(14, "Replication factor, with and without Snappy", "replication factor", ["rf1", "rf2", "rf3", "rf4"],
+               ["rf1", "rf4"], ["none", "snappy"], "none",
+               lambda x, s: (RF_CONFIG[x], ["--replication.compression=%s" % s]),
+               "past rf 4 replication costs significantly (up to 41% and 26% at rf 8); compression pays "
+               "only at high rf (6-8), otherwise it adds work to the leaders"),
+    # Not a figure of the paper: latency against offered load (the client paces its senders).
+    "lat": Figure("lat", "Latency against throughput", "offered load (txn/s)",
+                  [50000, 100000, 200000, 300000, 400000], [100000, 300000], ["rf0", "rf1", "rf2"], "rf0",
+                  lambda x, s: (RF_CONFIG[s], [], ["--target-tps", str(x)]),
+                  "no figure: the paper reports p99 per configuration at full load only"),
 }
 
 
@@ -111,18 +148,18 @@ def parse_args(argv):
             i += 2
             if arg == "--figure":
                 for part in v.replace(",", " ").split():
-                    if not part.isdigit():
-                        fail("--figure takes figure numbers, not %r" % part)
-                    n = int(part)
+                    if not part.isdigit() and part != "lat":
+                        fail("--figure takes figure numbers (or lat), not %r" % part)
+                    n = int(part) if part.isdigit() else part
                     if n not in FIGURES:
-                        fail("figure %d is not built yet (built: %s; issue 43 lists the rest)" %
-                             (n, ", ".join(str(k) for k in sorted(FIGURES))))
+                        fail("figure %s is not built yet (built: %s; issue 43 lists the rest)" %
+                             (n, ", ".join(str(k) for k in FIGURES)))
                     a["figures"].append(n)
                 # "--figure 12 13": take the following bare numbers too
-                while i < len(argv) and argv[i].isdigit():
-                    n = int(argv[i])
+                while i < len(argv) and (argv[i].isdigit() or argv[i] == "lat"):
+                    n = int(argv[i]) if argv[i].isdigit() else argv[i]
                     if n not in FIGURES:
-                        fail("figure %d is not built yet (built: %s)" % (n, ", ".join(str(k) for k in sorted(FIGURES))))
+                        fail("figure %s is not built yet (built: %s)" % (n, ", ".join(str(k) for k in FIGURES)))
                     a["figures"].append(n)
                     i += 1
             elif arg in ("--reps", "--seconds", "--warmup"):
@@ -134,7 +171,7 @@ def parse_args(argv):
             continue
         fail("unknown argument %r (see --help)" % arg)
     if not a["figures"]:
-        a["figures"] = sorted(FIGURES)
+        a["figures"] = list(FIGURES)
     if a["seconds"] is None:
         a["seconds"] = 3 if a["quick"] else 10
     if a["warmup"] is None:
@@ -175,20 +212,23 @@ def local_config(shipped, out_dir, tag):
 
 
 def run_one(a, fig, x, series, rep, order, out_dir, env):
-    shipped, overrides = fig.spec(x, series)
-    tag = "fig%d-%s-%s-r%d" % (fig.number, str(x).replace(".", "_"), series, rep)
+    spec = fig.spec(x, series)
+    shipped, overrides = spec[0], spec[1]
+    client_only = spec[2] if len(spec) > 2 else []  # the client's alone (--target-tps)
+    tag = "fig%s-%s-%s-r%d" % (fig.number, str(x).replace(".", "_"), series, rep)
     cfg = local_config(shipped, out_dir, tag)
-    client = [os.path.join(env["QRSTORE_BIN"], "qrstore-client"), "--config", cfg] + overrides + [
+    client = [os.path.join(env["QRSTORE_BIN"], "qrstore-client"), "--config", cfg] + overrides + client_only + [
         "--duration-s", str(a["seconds"]), "--warmup-s", str(a["warmup"]), "--json", "--log-level", "warn"]
     # The command a reader runs (the shipped config; this script only moved the ports).
     command = "scripts/cluster.sh up %s --fresh %s; %s/bin/qrstore-client --config %s %s --duration-s %d " \
               "--warmup-s %d --json; scripts/cluster.sh down %s" % (
-                  shipped, " ".join(overrides), a["build"], shipped, " ".join(overrides), a["seconds"],
+                  shipped, " ".join(overrides), a["build"], shipped, " ".join(overrides + client_only), a["seconds"],
                   a["warmup"], shipped)
     log = os.path.join(out_dir, "logs", tag + ".log")
     os.makedirs(os.path.dirname(log), exist_ok=True)
     row = {"figure": fig.number, "x": x, "series": series, "rep": rep, "order": order, "txn_per_s": "",
-           "ops_per_s": "", "p50_ms": "", "p99_ms": "", "leader_cpu_us_per_txn": "", "ok": 0,
+           "ops_per_s": "", "p50_ms": "", "p99_ms": "", "leader_cpu_us_per_txn": "", "plan_ms": "",
+           "deliver_ms": "", "exec_ms": "", "repl_ms": "", "repl_wait_ms": "", "commit_ms": "", "mode": "", "backend": "", "ok": 0,
            "command": command}
     with open(log, "w") as lf:
         up = subprocess.run([os.path.join(ROOT, "scripts", "cluster.sh"), "up", cfg, "--fresh"] + overrides,
@@ -208,6 +248,12 @@ def run_one(a, fig, x, series, rep, order, out_dir, env):
             row.update({"txn_per_s": o["throughput_tps"], "ops_per_s": o["ops_per_s"], "p50_ms": o["p50_ms"],
                         "p99_ms": o["p99_ms"],
                         "leader_cpu_us_per_txn": o.get("cpu_us_per_txn", {}).get(leader, ""), "ok": 1})
+            # The leader's mean per-batch phases over the window (Eq. (1)'s terms).
+            row["mode"] = o.get("config", {}).get("replication.mode", "")
+            row["backend"] = o.get("config", {}).get("replication.backend", "")
+            ph = o.get("phases", {}).get(leader, {})
+            for k in ("plan_ms", "deliver_ms", "exec_ms", "repl_ms", "repl_wait_ms", "commit_ms"):
+                row[k] = ph.get(k, "")
             if not o.get("replicas_agree", False):
                 row["ok"] = 0
                 return row, "the replicas do not agree (%s)" % log
@@ -217,6 +263,10 @@ def run_one(a, fig, x, series, rep, order, out_dir, env):
         finally:
             subprocess.run([os.path.join(ROOT, "scripts", "cluster.sh"), "down", cfg], stdout=lf,
                            stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+            # A run's cluster folder holds its nodes' logs and data (raft logs, checkpoints: a
+            # whole sweep's would fill the disk): its data goes, its logs stay when it failed.
+            run_dir = os.path.join(env["QRSTORE_RUN_DIR"], "pf-" + tag)
+            shutil.rmtree(run_dir if row["ok"] else os.path.join(run_dir, "data"), ignore_errors=True)
 
 
 def summarize(fig, xs, runs):
@@ -228,13 +278,22 @@ def summarize(fig, xs, runs):
             for r in mine:
                 base = [b for b in runs if b["x"] == x and b["series"] == fig.baseline and b["rep"] == r["rep"] and
                         b["ok"]]
-                if base and base[0]["txn_per_s"]:
-                    ratios.append(r["txn_per_s"] / base[0]["txn_per_s"])
+                if base and base[0][fig.metric]:
+                    ratios.append(r[fig.metric] / base[0][fig.metric])
             med = lambda k: statistics.median([r[k] for r in mine]) if mine else ""  # noqa: E731
+            # Eq. (1): T(b) = T_pl + max(T_deliv + T_ex, T_repl) + T_c. The share of T_repl hidden
+            # behind delivery and execution is 1 - repl_wait / repl. Sync hides none of it (execution
+            # starts once the batch is replicated: its repl_wait is 0 for that reason, not hidden).
+            hidden = [0.0 if r["mode"] == "sync" else 1 - r["repl_wait_ms"] / r["repl_ms"] for r in mine
+                      if r["repl_ms"] not in ("", 0) and r["backend"] not in ("", "none")]
             out.append({"figure": fig.number, "x": x, "series": s, "runs": len(mine),
-                        "median_txn_per_s": med("txn_per_s"), "median_p50_ms": med("p50_ms"),
+                        "median_txn_per_s": med("txn_per_s"), "median_ops_per_s": med("ops_per_s"),
+                        "median_p50_ms": med("p50_ms"),
                         "median_p99_ms": med("p99_ms"),
                         "ratio_to_%s" % fig.baseline: statistics.median(ratios) if ratios else "",
+                        "median_repl_hidden": statistics.median(hidden) if hidden else "",
+                        "median_leader_cpu_us_per_txn": statistics.median(
+                            [r["leader_cpu_us_per_txn"] for r in mine if r["leader_cpu_us_per_txn"] != ""] or [0]),
                         "ratios": " ".join("%.3f" % v for v in ratios)})
     return out
 
@@ -253,7 +312,7 @@ def plot(fig, xs, summary, path, host):
         rows = [r for r in summary if r["series"] == s and r["runs"]]
         if not rows:
             continue
-        tps = [r["median_txn_per_s"] / 1000 for r in rows]
+        tps = [r["median_" + fig.metric] / (1e6 if fig.metric == "ops_per_s" else 1e3) for r in rows]
         p99 = [r["median_p99_ms"] for r in rows]
         if numeric:
             px = [r["x"] for r in rows]
@@ -263,7 +322,8 @@ def plot(fig, xs, summary, path, host):
             px = [xs.index(r["x"]) + (k - (len(fig.series) - 1) / 2) * width for r in rows]
             ax1.bar(px, tps, width, label=s)
             ax2.bar(px, p99, width, label=s)
-    for ax, ylabel in ((ax1, "throughput (K txn/s, median)"), (ax2, "p99 latency (ms, median)")):
+    tlabel = "throughput (M ops/s, median)" if fig.metric == "ops_per_s" else "throughput (K txn/s, median)"
+    for ax, ylabel in ((ax1, tlabel), (ax2, "p99 latency (ms, median)")):
         ax.set_xlabel(fig.xlabel)
         ax.set_ylabel(ylabel)
         if not numeric:
@@ -271,7 +331,7 @@ def plot(fig, xs, summary, path, host):
             ax.set_xticklabels([str(x) for x in xs])
         ax.grid(True, alpha=0.3)
         ax.legend()
-    fig_.suptitle("Fig. %d: %s (%s, %d cores, %s)" % (fig.number, fig.title, host[0], host[1], host[2]), fontsize=9)
+    fig_.suptitle("Fig. %s: %s (%s, %d cores, %s)" % (fig.number, fig.title, host[0], host[1], host[2]), fontsize=9)
     fig_.tight_layout()
     fig_.savefig(path, dpi=90)
     plt.close(fig_)
@@ -325,32 +385,37 @@ def main(argv):
                     runs.append(row)
                     done += 1
                     if err:
-                        failed.append("fig %d, %s %s rep %d: %s" % (n, x, s, rep, err))
+                        failed.append("fig %s, %s %s rep %d: %s" % (n, x, s, rep, err))
                     el = time.time() - t0
-                    print("  [%d/%d, %.0f s, about %.0f s left] fig %d  %-6s %-12s rep %d: %s" % (
+                    print("  [%d/%d, %.0f s, about %.0f s left] fig %s  %-6s %-12s rep %d: %s" % (
                         done, total, el, el / done * (total - done), n, x, s, rep,
                         ("%.0f txn/s, p99 %.1f ms" % (row["txn_per_s"], row["p99_ms"])) if row["ok"] else
                         "FAILED: " + (err or "")), flush=True)
-        write_csv(os.path.join(out_dir, "fig%d-runs.csv" % n), runs)
+        write_csv(os.path.join(out_dir, "fig%s-runs.csv" % n), runs)
         summary = summarize(fig, xs, runs)
-        write_csv(os.path.join(out_dir, "fig%d.csv" % n), summary)
-        note = plot(fig, xs, summary, os.path.join(out_dir, "fig%d.png" % n), host)
+        write_csv(os.path.join(out_dir, "fig%s.csv" % n), summary)
+        note = plot(fig, xs, summary, os.path.join(out_dir, "fig%s.png" % n), host)
         if note:
-            failed.append("fig %d: %s" % (n, note))
-        with open(os.path.join(out_dir, "fig%d.md" % n), "w") as f:
-            f.write("Fig. %d: %s. %s, %d cores, commit %s. %d repetitions of %d s after %d s; ratio: median "
+            failed.append("fig %s: %s" % (n, note))
+        with open(os.path.join(out_dir, "fig%s.md" % n), "w") as f:
+            f.write("Fig. %s: %s. %s, %d cores, commit %s. %d repetitions of %d s after %d s; ratio: median "
                     "of the per-repetition ratios to %s. The paper: %s.\n\n" % (
                         n, fig.title, host[0], host[1], host[2], a["reps"], a["seconds"], a["warmup"], fig.baseline,
                         fig.paper))
-            f.write("| %s | series | txn/s (median) | p50 ms | p99 ms | / %s |\n|---|---|---|---|---|---|\n" % (
-                fig.xlabel, fig.baseline))
+            f.write("| %s | series | %s (median) | p50 ms | p99 ms | / %s | repl hidden | leader us/txn |\n"
+                    "|---|---|---|---|---|---|---|---|\n" % (fig.xlabel, fig.metric.replace("_per_s", "/s"), fig.baseline))
             for r in summary:
-                f.write("| %s | %s | %s | %s | %s | %s |\n" % (
-                    r["x"], r["series"], "%.0f" % r["median_txn_per_s"] if r["runs"] else "-",
+                f.write("| %s | %s | %s | %s | %s | %s | %s | %s |\n" % (
+                    r["x"], r["series"], "%.0f" % r["median_" + fig.metric] if r["runs"] else "-",
                     "%.1f" % r["median_p50_ms"] if r["runs"] else "-", "%.1f" % r["median_p99_ms"] if r["runs"] else "-",
-                    "%.3f" % r["ratio_to_" + fig.baseline] if r["ratio_to_" + fig.baseline] != "" else "-"))
-            f.write("\nEvery run's command: fig%d-runs.csv.\n" % n)
-        print(open(os.path.join(out_dir, "fig%d.md" % n)).read(), flush=True)
+                    "%.3f" % r["ratio_to_" + fig.baseline] if r["ratio_to_" + fig.baseline] != "" else "-",
+                    "%.2f" % r["median_repl_hidden"] if r["median_repl_hidden"] != "" else "-",
+                    "%.2f" % r["median_leader_cpu_us_per_txn"] if r["runs"] else "-"))
+            f.write("\nrepl hidden: Eq. (1)'s share of the leader's replication time hidden behind delivery and "
+                    "execution, 1 - repl_wait / repl (median over the runs; - without replication). leader "
+                    "us/txn: the leader process's CPU per committed txn.\n"
+                    "Every run's command and the leader's phases: fig%s-runs.csv.\n" % n)
+        print(open(os.path.join(out_dir, "fig%s.md" % n)).read(), flush=True)
     if failed:
         for f in failed:
             print("paper-figures: FAILED: " + f, file=sys.stderr)

@@ -2,7 +2,8 @@
 # scripts/paper-figures.sh: bad input exits 2 naming the problem before any cluster starts; then
 # `--figure 13 --quick` runs real clusters (rf 1 and rf 2, speculative and sync, 3 repetitions):
 # every run succeeded and carries its command, both modes are in the CSVs with 3 runs each at each
-# point, the ratios are taken per repetition, and the figure's PNG and host record are written.
+# point, the ratios are taken per repetition, Eq. (1)'s hidden share of replication is 0 for sync
+# and within [0, 1] for speculative, and the figure's PNG and host record are written.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 : "${QRSTORE_BIN:?set QRSTORE_BIN to the bin folder of a build}"
@@ -42,6 +43,9 @@ for r in runs:
     cfg = {"rf1": "configs/cluster-raft-rf1.yaml", "rf2": "configs/cluster-raft.yaml"}[r["x"]]
     assert "--replication.mode=" + r["series"] in r["command"] and cfg in r["command"], r
     assert r["command"].startswith("scripts/cluster.sh up "), r["command"]
+    # The leader's phases and the mode it really ran (its loaded config), for Eq. (1).
+    assert r["mode"] == r["series"] and r["backend"] == "raft", r
+    assert float(r["repl_ms"]) > 0 and float(r["exec_ms"]) > 0, r
 assert {(r["x"], r["series"]) for r in runs} == {(x, s) for x in ("rf1", "rf2") for s in ("speculative", "sync")}
 # Interleaved: in each repetition both modes ran at each point, and the order alternates.
 for x in ("rf1", "rf2"):
@@ -53,9 +57,12 @@ for s in summary:
     assert s["runs"] == "3", s
     ratios = [float(v) for v in s["ratios"].split()]
     assert len(ratios) == 3, s
+    hidden = float(s["median_repl_hidden"])
     if s["series"] == "speculative":
         assert ratios == [1.0, 1.0, 1.0], s
+        assert 0 <= hidden <= 1, s
     else:  # the median of the per-repetition ratios of sync to speculative
+        assert hidden == 0, s  # sync replicates before it executes: nothing hidden
         assert abs(float(s["ratio_to_speculative"]) - sorted(ratios)[1]) < 1e-3, s
         mine = sorted(float(r["txn_per_s"]) for r in runs if r["x"] == s["x"] and r["series"] == "sync")
         assert float(s["median_txn_per_s"]) == mine[1], (s, mine)
