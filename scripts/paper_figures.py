@@ -128,6 +128,16 @@ def fail(msg, code=2):
     sys.exit(code)
 
 
+def figure_key(word):
+    """The FIGURES key `word` names; exits 2 naming the problem when it names none."""
+    if not word.isdigit() and word != "lat":
+        fail("--figure takes figure numbers (or lat), not %r" % word)
+    n = int(word) if word.isdigit() else word
+    if n not in FIGURES:
+        fail("figure %s is not built yet (built: %s; issue 43 lists the rest)" % (n, ", ".join(str(k) for k in FIGURES)))
+    return n
+
+
 def parse_args(argv):
     a = {"quick": False, "figures": [], "out": None, "build": "build", "reps": 3, "seconds": None,
          "warmup": None}
@@ -147,20 +157,10 @@ def parse_args(argv):
             v = argv[i + 1]
             i += 2
             if arg == "--figure":
-                for part in v.replace(",", " ").split():
-                    if not part.isdigit() and part != "lat":
-                        fail("--figure takes figure numbers (or lat), not %r" % part)
-                    n = int(part) if part.isdigit() else part
-                    if n not in FIGURES:
-                        fail("figure %s is not built yet (built: %s; issue 43 lists the rest)" %
-                             (n, ", ".join(str(k) for k in FIGURES)))
-                    a["figures"].append(n)
+                a["figures"] += [figure_key(part) for part in v.replace(",", " ").split()]
                 # "--figure 12 13": take the following bare numbers too
                 while i < len(argv) and (argv[i].isdigit() or argv[i] == "lat"):
-                    n = int(argv[i]) if argv[i].isdigit() else argv[i]
-                    if n not in FIGURES:
-                        fail("figure %s is not built yet (built: %s)" % (n, ", ".join(str(k) for k in FIGURES)))
-                    a["figures"].append(n)
+                    a["figures"].append(figure_key(argv[i]))
                     i += 1
             elif arg in ("--reps", "--seconds", "--warmup"):
                 if not v.isdigit() or int(v) < (3 if arg == "--reps" else 1):
