@@ -46,6 +46,11 @@ struct NodeJson {
   std::string cpu, cpu_per_txn, phases, batches;
   double in_server_ms = 0;  // mean over every node's replies in the window: a request read -> answered
   uint64_t replies = 0;
+  // What replication cost per committed txn in the window (docs/replication-points.md).
+  std::string point;              // replication.point, as the nodes said ("" when none did)
+  uint64_t replicated_bytes = 0;  // over every node
+  double leader_cpu_s = 0, follower_cpu_s = 0;
+  uint32_t leaders = 0, followers = 0;
 };
 
 // The digests after a --verify replay that passed: the row's leaders' (each partition's its
@@ -145,6 +150,7 @@ NodeJson PrintNodes(const RunOptions& o, const Run& run, const Totals& t) {
   JsonObject cpu_json, cpu_txn_json, phases_json, batches_json;
   uint64_t replies = 0;
   double request_ms_sum = 0;
+  NodeJson nj;
   for (const cluster::NodeInfo& n : o.topology.nodes()) {
     auto a = out.status0.find(n.name);
     auto b = out.status1.find(n.name);
@@ -175,6 +181,15 @@ NodeJson PrintNodes(const RunOptions& o, const Run& run, const Totals& t) {
     pj.Dbl("reply_ms", w->reply_ms);
     pj.Dbl("request_ms", w->request_ms);
     phases_json.Raw(n.name, pj.Done());
+    if (!b->second.point.empty()) nj.point = b->second.point;
+    nj.replicated_bytes += w->replicated_bytes;
+    if (b->second.role == "leader") {
+      nj.leader_cpu_s += w->cpu_s;
+      ++nj.leaders;
+    } else if (b->second.role == "follower") {
+      nj.follower_cpu_s += w->cpu_s;
+      ++nj.followers;
+    }
     replies += w->replies;
     request_ms_sum += w->request_ms * static_cast<double>(w->replies);
     std::printf("  node %-8s   %-8s batches %" PRIu64 "%s  per batch ms: cut %.3f plan %.3f deliver %.3f exec %.3f "
@@ -194,13 +209,24 @@ NodeJson PrintNodes(const RunOptions& o, const Run& run, const Totals& t) {
       std::printf("  %-15s  %s%s\n", "", log.c_str(), rep.c_str());
     }
   }
-  NodeJson nj{cpu_json.Done(), cpu_txn_json.Done(), phases_json.Done(), batches_json.Done()};
+  nj.cpu = cpu_json.Done();
+  nj.cpu_per_txn = cpu_txn_json.Done();
+  nj.phases = phases_json.Done();
+  nj.batches = batches_json.Done();
   nj.replies = replies;
   nj.in_server_ms = replies > 0 ? request_ms_sum / static_cast<double>(replies) : 0;
   if (replies > 0 && t.w_committed > 0) {
     std::printf("  a txn's time   mean %.3f ms: %.3f in the servers (request read -> reply written), %.3f outside "
                 "(network, client queues)\n",
                 t.mean_ms, nj.in_server_ms, t.mean_ms - nj.in_server_ms);
+  }
+  if (nj.followers > 0 && t.w_committed > 0) {
+    const double txns = static_cast<double>(t.w_committed);
+    std::printf("  replication    point %s: %.1f bytes replicated per txn; cpu per txn %.3f us a leader, %.3f us a "
+                "follower (means over %u and %u)\n",
+                nj.point.empty() ? "?" : nj.point.c_str(), static_cast<double>(nj.replicated_bytes) / txns,
+                t.PerTxnUs(nj.leader_cpu_s) / std::max(1u, nj.leaders),
+                t.PerTxnUs(nj.follower_cpu_s) / nj.followers, nj.leaders, nj.followers);
   }
   return nj;
 }
@@ -317,6 +343,11 @@ void PrintJson(const RunOptions& o, const Run& run, const Totals& t, const NodeJ
   j.Raw("cpu_us_per_txn", nodes.cpu_per_txn);
   j.Raw("batches", nodes.batches);
   j.Raw("phases", nodes.phases);
+  j.Str("replication_point", nodes.point);
+  j.Dbl("replicated_bytes_per_txn",
+        t.w_committed > 0 ? static_cast<double>(nodes.replicated_bytes) / static_cast<double>(t.w_committed) : 0.0);
+  j.Dbl("leader_cpu_us_per_txn", t.PerTxnUs(nodes.leader_cpu_s) / std::max(1u, nodes.leaders));
+  j.Dbl("follower_cpu_us_per_txn", nodes.followers > 0 ? t.PerTxnUs(nodes.follower_cpu_s) / nodes.followers : 0.0);
   j.Dbl("client_cpu_s", t.client_cpu_s);
   j.Dbl("client_cpu_us_per_txn", t.PerTxnUs(t.client_cpu_s));
   j.Bool("stopped_at_verify_cap", out.capped);

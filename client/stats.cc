@@ -12,6 +12,7 @@ std::optional<NodeWindow> WindowOf(const proto::NodeStatus& a, const proto::Node
   w.cpu_s = static_cast<double>(b.cpu_ns - a.cpu_ns) / 1e9;
   w.batches = b.committed_batches - a.committed_batches;
   auto diff = [](uint64_t x, uint64_t y) { return static_cast<double>(y >= x ? y - x : 0); };
+  w.replicated_bytes = b.replicated_bytes >= a.replicated_bytes ? b.replicated_bytes - a.replicated_bytes : 0;
   if (b.times.replies > a.times.replies) {
     w.replies = b.times.replies - a.times.replies;
     const double r = static_cast<double>(w.replies) * 1e6;

@@ -24,6 +24,7 @@ struct NodeWindow {
   uint64_t replies = 0;               // txn reply frames written to clients
   double reply_ms = 0;                // mean: a reply complete -> written to the socket
   double request_ms = 0;              // mean: a request read -> its reply written
+  uint64_t replicated_bytes = 0;      // bytes it handed its replication layer (a leader's entries)
 };
 // nullopt when the snapshots cannot be from one process run (CPU or batches went backwards: the
 // node restarted in between). The phase means in a NodeStatus are cumulative, sum / committed

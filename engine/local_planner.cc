@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/clock.h"
+#include "planner/input_slice.h"
 #include "planner/planner.h"
 #include "planner/replica_encoder.h"
 #include "planner/row_planner.h"
@@ -17,6 +18,8 @@ LocalPlanner::LocalPlanner(LocalPlannerOptions options, Pipeline* pipeline, Plan
       spare_(options.recycle_ops ? options.batch_txns : 0) {
   QR_CHECK(opt_.planners >= 1 && opt_.planners <= opt_.batch_txns);
   QR_CHECK((pipeline_ == nullptr) == (opt_.row != nullptr), "a planner feeds a pipeline or a row home, exactly one");
+  QR_CHECK(!(opt_.encode_input && (opt_.encode_for_replicas || opt_.row != nullptr)),
+           "replicating the input is one payload, of a pipeline's slices");
   token_batch_ = opt_.first_batch;
 }
 
@@ -136,12 +139,14 @@ class PlannerThread {
       return;
     }
     planner_.PlanSlice(b, me_, txns_, out, encode_);
+    // The input goes out as planned: the txns are about to lend their op vectors back.
+    std::string input = opt_.encode_input ? planner::EncodeInputSlice(b, me_, txns_) : std::string();
     const int64_t plan_ns = NowNanos() - t0;
     spare_->Keep(txns_);
     txns_.clear();
     pipeline_->PublishSlice(b, me_, plan_ns, /*replicated=*/!hook_, cut_ns);
     // `out` is read-only from here on: executors may be running it (Finish only reads it).
-    if (hook_) hook_(*out, encode_ != nullptr ? encode_->Finish(*out) : std::string());
+    if (hook_) hook_(*out, encode_ != nullptr ? encode_->Finish(*out) : std::move(input));
   }
 
  private:

@@ -77,6 +77,9 @@ struct LocalPlannerOptions {
   // Encode each slice for replicas while planning it (planner/replica_encoder.h) and hand the
   // bytes to the hook: EncodeSlice(slice, kWithoutReads) without a second pass.
   bool encode_for_replicas = false;
+  // replication.point = input (planner/input_slice.h): hand the hook the slice's sequenced input
+  // (EncodeInputSlice of its txns, after the session check) instead; followers plan it themselves.
+  bool encode_input = false;
   // Keep planned txns' emptied op vectors for LendSpareOps (a submitter that builds its txns in
   // them: the in-process Engine). Off, they are freed after planning and nothing is pooled.
   bool recycle_ops = false;
@@ -97,7 +100,8 @@ struct LocalPlannerOptions {
 
 // Called after slice (b, p) is published. With a hook the pipeline waits for MarkReplicated
 // (the hook's business); without one slices are replicated at once (a single node).
-// `replica_bytes`: with encode_for_replicas, EncodeSlice(slice, kWithoutReads); else empty.
+// `replica_bytes`: with encode_for_replicas, EncodeSlice(slice, kWithoutReads); with
+// encode_input, the slice's input (EncodeInputSlice); else empty.
 using PlannedHook = std::function<void(const planner::PlannedSlice& slice, std::string replica_bytes)>;
 
 class LocalPlanner {

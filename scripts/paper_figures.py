@@ -12,11 +12,13 @@ sweep of real clusters started with scripts/cluster.sh and driven by qrstore-cli
   13  speculative vs synchronous replication (replication.mode), rf 1 / 2
   14  replication factor 1-4 (configs/cluster-raft-rfN.yaml), without and with Snappy
   lat latency (p50, p99) against offered load (qrstore-client --target-tps), rf 0 / 1 / 2
+  points  what the leader replicates (replication.point): its plan (RP2) or its input (RP1), rf 2,
+      on the paper's workload, STAR's and the paper's at theta 0.9: throughput, bytes replicated
+      and the followers' CPU per txn (docs/replication-points.md)
 rf 0 is configs/cluster-none.yaml (the paper's Q-Store), rf 1 configs/cluster-raft-rf1.yaml, rf 2
 configs/cluster-raft.yaml (raft, durable, sessions), every node on this machine; the workload is
 the configs' (the paper's default: YCSB, 1M records, 16 ops, 50% writes, theta 0; figure 9 sets
-it on the row configs, whose own is STAR's). Not built yet (issue 43): figures 4, 7, 11 and
-Eq. (1)'s hidden fraction.
+it on the row configs, whose own is STAR's). Not built yet (issue 43): figures 4, 7 and 11.
 
 Each point of a figure is run R times (--reps, default 3, at least 3) interleaved with the
 other series at that point: repetition r runs the series in an order rotated by r, so a drift of
@@ -62,6 +64,12 @@ ROW_CONFIG = {
 }
 # The paper's default workload on the row configs (theirs is STAR's smaller one).
 PAPER_ON_ROWS = ["--ycsb.records=1000000", "--ycsb.ops_per_txn=16", "--ycsb.write_ratio=0.5"]
+# Workloads by name (figure "points"): the configs' own is the paper's default.
+WORKLOADS = {
+    "paper": [],
+    "star": ["--ycsb.records=200000", "--ycsb.ops_per_txn=10", "--ycsb.write_ratio=0.2"],
+    "paper-0.9": ["--ycsb.theta=0.9"],
+}
 
 
 class Figure:
@@ -120,6 +128,11 @@ FIGURES = {
                   [50000, 100000, 200000, 300000, 400000], [100000, 300000], ["rf0", "rf1", "rf2"], "rf0",
                   lambda x, s: (RF_CONFIG[s], [], ["--target-tps", str(x)]),
                   "no figure: the paper reports p99 per configuration at full load only"),
+    # Figure 11's comparison on one partition (the paper's is over ZooKeeper, 2 partitions).
+    "points": Figure("points", "Replicating the plan (RP2) or the input (RP1), rf 2", "workload",
+                     ["paper", "star", "paper-0.9"], ["paper", "star"], ["plan", "input"], "plan",
+                     lambda x, s: (RF_CONFIG["rf2"], WORKLOADS[x] + ["--replication.point=%s" % s]),
+                     "RP2 up to 6x RP1 at high contention (Fig. 11: ZooKeeper, theta 0.9, 2 partitions)"),
 }
 
 
@@ -130,8 +143,9 @@ def fail(msg, code=2):
 
 def figure_key(word):
     """The FIGURES key `word` names; exits 2 naming the problem when it names none."""
-    if not word.isdigit() and word != "lat":
-        fail("--figure takes figure numbers (or lat), not %r" % word)
+    if not word.isdigit() and word not in FIGURES:
+        fail("--figure takes figure numbers (or %s), not %r" % (
+            ", ".join(str(k) for k in FIGURES if not isinstance(k, int)), word))
     n = int(word) if word.isdigit() else word
     if n not in FIGURES:
         fail("figure %s is not built yet (built: %s; issue 43 lists the rest)" % (n, ", ".join(str(k) for k in FIGURES)))
@@ -159,7 +173,7 @@ def parse_args(argv):
             if arg == "--figure":
                 a["figures"] += [figure_key(part) for part in v.replace(",", " ").split()]
                 # "--figure 12 13": take the following bare numbers too
-                while i < len(argv) and (argv[i].isdigit() or argv[i] == "lat"):
+                while i < len(argv) and (argv[i].isdigit() or argv[i] in FIGURES):
                     a["figures"].append(figure_key(argv[i]))
                     i += 1
             elif arg in ("--reps", "--seconds", "--warmup"):
@@ -228,7 +242,8 @@ def run_one(a, fig, x, series, rep, order, out_dir, env):
     os.makedirs(os.path.dirname(log), exist_ok=True)
     row = {"figure": fig.number, "x": x, "series": series, "rep": rep, "order": order, "txn_per_s": "",
            "ops_per_s": "", "p50_ms": "", "p99_ms": "", "leader_cpu_us_per_txn": "", "plan_ms": "",
-           "deliver_ms": "", "exec_ms": "", "repl_ms": "", "repl_wait_ms": "", "commit_ms": "", "mode": "", "backend": "", "ok": 0,
+           "deliver_ms": "", "exec_ms": "", "repl_ms": "", "repl_wait_ms": "", "commit_ms": "", "mode": "", "backend": "", "point": "",
+           "replicated_bytes_per_txn": "", "follower_cpu_us_per_txn": "", "ok": 0,
            "command": command}
     with open(log, "w") as lf:
         up = subprocess.run([os.path.join(ROOT, "scripts", "cluster.sh"), "up", cfg, "--fresh"] + overrides,
@@ -251,6 +266,9 @@ def run_one(a, fig, x, series, rep, order, out_dir, env):
             # The leader's mean per-batch phases over the window (Eq. (1)'s terms).
             row["mode"] = o.get("config", {}).get("replication.mode", "")
             row["backend"] = o.get("config", {}).get("replication.backend", "")
+            row["point"] = o.get("replication_point", "")
+            row["replicated_bytes_per_txn"] = o.get("replicated_bytes_per_txn", "")
+            row["follower_cpu_us_per_txn"] = o.get("follower_cpu_us_per_txn", "")
             ph = o.get("phases", {}).get(leader, {})
             for k in ("plan_ms", "deliver_ms", "exec_ms", "repl_ms", "repl_wait_ms", "commit_ms"):
                 row[k] = ph.get(k, "")
@@ -294,6 +312,10 @@ def summarize(fig, xs, runs):
                         "median_repl_hidden": statistics.median(hidden) if hidden else "",
                         "median_leader_cpu_us_per_txn": statistics.median(
                             [r["leader_cpu_us_per_txn"] for r in mine if r["leader_cpu_us_per_txn"] != ""] or [0]),
+                        "median_bytes_per_txn": statistics.median(
+                            [r["replicated_bytes_per_txn"] for r in mine if r["replicated_bytes_per_txn"] != ""] or [0]),
+                        "median_follower_cpu_us_per_txn": statistics.median(
+                            [r["follower_cpu_us_per_txn"] for r in mine if r["follower_cpu_us_per_txn"] != ""] or [0]),
                         "ratios": " ".join("%.3f" % v for v in ratios)})
     return out
 
@@ -402,18 +424,25 @@ def main(argv):
                     "of the per-repetition ratios to %s. The paper: %s.\n\n" % (
                         n, fig.title, host[0], host[1], host[2], a["reps"], a["seconds"], a["warmup"], fig.baseline,
                         fig.paper))
-            f.write("| %s | series | %s (median) | p50 ms | p99 ms | / %s | repl hidden | leader us/txn |\n"
-                    "|---|---|---|---|---|---|---|---|\n" % (fig.xlabel, fig.metric.replace("_per_s", "/s"), fig.baseline))
+            f.write("| %s | series | %s (median) | p50 ms | p99 ms | / %s | repl hidden | leader us/txn | "
+                    "bytes/txn | follower us/txn |\n"
+                    "|---|---|---|---|---|---|---|---|---|---|\n" % (fig.xlabel, fig.metric.replace("_per_s", "/s"),
+                                                                   fig.baseline))
             for r in summary:
-                f.write("| %s | %s | %s | %s | %s | %s | %s | %s |\n" % (
+                f.write("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n" % (
                     r["x"], r["series"], "%.0f" % r["median_" + fig.metric] if r["runs"] else "-",
                     "%.1f" % r["median_p50_ms"] if r["runs"] else "-", "%.1f" % r["median_p99_ms"] if r["runs"] else "-",
                     "%.3f" % r["ratio_to_" + fig.baseline] if r["ratio_to_" + fig.baseline] != "" else "-",
                     "%.2f" % r["median_repl_hidden"] if r["median_repl_hidden"] != "" else "-",
-                    "%.2f" % r["median_leader_cpu_us_per_txn"] if r["runs"] else "-"))
+                    "%.2f" % r["median_leader_cpu_us_per_txn"] if r["runs"] else "-",
+                    "%.1f" % r["median_bytes_per_txn"] if r["runs"] and r["median_bytes_per_txn"] else "-",
+                    "%.2f" % r["median_follower_cpu_us_per_txn"] if r["runs"] and r["median_follower_cpu_us_per_txn"]
+                    else "-"))
             f.write("\nrepl hidden: Eq. (1)'s share of the leader's replication time hidden behind delivery and "
                     "execution, 1 - repl_wait / repl (median over the runs; - without replication). leader "
-                    "us/txn: the leader process's CPU per committed txn.\n"
+                    "us/txn: the leader process's CPU per committed txn; bytes/txn: what the leader handed its "
+                    "replication layer per committed txn; follower us/txn: a follower process's CPU per "
+                    "committed txn (mean over the followers).\n"
                     "Every run's command and the leader's phases: fig%s-runs.csv.\n" % n)
         print(open(os.path.join(out_dir, "fig%s.md" % n)).read(), flush=True)
     if failed:

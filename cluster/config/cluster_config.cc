@@ -16,6 +16,11 @@ void AddClusterConfigKeys(ConfigSchema* s) {
                "speculative: executors start at once, commit waits until the batch is replicated (Invariant 1); "
                "sync: executors wait for replication",
                {"speculative", "sync"});
+  s->AddString("replication.point", "plan",
+               "what a leader replicates (docs/replication-points.md): plan, the planned slices (the paper's RP2: "
+               "followers execute, never plan); input, each slice's sequenced transactions (RP1, Calvin's: every "
+               "follower plans them itself). One partition per row only; every node of a cluster the same",
+               {"plan", "input"});
 
   s->AddString("server.dump_state_dir", "", "on clean shutdown write <dir>/<node>.tsv (key<TAB>counter, sorted)");
   s->AddInt("server.max_connections", 64, 1, 4096, "client connections served at once (more are refused)");

@@ -7,6 +7,7 @@
 #include "common/codec.h"
 #include "common/logging.h"
 #include "planner/eq.h"
+#include "planner/input_slice.h"
 
 namespace qrstore::cluster {
 
@@ -42,8 +43,10 @@ FollowerFeed::FollowerFeed(FollowerFeedOptions options, engine::Pipeline* pipeli
       pipeline_(pipeline),
       replicator_(replicator),
       on_end_(std::move(on_end)),
-      on_resume_(std::move(on_resume)) {
+      on_resume_(std::move(on_resume)),
+      planner_(opt_.ranges) {
   QR_CHECK(opt_.planners >= 1 && opt_.window >= 1);
+  QR_CHECK(!(opt_.plan_input && opt_.row), "a row's streams carry planned sub-slices");
   for (uint32_t p = 0; p < opt_.planners; ++p) {
     streams_.push_back(std::make_unique<Stream>());
     streams_.back()->applied = opt_.first_batch;
@@ -341,10 +344,15 @@ void FollowerFeed::Loop(uint32_t p) {
       st = opt_.row_part(b, p, bytes, &part, &replaced);
       if (st.ok() && replaced) bytes = part;
     }
-    if (st.ok()) st = planner::DecodeSlice(bytes, slice);
-    if (st.ok()) st = planner::ValidateSlice(*slice, opt_.ranges, b, p, opt_.row ? &opt_.place : nullptr);
+    if (st.ok() && opt_.plan_input) {
+      st = PlanInput(p, b, bytes, slice);
+    } else if (st.ok()) {
+      st = planner::DecodeSlice(bytes, slice);
+      if (st.ok()) st = planner::ValidateSlice(*slice, opt_.ranges, b, p, opt_.row ? &opt_.place : nullptr);
+    }
     if (!st.ok()) {
-      StopWith(Status::Corruption("follower: bad slice (" + where + "), apply stopped: " + st.message()));
+      StopWith(Status::Corruption("follower: bad " + std::string(opt_.plan_input ? "input" : "slice") + " (" + where +
+                                  "), apply stopped: " + st.message()));
       return;
     }
     pipeline_->PublishSlice(b, p, NowNanos() - t0, /*replicated=*/true);
@@ -363,6 +371,20 @@ void FollowerFeed::Loop(uint32_t p) {
     }
     Request(p, b + opt_.window);
   }
+}
+
+Status FollowerFeed::PlanInput(uint32_t p, uint64_t b, std::string_view bytes, planner::PlannedSlice* slice) {
+  std::vector<storage::Txn>& txns = streams_[p]->txns;
+  uint64_t batch = 0;
+  uint32_t planner = 0;
+  QR_RETURN_IF_ERROR(planner::DecodeInputSlice(bytes, &batch, &planner, &txns));
+  if (batch != b || planner != p) {
+    return Status::Corruption("it is the input of batch " + std::to_string(batch) + ", planner " + std::to_string(planner));
+  }
+  // Any decoded input plans into a slice that passes ValidateSlice here: the keys are mapped by
+  // this node's own ranges, and the slots are the planner's.
+  planner_.PlanSlice(b, p, txns, slice);
+  return Status::Ok();
 }
 
 bool FollowerFeed::ApplyBatchEnd(uint64_t b, std::string_view bytes) {

@@ -38,8 +38,10 @@
 #include "engine/pipeline.h"
 #include "executor/range_executor.h"
 #include "planner/eq.h"
+#include "planner/planner.h"
 #include "replication/replication.h"
 #include "storage/key_map.h"
+#include "storage/txn.h"
 
 namespace qrstore::cluster {
 
@@ -91,6 +93,10 @@ struct FollowerFeedOptions {
   // With batch_end_stream (replay thread, in batch order): decodes and checks the batch-end
   // record of batch b into *out; a non-ok status stops apply, naming it.
   std::function<Status(uint64_t b, std::string_view entry, FeedBatchEnd* out)> row_record;
+  // replication.point = input (docs/replication-points.md): the streams carry each slice's
+  // sequenced input (planner/input_slice.h), and this node plans it itself with the leader's
+  // Planner::PlanSlice over its own executor ranges. Not in a row.
+  bool plan_input = false;
   // See "End of stream" above; `executors` sizes the empty batch a marker stands for.
   bool continue_after_end = false;
   uint32_t executors = 1;
@@ -143,6 +149,7 @@ class FollowerFeed {
     std::map<uint64_t, std::pair<Status, SharedBytes>> inbox;  // guarded by mu_
     uint64_t applied = 0;                                      // guarded by mu_: next batch to apply
     bool at_marker = false;  // guarded by mu_: continue_after_end, the last batch applied was a marker
+    std::vector<storage::Txn> txns;  // plan_input: the stream's thread's decoded input
     NamedThread thread;
   };
   void Loop(uint32_t p);
@@ -155,6 +162,8 @@ class FollowerFeed {
   Status LimitLocked(const std::vector<uint64_t>& next) REQUIRES(mu_);
   // batch_end_stream: stream p is the records' (the last).
   bool RecordStream(uint32_t p) const { return opt_.batch_end_stream && p + 1 == opt_.planners; }
+  // plan_input: decodes stream p's input of batch b and plans it into `slice`.
+  Status PlanInput(uint32_t p, uint64_t b, std::string_view bytes, planner::PlannedSlice* slice);
   // Batch b's record into the pipeline. False if it stopped (failed, or past the end).
   bool ApplyBatchEnd(uint64_t b, std::string_view bytes);
 
@@ -163,6 +172,7 @@ class FollowerFeed {
   replication::Replicator* const replicator_;
   const std::function<void(uint64_t)> on_end_;
   const std::function<void()> on_resume_;
+  const planner::Planner planner_;  // plan_input: the leader's planning, over this node's ranges
   mutable Mutex mu_;
   std::condition_variable cv_;
   bool stop_ GUARDED_BY(mu_) = false;

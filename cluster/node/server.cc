@@ -99,6 +99,12 @@ Status ServerImpl::Init(const Config& config, const std::string& node, const Ser
   }
   backend_ = config.GetString("replication.backend");
   mode_ = config.GetString("replication.mode");
+  point_ = config.GetString("replication.point");
+  if (point_ != "plan" && topo_->partitions() > 1) {
+    return Status::InvalidArgument("replication.point: " + point_ + " is built for one partition per row; this cluster has " +
+                                   std::to_string(topo_->partitions()) +
+                                   " partitions, whose groups replicate planned sub-slices: use replication.point: plan");
+  }
   drain_timeout_ms_ = config.GetInt("server.drain_timeout_ms");
   rejoin_when_deposed_ = config.GetBool("server.rejoin_when_deposed");
   corrupt_batch_ = config.GetInt("server.test_corrupt_slice_batch");
@@ -304,6 +310,7 @@ Status ServerImpl::StartOnePartition() {
     // group goes on after them when it is started again (or when the others elect a leader).
     fo.continue_after_end = true;
     fo.executors = po.executors;
+    fo.plan_input = point_ == "input";
     feed_ = std::make_unique<FollowerFeed>(
         fo, pipeline_.get(), replicator_.get(), [this](uint64_t) { reporter_->MarkEnded(true); },
         [this] { reporter_->MarkEnded(false); });

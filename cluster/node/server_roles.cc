@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "common/logging.h"
 #include "planner/eq.h"
+#include "planner/input_slice.h"
 
 namespace qrstore::cluster {
 
@@ -228,8 +229,10 @@ Status ServerImpl::Promote(bool initial) {
     if (!answers.empty()) service_->Answer(answers);
   };
   // Followers return no read values, so they get the slice without its plain reads, encoded
-  // by the planner as it plans (EncodeSlice(s, kWithoutReads), without a second pass).
-  lpo.encode_for_replicas = replicated && !session_values_;  // (else the hook encodes with reads)
+  // by the planner as it plans (EncodeSlice(s, kWithoutReads), without a second pass). Under
+  // replication.point = input they get each slice's input instead, and plan it themselves.
+  lpo.encode_input = replicated && point_ == "input";
+  lpo.encode_for_replicas = replicated && !session_values_ && !lpo.encode_input;  // (else the hook encodes with reads)
   planner_ = std::make_unique<engine::LocalPlanner>(lpo, pipeline_.get(), ReplicateHook());
   QR_RETURN_IF_ERROR(planner_->Start());
   live_planner_.store(planner_.get(), std::memory_order_release);
@@ -255,7 +258,8 @@ Status ServerImpl::PadStreams(const std::vector<uint64_t>& next, uint64_t end) {
       planner::PlannedSlice* s = pipeline_->BeginSlice(b, p);
       if (s == nullptr) return Status::Aborted("the pipeline stopped while padding stream " + std::to_string(p));
       s->Reset(b, p, engine_.pipeline.executors);
-      std::string bytes = planner::EncodeSlice(*s, planner::SliceEncoding::kWithoutReads);
+      std::string bytes = point_ == "input" ? planner::EncodeInputSlice(b, p, {})
+                                            : planner::EncodeSlice(*s, planner::SliceEncoding::kWithoutReads);
       pipeline_->PublishSlice(b, p, 0, /*replicated=*/false);
       replicated_bytes_.fetch_add(bytes.size(), std::memory_order_relaxed);
       replicator_->ReplicateData(replication::ReplicateMeta{kGroup, p, b}, std::move(bytes),

@@ -97,6 +97,8 @@ proto::NodeStatus ServerImpl::NodeStatusNow() const {
     s.times.log_sync_ns = ls.sync_ns;
   }
   s.cpu_ns = ProcessCpuNanos();
+  s.point = point_;
+  s.replicated_bytes = replicated_bytes_.load(std::memory_order_relaxed);
   if (ps.committed_batches > 0) {
     const double n = static_cast<double>(ps.committed_batches) * 1e6;
     s.phases.cut_ms = static_cast<double>(ps.phase_sums.cut_ns) / n;

@@ -484,6 +484,8 @@ std::string EncodeStatusReply(const NodeStatus& s) {
   w.PutVarint(s.times.replies);
   w.PutVarint(s.times.reply_ns);
   w.PutVarint(s.times.request_ns);
+  PutString(w, s.point);
+  w.PutVarint(s.replicated_bytes);
   return w.Release();
 }
 
@@ -530,6 +532,9 @@ Status DecodeStatusReply(std::string_view body, NodeStatus* out) {
       !GetVarint(r, &out->times.replies) || !GetVarint(r, &out->times.reply_ns) ||
       !GetVarint(r, &out->times.request_ns)) {
     return Bad("status reply", "truncated time totals");
+  }
+  if (!GetString(r, &out->point) || !GetVarint(r, &out->replicated_bytes)) {
+    return Bad("status reply", "truncated replication point or bytes");
   }
   if (!r.done()) return Bad("status reply", "trailing bytes");
   return Status::Ok();

@@ -311,6 +311,10 @@ struct NodeStatus {
   // deposed (server.rejoin_when_deposed); 0: it did not.
   uint64_t rejoins = 0;
   TimeTotals times;
+  // replication.point ("" from a server that does not say) and the bytes this node handed its
+  // replication layer since it started (a leader's entries; 0 on a follower).
+  std::string point;
+  uint64_t replicated_bytes = 0;
 };
 std::string EncodeStatusReply(const NodeStatus& s);
 Status DecodeStatusReply(std::string_view body, NodeStatus* out);

@@ -4,7 +4,7 @@
 // replayed onto a table of another shape). The identity: the cluster (name, and every node
 // with its partition), the node's place (partition, row), the table's shape (the workload kind
 // and the keys of that kind that shape the table, the partition function and key space), the
-// planner count (the streams of the log) and the replication backend.
+// planner count (the streams of the log), the replication backend and point.
 //
 // A folder without IDENTITY (new, or data of a version that did not record one) gets it
 // written; one with it must match key by key. Called once per process, from Server's Init

@@ -31,46 +31,13 @@
 #include "planner/eq.h"
 #include "storage/record.h"
 #include "storage/table.h"
+#include "tests/fuzz/run_slice.h"
 
 using namespace qrstore;
 
 namespace {
-constexpr uint64_t kKeys = 256;
+constexpr uint64_t kKeys = fuzz::kFuzzKeys;
 constexpr size_t kMaxExecutors = 8;
-
-void Run(const planner::PlannedSlice& decoded, const storage::KeyMapper& ranges) {
-  const storage::RecordLayout layout{2, 8};
-  storage::Table table(layout, kKeys);
-  std::string rec(layout.size(), '\0');
-  for (uint64_t k = 0; k < kKeys; ++k) {
-    storage::InitRecord(rec.data(), layout, k, 1000);
-    QR_CHECK(table.Insert(k, rec.data()).ok());
-  }
-  engine::PipelineOptions po;
-  po.planners = 1;
-  po.executors = ranges.buckets();
-  po.committers = 1;
-  po.batches_in_flight = 2;
-  po.ranges = ranges;
-  po.capture_reads = true;
-  po.track_digest = true;
-  size_t outcomes = 0;
-  engine::Pipeline pipeline(po, &table, [&](const std::vector<commit::TxnOutcome>& v) { outcomes += v.size(); });
-  QR_CHECK(pipeline.Start().ok());
-  planner::PlannedSlice* slot = pipeline.BeginSlice(0, 0);
-  QR_CHECK(slot != nullptr);
-  *slot = decoded;
-  slot->batch = 0;
-  slot->planner = 0;
-  pipeline.PublishSlice(0, 0, 0, true);
-  pipeline.EndInput(1);
-  // The watchdog: a slice that passed validation must never make an executor wait forever.
-  Status st = pipeline.WaitIdle(10'000);
-  QR_CHECK(st.ok(), "a validated slice of %zu txns did not finish: %s", decoded.txns.size(), st.ToString().c_str());
-  pipeline.Stop();
-  QR_CHECK_EQ(outcomes, decoded.txns.size());
-  QR_CHECK_EQ(pipeline.Stats().last_digest, table.Digest());
-}
 
 // One structural change to a decoded slice; `range_map` is the mapping its input byte chose.
 void MutateOnce(planner::PlannedSlice* s, bool range_map, std::mt19937_64& rng) {
@@ -269,6 +236,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const storage::KeyMapper ranges(range_map ? storage::KeyMapper::Kind::kRange : storage::KeyMapper::Kind::kHash, n,
                                   kKeys);
   if (!planner::ValidateSlice(s, ranges, s.batch, s.planner).ok()) return 0;
-  Run(s, ranges);
+  fuzz::RunSlice(s, ranges, "a validated slice");
   return 0;
 }

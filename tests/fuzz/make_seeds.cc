@@ -20,6 +20,7 @@
 #include "common/config.h"
 #include "common/rng.h"
 #include "planner/eq.h"
+#include "planner/input_slice.h"
 #include "planner/planner.h"
 #include "planner/row_planner.h"
 #include "replication/compression.h"
@@ -65,6 +66,44 @@ std::vector<storage::Txn> Txns(uint64_t seed, size_t n, uint64_t keys) {
   }
   return out;
 }
+
+// Input slices (planner/input_slice.h): a byte for the executor count (bits 1-7: count - 1) and
+// the range mapping (bit 0: range), then the encoding of the txns a leader's planner took.
+void WriteInputSlices(const std::filesystem::path& dir) {
+  auto mode = [](uint32_t executors, bool range_map) {
+    return std::string(1, static_cast<char>(((executors - 1) << 1) | (range_map ? 1u : 0u)));
+  };
+  int n = 0;
+  for (uint32_t executors : {1u, 2u, 3u}) {
+    for (uint64_t seed : {1u, 2u}) {
+      std::vector<storage::Txn> txns = Txns(seed * 13 + executors, 4 + seed * 2, 256);
+      // Client sessions (docs/sessions.md): an open-session entry and txns with session and seq.
+      txns[0].session = storage::kOpenSession;
+      txns[0].ops.clear();
+      for (size_t i = 1; i < txns.size(); i += 2) {
+        txns[i].client = static_cast<uint32_t>(i);
+        txns[i].session = executors;
+        txns[i].seq = 1000 * seed + i;
+      }
+      Write(dir, "seed-" + std::to_string(n++),
+            mode(executors, seed % 2 == 0) + planner::EncodeInputSlice(seed * 5, executors - 1, txns));
+    }
+  }
+  // Keys beyond the table, values at the edges of their varints, an arg on a kind that ignores it.
+  storage::Txn edges;
+  edges.id = UINT64_MAX;
+  edges.client = UINT32_MAX;
+  edges.session = 9;
+  edges.seq = UINT64_MAX - 1;
+  edges.ops.push_back({storage::OpKind::kDepWrite, 300, 7, 0});
+  edges.ops.push_back({storage::OpKind::kDepWrite, 5, UINT64_MAX, 0});
+  edges.ops.push_back({storage::OpKind::kCredit, 1ull << 40, 0, UINT64_MAX});
+  edges.ops.push_back({storage::OpKind::kUpdate, 3, 0, 17});
+  Write(dir, "edges", mode(2, true) + planner::EncodeInputSlice(UINT64_MAX, UINT32_MAX, {edges}));
+  // A promoted leader's padding: no txns.
+  Write(dir, "empty", mode(3, false) + planner::EncodeInputSlice(7, 1, {}));
+}
+
 namespace raft = replication::raft;
 
 // Raft messages: a mode byte (0 plain, 1 true checksums, 2 a stream of frames; 6 = 2 with the
@@ -447,6 +486,7 @@ int main(int argc, char** argv) {
   Write(root / "fuzz_client_messages", "status-reply", std::string(1, '\5') + proto::EncodeStatusReply(st));
   Write(root / "fuzz_client_messages", "follower-report",
         std::string(1, '\6') + proto::EncodeFollowerReport({"n1", 3, false, {{1, 2}, {2, 3}}}));
+  WriteInputSlices(root / "fuzz_input_slice");
   WriteRaftMessages(root / "fuzz_raft_messages");
   WritePayloadFrames(root / "fuzz_payload_frames");
   WriteDiskLogs(root / "fuzz_disk_log", regressions / "fuzz_disk_log");

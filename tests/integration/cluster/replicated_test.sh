@@ -2,7 +2,7 @@
 # A leader and two followers (rf = 2) with BACKEND (raft | zookeeper): YCSB and transfer through
 # qrstore-client. After `down`, every node's dumped state is identical (compared as files), money
 # is conserved on every node, no digest mismatch was counted and the client saw every follower
-# agree at the last batch. Usage: replicated_test.sh BACKEND
+# agree at the last batch. Usage: [QR_POINT=plan|input] replicated_test.sh BACKEND
 source "$(dirname "$0")/lib.sh"
 backend="${1:?raft or zookeeper}"
 zk=()
@@ -22,7 +22,11 @@ aborted="$(json_field "$QR_TMP/ycsb.out" aborted)"
 [[ "$(json_field "$QR_TMP/ycsb.out" failed)" == 0 ]] || fail "failed txns"
 [[ "$(json_field "$QR_TMP/ycsb.out" replicas_agree)" == true ]] || fail "replicas did not agree"
 [[ "$(json_field "$QR_TMP/ycsb.out" digest_mismatches)" == 0 ]] || fail "digest mismatches"
-note "ycsb: $committed committed, $aborted aborted, replicas agree, no digest mismatch"
+point="$(json_field "$QR_TMP/ycsb.out" replication_point)"
+[[ "$point" == "${QR_POINT:-plan}" ]] || fail "the nodes replicate at point '$point', not ${QR_POINT:-plan}"
+bytes="$(json_field "$QR_TMP/ycsb.out" replicated_bytes_per_txn)"
+python3 -c "import sys; sys.exit(0 if float('$bytes') > 10 else 1)" || fail "$bytes bytes replicated per txn"
+note "ycsb: $committed committed, $aborted aborted, replicas agree, no digest mismatch; point $point, $bytes bytes/txn"
 qr_down "$cfg"
 qr_same_dumps "$cfg"
 

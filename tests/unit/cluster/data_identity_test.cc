@@ -55,6 +55,7 @@ TEST_CASE("data identity: the file round-trips, and a damaged one is not taken f
   CHECK(value("cluster.nodes") == "n0:p0r0,n1:p0r1");
   CHECK(value("threads.planners") == "1");
   CHECK(value("replication.backend") == "none");  // the schema's default
+  CHECK(value("replication.point") == "plan");
   CHECK(value("transfer.accounts") == "<none>");
   CHECK(!DecodeDataIdentity("").ok());
   CHECK(!DecodeDataIdentity("something else\nk=v\n").ok());
@@ -102,6 +103,21 @@ TEST_CASE("data identity: recorded where missing, then every differing key refus
   REQUIRE(st2.code() == StatusCode::kInvalidArgument);
   CHECK(Has(st2.message(), "node.row: 0 in the data, 1 in the config"));
   CHECK(!Has(st2.message(), "--node.row"));
+
+  // Another replication point: a log of inputs is not a log of planned slices.
+  const Config input = Load(s, "ycsb:\n  records: 5000\n", {"replication.point=input"});
+  const Status st4 = CheckDataIdentity({folder}, NodeDataIdentity(input, topo.value(), n0), input, "n0", true, &without);
+  REQUIRE(st4.code() == StatusCode::kInvalidArgument);
+  CHECK(Has(st4.message(), "replication.point: plan in the data, input in the config"));
+  CHECK(Has(st4.message(), "--replication.point=plan"));
+  // Data recorded before the key existed: it replicated planned slices, so plan is accepted
+  // and input refused.
+  std::string old_text = EncodeDataIdentity(NodeDataIdentity(made, topo.value(), n0));
+  old_text.erase(old_text.find("replication.point=plan\n"), std::string("replication.point=plan\n").size());
+  REQUIRE(file::WriteFileAtomic(folder + "/IDENTITY", old_text).ok());
+  CHECK(CheckDataIdentity({folder}, NodeDataIdentity(made, topo.value(), n0), made, "n0", true, &without).ok());
+  const Status st5 = CheckDataIdentity({folder}, NodeDataIdentity(input, topo.value(), n0), input, "n0", true, &without);
+  CHECK(Has(st5.message(), "replication.point: not recorded in the data, input in the config"));
 
   // A damaged identity file is refused, not overwritten.
   REQUIRE(file::WriteFileAtomic(folder + "/IDENTITY", "garbage\n").ok());

@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "engine/pipeline.h"
 #include "planner/eq.h"
+#include "planner/input_slice.h"
 #include "planner/planner.h"
 #include "replication/none/none_replicator.h"
 #include "tests/unit/executor/serial_applier.h"
@@ -28,7 +29,8 @@ const storage::RecordLayout kLayout{2, 8};
 constexpr uint64_t kKeys = 100;
 
 struct Rig {
-  explicit Rig(const std::string& hub, uint32_t planners = 2, bool continue_after_end = false) {
+  explicit Rig(const std::string& hub, uint32_t planners = 2, bool continue_after_end = false, bool plan_input = false)
+      : input(plan_input) {
     replication::none::NoneOptions lo;
     lo.planners = planners;
     lo.hub = hub;
@@ -55,6 +57,7 @@ struct Rig {
     fopt.planners = planners;
     fopt.ranges = po.ranges;
     fopt.continue_after_end = continue_after_end;
+    fopt.plan_input = plan_input;
     fopt.executors = po.executors;
     feed = std::make_unique<FollowerFeed>(
         fopt, pipeline.get(), follower.get(),
@@ -80,8 +83,10 @@ struct Rig {
                           [&](const replication::ReplicateMeta&, Status st) { got = st; });
     REQUIRE(got.ok());  // the none backend calls back inline
   }
+  // What the leader replicates for slice (b, p): the planned slice, or with plan_input its input.
   std::string Slice(uint64_t b, uint32_t p, uint64_t seed) {
     auto txns = testing::RandomTxns(seed, 20, testing::GenOptions{kKeys, 0, 4, 20, 0, 0, 0});
+    if (input) return planner::EncodeInputSlice(b, p, txns);
     planner::Planner planner(po.ranges);
     planner::PlannedSlice s;
     planner.PlanSlice(b, p, txns, &s);
@@ -103,6 +108,7 @@ struct Rig {
     return feed->health();
   }
 
+  const bool input;
   storage::Table table{kLayout, kKeys};
   std::mutex mu;
   std::set<uint64_t> outcome_batches;  // guarded by mu: batches whose outcomes the sink got
@@ -116,26 +122,23 @@ struct Rig {
 
 }  // namespace
 
-TEST_CASE("follower feed: replays replicated slices in order and ends at the end marker") {
-  Rig rig("feed-ok");
-  storage::Table expect(kLayout, kKeys);
-  testing::LoadTable(&expect, kKeys, 0);
-  for (uint64_t b = 0; b < 5; ++b) {
-    for (uint32_t p = 0; p < 2; ++p) {
-      rig.Replicate(b, p, rig.Slice(b, p, b * 2 + p + 1));
-      for (const auto& t : testing::RandomTxns(b * 2 + p + 1, 20, testing::GenOptions{kKeys, 0, 4, 20, 0, 0, 0})) {
-        testing::SerialApply(&expect, t);
-      }
-    }
+TEST_CASE("follower feed: replays replicated slices (or plans replicated inputs) in order and ends at the end "
+          "marker") {
+  for (bool input : {false, true}) {
+    INFO("plan_input " << input);
+    Rig rig(input ? "feed-ok-input" : "feed-ok", 2, false, input);
+    storage::Table expect(kLayout, kKeys);
+    testing::LoadTable(&expect, kKeys, 0);
+    for (uint64_t b = 0; b < 5; ++b) rig.ReplicateBatch(b, &expect);
+    for (uint32_t p = 0; p < 2; ++p) rig.Replicate(5, p, cluster::EncodeEndMarker(5));
+    REQUIRE(rig.pipeline->WaitIdle(10000).ok());
+    uint64_t end = 0;
+    CHECK(rig.feed->ended(&end));
+    CHECK(end == 5);
+    CHECK(rig.feed->health().ok());
+    CHECK(rig.table.Digest() == expect.Digest());
+    CHECK(rig.pipeline->Stats().last_digest == expect.Digest());
   }
-  for (uint32_t p = 0; p < 2; ++p) rig.Replicate(5, p, cluster::EncodeEndMarker(5));
-  REQUIRE(rig.pipeline->WaitIdle(10000).ok());
-  uint64_t end = 0;
-  CHECK(rig.feed->ended(&end));
-  CHECK(end == 5);
-  CHECK(rig.feed->health().ok());
-  CHECK(rig.table.Digest() == expect.Digest());
-  CHECK(rig.pipeline->Stats().last_digest == expect.Digest());
 }
 
 TEST_CASE("follower feed: a corrupted slice stops the apply with an error naming batch and planner") {
@@ -174,6 +177,36 @@ TEST_CASE("follower feed: a well-formed slice of another batch, planner or execu
     rig.Replicate(0, 0, planner::EncodeSlice(s));
     Status st = rig.WaitError();
     CHECK(st.message().find("3 EQs for 2 executor ranges") != std::string::npos);
+  }
+}
+
+TEST_CASE("follower feed, plan_input: a damaged or misplaced input stops the apply naming it") {
+  {
+    Rig rig("feed-input-corrupt", 2, false, true);
+    rig.Replicate(0, 0, rig.Slice(0, 0, 1));
+    rig.Replicate(0, 1, rig.Slice(0, 1, 2));
+    std::string bad = rig.Slice(1, 0, 3);
+    bad.resize(bad.size() - 3);
+    rig.Replicate(1, 0, bad);
+    Status st = rig.WaitError();
+    CHECK(st.code() == StatusCode::kCorruption);
+    CHECK(st.message().find("bad input (batch 1, planner 0)") != std::string::npos);
+    CHECK(rig.pipeline->committed_batches() <= 1);
+  }
+  {
+    Rig rig("feed-input-misplaced", 2, false, true);
+    rig.Replicate(0, 0, rig.Slice(0, 1, 1));  // planner 1's input in planner 0's stream
+    Status st = rig.WaitError();
+    CHECK(st.message().find("batch 0, planner 0") != std::string::npos);
+    CHECK(st.message().find("input of batch 0, planner 1") != std::string::npos);
+  }
+  {
+    Rig rig("feed-input-a-slice", 2, false, true);  // a planned slice where an input belongs
+    planner::Planner planner(rig.po.ranges);
+    planner::PlannedSlice s;
+    planner.PlanSlice(0, 0, testing::RandomTxns(1, 5, testing::GenOptions{}), &s);
+    rig.Replicate(0, 0, planner::EncodeSlice(s));
+    CHECK(rig.WaitError().message().find("bad magic") != std::string::npos);
   }
 }
 

@@ -216,6 +216,8 @@ TEST_CASE("protocol: error, not-leader, status and follower reports round trip")
   s.leader = "n2";
   s.term = 7;
   s.times = TimeTotals{5, 5'000'000, 300, 1'500'000, 9'000'000'000};
+  s.point = "input";
+  s.replicated_bytes = 123'456'789'000;
   const std::string sb = EncodeStatusReply(s);
   NodeStatus s2;
   REQUIRE(DecodeStatusReply(sb, &s2).ok());
@@ -237,6 +239,8 @@ TEST_CASE("protocol: error, not-leader, status and follower reports round trip")
   CHECK(s2.times.replies == 300);
   CHECK(s2.times.reply_ns == 1'500'000);
   CHECK(s2.times.request_ns == 9'000'000'000);
+  CHECK(s2.point == "input");
+  CHECK(s2.replicated_bytes == 123'456'789'000);
   CHECK(EncodeStatusReply(s2) == sb);
   for (size_t k = 0; k < sb.size(); ++k) CHECK_FALSE(DecodeStatusReply(sb.substr(0, k), &s2).ok());
 

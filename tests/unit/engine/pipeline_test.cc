@@ -3,6 +3,7 @@
 // with decoded slices (as a follower is) reaching its leader's state batch by batch.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -10,9 +11,11 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/rng.h"
 #include "engine/local_planner.h"
 #include "engine/pipeline.h"
 #include "planner/eq.h"
+#include "planner/input_slice.h"
 #include "planner/planner.h"
 #include "tests/unit/executor/serial_applier.h"
 #include "workloads/reference_executor.h"
@@ -216,6 +219,89 @@ TEST_CASE("pipeline: a pipeline fed the decoded slices of another reaches the sa
   REQUIRE(follower.WaitIdle().ok());
   follower.Stop();
   REQUIRE(leader_seen.batches.size() == end);
+  REQUIRE(follower_seen.batches.size() == end);
+  for (uint64_t b = 0; b < end; ++b) CHECK(follower_seen.batches[b].digest == leader_seen.batches[b].digest);
+  CHECK(follower_table.Digest() == leader_table.Digest());
+  CHECK(follower_seen.txns.size() == txns.size());
+}
+
+TEST_CASE("pipeline: a follower planning the leader's inputs itself, with other timings, gets its slices byte for "
+          "byte and its digests") {
+  // replication.point = input: the leader replicates each slice's input (txns after the session
+  // check), the follower plans it. Batches are cut by a 2 ms timeout while the submitter sleeps at
+  // random, so the cuts depend on timing; what each input holds and its planning must not.
+  const std::vector<Txn> txns = Workload(9, 2500);
+  storage::Table leader_table(kLayout, kKeys), follower_table(kLayout, kKeys);
+  testing::LoadTable(&leader_table, kKeys, 1000);
+  testing::LoadTable(&follower_table, kKeys, 1000);
+  PipelineOptions po = Options(2, 3, 3);
+  std::mutex mu;
+  std::map<std::pair<uint64_t, uint32_t>, std::pair<std::string, std::string>> sent;  // (b, p) -> (input, slice)
+  Seen leader_seen, follower_seen;
+  Pipeline leader(po, &leader_table, leader_seen.Sink(), leader_seen.Hook());
+  LocalPlannerOptions lo = PlannerOptions(po, 150);
+  lo.batch_timeout_ns = 2'000'000;
+  lo.encode_input = true;
+  LocalPlanner front(lo, &leader, [&](const planner::PlannedSlice& s, std::string input) {
+    std::lock_guard<std::mutex> lk(mu);
+    sent[{s.batch, s.planner}] = {std::move(input), planner::EncodeSlice(s)};
+    leader.MarkReplicated(s.batch, s.planner);
+  });
+  REQUIRE(leader.Start().ok());
+  REQUIRE(front.Start().ok());
+  Rng jitter(77);
+  for (size_t i = 0; i < txns.size(); ++i) {
+    REQUIRE(front.Submit(txns[i]));
+    if (jitter.Next() % 200 == 0) std::this_thread::sleep_for(std::chrono::microseconds(jitter.Next() % 4000));
+  }
+  front.CloseInput();
+  REQUIRE(leader.WaitIdle().ok());
+  const uint64_t end = front.end_batch();
+  leader.Stop();
+  front.Stop();
+  REQUIRE(sent.size() == 2 * end);
+  CHECK(front.batches_closed_by_timeout() > 0);
+
+  // The follower: one thread per stream, each sleeping at random between slices and taking
+  // its stream in its own time, as FollowerFeed's replay threads do.
+  PipelineOptions fo = po;
+  fo.capture_reads = false;
+  Pipeline follower(fo, &follower_table, follower_seen.Sink(), follower_seen.Hook());
+  REQUIRE(follower.Start().ok());
+  const planner::Planner planner(fo.ranges);
+  std::atomic<int> differ{0};
+  std::atomic<int> failed{0};
+  std::vector<std::thread> streams;
+  for (uint32_t p = 0; p < 2; ++p) {
+    streams.emplace_back([&, p] {
+      Rng r(100 + p);
+      std::vector<Txn> decoded;
+      for (uint64_t b = 0; b < end; ++b) {
+        if (r.Next() % 4 == 0) std::this_thread::sleep_for(std::chrono::microseconds(r.Next() % 3000));
+        planner::PlannedSlice* slot = follower.BeginSlice(b, p);
+        if (slot == nullptr) {
+          ++failed;
+          return;
+        }
+        const auto& [input, slice] = sent.at({b, p});
+        uint64_t db = 0;
+        uint32_t dp = 0;
+        if (!planner::DecodeInputSlice(input, &db, &dp, &decoded).ok() || db != b || dp != p) {
+          ++failed;
+          return;
+        }
+        planner.PlanSlice(b, p, decoded, slot);
+        if (planner::EncodeSlice(*slot) != slice) ++differ;
+        follower.PublishSlice(b, p, 0, true);
+      }
+    });
+  }
+  for (auto& t : streams) t.join();
+  REQUIRE(failed.load() == 0);
+  CHECK(differ.load() == 0);
+  follower.EndInput(end);
+  REQUIRE(follower.WaitIdle().ok());
+  follower.Stop();
   REQUIRE(follower_seen.batches.size() == end);
   for (uint64_t b = 0; b < end; ++b) CHECK(follower_seen.batches[b].digest == leader_seen.batches[b].digest);
   CHECK(follower_table.Digest() == leader_table.Digest());
