@@ -264,6 +264,8 @@ class PipelineImpl {
     o.on_batch_executed = opt.on_batch_executed;
     o.image_sink = opt.image_sink;
     o.history_bytes = opt.history_bytes;
+    o.capture_writes = opt.capture_writes;
+    o.on_batch_writes = opt.on_batch_writes;
     return o;
   }
   static commit::CommitStageOptions CommitOptions(const PipelineOptions& opt) {

@@ -101,6 +101,12 @@ struct BatchSlot {
   uint64_t resolver_delta = 0;
   // Written by the resolving executor before `executed`; read by committers after.
   BatchFates fates;
+  // replication.point = writes, a leader (ExecutorStageOptions::capture_writes): per range, the
+  // keys the batch wrote and their last images (RangeExecutor::Capture). Written by each executor
+  // (its own entry) before it counts itself in exec_done, or by the resolving executor for every
+  // range; read-only from `executed` until the batch commits.
+  std::vector<std::vector<storage::Key>> written_keys;  // [range]
+  std::vector<std::string> written_images;              // [range]
 
   // Batch b claims this slot (mu held, by the first BeginSlice of b): batch b - size()
   // committed, so no executor or committer touches it any more.
@@ -137,6 +143,8 @@ struct BatchRing {
       slot->slices.resize(planners);
       for (auto& s : slot->slices) s = std::make_unique<SliceState>();
       slot->digest_deltas.assign(executors, 0);
+      slot->written_keys.resize(executors);
+      slot->written_images.resize(executors);
     }
   }
   BatchRing(const BatchRing&) = delete;

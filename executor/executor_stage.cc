@@ -309,6 +309,7 @@ void ExecutorStage::Loop(uint32_t me) {
     // Logging starts at the first slice with abortable ops: only from there on can a
     // transaction abort or be affected by an abort (effects only flow forward).
     bool log = false;
+    bool given = false;  // replication.point = writes, a follower: the slices carry the batch's result
     for (uint32_t p = 0; p < ring_->planners; ++p) {
       SliceState& ss = *slot.slices[p];
       {
@@ -336,8 +337,14 @@ void ExecutorStage::Loop(uint32_t me) {
       // (all of them are published, so alive, until the batch commits): a row node goes on
       // with its next sub-slice while a peer's values are outstanding.
       ex.RunEq(ss.plan, &ss.deps, log, opt_.capture_reads ? ss.read_values.data() : nullptr, /*drain=*/false);
+      if (ss.plan.writes.given) {
+        given = true;
+        if (me < ss.plan.writes.keys.size()) ex.Install(ss.plan.writes.keys[me], ss.plan.writes.images[me]);
+      }
     }
     ex.Drain();
+    // A batch that logs is captured by its resolving executor, after its aborts are undone.
+    if (opt_.capture_writes && !log) ex.Capture(SlicesOf(slot), &slot.written_keys[me], &slot.written_images[me]);
     MutexUniqueLock lk(ring_->mu);
     slot.digest_deltas[me] = ex.TakeDigestDelta();
     if (++slot.exec_done == ring_->executors) {
@@ -371,9 +378,16 @@ void ExecutorStage::Loop(uint32_t me) {
         }
         uint64_t delta = 0;
         resolver_.Resolve(slices, logs, table_, &slot.fates, reads, opt_.track_digest ? &delta : nullptr, histories);
+        if (opt_.capture_writes) {
+          for (uint32_t r = 0; r < ring_->executors; ++r) {
+            executors_[r]->Capture(slices, &slot.written_keys[r], &slot.written_images[r]);
+          }
+        }
         lk.Lock();
         slot.resolver_delta = delta;
         reexecuted_ += slot.fates.reexecuted;
+      } else if (given) {
+        TakeGivenFates(slot);
       }
       slot.executed = true;
       slot.executed_ns = NowNanos();
@@ -387,6 +401,15 @@ void ExecutorStage::Loop(uint32_t me) {
       lk.Unlock();
       ring_->executed_cv.notify_all();
       // Batch b+1 cannot finish executing before this thread returns: the calls come in order.
+      if (opt_.on_batch_writes && !halted) {
+        ExecutorStageOptions::BatchWrites w;
+        w.batch = b;
+        w.slices = SlicesOf(slot);
+        w.keys = &slot.written_keys;
+        w.images = &slot.written_images;
+        w.fates = &slot.fates;
+        opt_.on_batch_writes(w);
+      }
       if (opt_.on_batch_executed && !halted) opt_.on_batch_executed(b);
     } else if (log) {
       // Batch b+1 must not run before b's aborts are undone.
@@ -398,6 +421,32 @@ void ExecutorStage::Loop(uint32_t me) {
         // starts nothing from b + 1 on (where this one leaves), in the same critical section.
         LeaveAtLocked(b + 1, 0);
         return;
+      }
+    }
+  }
+}
+
+std::vector<const planner::PlannedSlice*> ExecutorStage::SlicesOf(BatchSlot& slot) const {
+  std::vector<const planner::PlannedSlice*> out;
+  out.reserve(slot.slices.size());
+  for (auto& s : slot.slices) out.push_back(&s->plan);
+  return out;
+}
+
+void ExecutorStage::TakeGivenFates(BatchSlot& slot) const {
+  BatchFates& f = slot.fates;
+  f.any_abort = false;
+  f.aborted = 0;
+  f.fates.resize(slot.slices.size());
+  for (size_t p = 0; p < slot.slices.size(); ++p) {
+    const planner::PlannedSlice& s = slot.slices[p]->plan;
+    f.fates[p].assign(s.txns.size(), Fate::kCommit);
+    if (!s.writes.given) continue;
+    for (size_t i = 0; i < s.writes.fates.size() && i < s.txns.size(); ++i) {
+      f.fates[p][i] = static_cast<Fate>(s.writes.fates[i]);
+      if (f.fates[p][i] != Fate::kCommit) {
+        f.any_abort = true;
+        ++f.aborted;
       }
     }
   }

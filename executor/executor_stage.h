@@ -109,6 +109,20 @@ struct ExecutorStageOptions {
   // followers proposes its batch-end record here. It must not wait for anything the executors do.
   // Not called for a batch that finished after the ring halted (its row values may be fake).
   std::function<void(uint64_t b)> on_batch_executed;
+  // replication.point = writes, a leader: after each batch, the last image of every record it
+  // wrote (BatchSlot::written_keys/written_images) and its fates are handed to on_batch_writes,
+  // by the batch's last executor once it is executed and resolved (before on_batch_executed), no
+  // lock held. What it is given stays valid until the batch commits, which the caller holds back
+  // (its slices are not replicated before it replicates what it was given). Not on a row node.
+  bool capture_writes = false;
+  struct BatchWrites {
+    uint64_t batch = 0;
+    std::vector<const planner::PlannedSlice*> slices;  // [planner]
+    const std::vector<std::vector<storage::Key>>* keys = nullptr;  // [range]
+    const std::vector<std::string>* images = nullptr;              // [range]
+    const BatchFates* fates = nullptr;
+  };
+  std::function<void(const BatchWrites&)> on_batch_writes;
   ImageSink* image_sink = nullptr;  // not owned; nullptr: no checkpoint images
   // Write histories (executor/write_history.h) of history_bytes / executors each; 0: none.
   // Ignored on a row node.
@@ -199,6 +213,10 @@ class ExecutorStage {
   bool Runnable(const BatchSlot& slot, const SliceState& ss, uint64_t b) const REQUIRES(ring_->mu) {
     return slot.batch == b && ss.published && (!opt_.wait_for_replication || ss.replicated);
   }
+  // The fates a follower's slices of batch b carry (replication.point = writes) into slot.fates.
+  void TakeGivenFates(BatchSlot& slot) const;
+  // Batch b's slices, in planner order (for Capture and on_batch_writes).
+  std::vector<const planner::PlannedSlice*> SlicesOf(BatchSlot& slot) const;
   // Batch b of a row node may abort somewhere in the row: vote with the peers in rounds until
   // no node adds an aborted txn, then undo. Run by the batch's last executor, the others
   // waiting. False if the ring halted meanwhile.

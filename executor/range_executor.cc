@@ -1,5 +1,6 @@
 #include "executor/range_executor.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "executor/apply.h"
@@ -38,6 +39,42 @@ void RangeExecutor::Drain() {
   // Parked kDepSend fragments ran here: what they held back goes out before the executor idles.
   if (row_sender_ != nullptr) row_sender_->Flush();
   if (history_ != nullptr) WriteHistory::Publish();
+}
+
+void RangeExecutor::Capture(const std::vector<const planner::PlannedSlice*>& slices, std::vector<storage::Key>* keys,
+                            std::string* images) const {
+  keys->clear();
+  images->clear();
+  for (const planner::PlannedSlice* s : slices) {
+    for (const Fragment& f : s->eqs[range_]) {
+      if (planner::IsWriteFrag(f.kind)) keys->push_back(f.key);
+    }
+  }
+  std::sort(keys->begin(), keys->end());
+  keys->erase(std::unique(keys->begin(), keys->end()), keys->end());
+  const uint32_t rec_size = table_->layout().size();
+  images->reserve(keys->size() * rec_size);
+  size_t kept = 0;
+  for (storage::Key k : *keys) {
+    const char* rec = table_->Find(k);
+    if (rec == nullptr) continue;  // an absent key: its writes did nothing
+    (*keys)[kept++] = k;
+    images->append(rec, rec_size);
+  }
+  keys->resize(kept);
+}
+
+void RangeExecutor::Install(const std::vector<storage::Key>& keys, const std::string& images) {
+  const uint32_t rec_size = table_->layout().size();
+  QR_CHECK_EQ(images.size(), keys.size() * rec_size);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    char* rec = table_->Find(keys[i]);
+    if (rec == nullptr) continue;  // the leader captures present records only; nothing to do
+    table_->BeforeWrite(keys[i], cow_epoch_);
+    const char* image = images.data() + i * rec_size;
+    if (track_digest_) digest_delta_ += storage::Table::DigestDelta(keys[i], rec, image, rec_size);
+    std::memcpy(rec, image, rec_size);
+  }
 }
 
 template <bool kLog, bool kDigest>

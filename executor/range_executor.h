@@ -112,6 +112,15 @@ class RangeExecutor {
              bool drain = true);
   // Runs every parked fragment, waiting for the values they need.
   void Drain();
+
+  // replication.point = writes (planner/eq.h SliceWrites). Capture, a leader at the end of a
+  // batch (its range holds the batch's final values): the keys of this range that `slices`
+  // write, in increasing order, into *keys, and their records into *images (absent keys are
+  // left out). Install, a follower: sets each key of `keys` to its image (record size each, in
+  // `images`), through the write path (a checkpoint's copy-on-write, the digest delta).
+  void Capture(const std::vector<const planner::PlannedSlice*>& slices, std::vector<storage::Key>* keys,
+               std::string* images) const;
+  void Install(const std::vector<storage::Key>& keys, const std::string& images);
   bool HasParked() const { return !parked_.Empty(); }
 
   // How many fragments an executor parks behind unpublished dependency values before it blocks:

@@ -27,6 +27,14 @@ void PlannedSlice::Reset(uint64_t batch_id, uint32_t planner_id, uint32_t ranges
   txns.clear();
   eqs.resize(ranges);
   for (auto& eq : eqs) eq.clear();
+  if (writes.given) writes.Clear();
+}
+
+void SliceWrites::Clear() {
+  given = false;
+  fates.clear();
+  for (auto& k : keys) k.clear();
+  for (auto& i : images) i.clear();
 }
 
 size_t PlannedSlice::FragmentCount() const {
@@ -49,7 +57,9 @@ bool operator==(const TxnContext& a, const TxnContext& b) {
 bool operator==(const PlannedSlice& a, const PlannedSlice& b) {
   return a.batch == b.batch && a.planner == b.planner && a.dep_slots == b.dep_slots &&
          a.read_slots == b.read_slots && a.may_abort == b.may_abort && a.row == b.row && a.txns == b.txns &&
-         a.eqs == b.eqs;
+         a.eqs == b.eqs && a.writes.given == b.writes.given &&
+         (!a.writes.given || (a.writes.fates == b.writes.fates && a.writes.keys == b.writes.keys &&
+                              a.writes.images == b.writes.images));
 }
 
 std::string EncodeSlice(const PlannedSlice& s, SliceEncoding how) {

@@ -125,6 +125,18 @@ struct TxnContext {
 };
 static_assert(sizeof(TxnContext) == 88, "TxnContext's layout: see the comment on its fields");
 
+// replication.point = writes (docs/replication-points.md): what a follower's slice carries
+// instead of EQs to run. Its txns' fates as the leader's execution decided them, and in slice
+// planner 0 the last image of every record the batch wrote, by executor range: keys[r] in
+// increasing key order, images[r] their records back to back (record size each).
+struct SliceWrites {
+  bool given = false;                           // the slice is one of these (its EQs are empty)
+  std::vector<uint8_t> fates;                   // [txn]: executor::Fate values (0 commit, 1 logic)
+  std::vector<std::vector<storage::Key>> keys;  // [range]
+  std::vector<std::string> images;              // [range]
+  void Clear();                                 // keeps capacity
+};
+
 struct PlannedSlice {
   uint64_t batch = 0;
   uint32_t planner = 0;      // priority: lower = earlier in the global order
@@ -137,6 +149,7 @@ struct PlannedSlice {
   bool row = false;
   std::vector<TxnContext> txns;
   std::vector<std::vector<Fragment>> eqs;  // one per executor range
+  SliceWrites writes;                      // replication.point = writes, a follower's: see above
 
   // Empties the slice for reuse, keeping vector capacity; `ranges` EQs.
   void Reset(uint64_t batch_id, uint32_t planner_id, uint32_t ranges);

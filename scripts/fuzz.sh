@@ -39,7 +39,7 @@ while [[ $# -gt 0 ]]; do
     *) targets+=("$1"); shift ;;
   esac
 done
-all=(fuzz_client_messages fuzz_slice fuzz_input_slice fuzz_raft_messages fuzz_payload_frames fuzz_disk_log fuzz_zk_layout fuzz_config
+all=(fuzz_client_messages fuzz_slice fuzz_input_slice fuzz_write_slice fuzz_raft_messages fuzz_payload_frames fuzz_disk_log fuzz_zk_layout fuzz_config
      fuzz_row_messages)
 ((${#targets[@]} > 0)) || targets=("${all[@]}")
 for t in "${targets[@]}"; do

@@ -12,9 +12,9 @@ sweep of real clusters started with scripts/cluster.sh and driven by qrstore-cli
   13  speculative vs synchronous replication (replication.mode), rf 1 / 2
   14  replication factor 1-4 (configs/cluster-raft-rfN.yaml), without and with Snappy
   lat latency (p50, p99) against offered load (qrstore-client --target-tps), rf 0 / 1 / 2
-  points  what the leader replicates (replication.point): its plan (RP2) or its input (RP1), rf 2,
-      on the paper's workload, STAR's and the paper's at theta 0.9: throughput, bytes replicated
-      and the followers' CPU per txn (docs/replication-points.md)
+  points  what the leader replicates (replication.point): its plan (RP2), its input (RP1) or its
+      writes (RP3), rf 2, on the paper's workload, STAR's and the paper's at theta 0.9: throughput,
+      bytes replicated and the followers' CPU per txn (docs/replication-points.md)
 rf 0 is configs/cluster-none.yaml (the paper's Q-Store), rf 1 configs/cluster-raft-rf1.yaml, rf 2
 configs/cluster-raft.yaml (raft, durable, sessions), every node on this machine; the workload is
 the configs' (the paper's default: YCSB, 1M records, 16 ops, 50% writes, theta 0; figure 9 sets
@@ -129,8 +129,8 @@ FIGURES = {
                   lambda x, s: (RF_CONFIG[s], [], ["--target-tps", str(x)]),
                   "no figure: the paper reports p99 per configuration at full load only"),
     # Figure 11's comparison on one partition (the paper's is over ZooKeeper, 2 partitions).
-    "points": Figure("points", "Replicating the plan (RP2) or the input (RP1), rf 2", "workload",
-                     ["paper", "star", "paper-0.9"], ["paper", "star"], ["plan", "input"], "plan",
+    "points": Figure("points", "Replicating the plan (RP2), the input (RP1) or the writes (RP3), rf 2", "workload",
+                     ["paper", "star", "paper-0.9"], ["paper", "star"], ["plan", "input", "writes"], "plan",
                      lambda x, s: (RF_CONFIG["rf2"], WORKLOADS[x] + ["--replication.point=%s" % s]),
                      "RP2 up to 6x RP1 at high contention (Fig. 11: ZooKeeper, theta 0.9, 2 partitions)"),
 }

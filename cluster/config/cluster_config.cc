@@ -19,8 +19,11 @@ void AddClusterConfigKeys(ConfigSchema* s) {
   s->AddString("replication.point", "plan",
                "what a leader replicates (docs/replication-points.md): plan, the planned slices (the paper's RP2: "
                "followers execute, never plan); input, each slice's sequenced transactions (RP1, Calvin's: every "
-               "follower plans them itself). One partition per row only; every node of a cluster the same",
-               {"plan", "input"});
+               "follower plans them itself); writes, after executing a batch, the last image of every record it "
+               "wrote and the txns' fates (RP3: followers install them, never execute; speculative mode only, "
+               "without server.session_read_values). input and writes: one partition per row only. Every node of "
+               "a cluster the same",
+               {"plan", "input", "writes"});
 
   s->AddString("server.dump_state_dir", "", "on clean shutdown write <dir>/<node>.tsv (key<TAB>counter, sorted)");
   s->AddInt("server.max_connections", 64, 1, 4096, "client connections served at once (more are refused)");

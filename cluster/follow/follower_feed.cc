@@ -8,6 +8,7 @@
 #include "common/logging.h"
 #include "planner/eq.h"
 #include "planner/input_slice.h"
+#include "planner/write_slice.h"
 
 namespace qrstore::cluster {
 
@@ -46,7 +47,8 @@ FollowerFeed::FollowerFeed(FollowerFeedOptions options, engine::Pipeline* pipeli
       on_resume_(std::move(on_resume)),
       planner_(opt_.ranges) {
   QR_CHECK(opt_.planners >= 1 && opt_.window >= 1);
-  QR_CHECK(!(opt_.plan_input && opt_.row), "a row's streams carry planned sub-slices");
+  QR_CHECK(!((opt_.plan_input || opt_.apply_writes) && opt_.row), "a row's streams carry planned sub-slices");
+  QR_CHECK(!(opt_.plan_input && opt_.apply_writes), "a stream carries inputs or writes, not both");
   for (uint32_t p = 0; p < opt_.planners; ++p) {
     streams_.push_back(std::make_unique<Stream>());
     streams_.back()->applied = opt_.first_batch;
@@ -346,12 +348,15 @@ void FollowerFeed::Loop(uint32_t p) {
     }
     if (st.ok() && opt_.plan_input) {
       st = PlanInput(p, b, bytes, slice);
+    } else if (st.ok() && opt_.apply_writes) {
+      st = planner::DecodeWriteSlice(bytes, opt_.record_bytes, opt_.ranges, b, p, slice);
     } else if (st.ok()) {
       st = planner::DecodeSlice(bytes, slice);
       if (st.ok()) st = planner::ValidateSlice(*slice, opt_.ranges, b, p, opt_.row ? &opt_.place : nullptr);
     }
     if (!st.ok()) {
-      StopWith(Status::Corruption("follower: bad " + std::string(opt_.plan_input ? "input" : "slice") + " (" + where +
+      StopWith(Status::Corruption("follower: bad " +
+                                  std::string(opt_.plan_input ? "input" : opt_.apply_writes ? "writes" : "slice") + " (" + where +
                                   "), apply stopped: " + st.message()));
       return;
     }

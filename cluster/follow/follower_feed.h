@@ -97,6 +97,11 @@ struct FollowerFeedOptions {
   // sequenced input (planner/input_slice.h), and this node plans it itself with the leader's
   // Planner::PlanSlice over its own executor ranges. Not in a row.
   bool plan_input = false;
+  // replication.point = writes: the streams carry each slice's fates and (stream 0) the batch's
+  // last images (planner/write_slice.h), decoded and checked against this node's record size and
+  // executor ranges, and installed, never executed. Not in a row.
+  bool apply_writes = false;
+  uint32_t record_bytes = 0;
   // See "End of stream" above; `executors` sizes the empty batch a marker stands for.
   bool continue_after_end = false;
   uint32_t executors = 1;

@@ -41,6 +41,29 @@
 
 namespace qrstore::cluster {
 
+namespace {
+// What a replication point cannot do (docs/replication-points.md), refused at start.
+Status CheckReplicationPoint(const std::string& point, const std::string& mode, bool session_values,
+                             uint32_t partitions) {
+  if (point != "plan" && partitions > 1) {
+    return Status::InvalidArgument("replication.point: " + point + " is built for one partition per row; this cluster has " +
+                                   std::to_string(partitions) +
+                                   " partitions, whose groups replicate planned sub-slices: use replication.point: plan");
+  }
+  if (point == "writes" && mode == "sync") {
+    return Status::InvalidArgument(
+        "replication.point: writes replicates what executing a batch wrote, so its executors cannot wait for "
+        "replication (replication.mode: sync): use replication.mode: speculative (commit still waits for it)");
+  }
+  if (point == "writes" && session_values) {
+    return Status::InvalidArgument(
+        "server.session_read_values keeps read values on the followers, which run the reads; under "
+        "replication.point: writes they run nothing: turn one of them off");
+  }
+  return Status::Ok();
+}
+}  // namespace
+
 Status ServerImpl::Init(const Config& config, const std::string& node, const ServerLaunch& launch) {
   config_ = std::make_unique<Config>(config);
   rejoins_ = launch.rejoins;
@@ -100,11 +123,8 @@ Status ServerImpl::Init(const Config& config, const std::string& node, const Ser
   backend_ = config.GetString("replication.backend");
   mode_ = config.GetString("replication.mode");
   point_ = config.GetString("replication.point");
-  if (point_ != "plan" && topo_->partitions() > 1) {
-    return Status::InvalidArgument("replication.point: " + point_ + " is built for one partition per row; this cluster has " +
-                                   std::to_string(topo_->partitions()) +
-                                   " partitions, whose groups replicate planned sub-slices: use replication.point: plan");
-  }
+  QR_RETURN_IF_ERROR(CheckReplicationPoint(point_, mode_, config.GetBool("server.session_read_values"),
+                                           topo_->partitions()));
   drain_timeout_ms_ = config.GetInt("server.drain_timeout_ms");
   rejoin_when_deposed_ = config.GetBool("server.rejoin_when_deposed");
   corrupt_batch_ = config.GetInt("server.test_corrupt_slice_batch");
@@ -286,7 +306,14 @@ Status ServerImpl::StartOnePartition() {
   po.deliver_outcomes = true;
   po.track_digest = true;
   po.executors_wait_for_replication = mode_ == "sync";
-  po.history_bytes = session_values_ ? 0 : static_cast<uint64_t>(c.GetInt("server.session_history_bytes"));
+  // Under replication.point = writes a follower never executes, so it has no write history to
+  // serve its predecessor's retries from: none are kept (such a retry is answered
+  // committed-no-values).
+  po.history_bytes = session_values_ || point_ == "writes" ? 0 : static_cast<uint64_t>(c.GetInt("server.session_history_bytes"));
+  if (replicated && point_ == "writes") {
+    po.capture_writes = true;
+    po.on_batch_writes = [this](const executor::ExecutorStageOptions::BatchWrites& w) { ReplicateWrites(w); };
+  }
   QR_RETURN_IF_ERROR(StartCheckpointer());
   po.image_sink = checkpointer_.get();
   if (po.history_bytes > 0) {
@@ -311,6 +338,8 @@ Status ServerImpl::StartOnePartition() {
     fo.continue_after_end = true;
     fo.executors = po.executors;
     fo.plan_input = point_ == "input";
+    fo.apply_writes = point_ == "writes";
+    fo.record_bytes = workload_.Layout().size();
     feed_ = std::make_unique<FollowerFeed>(
         fo, pipeline_.get(), replicator_.get(), [this](uint64_t) { reporter_->MarkEnded(true); },
         [this] { reporter_->MarkEnded(false); });

@@ -191,6 +191,9 @@ class ServerImpl {
   Status PadStreams(const std::vector<uint64_t>& next, uint64_t end);
   // The replicate hook of this node's planner (nullptr with rf = 0: nothing to replicate).
   engine::PlannedHook ReplicateHook();
+  // replication.point = writes, the leader: replicates batch w.batch's images and fates, one
+  // entry per planner stream (an executor thread, once the batch is executed).
+  void ReplicateWrites(const executor::ExecutorStageOptions::BatchWrites& w);
   // The backend's view of who leads, as a node of this group (nullptr: none known).
   const NodeInfo* LeaderNode(const replication::LeaderView& v) const;
   // Leader hint for "not leader" replies and status (under hint_mu_).
@@ -243,7 +246,7 @@ class ServerImpl {
   // (Promote); kNoHistory: not (any more).
   static constexpr uint64_t kNoHistory = UINT64_MAX;
   std::atomic<uint64_t> history_from_{kNoHistory};
-  std::string point_;             // replication.point: plan | input
+  std::string point_;             // replication.point: plan | input | writes
   bool session_values_ = false;  // server.session_read_values: slices go to followers with reads
   std::unique_ptr<SessionStore> sessions_;
   // Outcomes of batches from here on go to clients (Promote sets it; the batches before were

@@ -10,6 +10,7 @@
 #include "common/logging.h"
 #include "planner/eq.h"
 #include "planner/input_slice.h"
+#include "planner/write_slice.h"
 
 namespace qrstore::cluster {
 
@@ -258,8 +259,9 @@ Status ServerImpl::PadStreams(const std::vector<uint64_t>& next, uint64_t end) {
       planner::PlannedSlice* s = pipeline_->BeginSlice(b, p);
       if (s == nullptr) return Status::Aborted("the pipeline stopped while padding stream " + std::to_string(p));
       s->Reset(b, p, engine_.pipeline.executors);
-      std::string bytes = point_ == "input" ? planner::EncodeInputSlice(b, p, {})
-                                            : planner::EncodeSlice(*s, planner::SliceEncoding::kWithoutReads);
+      std::string bytes = point_ == "input"    ? planner::EncodeInputSlice(b, p, {})
+                          : point_ == "writes" ? planner::EncodeWriteSlice(*s, {}, nullptr, nullptr, workload_.Layout().size())
+                                               : planner::EncodeSlice(*s, planner::SliceEncoding::kWithoutReads);
       pipeline_->PublishSlice(b, p, 0, /*replicated=*/false);
       replicated_bytes_.fetch_add(bytes.size(), std::memory_order_relaxed);
       replicator_->ReplicateData(replication::ReplicateMeta{kGroup, p, b}, std::move(bytes),
@@ -273,6 +275,9 @@ engine::PlannedHook ServerImpl::ReplicateHook() {
   // With no followers (rf = 0: the Q-Store baseline) nothing is replicated, whatever the
   // backend: slices count as replicated at once and no bytes are encoded.
   if (topo_->replication_factor() == 0) return nullptr;
+  // replication.point = writes: nothing goes out at planning; ReplicateWrites sends the batch's
+  // result once it is executed (the slices stay unreplicated, their commit held, until then).
+  if (point_ == "writes") return [](const planner::PlannedSlice&, std::string) {};
   return [this](const planner::PlannedSlice& s, std::string bytes) {
     // On the planner thread, outside every lock the executors need; the slice is read-only.
     // server.session_read_values: followers get the plain reads too, to keep the values.
@@ -288,6 +293,28 @@ engine::PlannedHook ServerImpl::ReplicateHook() {
     replicator_->ReplicateData(meta, std::move(bytes),
                                [this, b, p](const replication::ReplicateMeta&, Status st) { OnReplicated(b, p, st); });
   };
+}
+
+void ServerImpl::ReplicateWrites(const executor::ExecutorStageOptions::BatchWrites& w) {
+  // Batches before this node leads are its predecessor's (applied from the log, or padded).
+  if (w.batch < client_from_.load(std::memory_order_acquire)) return;
+  const uint32_t record_bytes = workload_.Layout().size();
+  std::vector<uint8_t> fates;
+  for (uint32_t p = 0; p < w.slices.size(); ++p) {
+    const planner::PlannedSlice& s = *w.slices[p];
+    fates.resize(s.txns.size());
+    for (uint32_t i = 0; i < fates.size(); ++i) fates[i] = static_cast<uint8_t>(w.fates->Of(p, i));
+    // The batch's images travel in stream 0's entry.
+    std::string bytes = planner::EncodeWriteSlice(s, fates, p == 0 ? w.keys : nullptr, p == 0 ? w.images : nullptr,
+                                                  record_bytes);
+    if (p == 0 && static_cast<int64_t>(w.batch) == corrupt_batch_ && DamageEntryForTest(&bytes)) {
+      Logger("server")->warn("{} test hook: damaged the writes of batch {}, planner 0", Identity(), w.batch);
+    }
+    replicated_bytes_.fetch_add(bytes.size(), std::memory_order_relaxed);
+    const uint64_t b = w.batch;
+    replicator_->ReplicateData(replication::ReplicateMeta{kGroup, p, b}, std::move(bytes),
+                               [this, b, p](const replication::ReplicateMeta&, Status st) { OnReplicated(b, p, st); });
+  }
 }
 
 void ServerImpl::RecoveryTick() {

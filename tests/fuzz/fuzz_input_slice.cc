@@ -30,16 +30,13 @@
 using namespace qrstore;
 
 namespace {
-constexpr uint64_t kKeys = fuzz::kFuzzKeys;
-constexpr uint32_t kMaxExecutors = 8;
 constexpr size_t kMaxRunTxns = 512;
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
-  const uint32_t executors = 1 + static_cast<uint32_t>((data[0] >> 1) % kMaxExecutors);
-  const bool range_map = (data[0] & 1) != 0;
+  const storage::KeyMapper ranges = fuzz::FuzzRanges(data[0]);
   const std::string_view bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
 
   uint64_t batch = 0;
@@ -57,8 +54,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
            again.size());
 
   // What a follower does with it: plan it, without validating what it planned.
-  const storage::KeyMapper ranges(range_map ? storage::KeyMapper::Kind::kRange : storage::KeyMapper::Kind::kHash,
-                                  executors, kKeys);
   const planner::Planner planner(ranges);
   planner::PlannedSlice slice;
   planner.PlanSlice(batch, planner_id, txns, &slice);

@@ -18,17 +18,22 @@
 #include "cluster/port/protocol.h"
 #include "cluster/row/row_messages.h"
 #include "common/config.h"
+#include "engine/pipeline.h"
 #include "common/rng.h"
 #include "planner/eq.h"
 #include "planner/input_slice.h"
 #include "planner/planner.h"
 #include "planner/row_planner.h"
+#include "planner/write_slice.h"
 #include "replication/compression.h"
 #include "replication/raft/log_storage.h"
 #include "replication/raft/message_codec.h"
 #include "replication/raft/transport.h"
 #include "replication/zookeeper/zk_layout.h"
 #include "storage/key_map.h"
+#include "storage/record.h"
+#include "storage/table.h"
+#include "tests/unit/executor/serial_applier.h"
 
 using namespace qrstore;
 namespace proto = cluster::proto;
@@ -102,6 +107,86 @@ void WriteInputSlices(const std::filesystem::path& dir) {
   Write(dir, "edges", mode(2, true) + planner::EncodeInputSlice(UINT64_MAX, UINT32_MAX, {edges}));
   // A promoted leader's padding: no txns.
   Write(dir, "empty", mode(3, false) + planner::EncodeInputSlice(7, 1, {}));
+}
+
+// Write slices (planner/write_slice.h): the same mode byte as input slices, then the encoding of
+// slice (0, 0) with the batch's images, as a leader's on_batch_writes gives them after running
+// `txns` through a Pipeline (one executor per range, a table of 256 records of {2, 8}).
+std::string LeaderWriteSlice(uint32_t executors, bool range_map, const std::vector<storage::Txn>& txns,
+                             bool* any_abort) {
+  const storage::RecordLayout layout{2, 8};
+  const storage::KeyMapper ranges(range_map ? storage::KeyMapper::Kind::kRange : storage::KeyMapper::Kind::kHash,
+                                  executors, 256);
+  storage::Table table(layout, 256);
+  testing::LoadTable(&table, 256, 1000);
+  engine::PipelineOptions po;
+  po.planners = 1;
+  po.executors = executors;
+  po.committers = 1;
+  po.batches_in_flight = 1;
+  po.ranges = ranges;
+  po.track_digest = true;
+  po.capture_writes = true;
+  std::string bytes;
+  *any_abort = false;
+  engine::Pipeline* leader = nullptr;
+  po.on_batch_writes = [&](const executor::ExecutorStageOptions::BatchWrites& w) {
+    QR_CHECK(w.batch == 0 && w.slices.size() == 1);
+    const planner::PlannedSlice& s = *w.slices[0];
+    std::vector<uint8_t> fates(s.txns.size());
+    for (uint32_t i = 0; i < fates.size(); ++i) {
+      fates[i] = static_cast<uint8_t>(w.fates->Of(0, i));
+      QR_CHECK(fates[i] <= 1, "a single node's fate %u", static_cast<unsigned>(fates[i]));
+      *any_abort = *any_abort || fates[i] != 0;
+    }
+    bytes = planner::EncodeWriteSlice(s, fates, w.keys, w.images, layout.size());
+    leader->MarkReplicated(0, 0);  // held back until now: what it was given stays valid
+  };
+  engine::Pipeline pipeline(po, &table, [](const std::vector<commit::TxnOutcome>&) {});
+  leader = &pipeline;
+  QR_CHECK(pipeline.Start().ok());
+  planner::PlannedSlice* slot = pipeline.BeginSlice(0, 0);
+  QR_CHECK(slot != nullptr);
+  planner::Planner(ranges).PlanSlice(0, 0, txns, slot);
+  pipeline.PublishSlice(0, 0, 0, false);
+  pipeline.EndInput(1);
+  QR_CHECK(pipeline.WaitIdle(10'000).ok());
+  pipeline.Stop();
+  QR_CHECK(!bytes.empty());
+  return std::string(1, static_cast<char>(((executors - 1) << 1) | (range_map ? 1u : 0u))) + bytes;
+}
+
+void WriteWriteSlices(const std::filesystem::path& dir) {
+  int n = 0;
+  bool any_abort = false;
+  testing::GenOptions g;
+  g.keys = 256;
+  g.absent = 8;  // writes to absent keys capture nothing
+  g.max_ops = 4;
+  for (uint32_t executors : {1u, 2u, 3u}) {
+    for (bool range_map : {false, true}) {
+      std::vector<storage::Txn> txns = testing::RandomTxns(executors * 2 + (range_map ? 1 : 0), 6, g);
+      for (size_t i = 1; i < txns.size(); i += 2) {  // client sessions (docs/sessions.md)
+        txns[i].session = executors;
+        txns[i].seq = 100 + i;
+      }
+      Write(dir, "seed-" + std::to_string(n++), LeaderWriteSlice(executors, range_map, txns, &any_abort));
+    }
+  }
+  // Txns that abort by logic: their fates travel, their writes do not.
+  g.abort_per_100 = 40;
+  g.fire_per_10k = 5000;
+  g.debit_per_100 = 20;
+  std::vector<storage::Txn> aborting;
+  any_abort = false;
+  for (uint64_t seed = 1; !any_abort; ++seed) {
+    QR_CHECK(seed < 100, "no seed made an aborting txn");
+    aborting = testing::RandomTxns(seed, 8, g);
+    const std::string bytes = LeaderWriteSlice(2, true, aborting, &any_abort);
+    if (any_abort) Write(dir, "aborted", bytes);
+  }
+  // An empty batch (a promoted leader's padding): no txns, every range empty.
+  Write(dir, "empty", LeaderWriteSlice(3, false, {}, &any_abort));
 }
 
 namespace raft = replication::raft;
@@ -487,6 +572,7 @@ int main(int argc, char** argv) {
   Write(root / "fuzz_client_messages", "follower-report",
         std::string(1, '\6') + proto::EncodeFollowerReport({"n1", 3, false, {{1, 2}, {2, 3}}}));
   WriteInputSlices(root / "fuzz_input_slice");
+  WriteWriteSlices(root / "fuzz_write_slice");
   WriteRaftMessages(root / "fuzz_raft_messages");
   WritePayloadFrames(root / "fuzz_payload_frames");
   WriteDiskLogs(root / "fuzz_disk_log", regressions / "fuzz_disk_log");

@@ -1,5 +1,6 @@
-// Shared by the slice fuzz targets (fuzz_slice, fuzz_input_slice): runs one slice through a
-// small engine and checks that it finishes. A Pipeline with one executor thread per range of
+// Shared by the slice fuzz targets (fuzz_slice, fuzz_input_slice, fuzz_write_slice): how an
+// input's first byte picks the executor ranges, and a run of one slice through a small engine
+// that must finish. A Pipeline with one executor thread per range of
 // `ranges` over a table of kFuzzKeys records (two 8-byte fields, counters at 1000; keys beyond
 // it are absent and do nothing) runs `slice` as batch 0 of planner 0; every txn must get its
 // outcome within 10 s (a hang aborts, naming the txn count and `what`) and the pipeline's digest
@@ -20,15 +21,28 @@
 namespace qrstore::fuzz {
 
 constexpr uint64_t kFuzzKeys = 256;
+constexpr uint32_t kFuzzMaxExecutors = 8;
+inline const storage::RecordLayout kFuzzLayout{2, 8};
 
-inline void RunSlice(const planner::PlannedSlice& slice, const storage::KeyMapper& ranges, const char* what) {
-  const storage::RecordLayout layout{2, 8};
-  storage::Table table(layout, kFuzzKeys);
-  std::string rec(layout.size(), '\0');
+// The executor ranges an input's first byte picks: 1 + (byte >> 1) % 8 of them, bit 0 range
+// mapping (else hash), over kFuzzKeys keys.
+inline storage::KeyMapper FuzzRanges(uint8_t mode) {
+  return storage::KeyMapper((mode & 1) != 0 ? storage::KeyMapper::Kind::kRange : storage::KeyMapper::Kind::kHash,
+                            1 + static_cast<uint32_t>((mode >> 1) % kFuzzMaxExecutors), kFuzzKeys);
+}
+
+// kFuzzKeys records of kFuzzLayout, counters at 1000.
+inline void LoadFuzzTable(storage::Table* table) {
+  std::string rec(kFuzzLayout.size(), '\0');
   for (uint64_t k = 0; k < kFuzzKeys; ++k) {
-    storage::InitRecord(rec.data(), layout, k, 1000);
-    QR_CHECK(table.Insert(k, rec.data()).ok());
+    storage::InitRecord(rec.data(), kFuzzLayout, k, 1000);
+    QR_CHECK(table->Insert(k, rec.data()).ok());
   }
+}
+
+// Runs `slice` on `table` as described above; the outcomes go to *outcomes if given.
+inline void RunSliceOn(storage::Table* table, const planner::PlannedSlice& slice, const storage::KeyMapper& ranges,
+                       const char* what, std::vector<commit::TxnOutcome>* outcomes = nullptr) {
   engine::PipelineOptions po;
   po.planners = 1;
   po.executors = ranges.buckets();
@@ -37,8 +51,11 @@ inline void RunSlice(const planner::PlannedSlice& slice, const storage::KeyMappe
   po.ranges = ranges;
   po.capture_reads = true;
   po.track_digest = true;
-  size_t outcomes = 0;
-  engine::Pipeline pipeline(po, &table, [&](const std::vector<commit::TxnOutcome>& v) { outcomes += v.size(); });
+  size_t delivered = 0;
+  engine::Pipeline pipeline(po, table, [&](const std::vector<commit::TxnOutcome>& v) {
+    delivered += v.size();
+    if (outcomes != nullptr) outcomes->insert(outcomes->end(), v.begin(), v.end());
+  });
   QR_CHECK(pipeline.Start().ok());
   planner::PlannedSlice* slot = pipeline.BeginSlice(0, 0);
   QR_CHECK(slot != nullptr);
@@ -50,8 +67,14 @@ inline void RunSlice(const planner::PlannedSlice& slice, const storage::KeyMappe
   const Status st = pipeline.WaitIdle(10'000);
   QR_CHECK(st.ok(), "%s of %zu txns did not finish: %s", what, slice.txns.size(), st.ToString().c_str());
   pipeline.Stop();
-  QR_CHECK_EQ(outcomes, slice.txns.size());
-  QR_CHECK_EQ(pipeline.Stats().last_digest, table.Digest());
+  QR_CHECK_EQ(delivered, slice.txns.size());
+  QR_CHECK_EQ(pipeline.Stats().last_digest, table->Digest());
+}
+
+inline void RunSlice(const planner::PlannedSlice& slice, const storage::KeyMapper& ranges, const char* what) {
+  storage::Table table(kFuzzLayout, kFuzzKeys);
+  LoadFuzzTable(&table);
+  RunSliceOn(&table, slice, ranges, what);
 }
 
 }  // namespace qrstore::fuzz

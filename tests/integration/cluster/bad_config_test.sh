@@ -93,6 +93,18 @@ expect_error 2 "not enough memory: the table of 4294967296 records" "$server" --
   --ycsb.records=4294967296
 expect_error 2 "server.dump_state_dir: cannot write in '$QR_TMP/none': No such file or directory" "$server" \
   --config "$cfg" --node a --server.dump_state_dir="$QR_TMP/none"
+# The replication points (docs/replication-points.md): what one cannot do is refused at start.
+expect_error 2 "replication.point: must be one of plan|input|writes" "$server" --config "$cfg" --node a \
+  --replication.point=rp2
+expect_error 2 "replication.point: writes replicates what executing a batch wrote, so its executors cannot wait" \
+  "$server" --config "$cfg" --node a --replication.point=writes --replication.mode=sync
+expect_error 2 "server.session_read_values keeps read values on the followers" "$server" --config "$cfg" --node a \
+  --replication.point=writes --server.session_read_values=true
+nodes3 "" "{name: b, host: 127.0.0.1, client_port: 7101, peer_port: 7201, partition: 1, row: 0}" \
+  "{name: c, host: 127.0.0.1, client_port: 7102, peer_port: 7202, partition: 2, row: 0}" >"$cfg"
+expect_error 2 "replication.point: input is built for one partition per row; this cluster has 3 partitions" \
+  "$server" --config "$cfg" --node a --replication.point=input
+nodes3 >"$cfg"
 # A key given twice names both lines; an override's error is labelled as the command line's.
 { nodes3; echo "batch:"; echo "  txns: 10"; echo "  txns: 20"; } >"$cfg"
 expect_error 2 "$cfg: batch.txns: given twice (lines 7 and 8)" "$server" --config "$cfg" --node a

@@ -200,27 +200,33 @@ TEST_CASE("zk: forced session expiry of leader and follower neither loses nor re
   bool leader_expired = false, follower_expired = false;
   Status ls = Status::Ok(), fs = Status::Ok();  // written by the hook threads, read after join
   std::atomic<int> hooks_done{0};
+  std::atomic<bool> leader_hook_running{false};
   std::thread lhook, fhook;
   // The hooks run on their own threads so that this loop keeps requests in flight meanwhile.
   Drive(leader.get(), {fol.get()}, &lrec, {&frec}, 1, 0, count, 64, 90000, [&](uint64_t acked) {
     if (hooks_done.load() == 2 && count == UINT64_MAX / 2) count = std::max<uint64_t>(600, acked + 64);
     // Until then the stream has no end: keep the leader within 2,000 batches of the follower
     // (waiting here holds back the next writes), or a slow follower (under ASan it fell 17,000
-    // behind) lets the leader fill ZooKeeper's heap with batches nobody has read yet.
-    for (int i = 0; i < 2000 && acked > frec.DeliveredNow(0) + 2000; ++i) {
+    // behind) lets the leader fill ZooKeeper's heap with batches nobody has read yet. Not while
+    // the leader's expiry is being forced: it must land on writes in flight, and a leader held
+    // back here has none (under load in CI every attempt did, and the test failed).
+    for (int i = 0; i < 2000 && !leader_hook_running.load() && acked > frec.DeliveredNow(0) + 2000; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     if (!leader_expired && acked >= 150) {
       leader_expired = true;
+      leader_hook_running = true;
       lhook = std::thread([&] {
         // An expiry that lands while none of the leader's writes is at the server loses none
         // (it happened under ASan in CI): expire again, a bounded number of times, until one
         // hits writes in flight, which is the path this test is for.
-        for (int attempt = 0; attempt < 4; ++attempt) {
+        for (int attempt = 0; attempt < 20; ++attempt) {
           ls = ForceSessionExpiryForTest(leader.get());
           ZkStats now;
           if (!ls.ok() || (GetZkStats(*leader, &now) && now.connection_losses > 0)) break;
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
         }
+        leader_hook_running = false;
         hooks_done.fetch_add(1);
       });
     }

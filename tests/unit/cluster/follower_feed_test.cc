@@ -13,6 +13,7 @@
 #include "engine/pipeline.h"
 #include "planner/eq.h"
 #include "planner/input_slice.h"
+#include "planner/write_slice.h"
 #include "planner/planner.h"
 #include "replication/none/none_replicator.h"
 #include "tests/unit/executor/serial_applier.h"
@@ -29,7 +30,8 @@ const storage::RecordLayout kLayout{2, 8};
 constexpr uint64_t kKeys = 100;
 
 struct Rig {
-  explicit Rig(const std::string& hub, uint32_t planners = 2, bool continue_after_end = false, bool plan_input = false)
+  explicit Rig(const std::string& hub, uint32_t planners = 2, bool continue_after_end = false, bool plan_input = false,
+               bool apply_writes = false)
       : input(plan_input) {
     replication::none::NoneOptions lo;
     lo.planners = planners;
@@ -58,6 +60,8 @@ struct Rig {
     fopt.ranges = po.ranges;
     fopt.continue_after_end = continue_after_end;
     fopt.plan_input = plan_input;
+    fopt.apply_writes = apply_writes;
+    fopt.record_bytes = kLayout.size();
     fopt.executors = po.executors;
     feed = std::make_unique<FollowerFeed>(
         fopt, pipeline.get(), follower.get(),
@@ -180,7 +184,7 @@ TEST_CASE("follower feed: a well-formed slice of another batch, planner or execu
   }
 }
 
-TEST_CASE("follower feed, plan_input: a damaged or misplaced input stops the apply naming it") {
+TEST_CASE("follower feed, plan_input and apply_writes: a damaged or misplaced entry stops the apply naming it") {
   {
     Rig rig("feed-input-corrupt", 2, false, true);
     rig.Replicate(0, 0, rig.Slice(0, 0, 1));
@@ -207,6 +211,33 @@ TEST_CASE("follower feed, plan_input: a damaged or misplaced input stops the app
     planner.PlanSlice(0, 0, testing::RandomTxns(1, 5, testing::GenOptions{}), &s);
     rig.Replicate(0, 0, planner::EncodeSlice(s));
     CHECK(rig.WaitError().message().find("bad magic") != std::string::npos);
+  }
+  {
+    // replication.point = writes: an entry the leader's execution left, then a damaged one.
+    Rig rig("feed-writes", 2, false, false, /*apply_writes=*/true);
+    planner::PlannedSlice s;
+    s.Reset(0, 0, 2);
+    s.txns.resize(1);
+    s.txns[0].txn_id = 5;
+    std::vector<std::vector<storage::Key>> keys(2);
+    std::vector<std::string> images(2);
+    keys[rig.po.ranges.Of(3)].push_back(3);
+    images[rig.po.ranges.Of(3)] = std::string(kLayout.size(), '\x7');
+    rig.Replicate(0, 0, planner::EncodeWriteSlice(s, {0}, &keys, &images, kLayout.size()));
+    s.Reset(0, 1, 2);
+    rig.Replicate(0, 1, planner::EncodeWriteSlice(s, {}, nullptr, nullptr, kLayout.size()));
+    const int64_t deadline = NowNanos() + 10'000'000'000;
+    while (rig.pipeline->committed_batches() < 1 && NowNanos() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    REQUIRE(rig.pipeline->committed_batches() == 1);
+    CHECK(std::string(rig.table.Find(3), kLayout.size()) == images[rig.po.ranges.Of(3)]);
+    s.Reset(1, 0, 2);
+    std::string bad = planner::EncodeWriteSlice(s, {}, &keys, &images, kLayout.size());
+    bad.resize(bad.size() - 1);
+    rig.Replicate(1, 0, bad);
+    Status st = rig.WaitError();
+    CHECK(st.message().find("bad writes (batch 1, planner 0)") != std::string::npos);
   }
 }
 

@@ -16,6 +16,7 @@
 #include "engine/pipeline.h"
 #include "planner/eq.h"
 #include "planner/input_slice.h"
+#include "planner/write_slice.h"
 #include "planner/planner.h"
 #include "tests/unit/executor/serial_applier.h"
 #include "workloads/reference_executor.h"
@@ -131,6 +132,30 @@ Reference Replay(const std::vector<Txn>& txns, std::vector<Seen::Txn> seen) {
   return out;
 }
 
+// A leader's run: starts its pipeline and planner, submits every txn, ends the input, waits until
+// everything committed, stops both; returns the batch the input ended at.
+uint64_t RunLeader(Pipeline& leader, LocalPlanner& front, const std::vector<Txn>& txns) {
+  REQUIRE(leader.Start().ok());
+  REQUIRE(front.Start().ok());
+  for (const Txn& t : txns) REQUIRE(front.Submit(t));
+  front.CloseInput();
+  REQUIRE(leader.WaitIdle().ok());
+  const uint64_t end = front.end_batch();
+  leader.Stop();
+  front.Stop();
+  return end;
+}
+
+// A follower fed every batch below `end`: ends its input, waits, stops, and checks that it
+// committed each batch with the leader's digest.
+void FinishFollower(Pipeline& follower, uint64_t end, Seen& follower_seen, Seen& leader_seen) {
+  follower.EndInput(end);
+  REQUIRE(follower.WaitIdle().ok());
+  follower.Stop();
+  REQUIRE(follower_seen.batches.size() == end);
+  for (uint64_t b = 0; b < end; ++b) CHECK(follower_seen.batches[b].digest == leader_seen.batches[b].digest);
+}
+
 }  // namespace
 
 TEST_CASE("pipeline: per-batch digests, read values and fates equal a serial replay of the planned order") {
@@ -194,14 +219,7 @@ TEST_CASE("pipeline: a pipeline fed the decoded slices of another reaches the sa
     encoded.push_back({{s.batch, s.planner}, planner::EncodeSlice(s)});
     leader.MarkReplicated(s.batch, s.planner);
   });
-  REQUIRE(leader.Start().ok());
-  REQUIRE(front.Start().ok());
-  for (const Txn& t : txns) REQUIRE(front.Submit(t));
-  front.CloseInput();
-  REQUIRE(leader.WaitIdle().ok());
-  const uint64_t end = front.end_batch();
-  leader.Stop();
-  front.Stop();
+  const uint64_t end = RunLeader(leader, front, txns);
 
   PipelineOptions fo = po;
   fo.capture_reads = false;  // followers answer no client
@@ -299,13 +317,72 @@ TEST_CASE("pipeline: a follower planning the leader's inputs itself, with other 
   for (auto& t : streams) t.join();
   REQUIRE(failed.load() == 0);
   CHECK(differ.load() == 0);
-  follower.EndInput(end);
-  REQUIRE(follower.WaitIdle().ok());
-  follower.Stop();
-  REQUIRE(follower_seen.batches.size() == end);
-  for (uint64_t b = 0; b < end; ++b) CHECK(follower_seen.batches[b].digest == leader_seen.batches[b].digest);
+  FinishFollower(follower, end, follower_seen, leader_seen);
   CHECK(follower_table.Digest() == leader_table.Digest());
   CHECK(follower_seen.txns.size() == txns.size());
+}
+
+TEST_CASE("pipeline: a follower installing the leader's captured writes reaches its digests and fates without "
+          "executing") {
+  // replication.point = writes: the leader captures each batch's last images and fates once it is
+  // executed and resolved (aborts re-executed, dependent writes), and holds the batch's commit
+  // until they are "replicated"; the follower installs them.
+  for (uint32_t planners : {1u, 2u}) {
+    INFO("planners " << planners);
+    const std::vector<Txn> txns = Workload(31 + planners, 3000);
+    storage::Table leader_table(kLayout, kKeys), follower_table(kLayout, kKeys);
+    testing::LoadTable(&leader_table, kKeys, 1000);
+    testing::LoadTable(&follower_table, kKeys, 1000);
+    PipelineOptions po = Options(planners, 3, 3);
+    po.capture_writes = true;
+    std::mutex mu;
+    std::map<std::pair<uint64_t, uint32_t>, std::string> sent;
+    Seen leader_seen, follower_seen;
+    Pipeline* leader_ptr = nullptr;
+    po.on_batch_writes = [&](const executor::ExecutorStageOptions::BatchWrites& w) {
+      for (uint32_t p = 0; p < w.slices.size(); ++p) {
+        const planner::PlannedSlice& s = *w.slices[p];
+        std::vector<uint8_t> fates(s.txns.size());
+        for (uint32_t i = 0; i < fates.size(); ++i) fates[i] = static_cast<uint8_t>(w.fates->Of(p, i));
+        std::string bytes = planner::EncodeWriteSlice(s, fates, p == 0 ? w.keys : nullptr, p == 0 ? w.images : nullptr,
+                                                      kLayout.size());
+        {
+          std::lock_guard<std::mutex> lk(mu);
+          sent[{w.batch, p}] = std::move(bytes);
+        }
+        leader_ptr->MarkReplicated(w.batch, p);
+      }
+    };
+    Pipeline leader(po, &leader_table, leader_seen.Sink(), leader_seen.Hook());
+    leader_ptr = &leader;
+    // A hook that replicates nothing: the slices wait for on_batch_writes.
+    LocalPlanner front(PlannerOptions(po, 150), &leader, [](const planner::PlannedSlice&, std::string) {});
+    const uint64_t end = RunLeader(leader, front, txns);
+    REQUIRE(sent.size() == planners * end);
+    REQUIRE(leader.Stats().aborted > 10);
+
+    PipelineOptions fo = Options(planners, 3, 3);
+    fo.capture_reads = false;
+    Pipeline follower(fo, &follower_table, follower_seen.Sink(), follower_seen.Hook());
+    REQUIRE(follower.Start().ok());
+    for (const auto& [bp, bytes] : sent) {
+      planner::PlannedSlice* slot = follower.BeginSlice(bp.first, bp.second);
+      REQUIRE(slot != nullptr);
+      REQUIRE(planner::DecodeWriteSlice(bytes, kLayout.size(), fo.ranges, bp.first, bp.second, slot).ok());
+      follower.PublishSlice(bp.first, bp.second, 0, true);
+    }
+    FinishFollower(follower, end, follower_seen, leader_seen);
+    CHECK(follower_table.Digest() == leader_table.Digest());
+    CHECK(follower.Stats().aborted == leader.Stats().aborted);
+    REQUIRE(follower_seen.txns.size() == leader_seen.txns.size());
+    std::map<uint64_t, std::pair<commit::PlannedPos, TxnStatus>> fate;
+    for (const Seen::Txn& t : leader_seen.txns) fate[t.id] = {t.pos, t.status};
+    for (const Seen::Txn& t : follower_seen.txns) {
+      REQUIRE(fate.count(t.id) == 1);
+      CHECK(fate[t.id].first == t.pos);
+      CHECK(fate[t.id].second == t.status);
+    }
+  }
 }
 
 TEST_CASE("pipeline: nothing commits before its batch is replicated, sync mode executes only then",
