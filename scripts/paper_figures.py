@@ -4,7 +4,12 @@
 
 Reproduces figures of the QR-Store paper's evaluation (section 5) on this machine, each as a
 sweep of real clusters started with scripts/cluster.sh and driven by qrstore-client:
+  4   the replication layer alone (qrstore-repl-bench: 3 members, 100 batches in flight), payloads
+      100 B to 800 KB, raft and ZooKeeper, each without and with Snappy: latency and batches/s
   6   batch size (batch.txns), rf 0 / 1 / 2
+  7   partitions in a row, 1-4, rf 0 / 1 / 2 (grids made from configs/cluster-2x3-raft.yaml, the
+      paper's workload, half the txns on two partitions): all nodes share this machine's 2 cores,
+      so this shows what partitioning costs, not how it scales
   8   Zipf theta (ycsb.theta), rf 0 / 1 / 2
   9   multi-partition share (ycsb.mp_ratio) on 2 partitions in a row, rf 0 / 1 / 2
   10  operations per txn (ycsb.ops_per_txn), ops/s, rf 0 / 1 / 2
@@ -18,7 +23,10 @@ sweep of real clusters started with scripts/cluster.sh and driven by qrstore-cli
 rf 0 is configs/cluster-none.yaml (the paper's Q-Store), rf 1 configs/cluster-raft-rf1.yaml, rf 2
 configs/cluster-raft.yaml (raft, durable, sessions), every node on this machine; the workload is
 the configs' (the paper's default: YCSB, 1M records, 16 ops, 50% writes, theta 0; figure 9 sets
-it on the row configs, whose own is STAR's). Not built yet (issue 43): figures 4, 7 and 11.
+it on the row configs, whose own is STAR's). Figure 4 starts a ZooKeeper server of its own
+(scripts/zk-server.sh, under OUT/zk) unless QRSTORE_ZK_HOSTS names one. Not built yet (issue
+43): figure 11 as the paper ran it (RP1 over two partitions; "points" compares the replication
+points on one).
 
 Each point of a figure is run R times (--reps, default 3, at least 3) interleaved with the
 other series at that point: repetition r runs the series in an order rotated by r, so a drift of
@@ -76,7 +84,8 @@ class Figure:
     """A figure: points (x) on its axis, series at each point; run(x, series) gives the config
     and the overrides of one run."""
 
-    def __init__(self, number, title, xlabel, xs, quick_xs, series, baseline, spec, paper, metric="txn_per_s"):
+    def __init__(self, number, title, xlabel, xs, quick_xs, series, baseline, spec, paper, metric="txn_per_s",
+                 kind="cluster"):
         self.number = number
         self.title = title
         self.xlabel = xlabel
@@ -86,18 +95,46 @@ class Figure:
         self.baseline = baseline
         self.spec = spec
         self.paper = paper  # what the paper states for it, for the report
-        self.metric = metric  # txn_per_s or ops_per_s: what the ratios and the plot compare
+        self.metric = metric  # txn_per_s, ops_per_s or batches_per_s: what the ratios and the plot compare
+        # cluster: spec gives (shipped config, overrides[, client args]) for a cluster run;
+        # repl: spec gives qrstore-repl-bench's arguments (the replication layer alone).
+        self.kind = kind
 
+
+# Figure 7's clusters: P partitions x (rf + 1) rows made from this config (its workload, threads
+# and batches; every node one executor), with the paper's workload and half the txns spanning two
+# partitions.
+GRID_TEMPLATE = "configs/cluster-2x3-raft.yaml"
+GRID_WORKLOAD = PAPER_ON_ROWS + ["--ycsb.mp_ratio=0.5"]
+
+# Figure 4's series: backend and compression.
+REPL_SERIES = {
+    "raft": ["--backend", "raft"],
+    "raft-snappy": ["--backend", "raft", "--compression", "snappy"],
+    "zookeeper": ["--backend", "zookeeper"],
+    "zookeeper-snappy": ["--backend", "zookeeper", "--compression", "snappy"],
+}
 
 FIGURES = {
+    4: Figure(4, "The replication layer alone: payload size", "payload (bytes)",
+              [100, 1000, 10000, 100000, 400000, 800000], [100, 800000],
+              ["zookeeper", "zookeeper-snappy", "raft", "raft-snappy"], "zookeeper",
+              lambda x, s: REPL_SERIES[s] + ["--replicas", "3", "--payload-bytes", str(x), "--inflight", "100"],
+              "ZooKeeper with 100 requests in flight: latency up to 26 ms at large payloads",
+              metric="batches_per_s", kind="repl"),
+    7: Figure(7, "Partitions in a row (every node on these 2 cores)", "partitions", [1, 2, 3, 4], [1, 4],
+              ["rf0", "rf1", "rf2"], "rf0",
+              lambda x, s: ("grid:%dx%d" % (x, int(s[2:]) + 1), GRID_WORKLOAD),
+              "linear scaling with the servers added: 2, 1.8 and 1.7M txn/s for rf 0 / 1 / 2 at 16 servers "
+              "(each its own host)"),
     6: Figure(6, "Varying batch size", "batch size (txns)", [2000, 5000, 10000, 20000, 40000],
-              [2000, 10000, 40000], ["rf0", "rf1", "rf2"], "rf0",
+              [2000, 40000], ["rf0", "rf1", "rf2"], "rf0",
               # The client keeps two batches in flight over its 4 connections (at least the
               # configs' 5000 each): fewer, and batches above 10K would close on the timeout.
               lambda x, s: (RF_CONFIG[s], ["--batch.txns=%d" % x], ["--outstanding", str(max(5000, x // 2))]),
               "rf 2 p99 latency +16% over Q-Store at 20K batches, +30% at 40K"),
     8: Figure(8, "Varying data access contention", "Zipf theta", [0.0, 0.4, 0.6, 0.8, 0.9, 0.99],
-              [0.0, 0.6, 0.99], ["rf0", "rf1", "rf2"], "rf0",
+              [0.0, 0.99], ["rf0", "rf1", "rf2"], "rf0",
               lambda x, s: (RF_CONFIG[s], ["--ycsb.theta=%g" % x]),
               "at theta 0 replication costs 6% (rf 1) and 13% (rf 2); medium contention (0.4-0.8) "
               "drops throughput 19-29%, high (0.9-0.99) recovers"),
@@ -105,7 +142,7 @@ FIGURES = {
               [0.0, 0.1, 0.15, 0.5, 0.75, 1.0], [0.0, 1.0], ["rf0", "rf1", "rf2"], "rf0",
               lambda x, s: (ROW_CONFIG[s], PAPER_ON_ROWS + ["--ycsb.mp_ratio=%g" % x]),
               "throughput falls as the multi-partition share grows; replication's cost stays a fraction"),
-    10: Figure(10, "Varying operations per transaction", "operations per txn", [2, 4, 8, 12, 16], [2, 8, 16],
+    10: Figure(10, "Varying operations per transaction", "operations per txn", [2, 4, 8, 12, 16], [2, 16],
                ["rf0", "rf1", "rf2"], "rf0",
                lambda x, s: (RF_CONFIG[s], ["--ycsb.ops_per_txn=%d" % x]),
                "ops/s grows linearly with the ops per txn; replication costs 9% (rf 1) and 18% (rf 2)",
@@ -130,7 +167,7 @@ FIGURES = {
                   "no figure: the paper reports p99 per configuration at full load only"),
     # Figure 11's comparison on one partition (the paper's is over ZooKeeper, 2 partitions).
     "points": Figure("points", "Replicating the plan (RP2), the input (RP1) or the writes (RP3), rf 2", "workload",
-                     ["paper", "star", "paper-0.9"], ["paper", "star"], ["plan", "input", "writes"], "plan",
+                     ["paper", "star", "paper-0.9"], ["star"], ["plan", "input", "writes"], "plan",
                      lambda x, s: (RF_CONFIG["rf2"], WORKLOADS[x] + ["--replication.point=%s" % s]),
                      "RP2 up to 6x RP1 at high contention (Fig. 11: ZooKeeper, theta 0.9, 2 partitions)"),
 }
@@ -210,9 +247,13 @@ def host_line():
 
 
 def local_config(shipped, out_dir, tag):
-    """A copy of a shipped config with every node's ports taken from the free-port registry and
-    its own cluster name (its own run folder)."""
-    text = open(os.path.join(ROOT, shipped)).read()
+    """A copy of a shipped config (or of a grid made from GRID_TEMPLATE: "grid:PxR") with every
+    node's ports taken from the free-port registry and its own cluster name (its own run folder)."""
+    if shipped.startswith("grid:"):
+        p, r = (int(v) for v in shipped[len("grid:"):].split("x"))
+        text = grid_text(p, r)
+    else:
+        text = open(os.path.join(ROOT, shipped)).read()
     names = re.findall(r"\b(client_port|peer_port|row_port):\s*(\d+)", text)
     ports = free_ports(len(names))
     it = iter(ports)
@@ -225,7 +266,61 @@ def local_config(shipped, out_dir, tag):
     return path
 
 
+def grid_text(partitions, rows):
+    """GRID_TEMPLATE with its nodes replaced by `partitions` x `rows` of them (p<P>r<R>; row 0
+    leads; row ports only where a partition has followers) and, without followers, backend none.
+    Ports are placeholders (local_config takes them from the registry)."""
+    text = open(os.path.join(ROOT, GRID_TEMPLATE)).read()
+    nodes = []
+    for r in range(rows):
+        for p in range(partitions):
+            row_port = ", row_port: 1" if partitions > 1 and rows > 1 else ""
+            nodes.append("    - {name: p%dr%d, host: 127.0.0.1, client_port: 1, peer_port: 1%s, partition: %d, row: %d}"
+                         % (p, r, row_port, p, r))
+    text = re.sub(r"(?m)^  nodes:.*\n(    - \{.*\n)+", "  nodes:\n" + "\n".join(nodes) + "\n", text, count=1)
+    if rows == 1:
+        text = re.sub(r"(?m)^(  backend:\s*)\S+", r"\1none", text, count=1)
+    return text
+
+
+def run_repl(a, fig, x, series, rep, order, out_dir, env):
+    """One qrstore-repl-bench run of figure `fig` (kind repl)."""
+    tag = "fig%s-%s-%s-r%d" % (fig.number, str(x).replace(".", "_"), series, rep)
+    args = fig.spec(x, series)
+    bench = [os.path.join(env["QRSTORE_BIN"], "qrstore-repl-bench")] + args + [
+        "--duration-s", str(a["seconds"]), "--warmup-s", str(a["warmup"]), "--json"]
+    if "zookeeper" in series:
+        bench += ["--zk-hosts", env["QRSTORE_ZK_HOSTS"]]
+    command = "%s/bin/qrstore-repl-bench %s --duration-s %d --warmup-s %d --json%s" % (
+        a["build"], " ".join(args), a["seconds"], a["warmup"],
+        " --zk-hosts HOST:PORT" if "zookeeper" in series else "")
+    row = {"figure": fig.number, "x": x, "series": series, "rep": rep, "order": order, "txn_per_s": "",
+           "ops_per_s": "", "batches_per_s": "", "mb_per_s": "", "p50_ms": "", "p99_ms": "",
+           "leader_cpu_us_per_txn": "", "ok": 0, "command": command}
+    log = os.path.join(out_dir, "logs", tag + ".log")
+    os.makedirs(os.path.dirname(log), exist_ok=True)
+    with open(log, "w") as lf:
+        try:
+            r = subprocess.run(bench, capture_output=True, text=True, env=env, cwd=ROOT,
+                               timeout=a["seconds"] + a["warmup"] + 120)
+        except subprocess.TimeoutExpired:
+            return row, "qrstore-repl-bench did not finish (%s)" % log
+        lf.write(r.stdout)
+        lf.write(r.stderr)
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    if r.returncode != 0 or not lines:
+        return row, "qrstore-repl-bench exited %d (%s)" % (r.returncode, log)
+    o = json.loads(lines[-1])
+    if not o.get("ok") or not o.get("followers_complete"):
+        return row, "qrstore-repl-bench: %s (%s)" % (o.get("error") or "followers incomplete", log)
+    row.update({"batches_per_s": o["batches_per_s"], "mb_per_s": o["mb_per_s"], "p50_ms": o["p50_ms"],
+                "p99_ms": o["p99_ms"], "ok": 1})
+    return row, None
+
+
 def run_one(a, fig, x, series, rep, order, out_dir, env):
+    if fig.kind == "repl":
+        return run_repl(a, fig, x, series, rep, order, out_dir, env)
     spec = fig.spec(x, series)
     shipped, overrides = spec[0], spec[1]
     client_only = spec[2] if len(spec) > 2 else []  # the client's alone (--target-tps)
@@ -234,10 +329,12 @@ def run_one(a, fig, x, series, rep, order, out_dir, env):
     client = [os.path.join(env["QRSTORE_BIN"], "qrstore-client"), "--config", cfg] + overrides + client_only + [
         "--duration-s", str(a["seconds"]), "--warmup-s", str(a["warmup"]), "--json", "--log-level", "warn"]
     # The command a reader runs (the shipped config; this script only moved the ports).
+    shown = shipped if not shipped.startswith("grid:") else \
+        "CONFIG(%s nodes from %s; see OUT/configs/%s.yaml)" % (shipped[len("grid:"):], GRID_TEMPLATE, tag)
     command = "scripts/cluster.sh up %s --fresh %s; %s/bin/qrstore-client --config %s %s --duration-s %d " \
               "--warmup-s %d --json; scripts/cluster.sh down %s" % (
-                  shipped, " ".join(overrides), a["build"], shipped, " ".join(overrides + client_only), a["seconds"],
-                  a["warmup"], shipped)
+                  shown, " ".join(overrides), a["build"], shown, " ".join(overrides + client_only), a["seconds"],
+                  a["warmup"], shown)
     log = os.path.join(out_dir, "logs", tag + ".log")
     os.makedirs(os.path.dirname(log), exist_ok=True)
     row = {"figure": fig.number, "x": x, "series": series, "rep": rep, "order": order, "txn_per_s": "",
@@ -303,9 +400,10 @@ def summarize(fig, xs, runs):
             # behind delivery and execution is 1 - repl_wait / repl. Sync hides none of it (execution
             # starts once the batch is replicated: its repl_wait is 0 for that reason, not hidden).
             hidden = [0.0 if r["mode"] == "sync" else 1 - r["repl_wait_ms"] / r["repl_ms"] for r in mine
-                      if r["repl_ms"] not in ("", 0) and r["backend"] not in ("", "none")]
+                      if r.get("repl_ms", "") not in ("", 0) and r.get("backend", "") not in ("", "none")]
             out.append({"figure": fig.number, "x": x, "series": s, "runs": len(mine),
                         "median_txn_per_s": med("txn_per_s"), "median_ops_per_s": med("ops_per_s"),
+                        "median_batches_per_s": med("batches_per_s") if fig.kind == "repl" else "",
                         "median_p50_ms": med("p50_ms"),
                         "median_p99_ms": med("p99_ms"),
                         "ratio_to_%s" % fig.baseline: statistics.median(ratios) if ratios else "",
@@ -313,9 +411,11 @@ def summarize(fig, xs, runs):
                         "median_leader_cpu_us_per_txn": statistics.median(
                             [r["leader_cpu_us_per_txn"] for r in mine if r["leader_cpu_us_per_txn"] != ""] or [0]),
                         "median_bytes_per_txn": statistics.median(
-                            [r["replicated_bytes_per_txn"] for r in mine if r["replicated_bytes_per_txn"] != ""] or [0]),
+                            [r["replicated_bytes_per_txn"] for r in mine if r.get("replicated_bytes_per_txn", "") != ""]
+                            or [0]),
                         "median_follower_cpu_us_per_txn": statistics.median(
-                            [r["follower_cpu_us_per_txn"] for r in mine if r["follower_cpu_us_per_txn"] != ""] or [0]),
+                            [r["follower_cpu_us_per_txn"] for r in mine if r.get("follower_cpu_us_per_txn", "") != ""]
+                            or [0]),
                         "ratios": " ".join("%.3f" % v for v in ratios)})
     return out
 
@@ -335,7 +435,10 @@ def plot(fig, xs, summary, path, host):
         if not rows:
             continue
         tps = [r["median_" + fig.metric] / (1e6 if fig.metric == "ops_per_s" else 1e3) for r in rows]
-        p99 = [r["median_p99_ms"] for r in rows]
+        if fig.kind == "repl":
+            p99 = [r["median_p50_ms"] for r in rows]
+        if fig.kind != "repl":
+            p99 = [r["median_p99_ms"] for r in rows]
         if numeric:
             px = [r["x"] for r in rows]
             ax1.plot(px, tps, marker="o", label=s)
@@ -344,9 +447,13 @@ def plot(fig, xs, summary, path, host):
             px = [xs.index(r["x"]) + (k - (len(fig.series) - 1) / 2) * width for r in rows]
             ax1.bar(px, tps, width, label=s)
             ax2.bar(px, p99, width, label=s)
-    tlabel = "throughput (M ops/s, median)" if fig.metric == "ops_per_s" else "throughput (K txn/s, median)"
-    for ax, ylabel in ((ax1, tlabel), (ax2, "p99 latency (ms, median)")):
+    tlabel = {"ops_per_s": "throughput (M ops/s, median)", "batches_per_s": "batches acknowledged (K/s, median)"}.get(
+        fig.metric, "throughput (K txn/s, median)")
+    llabel = "p50 latency, request -> ack (ms, median)" if fig.kind == "repl" else "p99 latency (ms, median)"
+    for ax, ylabel in ((ax1, tlabel), (ax2, llabel)):
         ax.set_xlabel(fig.xlabel)
+        if fig.kind == "repl":
+            ax.set_xscale("log")
         ax.set_ylabel(ylabel)
         if not numeric:
             ax.set_xticks(range(len(xs)))
@@ -369,10 +476,75 @@ def write_csv(path, rows):
         w.writerows(rows)
 
 
+def write_md(path, fig, summary, a, host):
+    """The figure's table, as markdown."""
+    n = fig.number
+    with open(path, "w") as f:
+        f.write("Fig. %s: %s. %s, %d cores, commit %s. %d repetitions of %d s after %d s; ratio: median "
+                "of the per-repetition ratios to %s. The paper: %s.\n\n" % (
+                    n, fig.title, host[0], host[1], host[2], a["reps"], a["seconds"], a["warmup"], fig.baseline,
+                    fig.paper))
+        f.write("| %s | series | %s (median) | p50 ms | p99 ms | / %s | repl hidden | leader us/txn | "
+                "bytes/txn | follower us/txn |\n"
+                "|---|---|---|---|---|---|---|---|---|---|\n" % (fig.xlabel, fig.metric.replace("_per_s", "/s"),
+                                                               fig.baseline))
+        for r in summary:
+            f.write("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n" % (
+                r["x"], r["series"], "%.0f" % r["median_" + fig.metric] if r["runs"] else "-",
+                "%.2f" % r["median_p50_ms"] if r["runs"] else "-", "%.2f" % r["median_p99_ms"] if r["runs"] else "-",
+                "%.3f" % r["ratio_to_" + fig.baseline] if r["ratio_to_" + fig.baseline] != "" else "-",
+                "%.2f" % r["median_repl_hidden"] if r["median_repl_hidden"] != "" else "-",
+                "%.2f" % r["median_leader_cpu_us_per_txn"] if r["runs"] and fig.kind != "repl" else "-",
+                "%.1f" % r["median_bytes_per_txn"] if r["runs"] and r["median_bytes_per_txn"] else "-",
+                "%.2f" % r["median_follower_cpu_us_per_txn"] if r["runs"] and r["median_follower_cpu_us_per_txn"]
+                else "-"))
+        if fig.kind == "repl":
+            f.write("\nThe replication layer alone: qrstore-repl-bench, 3 members on this machine, 100 batches "
+                    "in flight; p50 / p99: a batch's ReplicateData to its acknowledgement.\n")
+        else:
+            f.write("\nrepl hidden: Eq. (1)'s share of the leader's replication time hidden behind delivery and "
+                    "execution, 1 - repl_wait / repl (median over the runs; - without replication). leader "
+                    "us/txn: the leader process's CPU per committed txn; bytes/txn: what the leader handed its "
+                    "replication layer per committed txn; follower us/txn: a follower process's CPU per "
+                    "committed txn (mean over the followers).\n")
+        f.write("Every run's command%s: fig%s-runs.csv.\n" % ("" if fig.kind == "repl" else " and the leader's phases",
+                                                             n))
+
+
+def run_figure(a, fig, out_dir, env, host, progress, failed):
+    """Every run of one figure, interleaved; then its CSVs, PNG and markdown."""
+    n = fig.number
+    xs = fig.quick_xs if a["quick"] else fig.xs
+    runs = []
+    for x in xs:
+        for rep in range(a["reps"]):
+            k = rep % len(fig.series)
+            order = fig.series[k:] + fig.series[:k]
+            for pos, s in enumerate(order):
+                row, err = run_one(a, fig, x, s, rep, pos, out_dir, env)
+                runs.append(row)
+                if err:
+                    failed.append("fig %s, %s %s rep %d: %s" % (n, x, s, rep, err))
+                unit = fig.metric.replace("_per_s", "/s")
+                progress("fig %s  %-6s %-12s rep %d: %s" % (
+                    n, x, s, rep, ("%.0f %s, p99 %.1f ms" % (row[fig.metric], unit, row["p99_ms"])) if row["ok"] else
+                    "FAILED: " + (err or "")))
+    write_csv(os.path.join(out_dir, "fig%s-runs.csv" % n), runs)
+    summary = summarize(fig, xs, runs)
+    write_csv(os.path.join(out_dir, "fig%s.csv" % n), summary)
+    note = plot(fig, xs, summary, os.path.join(out_dir, "fig%s.png" % n), host)
+    if note:
+        failed.append("fig %s: %s" % (n, note))
+    md = os.path.join(out_dir, "fig%s.md" % n)
+    write_md(md, fig, summary, a, host)
+    print(open(md).read(), flush=True)
+
+
 def main(argv):
     a = parse_args(argv[1:])
     build = os.path.abspath(a["build"])
-    for prog in ("qrstore-server", "qrstore-client"):
+    progs = ["qrstore-server", "qrstore-client"] + (["qrstore-repl-bench"] if 4 in a["figures"] else [])
+    for prog in progs:
         if not os.access(os.path.join(build, "bin", prog), os.X_OK):
             fail("%s not found: build first (cmake --build %s)" % (os.path.join(build, "bin", prog), a["build"]))
     # Commands name the build as a reader in the checkout would.
@@ -389,62 +561,35 @@ def main(argv):
     failed = []
     total = sum(len(FIGURES[n].quick_xs if a["quick"] else FIGURES[n].xs) * len(FIGURES[n].series) * a["reps"]
                 for n in a["figures"])
-    done = 0
     t0 = time.time()
+    done = [0]
+
+    def progress(text):
+        done[0] += 1
+        el = time.time() - t0
+        print("  [%d/%d, %.0f s, about %.0f s left] %s" % (done[0], total, el, el / done[0] * (total - done[0]), text),
+              flush=True)
+
     print("paper-figures: figures %s, %d runs of %d s after %d s, %d repetitions, on %s (%d cores), commit %s; "
           "output in %s" % (" ".join(map(str, a["figures"])), total, a["seconds"], a["warmup"], a["reps"], host[0],
                             host[1], host[2], out_dir), flush=True)
-    for n in a["figures"]:
-        fig = FIGURES[n]
-        xs = fig.quick_xs if a["quick"] else fig.xs
-        runs = []
-        for x in xs:
-            for rep in range(a["reps"]):
-                k = rep % len(fig.series)
-                order = fig.series[k:] + fig.series[:k]
-                for pos, s in enumerate(order):
-                    row, err = run_one(a, fig, x, s, rep, pos, out_dir, env)
-                    runs.append(row)
-                    done += 1
-                    if err:
-                        failed.append("fig %s, %s %s rep %d: %s" % (n, x, s, rep, err))
-                    el = time.time() - t0
-                    print("  [%d/%d, %.0f s, about %.0f s left] fig %s  %-6s %-12s rep %d: %s" % (
-                        done, total, el, el / done * (total - done), n, x, s, rep,
-                        ("%.0f txn/s, p99 %.1f ms" % (row["txn_per_s"], row["p99_ms"])) if row["ok"] else
-                        "FAILED: " + (err or "")), flush=True)
-        write_csv(os.path.join(out_dir, "fig%s-runs.csv" % n), runs)
-        summary = summarize(fig, xs, runs)
-        write_csv(os.path.join(out_dir, "fig%s.csv" % n), summary)
-        note = plot(fig, xs, summary, os.path.join(out_dir, "fig%s.png" % n), host)
-        if note:
-            failed.append("fig %s: %s" % (n, note))
-        with open(os.path.join(out_dir, "fig%s.md" % n), "w") as f:
-            f.write("Fig. %s: %s. %s, %d cores, commit %s. %d repetitions of %d s after %d s; ratio: median "
-                    "of the per-repetition ratios to %s. The paper: %s.\n\n" % (
-                        n, fig.title, host[0], host[1], host[2], a["reps"], a["seconds"], a["warmup"], fig.baseline,
-                        fig.paper))
-            f.write("| %s | series | %s (median) | p50 ms | p99 ms | / %s | repl hidden | leader us/txn | "
-                    "bytes/txn | follower us/txn |\n"
-                    "|---|---|---|---|---|---|---|---|---|---|\n" % (fig.xlabel, fig.metric.replace("_per_s", "/s"),
-                                                                   fig.baseline))
-            for r in summary:
-                f.write("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n" % (
-                    r["x"], r["series"], "%.0f" % r["median_" + fig.metric] if r["runs"] else "-",
-                    "%.1f" % r["median_p50_ms"] if r["runs"] else "-", "%.1f" % r["median_p99_ms"] if r["runs"] else "-",
-                    "%.3f" % r["ratio_to_" + fig.baseline] if r["ratio_to_" + fig.baseline] != "" else "-",
-                    "%.2f" % r["median_repl_hidden"] if r["median_repl_hidden"] != "" else "-",
-                    "%.2f" % r["median_leader_cpu_us_per_txn"] if r["runs"] else "-",
-                    "%.1f" % r["median_bytes_per_txn"] if r["runs"] and r["median_bytes_per_txn"] else "-",
-                    "%.2f" % r["median_follower_cpu_us_per_txn"] if r["runs"] and r["median_follower_cpu_us_per_txn"]
-                    else "-"))
-            f.write("\nrepl hidden: Eq. (1)'s share of the leader's replication time hidden behind delivery and "
-                    "execution, 1 - repl_wait / repl (median over the runs; - without replication). leader "
-                    "us/txn: the leader process's CPU per committed txn; bytes/txn: what the leader handed its "
-                    "replication layer per committed txn; follower us/txn: a follower process's CPU per "
-                    "committed txn (mean over the followers).\n"
-                    "Every run's command and the leader's phases: fig%s-runs.csv.\n" % n)
-        print(open(os.path.join(out_dir, "fig%s.md" % n)).read(), flush=True)
+    zk_dir = None
+    try:
+        if 4 in a["figures"] and not env.get("QRSTORE_ZK_HOSTS"):
+            # Figure 4's ZooKeeper rows: a throw-away server of its own on 127.0.0.1.
+            zk_dir = os.path.join(out_dir, "zk")
+            # 4 GB: ZooKeeper keeps its last 500 transactions twice; at 800 KB payloads 1 GB ran out.
+            r = subprocess.run([os.path.join(ROOT, "scripts", "zk-server.sh"), "start", zk_dir, "--heap-mb", "4096"],
+                               capture_output=True, text=True, cwd=ROOT)
+            if r.returncode != 0 or not r.stdout.strip():
+                fail("could not start a ZooKeeper server for figure 4: %s" % (r.stderr.strip() or r.stdout.strip()), 1)
+            env["QRSTORE_ZK_HOSTS"] = r.stdout.strip().splitlines()[-1]
+        for n in a["figures"]:
+            run_figure(a, FIGURES[n], out_dir, env, host, progress, failed)
+    finally:
+        if zk_dir is not None:
+            subprocess.run([os.path.join(ROOT, "scripts", "zk-server.sh"), "stop", zk_dir], capture_output=True,
+                           cwd=ROOT)
     if failed:
         for f in failed:
             print("paper-figures: FAILED: " + f, file=sys.stderr)

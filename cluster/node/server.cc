@@ -369,6 +369,12 @@ Status ServerImpl::StartOnePartition() {
   log->info("{} serving: partition {} row {}, clients on {}, backend {} ({}), {} planner(s), {} executor(s)",
             Identity(), me_.partition, me_.row, me_.client_address(), backend_, mode_, engine_.planner.planners,
             engine_.pipeline.executors);
+  if (backend_ == "zookeeper" && point_ == "writes") {
+    log->warn("{} replication.point writes over ZooKeeper: each batch's entry carries every record it wrote, and "
+              "ZooKeeper keeps its last 500 transactions in its heap twice; at full load a 1 GB-heap server ran out "
+              "of memory (docs/replication-points.md): give it more heap, smaller batches, or use raft",
+              Identity());
+  }
   if (backend_ == "raft" && topo_->replication_factor() == 1) {
     log->warn("{} raft with rf = 1 (two members) cannot fail over: a majority of two is both, so with either "
               "member lost the group stops; rf = 2 (three members) survives a lost node", Identity());
