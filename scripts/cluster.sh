@@ -40,10 +40,16 @@
 # zk/ when a local ZooKeeper was started. Programs: $QRSTORE_BIN (default build/bin).
 #
 # Nodes on other hosts: a node whose host is not this machine (127.0.0.1, localhost, ::1, this
-# hostname or one of its addresses) is started over ssh on that host (`ssh HOST`, so keys and
-# ~/.ssh/config decide the login): the same checkout must exist there at $QRSTORE_REMOTE_DIR
-# (default: this checkout's path) with the programs built, and ports must be reachable; pid and
-# exit files then live in the remote run folder, and down/kill act over ssh too.
+# hostname or one of its addresses) is started over ssh on that host (`ssh HOST`: keys and
+# ~/.ssh/config decide the login, or the file $QRSTORE_SSH_CONFIG when set, as `ssh -F`; never a
+# password prompt). There, paths below this checkout (the config, the run folder, data folders,
+# $QRSTORE_BIN) are taken below $QRSTORE_REMOTE_DIR (default: this checkout's path), where the
+# same checkout must be built; any other path (a config or QRSTORE_RUN_DIR elsewhere) must be the
+# same there, as on a shared file system. Such a node's pid, log, out and exit files are in its
+# host's run folder, and up/down/status/logs/kill/restart act on it over ssh. Its ports must be
+# reachable from here (status, down, the client) and from the other nodes; a ZooKeeper that up
+# starts listens on 127.0.0.1, so with such nodes give replication.zookeeper.hosts.
+# docs/multi-host.md; scripts/hosts.sh makes test hosts (network namespaces) on this machine.
 # A local ZooKeeper gets QRSTORE_ZK_HEAP_MB of heap (default 1024: it keeps its last 500
 # transactions in memory, and a planned batch is up to a few MB).
 # Time-outs: QRSTORE_READY_TIMEOUT_S (default 90) for up, QRSTORE_STOP_TIMEOUT_S (default 60)
@@ -57,7 +63,7 @@ ready_timeout="${QRSTORE_READY_TIMEOUT_S:-90}"
 stop_timeout="${QRSTORE_STOP_TIMEOUT_S:-60}"
 
 die() { echo "cluster.sh: $*" >&2; exit 1; }
-usage() { sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 
 [[ $# -ge 1 ]] || { usage; exit 2; }
 cmd="$1"; shift
@@ -103,10 +109,23 @@ is_local() {
 }
 
 remote_dir="${QRSTORE_REMOTE_DIR:-$here}"
-# Runs a shell snippet where the node lives (here, or over ssh).
+remote_dir="${remote_dir%/}"
+ssh_opts=(-o BatchMode=yes)
+if [[ -n "${QRSTORE_SSH_CONFIG:-}" ]]; then
+  [[ -f "$QRSTORE_SSH_CONFIG" ]] || { echo "cluster.sh: QRSTORE_SSH_CONFIG '$QRSTORE_SSH_CONFIG' is not a file" >&2; exit 2; }
+  ssh_opts=(-F "$QRSTORE_SSH_CONFIG" "${ssh_opts[@]}")
+fi
+# A path (or a command's text) as another host sees it: this checkout is at $remote_dir there.
+to_remote() { local s="$1"; printf '%s' "${s//"$here/"/"$remote_dir/"}"; }
+# Runs COMMAND on another host as it is. Its stdin is /dev/null: ssh reads its own otherwise,
+# which in a `while read` loop is the rest of the node list.
+# shellcheck disable=SC2029  # the command is built here, for the other host's shell
+on_remote() { local host="$1"; shift; ssh "${ssh_opts[@]}" "$host" "$*" </dev/null; }
+# Runs a shell snippet where the node lives (here, or over ssh with this checkout's paths in it
+# as that host sees them).
 on_host() {
   local host="$1"; shift
-  if is_local "$host"; then bash -c "$*"; else ssh -o BatchMode=yes "$host" "$*"; fi
+  if is_local "$host"; then bash -c "$*"; else on_remote "$host" "$(to_remote "$*")"; fi
 }
 
 node_pid() {  # prints the pid if the node is running
@@ -128,8 +147,21 @@ start_node() {
       echo "$pid" >"$dir/$n.pid"; wait "$pid"; echo $? >"$dir/$n.exit.tmp"; mv -f "$dir/$n.exit.tmp" "$dir/$n.exit"' \
       _ "$bin/qrstore-server" "$run" "$n" "${args[@]}" </dev/null >/dev/null 2>&1 &
   else
-    local q; q="$(printf '%q ' "${args[@]}")"
-    ssh -o BatchMode=yes "$host" "mkdir -p '$run' && cd '$remote_dir' && rm -f '$run/$n.exit' '$run/$n.exit.tmp' && setsid bash -c 'build/bin/qrstore-server $q >\"$run/$n.out\" 2>>\"$run/$n.log\" </dev/null & echo \$! >\"$run/$n.pid\"; wait \$!; echo \$? >\"$run/$n.exit.tmp\"; mv -f \"$run/$n.exit.tmp\" \"$run/$n.exit\"' >/dev/null 2>&1 </dev/null &"
+    # The same launcher on the node's host, in the checkout there (and in this working folder's
+    # counterpart, when there is one: relative paths of the config mean the same), every word
+    # quoted for the remote shell. Only the launcher runs in the background: the ssh session ends
+    # once the rest is done, and the launcher holds none of its descriptors.
+    local a rargs=() rrun exe launcher
+    for a in "${args[@]}"; do rargs+=("$(to_remote "$a")"); done
+    rrun="$(to_remote "$run")"
+    exe="$(to_remote "$bin")/qrstore-server"
+    # shellcheck disable=SC2016  # expanded by the launcher's shell
+    launcher='exe="$1"; dir="$2"; n="$3"; shift 3; "$exe" "$@" >"$dir/$n.out" 2>>"$dir/$n.log" </dev/null & pid=$!; echo "$pid" >"$dir/$n.pid"; wait "$pid"; echo $? >"$dir/$n.exit.tmp"; mv -f "$dir/$n.exit.tmp" "$dir/$n.exit"'
+    on_remote "$host" "cd $(printf %q "$(to_remote "$PWD/")") 2>/dev/null || cd $(printf %q "$remote_dir") || exit 1
+      [ -x $(printf %q "$exe") ] || { echo \"no $(printf %q "$exe") on \$(hostname)\" >&2; exit 1; }
+      mkdir -p $(printf %q "$rrun") && rm -f $(printf '%q ' "$rrun/$n.exit" "$rrun/$n.exit.tmp" "$rrun/$n.out")|| exit 1
+      setsid bash -c $(printf %q "$launcher") _ $(printf '%q ' "$exe" "$rrun" "$n" "${rargs[@]}")</dev/null >/dev/null 2>&1 &" ||
+      die "could not start node $n on $host over ssh (above)"
   fi
 }
 
@@ -198,6 +230,11 @@ cmd_up() {
     if [[ "$backend" == zookeeper ]]; then
       hosts="$(server "${all[@]+"${all[@]}"}" --get replication.zookeeper.hosts)"
       if [[ -z "$hosts" ]]; then
+        while read -r n host _; do
+          is_local "$host" && continue
+          echo "cluster.sh: node $n runs on $host, and a ZooKeeper started here listens on 127.0.0.1 only: give replication.zookeeper.hosts (a server every node reaches)" >&2
+          exit 2
+        done <<<"$list"
         # ZooKeeper keeps its last 500 transactions in its heap: batches of ~1 MB need ~1 GB.
         # Its ports must not be the nodes' (not listening yet: they start after it).
         local keep=()

@@ -14,6 +14,10 @@ pkgs=(
   gdb  # scripts/cluster.sh down saves a hung node's thread stacks with it
   ccache  # scripts/test.sh compiles through it: a rerun rebuilds only what changed
   python3-matplotlib  # scripts/paper-figures.sh and plot-rows.py draw their PNGs with it
+  # scripts/hosts.sh: an sshd per test host, started by hand on the host's address (where
+  # systemd runs, the package also enables the machine's own ssh service: hosts.sh needs none of
+  # it), and the ssh that scripts/cluster.sh starts remote nodes with; nftables cuts links
+  openssh-server openssh-client nftables
 )
 
 missing=()
