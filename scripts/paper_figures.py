@@ -39,8 +39,9 @@ shipped ports is not disturbed.
 Writes, per figure N, into --out (default paper-figures-<date>): figN-runs.csv (every run, with
 the exact command), figN.csv (per point and series: medians, the ratio to the baseline), figN.png
 (needs python3-matplotlib) and figN.md; host.txt (lscpu model, cores, commit). --quick: 3
-repetitions of 3 s after 1 s at two or three points (all figures in about 14 minutes here);
-defaults: 10 s after 2 s at every point (all figures in about 70 minutes). Exit status 0, 1 when a run failed, 2 on bad arguments.
+repetitions of 2 s after 1 s at one or two points (all figures in about 13 minutes here: 930 s
+with 3 s runs); defaults: 10 s after 2 s at every point (all figures in about 110 minutes, the
+sum of their parts' runs). Exit status 0, 1 when a run failed, 2 on bad arguments.
 """
 import csv
 import datetime
@@ -224,7 +225,7 @@ def parse_args(argv):
     if not a["figures"]:
         a["figures"] = list(FIGURES)
     if a["seconds"] is None:
-        a["seconds"] = 3 if a["quick"] else 10
+        a["seconds"] = 2 if a["quick"] else 10
     if a["warmup"] is None:
         a["warmup"] = 1 if a["quick"] else 2
     if a["out"] is None:
