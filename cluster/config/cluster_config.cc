@@ -1,6 +1,7 @@
 #include "cluster/config/cluster_config.h"
 
 #include "cluster/config/topology.h"
+#include "common/check.h"
 #include "engine/engine.h"
 #include "replication/config_keys.h"
 #include "workloads/workload.h"
@@ -137,6 +138,26 @@ void AddClusterConfigKeys(ConfigSchema* s) {
   s->AddInt("client.failover_timeout_ms", 30000, 100, 3'600'000,
             "one partition: after losing its leader the client looks for the new one (back-off 50 ms to 1 s) for "
             "this long before the run fails (long enough for a whole cluster to restart)");
+}
+
+ReplicationPoint ReplicationPointOf(const Config& config) {
+  const std::string& p = config.GetString("replication.point");
+  if (p == "input") return ReplicationPoint::kInput;
+  if (p == "writes") return ReplicationPoint::kWrites;
+  QR_CHECK(p == "plan", "replication.point %s passed the schema", p.c_str());
+  return ReplicationPoint::kPlan;
+}
+
+const char* ReplicationPointName(ReplicationPoint point) {
+  switch (point) {
+    case ReplicationPoint::kInput:
+      return "input";
+    case ReplicationPoint::kWrites:
+      return "writes";
+    case ReplicationPoint::kPlan:
+      break;
+  }
+  return "plan";
 }
 
 const std::vector<std::string>& DerivedReplicationKeys() {

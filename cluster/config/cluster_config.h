@@ -19,6 +19,17 @@ namespace qrstore::cluster {
 
 void AddClusterConfigKeys(ConfigSchema* schema);
 
+// replication.point (docs/replication-points.md): what a leader replicates.
+enum class ReplicationPoint {
+  kPlan,    // "plan": the planned slices (RP2)
+  kInput,   // "input": each slice's sequenced txns; followers plan them (RP1)
+  kWrites,  // "writes": each batch's last images and fates; followers install them (RP3)
+};
+// The point a config's replication.point names (the schema admits only these three words).
+ReplicationPoint ReplicationPointOf(const Config& config);
+// Its config word: "plan", "input" or "writes".
+const char* ReplicationPointName(ReplicationPoint point);
+
 // replication.* keys a cluster config must not set, because the server derives them from
 // cluster.nodes and --node (one list of members, not two): the raft member list, this
 // member's id and preferred leader, the role, the group and planner counts, ZooKeeper's

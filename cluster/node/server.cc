@@ -43,19 +43,19 @@ namespace qrstore::cluster {
 
 namespace {
 // What a replication point cannot do (docs/replication-points.md), refused at start.
-Status CheckReplicationPoint(const std::string& point, const std::string& mode, bool session_values,
+Status CheckReplicationPoint(ReplicationPoint point, const std::string& mode, bool session_values,
                              uint32_t partitions) {
-  if (point != "plan" && partitions > 1) {
-    return Status::InvalidArgument("replication.point: " + point + " is built for one partition per row; this cluster has " +
+  if (point != ReplicationPoint::kPlan && partitions > 1) {
+    return Status::InvalidArgument(std::string("replication.point: ") + ReplicationPointName(point) + " is built for one partition per row; this cluster has " +
                                    std::to_string(partitions) +
                                    " partitions, whose groups replicate planned sub-slices: use replication.point: plan");
   }
-  if (point == "writes" && mode == "sync") {
+  if (point == ReplicationPoint::kWrites && mode == "sync") {
     return Status::InvalidArgument(
         "replication.point: writes replicates what executing a batch wrote, so its executors cannot wait for "
         "replication (replication.mode: sync): use replication.mode: speculative (commit still waits for it)");
   }
-  if (point == "writes" && session_values) {
+  if (point == ReplicationPoint::kWrites && session_values) {
     return Status::InvalidArgument(
         "server.session_read_values keeps read values on the followers, which run the reads; under "
         "replication.point: writes they run nothing: turn one of them off");
@@ -122,7 +122,7 @@ Status ServerImpl::Init(const Config& config, const std::string& node, const Ser
   }
   backend_ = config.GetString("replication.backend");
   mode_ = config.GetString("replication.mode");
-  point_ = config.GetString("replication.point");
+  point_ = ReplicationPointOf(config);
   QR_RETURN_IF_ERROR(CheckReplicationPoint(point_, mode_, config.GetBool("server.session_read_values"),
                                            topo_->partitions()));
   drain_timeout_ms_ = config.GetInt("server.drain_timeout_ms");
@@ -309,8 +309,8 @@ Status ServerImpl::StartOnePartition() {
   // Under replication.point = writes a follower never executes, so it has no write history to
   // serve its predecessor's retries from: none are kept (such a retry is answered
   // committed-no-values).
-  po.history_bytes = session_values_ || point_ == "writes" ? 0 : static_cast<uint64_t>(c.GetInt("server.session_history_bytes"));
-  if (replicated && point_ == "writes") {
+  po.history_bytes = session_values_ || point_ == ReplicationPoint::kWrites ? 0 : static_cast<uint64_t>(c.GetInt("server.session_history_bytes"));
+  if (replicated && point_ == ReplicationPoint::kWrites) {
     po.capture_writes = true;
     po.on_batch_writes = [this](const executor::ExecutorStageOptions::BatchWrites& w) { ReplicateWrites(w); };
   }
@@ -337,8 +337,8 @@ Status ServerImpl::StartOnePartition() {
     // group goes on after them when it is started again (or when the others elect a leader).
     fo.continue_after_end = true;
     fo.executors = po.executors;
-    fo.plan_input = point_ == "input";
-    fo.apply_writes = point_ == "writes";
+    fo.plan_input = point_ == ReplicationPoint::kInput;
+    fo.apply_writes = point_ == ReplicationPoint::kWrites;
     fo.record_bytes = workload_.Layout().size();
     feed_ = std::make_unique<FollowerFeed>(
         fo, pipeline_.get(), replicator_.get(), [this](uint64_t) { reporter_->MarkEnded(true); },
@@ -369,7 +369,7 @@ Status ServerImpl::StartOnePartition() {
   log->info("{} serving: partition {} row {}, clients on {}, backend {} ({}), {} planner(s), {} executor(s)",
             Identity(), me_.partition, me_.row, me_.client_address(), backend_, mode_, engine_.planner.planners,
             engine_.pipeline.executors);
-  if (backend_ == "zookeeper" && point_ == "writes") {
+  if (backend_ == "zookeeper" && point_ == ReplicationPoint::kWrites) {
     log->warn("{} replication.point writes over ZooKeeper: each batch's entry carries every record it wrote, and "
               "ZooKeeper keeps its last 500 transactions in its heap twice; at full load a 1 GB-heap server ran out "
               "of memory (docs/replication-points.md): give it more heap, smaller batches, or use raft",

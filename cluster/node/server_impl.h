@@ -246,7 +246,7 @@ class ServerImpl {
   // (Promote); kNoHistory: not (any more).
   static constexpr uint64_t kNoHistory = UINT64_MAX;
   std::atomic<uint64_t> history_from_{kNoHistory};
-  std::string point_;             // replication.point: plan | input | writes
+  ReplicationPoint point_ = ReplicationPoint::kPlan;  // replication.point
   bool session_values_ = false;  // server.session_read_values: slices go to followers with reads
   std::unique_ptr<SessionStore> sessions_;
   // Outcomes of batches from here on go to clients (Promote sets it; the batches before were

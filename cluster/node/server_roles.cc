@@ -232,7 +232,7 @@ Status ServerImpl::Promote(bool initial) {
   // Followers return no read values, so they get the slice without its plain reads, encoded
   // by the planner as it plans (EncodeSlice(s, kWithoutReads), without a second pass). Under
   // replication.point = input they get each slice's input instead, and plan it themselves.
-  lpo.encode_input = replicated && point_ == "input";
+  lpo.encode_input = replicated && point_ == ReplicationPoint::kInput;
   lpo.encode_for_replicas = replicated && !session_values_ && !lpo.encode_input;  // (else the hook encodes with reads)
   planner_ = std::make_unique<engine::LocalPlanner>(lpo, pipeline_.get(), ReplicateHook());
   QR_RETURN_IF_ERROR(planner_->Start());
@@ -259,8 +259,8 @@ Status ServerImpl::PadStreams(const std::vector<uint64_t>& next, uint64_t end) {
       planner::PlannedSlice* s = pipeline_->BeginSlice(b, p);
       if (s == nullptr) return Status::Aborted("the pipeline stopped while padding stream " + std::to_string(p));
       s->Reset(b, p, engine_.pipeline.executors);
-      std::string bytes = point_ == "input"    ? planner::EncodeInputSlice(b, p, {})
-                          : point_ == "writes" ? planner::EncodeWriteSlice(*s, {}, nullptr, nullptr, workload_.Layout().size())
+      std::string bytes = point_ == ReplicationPoint::kInput    ? planner::EncodeInputSlice(b, p, {})
+                          : point_ == ReplicationPoint::kWrites ? planner::EncodeWriteSlice(*s, {}, nullptr, nullptr, workload_.Layout().size())
                                                : planner::EncodeSlice(*s, planner::SliceEncoding::kWithoutReads);
       pipeline_->PublishSlice(b, p, 0, /*replicated=*/false);
       replicated_bytes_.fetch_add(bytes.size(), std::memory_order_relaxed);
@@ -277,7 +277,7 @@ engine::PlannedHook ServerImpl::ReplicateHook() {
   if (topo_->replication_factor() == 0) return nullptr;
   // replication.point = writes: nothing goes out at planning; ReplicateWrites sends the batch's
   // result once it is executed (the slices stay unreplicated, their commit held, until then).
-  if (point_ == "writes") return [](const planner::PlannedSlice&, std::string) {};
+  if (point_ == ReplicationPoint::kWrites) return [](const planner::PlannedSlice&, std::string) {};
   return [this](const planner::PlannedSlice& s, std::string bytes) {
     // On the planner thread, outside every lock the executors need; the slice is read-only.
     // server.session_read_values: followers get the plain reads too, to keep the values.

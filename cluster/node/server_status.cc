@@ -97,7 +97,7 @@ proto::NodeStatus ServerImpl::NodeStatusNow() const {
     s.times.log_sync_ns = ls.sync_ns;
   }
   s.cpu_ns = ProcessCpuNanos();
-  s.point = point_;
+  s.point = ReplicationPointName(point_);
   s.replicated_bytes = replicated_bytes_.load(std::memory_order_relaxed);
   if (ps.committed_batches > 0) {
     const double n = static_cast<double>(ps.committed_batches) * 1e6;
