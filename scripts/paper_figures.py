@@ -13,6 +13,9 @@ sweep of real clusters started with scripts/cluster.sh and driven by qrstore-cli
   8   Zipf theta (ycsb.theta), rf 0 / 1 / 2
   9   multi-partition share (ycsb.mp_ratio) on 2 partitions in a row, rf 0 / 1 / 2
   10  operations per txn (ycsb.ops_per_txn), ops/s, rf 0 / 1 / 2
+  11  QR-Store against Calvin's replication at theta 0.9, 10 ops, rf 1 / 2, on one partition: the plan
+      over raft (QR-Store), the input over ZooKeeper with Snappy (Calvin's point and layer), the plan
+      over ZooKeeper with Snappy (the point alone), the writes over raft (RP3)
   12  thread- vs node-level synchronisation (engine.sync), rf 0 / 1 / 2
   13  speculative vs synchronous replication (replication.mode), rf 1 / 2
   14  replication factor 1-4 (configs/cluster-raft-rfN.yaml), without and with Snappy
@@ -23,10 +26,10 @@ sweep of real clusters started with scripts/cluster.sh and driven by qrstore-cli
 rf 0 is configs/cluster-none.yaml (the paper's Q-Store), rf 1 configs/cluster-raft-rf1.yaml, rf 2
 configs/cluster-raft.yaml (raft, durable, sessions), every node on this machine; the workload is
 the configs' (the paper's default: YCSB, 1M records, 16 ops, 50% writes, theta 0; figure 9 sets
-it on the row configs, whose own is STAR's). Figure 4 starts a ZooKeeper server of its own
-(scripts/zk-server.sh, under OUT/zk) unless QRSTORE_ZK_HOSTS names one. Not built yet (issue
-43): figure 11 as the paper ran it (RP1 over two partitions; "points" compares the replication
-points on one).
+it on the row configs, whose own is STAR's). Figure 4
+and figure 11 start a ZooKeeper server of their own (scripts/zk-server.sh, 4 GB heap, under OUT/zk)
+unless QRSTORE_ZK_HOSTS names one. Figure 11 as the paper ran it (over two partitions, half the txns
+on both) needs the input point in partitioned rows, which is not built: ours is on one partition.
 
 Each point of a figure is run R times (--reps, default 3, at least 3) interleaved with the
 other series at that point: repetition r runs the series in an order rotated by r, so a drift of
@@ -78,6 +81,18 @@ WORKLOADS = {
     "paper": [],
     "star": ["--ycsb.records=200000", "--ycsb.ops_per_txn=10", "--ycsb.write_ratio=0.2"],
     "paper-0.9": ["--ycsb.theta=0.9"],
+}
+
+# Figure 11: the paper's Calvin workload (theta 0.9, 10 ops per txn); its series: point and backend.
+# ZKHOSTS is replaced by the figure's ZooKeeper server (started like figure 4's).
+FIG11_WORKLOAD = ["--ycsb.theta=0.9", "--ycsb.ops_per_txn=10"]
+FIG11_SERIES = {
+    "plan-raft": ["--replication.point=plan"],
+    "input-zk-snappy": ["--replication.point=input", "--replication.backend=zookeeper",
+                        "--replication.zookeeper.hosts=ZKHOSTS", "--replication.compression=snappy"],
+    "plan-zk-snappy": ["--replication.point=plan", "--replication.backend=zookeeper",
+                       "--replication.zookeeper.hosts=ZKHOSTS", "--replication.compression=snappy"],
+    "writes-raft": ["--replication.point=writes"],
 }
 
 
@@ -166,6 +181,17 @@ FIGURES = {
                   [50000, 100000, 200000, 300000, 400000], [100000, 300000], ["rf0", "rf1", "rf2"], "rf0",
                   lambda x, s: (RF_CONFIG[s], [], ["--target-tps", str(x)]),
                   "no figure: the paper reports p99 per configuration at full load only"),
+    # Figure 11 on one partition (the paper's runs over 2, half the txns on both; input and writes
+    # are not built for partitioned rows): Calvin's replication as the paper ran it (its input over
+    # ZooKeeper with Snappy) against QR-Store's (its plan over the integrated raft), the plan over
+    # ZooKeeper with Snappy to tell the point from the backend, and the writes over raft beside them.
+    11: Figure(11, "Replicating the plan (QR-Store) or the input (Calvin's point), theta 0.9, 10 ops",
+               "replication factor", ["rf1", "rf2"], ["rf2"],
+               ["plan-raft", "input-zk-snappy", "plan-zk-snappy", "writes-raft"], "plan-raft",
+               lambda x, s: (RF_CONFIG[x], FIG11_WORKLOAD + FIG11_SERIES[s]),
+               "QR-Store (RP2, integrated replication) up to 6x Calvin (RP1 over ZooKeeper with compression) at "
+               "theta 0.9, 10 ops, 50% multi-partition over 2 partitions; QR-Store's integrated replication within "
+               "8% of Q-Store"),
     # Figure 11's comparison on one partition (the paper's is over ZooKeeper, 2 partitions).
     "points": Figure("points", "Replicating the plan (RP2), the input (RP1) or the writes (RP3), rf 2", "workload",
                      ["paper", "star", "paper-0.9"], ["star"], ["plan", "input", "writes"], "plan",
@@ -186,7 +212,8 @@ def figure_key(word):
             ", ".join(str(k) for k in FIGURES if not isinstance(k, int)), word))
     n = int(word) if word.isdigit() else word
     if n not in FIGURES:
-        fail("figure %s is not built yet (built: %s; issue 43 lists the rest)" % (n, ", ".join(str(k) for k in FIGURES)))
+        fail("figure %s is not one this script reproduces (it does: %s; figures 1-3 and 5 of the paper illustrate "
+             "the design)" % (n, ", ".join(str(k) for k in FIGURES)))
     return n
 
 
@@ -323,7 +350,9 @@ def run_one(a, fig, x, series, rep, order, out_dir, env):
     if fig.kind == "repl":
         return run_repl(a, fig, x, series, rep, order, out_dir, env)
     spec = fig.spec(x, series)
-    shipped, overrides = spec[0], spec[1]
+    shipped, shown_overrides = spec[0], spec[1]
+    # The run's ZooKeeper server where a series names one (the command shows the placeholder).
+    overrides = [o.replace("ZKHOSTS", env.get("QRSTORE_ZK_HOSTS", "")) for o in shown_overrides]
     client_only = spec[2] if len(spec) > 2 else []  # the client's alone (--target-tps)
     tag = "fig%s-%s-%s-r%d" % (fig.number, str(x).replace(".", "_"), series, rep)
     cfg = local_config(shipped, out_dir, tag)
@@ -334,7 +363,8 @@ def run_one(a, fig, x, series, rep, order, out_dir, env):
         "CONFIG(%s nodes from %s; see OUT/configs/%s.yaml)" % (shipped[len("grid:"):], GRID_TEMPLATE, tag)
     command = "scripts/cluster.sh up %s --fresh %s; %s/bin/qrstore-client --config %s %s --duration-s %d " \
               "--warmup-s %d --json; scripts/cluster.sh down %s" % (
-                  shown, " ".join(overrides), a["build"], shown, " ".join(overrides + client_only), a["seconds"],
+                  shown, " ".join(shown_overrides), a["build"], shown, " ".join(shown_overrides + client_only),
+                  a["seconds"],
                   a["warmup"], shown)
     log = os.path.join(out_dir, "logs", tag + ".log")
     os.makedirs(os.path.dirname(log), exist_ok=True)
@@ -576,14 +606,14 @@ def main(argv):
                             host[1], host[2], out_dir), flush=True)
     zk_dir = None
     try:
-        if 4 in a["figures"] and not env.get("QRSTORE_ZK_HOSTS"):
-            # Figure 4's ZooKeeper rows: a throw-away server of its own on 127.0.0.1.
+        if (4 in a["figures"] or 11 in a["figures"]) and not env.get("QRSTORE_ZK_HOSTS"):
+            # Figures 4's and 11's ZooKeeper rows: a throw-away server of its own on 127.0.0.1.
             zk_dir = os.path.join(out_dir, "zk")
             # 4 GB: ZooKeeper keeps its last 500 transactions twice; at 800 KB payloads 1 GB ran out.
             r = subprocess.run([os.path.join(ROOT, "scripts", "zk-server.sh"), "start", zk_dir, "--heap-mb", "4096"],
                                capture_output=True, text=True, cwd=ROOT)
             if r.returncode != 0 or not r.stdout.strip():
-                fail("could not start a ZooKeeper server for figure 4: %s" % (r.stderr.strip() or r.stdout.strip()), 1)
+                fail("could not start a ZooKeeper server for figures 4 and 11: %s" % (r.stderr.strip() or r.stdout.strip()), 1)
             env["QRSTORE_ZK_HOSTS"] = r.stdout.strip().splitlines()[-1]
         for n in a["figures"]:
             run_figure(a, FIGURES[n], out_dir, env, host, progress, failed)

@@ -18,7 +18,7 @@ expect_bad() {  # expect_bad WORDS-IN-MESSAGE ARGS...
   [[ $rc == 2 ]] || fail "paper-figures.sh $*: exit $rc, expected 2: $(cat "$tmp/bad.out")"
   grep -q -- "$want" "$tmp/bad.out" || fail "paper-figures.sh $*: no '$want' in: $(cat "$tmp/bad.out")"
 }
-expect_bad "figure 11 is not built yet" --figure 11
+expect_bad "figure 5 is not one this script reproduces" --figure 5
 expect_bad "--reps must be a whole number >= 3" --reps 2
 expect_bad "unknown argument" --figures 13
 expect_bad "not found: build first" --figure 13 --build "$tmp/nowhere"
