@@ -145,8 +145,19 @@ std::string ServerImpl::ReadyLine() const {
   std::string leader;
   uint64_t term = 0;
   LeaderHint(&leader, nullptr, &term);
-  // "(partition 0, row 1, follower of n0)": the live role and the leader it follows.
+  // The hint starts at the config's row 0 and the watch thread follows the backend from then on;
+  // at start the backend is asked itself, so a former leader that rejoins does not name itself.
   const NodeRole r = role();
+  if (replicator_) {
+    const replication::LeaderView v = replicator_->Leader(kGroup);
+    if (v.known || v.term > 0) {
+      const NodeInfo* ln = LeaderNode(v);
+      leader = ln != nullptr ? ln->name : "";
+    }
+  }
+  // Elected but not yet promoted (the watch thread promotes it): it follows nobody yet.
+  if (r != NodeRole::kLeader && leader == me_.name) leader.clear();
+  // "(partition 0, row 1, follower of n0)": the live role and the leader it follows.
   const std::string role_text =
       r == NodeRole::kLeader ? "leader" : NodeRoleName(r) + std::string(" of ") + (leader.empty() ? "no leader yet" : leader);
   return "qrstore-server ready: node " + me_.name + " (partition " + std::to_string(me_.partition) + ", row " +

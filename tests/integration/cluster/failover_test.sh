@@ -213,6 +213,10 @@ if [[ "$how" == pause || "$how" == cutoff ]]; then
   grep -q "rejoining its group as a follower (rejoin 1" "$run/n0.log" || fail "n0 did not start again as a rejoining follower"
   [[ -n "${seen_rejoining:-}" ]] || note "(status never caught n0 rejoining: it was quick)"
   note "n0 rejoined as a follower: $(grep -h "rejoining (rejoin 1" "$run/n0.log" | cut -c1-120)"
+  # Its ready line names the leader it follows, never itself (the config's row 0 is n0).
+  ready="$(grep -h "qrstore-server ready" "$run/n0.out" | tail -1)"
+  [[ "$ready" == *"follower of "* && "$ready" != *"follower of n0)"* ]] ||
+    fail "n0's ready line after its rejoin does not name the leader it follows: '$ready'"
   if [[ "$how" == cutoff && "$backend" == zookeeper ]]; then
     grep -q "session expired" "$run/n0.log" || fail "n0's log does not say its ZooKeeper session expired"
     note "n0 healed: $(grep -h "session expired" "$run/n0.log" | head -1 | cut -c1-150)"
