@@ -22,7 +22,7 @@ void AddClusterConfigKeys(ConfigSchema* s) {
                "followers execute, never plan); input, each slice's sequenced transactions (RP1, Calvin's: every "
                "follower plans them itself); writes, after executing a batch, the last image of every record it "
                "wrote and the txns' fates (RP3: followers install them, never execute; speculative mode only, "
-               "without server.session_read_values). input and writes: one partition per row only. Every node of "
+               "without server.session_read_values; one partition per row only). Every node of "
                "a cluster the same",
                {"plan", "input", "writes"});
 

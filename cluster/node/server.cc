@@ -45,10 +45,11 @@ namespace {
 // What a replication point cannot do (docs/replication-points.md), refused at start.
 Status CheckReplicationPoint(ReplicationPoint point, const std::string& mode, bool session_values,
                              uint32_t partitions) {
-  if (point != ReplicationPoint::kPlan && partitions > 1) {
-    return Status::InvalidArgument(std::string("replication.point: ") + ReplicationPointName(point) + " is built for one partition per row; this cluster has " +
+  if (point == ReplicationPoint::kWrites && partitions > 1) {
+    return Status::InvalidArgument("replication.point: writes is built for one partition per row; this cluster has " +
                                    std::to_string(partitions) +
-                                   " partitions, whose groups replicate planned sub-slices: use replication.point: plan");
+                                   " partitions, whose groups replicate planned sub-slices or inputs: use "
+                                   "replication.point: plan or input");
   }
   if (point == ReplicationPoint::kWrites && mode == "sync") {
     return Status::InvalidArgument(

@@ -144,6 +144,7 @@ Status ServerImpl::StartRow() {
   rc.me = &me_;
   rc.leader = leader_;
   rc.mode = mode_;
+  rc.input = point_ == ReplicationPoint::kInput;
   rc.engine = &engine_;
   rc.partition_map = partition_map_;
   rc.record_bytes = workload_.Layout().size();

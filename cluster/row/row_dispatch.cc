@@ -57,7 +57,17 @@ Status RowNode::HandleFrame(uint32_t from, std::string_view frame) {
       const int64_t t0 = NowNanos();
       QR_RETURN_IF_ERROR(OpenRowSubSlice(m, opt_.pipeline.ranges, planner::RowPlace{opt_.partitions, opt_.partition}, &in.slice));
       in.plan_ns = NowNanos() - t0;
-      if (opt_.replicate) in.bytes = std::move(m.slice_bytes);  // the followers get it as it came (reads included)
+      if (opt_.replicate && opt_.replicate_input != !m.input.empty()) {
+        return Status::Corruption(what + (m.input.empty() ? "without its home slice's input" : "with its home slice's input") +
+                                  ": every node of the row must run the same replication.point (this one: " +
+                                  (opt_.replicate_input ? "input" : "plan") + ")");
+      }
+      if (opt_.replicate && opt_.replicate_input) {
+        // The followers get the home slice's input and plan it themselves (row_input.h).
+        in.bytes = EncodeRowMessage(RowHomeInput{m.batch, m.slice, m.from, std::move(m.input)});
+      } else if (opt_.replicate) {
+        in.bytes = std::move(m.slice_bytes);  // the followers get it as it came (reads included)
+      }
       {
         MutexLock lk(mu_);
         inbox_.emplace(std::make_pair(m.batch, m.slice), std::move(in));
@@ -74,6 +84,8 @@ Status RowNode::HandleFrame(uint32_t from, std::string_view frame) {
       return Status::Corruption("a home bundle over the row transport (it is a home's log entry, never sent)");
     case RowMsgKind::kBatchEnd:
       return Status::Corruption("a batch-end record over the row transport (it is a leader's log entry, never sent)");
+    case RowMsgKind::kHomeInput:
+      return Status::Corruption("a home input over the row transport (it is a group's log entry, never sent)");
     case RowMsgKind::kResume: {
       RowResume m;
       QR_RETURN_IF_ERROR(DecodeRowMessage(frame, &m));

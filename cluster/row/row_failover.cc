@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "cluster/row/row_input.h"
 #include "common/clock.h"
 #include "common/logging.h"
 
@@ -168,8 +169,23 @@ Status RowNode::SeedFromLog() {
       const uint64_t b = d + i;
       const std::string where = "the log's entry of batch " + std::to_string(b) + ", stream " + std::to_string(s) + ": ";
       Inbound in;
-      RowSubSlice sub{b, s, s / per_home_, entries[i]};
-      if (OwnStream(s)) {
+      RowSubSlice sub{b, s, s / per_home_, entries[i], {}};
+      if (opt_.replicate_input) {
+        // Every entry is a home slice's input: planned again, it gives the parts its home sent.
+        HomeInputParts planned;
+        if (Status st = PlanHomeInput(entries[i], b, s, per_home_, opt_.partitions, opt_.pipeline.ranges, &planned);
+            !st.ok()) {
+          return Status::Corruption(where + st.message());
+        }
+        if (OwnStream(s)) {
+          for (uint32_t p = 0; p < nparts_; ++p) {
+            if (p != opt_.partition) {
+              Retain(p, b, EncodeRowMessage(RowSubSlice{b, s, opt_.partition, planned.parts[p], planned.input}));
+            }
+          }
+        }
+        sub.slice_bytes = std::move(planned.parts[opt_.partition]);
+      } else if (OwnStream(s)) {
         RowHomeBundle hb;
         Status st = DecodeRowMessage(entries[i], &hb);
         if (st.ok() && (hb.batch != b || hb.slice != s || hb.from != opt_.partition || hb.parts.size() != nparts_)) {
@@ -177,7 +193,7 @@ Status RowNode::SeedFromLog() {
         }
         if (!st.ok()) return Status::Corruption(where + st.message());
         for (uint32_t p = 0; p < nparts_; ++p) {
-          if (p != opt_.partition) Retain(p, b, EncodeRowMessage(RowSubSlice{b, s, opt_.partition, hb.parts[p]}));
+          if (p != opt_.partition) Retain(p, b, EncodeRowMessage(RowSubSlice{b, s, opt_.partition, hb.parts[p], {}}));
         }
         sub.slice_bytes = std::move(hb.parts[opt_.partition]);
       }
@@ -352,12 +368,13 @@ void RowNode::MaybeCrash(const char* step, uint64_t b) const {
   std::raise(SIGKILL);
 }
 
-void RowNode::KeepBundle(const RowHomeBundle& bundle) {
+void RowNode::KeepBundle(const RowHomeBundle& bundle, const std::string& input) {
   QR_CHECK(opt_.follower, "KeepBundle on a leader");
   for (uint32_t p = 0; p < nparts_ && p < bundle.parts.size(); ++p) {
     if (p == opt_.partition) continue;
-    // The frame exactly as the leader sent it (HomeSlicePlanned encodes the same message).
-    SendToPeer(p, bundle.batch, EncodeRowMessage(RowSubSlice{bundle.batch, bundle.slice, bundle.from, bundle.parts[p]}));
+    // The frame exactly as the leader sent it (EmitHomeSlice encodes the same message).
+    SendToPeer(p, bundle.batch,
+               EncodeRowMessage(RowSubSlice{bundle.batch, bundle.slice, bundle.from, bundle.parts[p], input}));
   }
 }
 

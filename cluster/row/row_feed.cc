@@ -3,46 +3,71 @@
 #include <string>
 #include <utility>
 
+#include "cluster/row/row_input.h"
 #include "cluster/row/row_messages.h"
 #include "cluster/row/row_node.h"
 
 namespace qrstore::cluster {
 
-void SetRowFeedReaders(FollowerFeedOptions* fo, RowNode* node) {
+void SetRowFeedReaders(FollowerFeedOptions* fo, RowNode* node, bool input) {
   const planner::RowPlace place = fo->place;
   const uint32_t planners = fo->planners;
   const bool record_stream = fo->batch_end_stream;
-  fo->row_part = [node, place, planners, record_stream](uint64_t b, uint32_t p, std::string_view entry,
-                                                         std::string* part, bool* replaced) -> Status {
-    // A stream of this partition's own home carries whole home slices (RowHomeBundle, Rule 1 of
-    // docs/partitioned-rows.md section 9.2): this node runs its own part. Every other stream
-    // carries the sub-slice a peer home sent.
-    *replaced = false;
-    const uint32_t parts = place.partitions.buckets();
-    const uint32_t slices = planners - (record_stream ? 1 : 0);
-    const bool own_home = parts > 0 && slices % parts == 0 && p / (slices / parts) == place.partition;
-    const Result<RowMsgKind> kind = PeekRowMessage(entry);  // a slice's magic is not a row message's
-    const bool is_bundle = kind.ok() && kind.value() == RowMsgKind::kHomeBundle;
-    if (own_home != is_bundle) {
-      return Status::Corruption(own_home ? "a stream of this partition's own home holds no home bundle"
-                                         : "a home bundle on a stream of another home");
-    }
-    if (!own_home) return Status::Ok();
-    RowHomeBundle bundle;
-    Status st = DecodeRowMessage(entry, &bundle);
-    if (!st.ok()) return st;
-    if (bundle.batch != b || bundle.slice != p || bundle.from != place.partition || bundle.parts.size() != parts) {
-      return Status::Corruption("a home bundle of batch " + std::to_string(bundle.batch) + ", slice " +
-                                std::to_string(bundle.slice) + ", home " + std::to_string(bundle.from) + " with " +
-                                std::to_string(bundle.parts.size()) + " parts (expected this stream's, " +
-                                std::to_string(parts) + " parts)");
-    }
-    // What its leader sent the peers, for the re-send a successor owes them.
-    node->KeepBundle(bundle);
-    *part = std::move(bundle.parts[bundle.from]);
-    *replaced = true;
-    return Status::Ok();
-  };
+  if (input) {
+    const storage::KeyMapper ranges = fo->ranges;
+    fo->row_part = [node, place, planners, record_stream, ranges](uint64_t b, uint32_t p, std::string_view entry,
+                                                                   std::string* part, bool* replaced) -> Status {
+      *replaced = false;
+      const uint32_t parts = place.partitions.buckets();
+      const uint32_t slices = planners - (record_stream ? 1 : 0);
+      if (parts == 0 || slices % parts != 0) return Status::Corruption("a row of " + std::to_string(slices) + " streams");
+      const Result<RowMsgKind> kind = PeekRowMessage(entry);
+      if (!kind.ok() || kind.value() != RowMsgKind::kHomeInput) {
+        return Status::Corruption("not a home input (replication.point is input: every node of the row must run it)");
+      }
+      HomeInputParts planned;
+      QR_RETURN_IF_ERROR(PlanHomeInput(entry, b, p, slices / parts, place.partitions, ranges, &planned));
+      if (planned.from == place.partition) {
+        // What its leader sent the peers (the parts with the input), for a successor's re-send.
+        node->KeepBundle(RowHomeBundle{b, p, planned.from, planned.parts}, planned.input);
+      }
+      *part = std::move(planned.parts[place.partition]);
+      *replaced = true;
+      return Status::Ok();
+    };
+  } else {
+    fo->row_part = [node, place, planners, record_stream](uint64_t b, uint32_t p, std::string_view entry,
+                                                           std::string* part, bool* replaced) -> Status {
+      // A stream of this partition's own home carries whole home slices (RowHomeBundle, Rule 1 of
+      // docs/partitioned-rows.md section 9.2): this node runs its own part. Every other stream
+      // carries the sub-slice a peer home sent.
+      *replaced = false;
+      const uint32_t parts = place.partitions.buckets();
+      const uint32_t slices = planners - (record_stream ? 1 : 0);
+      const bool own_home = parts > 0 && slices % parts == 0 && p / (slices / parts) == place.partition;
+      const Result<RowMsgKind> kind = PeekRowMessage(entry);  // a slice's magic is not a row message's
+      const bool is_bundle = kind.ok() && kind.value() == RowMsgKind::kHomeBundle;
+      if (own_home != is_bundle) {
+        return Status::Corruption(own_home ? "a stream of this partition's own home holds no home bundle"
+                                           : "a home bundle on a stream of another home");
+      }
+      if (!own_home) return Status::Ok();
+      RowHomeBundle bundle;
+      Status st = DecodeRowMessage(entry, &bundle);
+      if (!st.ok()) return st;
+      if (bundle.batch != b || bundle.slice != p || bundle.from != place.partition || bundle.parts.size() != parts) {
+        return Status::Corruption("a home bundle of batch " + std::to_string(bundle.batch) + ", slice " +
+                                  std::to_string(bundle.slice) + ", home " + std::to_string(bundle.from) + " with " +
+                                  std::to_string(bundle.parts.size()) + " parts (expected this stream's, " +
+                                  std::to_string(parts) + " parts)");
+      }
+      // What its leader sent the peers, for the re-send a successor owes them.
+      node->KeepBundle(bundle);
+      *part = std::move(bundle.parts[bundle.from]);
+      *replaced = true;
+      return Status::Ok();
+    };
+  }
   fo->row_record = [node, place](uint64_t b, std::string_view entry, FeedBatchEnd* out) -> Status {
     RowBatchEnd rec;
     const Result<RowMsgKind> kind = PeekRowMessage(entry);

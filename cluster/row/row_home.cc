@@ -10,6 +10,7 @@
 #include "common/clock.h"
 #include "common/logging.h"
 #include "planner/eq.h"
+#include "planner/input_slice.h"
 #include "planner/row_planner.h"
 
 namespace qrstore::cluster {
@@ -27,24 +28,39 @@ bool RowNode::PeerOpened(uint64_t b) const { return peer_opened_fast_.load() >= 
 
 void RowNode::HomeSlicePlanned(uint64_t b, uint32_t planner, std::vector<planner::PlannedSlice>* subs,
                                std::vector<storage::Txn>* txns, int64_t plan_ns) {
-  commit_->Plan(b, opt_.partition * per_home_ + planner, std::move(*txns));
-  EmitHomeSlice(b, planner, subs, plan_ns);
+  const uint32_t s = opt_.partition * per_home_ + planner;
+  // Under replication.point = input the home slice goes to the groups as its input: encoded
+  // before the txns move on to the commit.
+  std::string input = opt_.replicate && opt_.replicate_input ? planner::EncodeInputSlice(b, s, *txns) : std::string();
+  commit_->Plan(b, s, std::move(*txns));
+  EmitHomeSlice(b, planner, subs, plan_ns, std::move(input));
 }
 
-void RowNode::EmitHomeSlice(uint64_t b, uint32_t planner, std::vector<planner::PlannedSlice>* subs, int64_t plan_ns) {
+void RowNode::EmitHomeSlice(uint64_t b, uint32_t planner, std::vector<planner::PlannedSlice>* subs, int64_t plan_ns,
+                            std::string input) {
   const uint32_t s = opt_.partition * per_home_ + planner;
   if (!opt_.replicate) {
     // No followers: nothing to make durable first; the parts go out at once.
     for (uint32_t p = 0; p < nparts_; ++p) {
       if (p == opt_.partition) continue;
-      transport_->Send(p, EncodeRowMessage(RowSubSlice{b, s, opt_.partition, planner::EncodeSlice((*subs)[p])}));
+      transport_->Send(p, EncodeRowMessage(RowSubSlice{b, s, opt_.partition, planner::EncodeSlice((*subs)[p]), {}}));
     }
   }
   // Rule 1: the whole home slice goes to this home's group first; its parts leave for the peers
   // once that is confirmed (MarkReplicated). Its own part runs at once, speculatively.
   std::string bundle;
   HomeSend send;
-  if (opt_.replicate) {
+  if (opt_.replicate && opt_.replicate_input) {
+    // The group gets the input, each peer its part with the input (its group logs the input).
+    send.batch = b;
+    send.frames.resize(nparts_);
+    for (uint32_t p = 0; p < nparts_; ++p) {
+      if (p != opt_.partition) {
+        send.frames[p] = EncodeRowMessage(RowSubSlice{b, s, opt_.partition, planner::EncodeSlice((*subs)[p]), input});
+      }
+    }
+    bundle = EncodeRowMessage(RowHomeInput{b, s, opt_.partition, std::move(input)});
+  } else if (opt_.replicate) {
     RowHomeBundle hb{b, s, opt_.partition, std::vector<std::string>(nparts_)};
     send.batch = b;
     send.frames.resize(nparts_);
@@ -55,7 +71,7 @@ void RowNode::EmitHomeSlice(uint64_t b, uint32_t planner, std::vector<planner::P
         hb.parts[p] = planner::EncodeSlice(sub, sub.may_abort ? planner::SliceEncoding::kFull : planner::SliceEncoding::kWithoutReads);
       } else {
         hb.parts[p] = planner::EncodeSlice(sub);  // as the peer gets it (a later leader re-sends these bytes)
-        send.frames[p] = EncodeRowMessage(RowSubSlice{b, s, opt_.partition, hb.parts[p]});
+        send.frames[p] = EncodeRowMessage(RowSubSlice{b, s, opt_.partition, hb.parts[p], {}});
       }
     }
     bundle = EncodeRowMessage(hb);

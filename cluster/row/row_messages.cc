@@ -74,11 +74,21 @@ Status GetTxns(Reader* r, const char* what, const std::string& item, std::vector
 }  // namespace
 
 std::string EncodeRowMessage(const RowSubSlice& m) {
-  Writer w = Begin(RowMsgKind::kSubSlice, 32 + m.slice_bytes.size());
+  Writer w = Begin(RowMsgKind::kSubSlice, 32 + m.slice_bytes.size() + m.input.size());
   w.PutVarint(m.batch);
   w.PutVarint(m.slice);
   w.PutVarint(m.from);
   w.PutBytes(m.slice_bytes);
+  w.PutBytes(m.input);
+  return w.Release();
+}
+
+std::string EncodeRowMessage(const RowHomeInput& m) {
+  Writer w = Begin(RowMsgKind::kHomeInput, 32 + m.input.size());
+  w.PutVarint(m.batch);
+  w.PutVarint(m.slice);
+  w.PutVarint(m.from);
+  w.PutBytes(m.input);
   return w.Release();
 }
 
@@ -178,7 +188,7 @@ Result<RowMsgKind> PeekRowMessage(std::string_view bytes) {
     return Corrupt("unknown", "version " + std::to_string(static_cast<uint8_t>(bytes[2])) + ", expected 1");
   }
   const auto k = static_cast<uint8_t>(bytes[3]);
-  if (k < 1 || k > 8) return Corrupt("unknown", "unknown kind " + std::to_string(k));
+  if (k < 1 || k > 9) return Corrupt("unknown", "unknown kind " + std::to_string(k));
   return static_cast<RowMsgKind>(k);
 }
 
@@ -190,7 +200,20 @@ Status DecodeRowMessage(std::string_view bytes, RowSubSlice* out) {
   }
   if (out->from >= planner::kMaxPartitions) return Corrupt("sub-slice", "from partition " + std::to_string(out->from));
   if (!r.GetBytes(&out->slice_bytes)) return Corrupt("sub-slice", "truncated slice bytes");
+  if (!r.GetBytes(&out->input)) return Corrupt("sub-slice", "truncated input bytes");
   if (!r.done()) return Corrupt("sub-slice", "trailing bytes");
+  return Status::Ok();
+}
+
+Status DecodeRowMessage(std::string_view bytes, RowHomeInput* out) {
+  Reader r(bytes);
+  QR_RETURN_IF_ERROR(Open(&r, RowMsgKind::kHomeInput, "home input"));
+  if (!r.GetVarint(&out->batch) || !GetU32(&r, &out->slice) || !GetU32(&r, &out->from)) {
+    return Corrupt("home input", "truncated or out-of-range header field");
+  }
+  if (out->from >= planner::kMaxPartitions) return Corrupt("home input", "from partition " + std::to_string(out->from));
+  if (!r.GetBytes(&out->input)) return Corrupt("home input", "truncated input bytes");
+  if (!r.done()) return Corrupt("home input", "trailing bytes");
   return Status::Ok();
 }
 

@@ -25,18 +25,24 @@ namespace qrstore::cluster {
 
 // kHomeBundle never travels between nodes: it is a home's log entry (see RowHomeBundle).
 // kBatchEnd never travels between nodes either: it is a partition leader's log entry (RowBatchEnd).
+// Nor does kHomeInput: a group's log entry under replication.point = input (RowHomeInput).
 enum class RowMsgKind : uint8_t {
-  kSubSlice = 1, kDepValues = 2, kVotes = 3, kReport = 4, kControl = 5, kHomeBundle = 6, kBatchEnd = 7, kResume = 8
+  kSubSlice = 1, kDepValues = 2, kVotes = 3, kReport = 4, kControl = 5, kHomeBundle = 6, kBatchEnd = 7, kResume = 8,
+  kHomeInput = 9
 };
 constexpr uint8_t kRowMsgVersion = 1;
 constexpr uint32_t kMaxRowItems = 1u << 24;  // values or votes in one message
 
 // Home node `from`'s sub-slice (batch, slice) for the receiving partition: EncodeSlice bytes.
+// Under replication.point = input (a row with followers) also the home slice's input
+// (planner/input_slice.h: every txn of the home slice, not only the receiver's), which the
+// receiver's group logs in place of the sub-slice; empty otherwise.
 struct RowSubSlice {
   uint64_t batch = 0;
   uint32_t slice = 0;
   uint32_t from = 0;
   std::string slice_bytes;
+  std::string input;
 };
 // Home `from`'s whole home slice (batch, slice): one part per partition of the row, parts[p]
 // the EncodeSlice bytes of the sub-slice for partition p (the home's own part encoded for its
@@ -48,6 +54,16 @@ struct RowHomeBundle {
   uint32_t slice = 0;
   uint32_t from = 0;
   std::vector<std::string> parts;
+};
+// Under replication.point = input: home `from`'s home slice (batch, slice) as its input
+// (planner/input_slice.h bytes), the entry each group logs for it in place of the home bundle (the
+// home's own group) or the sub-slice (every other group): a follower plans it with the home's
+// RowPlanner and runs its own partition's part (cluster/row/row_input.h).
+struct RowHomeInput {
+  uint64_t batch = 0;
+  uint32_t slice = 0;
+  uint32_t from = 0;
+  std::string input;
 };
 struct RowDepValue {
   uint32_t slot = 0;
@@ -137,6 +153,7 @@ std::string EncodeRowMessage(const RowVotes& m);
 std::string EncodeRowMessage(const RowHomeBundle& m);
 std::string EncodeRowMessage(const RowBatchEnd& m);
 std::string EncodeRowMessage(const RowResume& m);
+std::string EncodeRowMessage(const RowHomeInput& m);
 
 // The kind of a framed message (magic and version checked).
 Result<RowMsgKind> PeekRowMessage(std::string_view bytes);
@@ -151,6 +168,8 @@ Status DecodeRowMessage(std::string_view bytes, RowHomeBundle* out);
 Status DecodeRowMessage(std::string_view bytes, RowBatchEnd* out);
 // Also checks: a resume has an address (at most 255 bytes), an answer none.
 Status DecodeRowMessage(std::string_view bytes, RowResume* out);
+// Also checks from < planner::kMaxPartitions (the input itself is decoded by its reader).
+Status DecodeRowMessage(std::string_view bytes, RowHomeInput* out);
 
 // The receiver's checks on a sub-slice message, for partition `place.partition` of the row:
 // its slice decodes, is a row sub-slice, carries the message's (batch, slice) and passes

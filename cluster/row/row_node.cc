@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "common/logging.h"
 #include "planner/eq.h"
+#include "planner/input_slice.h"
 #include "planner/row_planner.h"
 
 namespace qrstore::cluster {
@@ -152,7 +153,7 @@ Status RowNode::Start() {
       for (uint64_t b = logged_next_[s]; b < first_own_; ++b) {
         std::vector<planner::PlannedSlice> subs;
         pads.PlanSlices(b, s, {}, &subs);
-        EmitHomeSlice(b, t, &subs, 0);
+        EmitHomeSlice(b, t, &subs, 0, opt_.replicate_input ? planner::EncodeInputSlice(b, s, {}) : std::string());
       }
     }
   }

@@ -99,6 +99,12 @@ struct RowNodeOptions {
   // for it and, if it may abort, the row's result; the batch commits once that is replicated
   // too (at once when the record is empty).
   std::function<void(uint64_t batch, uint32_t slice, std::string bytes)> replicate;
+  // replication.point = input (with `replicate`; docs/replication-points.md): the group gets each
+  // home slice as its input (RowHomeInput), its own in place of the bundle and each peer's in
+  // place of the sub-slice, which the peer's frame carries with it (RowSubSlice::input); its
+  // followers plan the inputs themselves (cluster/row/row_input.h). The same on every node of
+  // the row.
+  bool replicate_input = false;
   // A follower: it never plans and has no row peers (no transport). Its pipeline is fed by the
   // caller (a FollowerFeed over its group's streams, the batch-end records included:
   // pipeline()); it resolves aborts by its leader's records and sends nothing: the dependency
@@ -184,7 +190,8 @@ class RowNode final : public executor::RowSender, public engine::RowHome {
   void SetEnd(uint64_t end);
   // A follower: a home bundle of its own home from its group's log (through the feed's
   // row_part, row_feed.h): the parts its leader sent the peers are kept with the rest (RetainedFrames).
-  void KeepBundle(const RowHomeBundle& bundle);
+  // `input`: under replication.point = input, the home slice's input, which its frames carry.
+  void KeepBundle(const RowHomeBundle& bundle, const std::string& input = std::string());
   // A follower: a batch-end record from its group's log (through the feed's row_record): the
   // votes its leader sent the peers are kept with the rest, as it sent them (RowVotes per round).
   void KeepVotes(const RowBatchEnd& record);
@@ -293,7 +300,9 @@ class RowNode final : public executor::RowSender, public engine::RowHome {
   Status Handshake();
   // A home slice this node planned (or padded: plan_commit false, nobody answers it): to the
   // inbox, its bundle to the group, its parts to the peers once replicated (Rule 1).
-  void EmitHomeSlice(uint64_t b, uint32_t planner, std::vector<planner::PlannedSlice>* subs, int64_t plan_ns);
+  // `input`: under replicate_input, the home slice's input (what the group gets, and the frames carry).
+  void EmitHomeSlice(uint64_t b, uint32_t planner, std::vector<planner::PlannedSlice>* subs, int64_t plan_ns,
+                     std::string input);
   // The crash hook (RowNodeOptions::crash_step): SIGKILL when `step` is it and b >= crash_batch.
   void MaybeCrash(const char* step, uint64_t b) const;
   // Peer `from` holds batches below `batch` for good: what was kept for it below that goes.

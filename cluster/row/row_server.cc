@@ -77,6 +77,7 @@ RowNodeOptions RowServer::Options(bool leader) {
       };
     }
   }
+  ro.replicate_input = ctx_.input;
   if (leader && replicated) {
     // Every sub-slice this partition runs, its own and its peers', goes to its group, one stream
     // per (home, planner), and its batch-end records on one more: its followers replay it alone.
@@ -197,7 +198,7 @@ Status RowServer::Start() {
     fo.batch_end_stream = true;
     fo.place = planner::RowPlace{ctx_.partition_map, me.partition};
     RowNode* n = node();
-    SetRowFeedReaders(&fo, n);
+    SetRowFeedReaders(&fo, n, ctx_.input);
     feed_ = std::make_unique<FollowerFeed>(fo, n->pipeline(), ctx_.replicator, [this, n](uint64_t end) {
       ctx_.reporter->MarkEnded(true);
       n->SetEnd(end);

@@ -56,6 +56,7 @@ struct RowServerContext {
   const NodeInfo* me = nullptr;
   bool leader = false;
   std::string mode;                    // replication.mode
+  bool input = false;                  // replication.point = input (docs/replication-points.md)
   const engine::EngineConfig* engine = nullptr;
   storage::KeyMapper partition_map;
   uint64_t record_bytes = 0;

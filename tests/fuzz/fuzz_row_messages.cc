@@ -1,18 +1,20 @@
 // Fuzz target: the row messages (cluster/row/row_messages.h), what a node of a partitioned row reads
-// from its peers, and the home bundle and batch-end record a group replicates. The first byte,
-// modulo 9, picks the decoder (0 sub-slice, 1 dependency values, 2 votes, 3 the one
-// PeekRowMessage names, 4 report, 5 control, 6 home bundle, 7 batch end, 8 resume); the rest is
-// the message.
+// from its peers, and the home bundle, home input and batch-end record a group replicates. The
+// first byte, modulo 10, picks the decoder (0 sub-slice, 1 dependency values, 2 votes, 3 the one
+// PeekRowMessage names, 4 report, 5 control, 6 home bundle, 7 batch end, 8 resume, 9 home
+// input); the rest is the message.
 // Contract: no crash and no allocation beyond what the input can hold; a decoded message
 // re-encodes to exactly the input (every encoding is canonical); a refused one gets kCorruption
 // with a message naming the row message. A decoded sub-slice is also opened for partition 1 of
 // a 2-partition row: it passes the receiver's checks or is refused, never half-accepted; so is a
-// decoded home bundle's own part (what its home's followers run).
+// decoded home bundle's own part (what its home's followers run), and a decoded home input is
+// planned as a follower plans it (PlanHomeInput): parts for every partition, or kCorruption.
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <type_traits>
 
+#include "cluster/row/row_input.h"
 #include "cluster/row/row_messages.h"
 #include "common/check.h"
 
@@ -37,6 +39,14 @@ void Check(std::string_view bytes) {
     QR_CHECK(o.ok() || o.code() == StatusCode::kCorruption, "opening a sub-slice: %s", o.ToString().c_str());
     if (o.ok()) QR_CHECK(out.row && out.batch == m.batch && out.planner == m.slice);
   }
+  if constexpr (std::is_same_v<M, RowHomeInput>) {
+    // A follower plans whatever input decodes (2 partitions, 2 ranges each, 2 planners a home).
+    const storage::KeyMapper parts(storage::KeyMapper::Kind::kRange, 2, 256);
+    HomeInputParts out;
+    const Status o = PlanHomeInput(bytes, m.batch, m.slice, 2, parts, storage::KeyMapper::Within(parts, 2), &out);
+    QR_CHECK(o.ok() || o.code() == StatusCode::kCorruption, "planning a home input: %s", o.ToString().c_str());
+    if (o.ok()) QR_CHECK(out.parts.size() == 2 && out.from == m.from);
+  }
   if constexpr (std::is_same_v<M, RowHomeBundle>) {
     QR_CHECK(m.from < m.parts.size(), "a decoded home bundle without its home's part");
     planner::PlannedSlice out;
@@ -49,7 +59,7 @@ void Check(std::string_view bytes) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string_view bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
-  uint8_t pick = data[0] % 9;
+  uint8_t pick = data[0] % 10;
   if (pick == 3) {
     Result<RowMsgKind> k = PeekRowMessage(bytes);
     if (!k.ok()) return 0;
@@ -62,6 +72,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case RowMsgKind::kHomeBundle: pick = 6; break;
       case RowMsgKind::kBatchEnd: pick = 7; break;
       case RowMsgKind::kResume: pick = 8; break;
+      case RowMsgKind::kHomeInput: pick = 9; break;
     }
   }
   switch (pick) {
@@ -72,6 +83,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 5: Check<RowControl>(bytes); break;
     case 6: Check<RowHomeBundle>(bytes); break;
     case 7: Check<RowBatchEnd>(bytes); break;
+    case 9: Check<RowHomeInput>(bytes); break;
     default: Check<RowResume>(bytes); break;
   }
   return 0;

@@ -471,15 +471,24 @@ int main(int argc, char** argv) {
     for (const auto& sub : subs) Write(root / "fuzz_slice", "seed-" + std::to_string(n++), std::string(1, '\1') + planner::EncodeSlice(sub));
   }
   // Row messages: a selector byte (0 sub-slice, 1 values, 2 votes, 3 peek, 4 report, 5 control,
-  // 6 home bundle, 7 batch end, 8 resume), then the message.
+  // 6 home bundle, 7 batch end, 8 resume, 9 home input), then the message.
   {
     const storage::KeyMapper parts(storage::KeyMapper::Kind::kRange, 2, 256);
     planner::RowPlanner rp(parts, storage::KeyMapper::Within(parts, 2), 0);
     std::vector<planner::PlannedSlice> subs;
     rp.PlanSlices(5, 1, Txns(77, 6, 256), &subs);
-    const std::string sub = cluster::EncodeRowMessage(cluster::RowSubSlice{5, 1, 0, planner::EncodeSlice(subs[1])});
+    const std::string sub = cluster::EncodeRowMessage(cluster::RowSubSlice{5, 1, 0, planner::EncodeSlice(subs[1]), {}});
     Write(root / "fuzz_row_messages", "sub-slice", std::string(1, '\0') + sub);
     Write(root / "fuzz_row_messages", "sub-slice-peek", std::string(1, '\3') + sub);
+    // replication.point = input: a sub-slice with its home slice's input, and the home input a
+    // group logs (planned as a follower plans it).
+    const std::string input = planner::EncodeInputSlice(5, 1, Txns(77, 6, 256));
+    Write(root / "fuzz_row_messages", "sub-slice-input",
+          std::string(1, '\0') +
+              cluster::EncodeRowMessage(cluster::RowSubSlice{5, 1, 0, planner::EncodeSlice(subs[1]), input}));
+    const std::string home_input = cluster::EncodeRowMessage(cluster::RowHomeInput{5, 1, 0, input});
+    Write(root / "fuzz_row_messages", "home-input", std::string(1, '\x09') + home_input);
+    Write(root / "fuzz_row_messages", "home-input-peek", std::string(1, '\3') + home_input);
     const std::string values = cluster::EncodeRowMessage(cluster::RowDepValues{5, 1, {{0, 17}, {2, -3}, {9, 1ll << 40}}});
     Write(root / "fuzz_row_messages", "values", std::string(1, '\1') + values);
     const std::string votes = cluster::EncodeRowMessage(cluster::RowVotes{5, 1, 2, {{0, 1}, {0, 4}, {1, 0}}});

@@ -4,7 +4,9 @@
 
 #include <string>
 
+#include "cluster/row/row_input.h"
 #include "cluster/row/row_messages.h"
+#include "planner/input_slice.h"
 #include "planner/row_planner.h"
 #include "storage/key_map.h"
 
@@ -50,13 +52,35 @@ TEST_CASE("row messages: each kind round-trips byte for byte and refuses every c
   CHECK(EncodeRowMessage(o2) == ob);
   RequireRefusedWhenCut<RowVotes>(ob);
 
-  RowSubSlice s{4, 1, 3, "QS2-not-really"};
+  RowSubSlice s{4, 1, 3, "QS2-not-really", ""};
   const std::string sb = EncodeRowMessage(s);
   RowSubSlice s2;
   REQUIRE(DecodeRowMessage(sb, &s2).ok());
   CHECK(s2.slice_bytes == s.slice_bytes);
+  CHECK(s2.input.empty());
   CHECK(EncodeRowMessage(s2) == sb);
   RequireRefusedWhenCut<RowSubSlice>(sb);
+  // Under replication.point = input a sub-slice carries its home slice's input too.
+  RowSubSlice si{4, 1, 3, "QS2-not-really", "QI1-not-really"};
+  const std::string sib = EncodeRowMessage(si);
+  REQUIRE(DecodeRowMessage(sib, &s2).ok());
+  CHECK(s2.slice_bytes == si.slice_bytes);
+  CHECK(s2.input == si.input);
+  CHECK(EncodeRowMessage(s2) == sib);
+  RequireRefusedWhenCut<RowSubSlice>(sib);
+
+  RowHomeInput hi{77, 3, 1, "QI1-not-really"};
+  const std::string hib = EncodeRowMessage(hi);
+  CHECK(PeekRowMessage(hib).value() == RowMsgKind::kHomeInput);
+  RowHomeInput hi2;
+  REQUIRE(DecodeRowMessage(hib, &hi2).ok());
+  CHECK(hi2.batch == 77);
+  CHECK(hi2.slice == 3);
+  CHECK(hi2.from == 1);
+  CHECK(hi2.input == hi.input);
+  CHECK(EncodeRowMessage(hi2) == hib);
+  RequireRefusedWhenCut<RowHomeInput>(hib);
+  CHECK(DecodeRowMessage(hib, &s2).message().find("kind 9, expected 1") != std::string::npos);
 
   CHECK(PeekRowMessage(vb).value() == RowMsgKind::kDepValues);
   CHECK(PeekRowMessage(ob).value() == RowMsgKind::kVotes);
@@ -75,8 +99,8 @@ TEST_CASE("row messages: wrong magic, version or kind, unsorted votes and absurd
   CHECK(DecodeRowMessage(bad, &o).message().find("version 2, expected 1") != std::string::npos);
   CHECK(PeekRowMessage(bad).status().message().find("version 2") != std::string::npos);
   bad = ob;
-  bad[3] = 9;
-  CHECK(PeekRowMessage(bad).status().message().find("unknown kind 9") != std::string::npos);
+  bad[3] = 10;
+  CHECK(PeekRowMessage(bad).status().message().find("unknown kind 10") != std::string::npos);
   RowDepValues v;
   CHECK(DecodeRowMessage(ob, &v).message().find("kind 3, expected 2") != std::string::npos);
   const std::string unsorted = EncodeRowMessage(RowVotes{1, 0, 0, {{1, 2}, {1, 2}}});
@@ -99,7 +123,7 @@ TEST_CASE("row messages: a sub-slice opens only on its partition, as the row sub
   planner::RowPlanner rp(parts, ranges, 0);
   std::vector<planner::PlannedSlice> subs;
   rp.PlanSlices(3, 1, {t}, &subs);
-  RowSubSlice m{3, 1, 0, planner::EncodeSlice(subs[1])};
+  RowSubSlice m{3, 1, 0, planner::EncodeSlice(subs[1]), ""};
   planner::PlannedSlice out;
   REQUIRE(OpenRowSubSlice(m, ranges, planner::RowPlace{parts, 1}, &out).ok());
   CHECK(out.eqs.size() == 2);
@@ -113,9 +137,68 @@ TEST_CASE("row messages: a sub-slice opens only on its partition, as the row sub
   subs[1].txns.clear();
   subs[1].dep_slots = 0;
   subs[1].may_abort = false;
-  RowSubSlice plain{3, 1, 0, planner::EncodeSlice(subs[1])};
+  RowSubSlice plain{3, 1, 0, planner::EncodeSlice(subs[1]), ""};
   CHECK(OpenRowSubSlice(plain, ranges, planner::RowPlace{parts, 1}, &out).message().find("not a row sub-slice") !=
         std::string::npos);
+}
+
+TEST_CASE("row input: a follower planning a home slice's input gets every part its home planned, byte for byte") {
+  // replication.point = input (cluster/row/row_input.h): home 1 of a 3-partition row plans a
+  // home slice with cross-partition dependencies, debits and a session txn; its input, logged
+  // and planned again by PlanHomeInput (a fresh RowPlanner, as on a follower), gives the same
+  // encoded parts for every partition. Entries of another batch, stream or home are refused.
+  const KeyMapper parts(KeyMapper::Kind::kHash, 3, 1000);
+  const KeyMapper ranges = KeyMapper::Within(parts, 2);
+  constexpr uint32_t kPerHome = 2;
+  constexpr uint32_t kSlice = 1 * kPerHome + 1;  // home 1, planner 1
+  std::vector<storage::Txn> txns;
+  for (uint64_t i = 0; i < 40; ++i) {
+    storage::Txn t;
+    t.id = 100 + i;
+    t.client = static_cast<uint32_t>(i % 3);
+    t.submit_ns = 12345 + static_cast<int64_t>(i);  // the home's own: not in the input
+    if (i % 7 == 0) {
+      t.session = 9;
+      t.seq = i;
+    }
+    t.ops.push_back(storage::Op{storage::OpKind::kDepWrite, (i * 37) % 1000, (i * 91 + 5) % 1000, 0});
+    t.ops.push_back(storage::Op{storage::OpKind::kRead, (i * 13) % 1000, 0, 0});
+    t.ops.push_back(storage::Op{i % 5 == 0 ? storage::OpKind::kDebit : storage::OpKind::kUpdate, (i * 53) % 1000, 0, i});
+    txns.push_back(t);
+  }
+  planner::RowPlanner home(parts, ranges, 1);
+  std::vector<planner::PlannedSlice> subs;
+  home.PlanSlices(7, kSlice, txns, &subs);
+  const std::string entry = EncodeRowMessage(RowHomeInput{7, kSlice, 1, planner::EncodeInputSlice(7, kSlice, txns)});
+  HomeInputParts planned;
+  REQUIRE(PlanHomeInput(entry, 7, kSlice, kPerHome, parts, ranges, &planned).ok());
+  CHECK(planned.from == 1);
+  REQUIRE(planned.parts.size() == 3);
+  size_t dep_sends = 0;
+  for (uint32_t p = 0; p < 3; ++p) {
+    INFO("partition " << p);
+    CHECK(planned.parts[p] == planner::EncodeSlice(subs[p]));
+    for (const auto& eq : subs[p].eqs) {
+      for (const auto& f : eq) dep_sends += f.kind == planner::FragKind::kDepSend ? 1 : 0;
+    }
+  }
+  CHECK(dep_sends > 0);  // the slice crosses partitions: the slots are the home's numbering
+  CHECK(planned.input == planner::EncodeInputSlice(7, kSlice, txns));
+
+  auto refused = [&](const std::string& e, uint64_t b, uint32_t slice, const char* why) {
+    const Status st = PlanHomeInput(e, b, slice, kPerHome, parts, ranges, &planned);
+    INFO(st.ToString());
+    CHECK(st.code() == StatusCode::kCorruption);
+    CHECK(st.message().find(why) != std::string::npos);
+  };
+  refused(entry, 8, kSlice, "where batch 8, slice 3");
+  refused(entry, 7, 2, "where batch 7, slice 2");
+  refused(EncodeRowMessage(RowHomeInput{7, kSlice, 0, planner::EncodeInputSlice(7, kSlice, txns)}), 7, kSlice,
+          "home 0");
+  refused(EncodeRowMessage(RowHomeInput{7, kSlice, 1, planner::EncodeInputSlice(6, kSlice, txns)}), 7, kSlice,
+          "the input of batch 6");
+  refused(EncodeRowMessage(RowHomeInput{7, kSlice, 1, "QI1"}), 7, kSlice, "input");
+  refused(EncodeRowMessage(RowSubSlice{7, kSlice, 1, "x", ""}), 7, kSlice, "kind 1, expected 9");
 }
 
 TEST_CASE("row messages: reports and control messages round-trip and refuse malformed input") {
@@ -189,7 +272,7 @@ TEST_CASE("row messages: a home bundle round-trips, names its home's part and re
   // A bundle is not a sub-slice, nor the other way round (the kind is checked).
   RowSubSlice sub;
   CHECK(DecodeRowMessage(bb, &sub).message().find("kind 6, expected 1") != std::string::npos);
-  CHECK(DecodeRowMessage(EncodeRowMessage(RowSubSlice{1, 0, 0, "x"}), &h2).message().find("kind 1, expected 6") !=
+  CHECK(DecodeRowMessage(EncodeRowMessage(RowSubSlice{1, 0, 0, "x", ""}), &h2).message().find("kind 1, expected 6") !=
         std::string::npos);
 }
 

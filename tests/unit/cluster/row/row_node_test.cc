@@ -75,7 +75,7 @@ RowNodeOptions NodeOptions(uint32_t p, const std::vector<std::string>& addrs, co
 // A row follower's feed of partition p from its group (`repl`) into `node`, as RowServer
 // builds it: the last of `streams` streams holds the batch-end records; bundles are kept.
 std::unique_ptr<FollowerFeed> StartRowFeed(RowNode* node, replication::Replicator* repl, uint32_t p, uint32_t streams,
-                                           const KeyMapper& parts, const KeyMapper& ranges) {
+                                           const KeyMapper& parts, const KeyMapper& ranges, bool input = false) {
   FollowerFeedOptions fo;
   fo.planners = streams;
   fo.ranges = ranges;
@@ -83,7 +83,7 @@ std::unique_ptr<FollowerFeed> StartRowFeed(RowNode* node, replication::Replicato
   fo.row = true;
   fo.place = planner::RowPlace{parts, p};
   fo.batch_end_stream = true;
-  SetRowFeedReaders(&fo, node);
+  SetRowFeedReaders(&fo, node, input);
   auto feed = std::make_unique<FollowerFeed>(fo, node->pipeline(), repl, [node](uint64_t end) { node->SetEnd(end); });
   REQUIRE(feed->Start().ok());
   return feed;
@@ -256,10 +256,14 @@ TEST_CASE("row node, Rule 2: each follower replays its partition from its group'
   // which only the batch-end records carry. With `plain`, txns without dependencies or aborts:
   // every record is empty, and a follower commits batches before their records arrive (which
   // must not trouble it). With `corrupt`, partition 1's records name the wrong partition: its
-  // follower stops, naming the record, and the leaders do not care.
+  // follower stops, naming the record, and the leaders do not care. With `input`
+  // (replication.point = input), the groups log every home slice as its input and the followers
+  // plan it themselves: the parts a follower keeps for a successor's re-send are then its own
+  // planning's, and must equal what its leader sent byte for byte (the parts and the input).
   const bool plain = GENERATE(false, true);
   const bool corrupt = GENERATE(false, true);
-  CAPTURE(plain, corrupt);
+  const bool input = GENERATE(false, true);
+  CAPTURE(plain, corrupt, input);
   constexpr uint32_t kParts = 2;
   constexpr uint32_t streams = kParts + 1;  // one planner per home, then the records
   const KeyMapper parts(KeyMapper::Kind::kHash, kParts, kKeys);
@@ -290,7 +294,7 @@ TEST_CASE("row node, Rule 2: each follower replays its partition from its group'
   };
   AtExit guard{stop_all};
   auto on_failure = [](Member* m) { return RecordFailures(m); };
-  const std::string hub = "rule2-" + std::to_string(plain) + std::to_string(corrupt) + "-p";
+  const std::string hub = "rule2-" + std::to_string(plain) + std::to_string(corrupt) + std::to_string(input) + "-p";
   for (uint32_t p = 0; p < kParts; ++p) {
     for (bool leader : {true, false}) {
       auto m = std::make_unique<Member>();
@@ -303,12 +307,21 @@ TEST_CASE("row node, Rule 2: each follower replays its partition from its group'
       m->table = std::make_unique<storage::Table>(kLayout, kKeys);
       testing::LoadTable(m->table.get(), kKeys, 1000);
       RowNodeOptions o = NodeOptions(p, addrs, parts, ranges);
+      o.replicate_input = input;
       Member* raw = m.get();
       if (leader) {
         o.keep_all_sent = !plain;  // the follower's copy checked with dependencies, the retention's trim without
-        o.replicate = [raw, p, corrupt, plain](uint64_t b, uint32_t s, std::string bytes) {
+        o.replicate = [raw, p, corrupt, plain, input](uint64_t b, uint32_t s, std::string bytes) {
           // (This runs on the leader's threads: failures are recorded, and checked on the test's
           // own thread, where Catch's assertions belong.)
+          if (input && s + 1 != streams) {
+            // Under input every stream but the records' logs home inputs, never planned parts.
+            const Result<RowMsgKind> kind = PeekRowMessage(bytes);
+            if (!kind.ok() || kind.value() != RowMsgKind::kHomeInput) {
+              std::lock_guard<std::mutex> lk(raw->mu);
+              raw->failures.push_back(Status::Corruption("stream " + std::to_string(s) + " logged no home input"));
+            }
+          }
           if (corrupt && p == 1 && s + 1 == streams) {
             RowBatchEnd rec;
             if (Status d = DecodeRowMessage(bytes, &rec); !d.ok()) {
@@ -345,7 +358,7 @@ TEST_CASE("row node, Rule 2: each follower replays its partition from its group'
   for (uint32_t p = 0; p < kParts; ++p) {
     Member* f = followers[p].get();
     REQUIRE(f->node->Start().ok());
-    f->feed = StartRowFeed(f->node.get(), f->repl.get(), p, streams, parts, ranges);
+    f->feed = StartRowFeed(f->node.get(), f->repl.get(), p, streams, parts, ranges, input);
   }
 
   testing::GenOptions g = MixedTxns();
@@ -500,6 +513,10 @@ TEST_CASE("row node, failover: partition leaders die mid-run (one, or two at onc
                                                               {3, {1}, 4},
                                                               {2, {0, 1}, 3},
                                                               {3, {0, 2}, 4}}));
+  // With `input` the groups log home inputs (replication.point = input): the followers plan them,
+  // and a successor seeds its inbox and its re-sends by planning its log's inputs.
+  const bool input = GENERATE(false, true);
+  CAPTURE(input);
   const uint32_t nparts = shape.parts;
   std::vector<bool> is_dead(nparts, false);
   for (uint32_t p : shape.dead) is_dead[p] = true;
@@ -586,6 +603,7 @@ TEST_CASE("row node, failover: partition leaders die mid-run (one, or two at onc
       m->table = std::make_unique<storage::Table>(kLayout, kKeys);
       testing::LoadTable(m->table.get(), kKeys, 1000);
       RowNodeOptions o = NodeOptions(p, addrs, parts, ranges);
+      o.replicate_input = input;
       o.failover_timeout_ms = 30'000;
       o.term = 1;
       Member* raw = m.get();
@@ -608,7 +626,7 @@ TEST_CASE("row node, failover: partition leaders die mid-run (one, or two at onc
     for (auto* v : {&fs, &gs}) {
       Member* f = (*v)[p].get();
       REQUIRE(f->node->Start().ok());
-      f->feed = StartRowFeed(f->node.get(), f->repl.get(), p, streams, parts, ranges);
+      f->feed = StartRowFeed(f->node.get(), f->repl.get(), p, streams, parts, ranges, input);
     }
   }
   const testing::GenOptions g = MixedTxns();
@@ -647,6 +665,7 @@ TEST_CASE("row node, failover: partition leaders die mid-run (one, or two at onc
     CHECK(f.node->Stats().committed_batches == d);
     ds.push_back(d);
     RowNodeOptions so = NodeOptions(p, addrs, parts, ranges);
+    so.replicate_input = input;
     so.peer_addresses[p] = successor_addresses[i];
     // The other successors' addresses: what the server finds by the answering row port.
     for (size_t j = 0; j < shape.dead.size(); ++j) so.peer_addresses[shape.dead[j]] = successor_addresses[j];
