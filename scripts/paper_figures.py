@@ -13,9 +13,9 @@ sweep of real clusters started with scripts/cluster.sh and driven by qrstore-cli
   8   Zipf theta (ycsb.theta), rf 0 / 1 / 2
   9   multi-partition share (ycsb.mp_ratio) on 2 partitions in a row, rf 0 / 1 / 2
   10  operations per txn (ycsb.ops_per_txn), ops/s, rf 0 / 1 / 2
-  11  QR-Store against Calvin's replication at theta 0.9, 10 ops, rf 1 / 2, on one partition: the plan
-      over raft (QR-Store), the input over ZooKeeper with Snappy (Calvin's point and layer), the plan
-      over ZooKeeper with Snappy (the point alone), the writes over raft (RP3)
+  11  QR-Store against Calvin's replication, 2 partitions in a row, half the txns on both, theta 0.9,
+      10 ops, rf 1 / 2: the plan over raft (QR-Store), the input over ZooKeeper with Snappy (Calvin's
+      point and layer), the plan over ZooKeeper with Snappy (the point alone)
   12  thread- vs node-level synchronisation (engine.sync), rf 0 / 1 / 2
   13  speculative vs synchronous replication (replication.mode), rf 1 / 2
   14  replication factor 1-4 (configs/cluster-raft-rfN.yaml), without and with Snappy
@@ -27,9 +27,8 @@ rf 0 is configs/cluster-none.yaml (the paper's Q-Store), rf 1 configs/cluster-ra
 configs/cluster-raft.yaml (raft, durable, sessions), every node on this machine; the workload is
 the configs' (the paper's default: YCSB, 1M records, 16 ops, 50% writes, theta 0; figure 9 sets
 it on the row configs, whose own is STAR's). Figure 4
-and figure 11 start a ZooKeeper server of their own (scripts/zk-server.sh, 4 GB heap, under OUT/zk)
-unless QRSTORE_ZK_HOSTS names one. Figure 11 as the paper ran it (over two partitions, half the txns
-on both) needs the input point in partitioned rows, which is not built: ours is on one partition.
+and figure 11 start a fresh ZooKeeper server for each run that uses one (scripts/zk-server.sh, 4 GB
+heap, under OUT/zk, removed after the run) unless QRSTORE_ZK_HOSTS names one.
 
 Each point of a figure is run R times (--reps, default 3, at least 3) interleaved with the
 other series at that point: repetition r runs the series in an order rotated by r, so a drift of
@@ -83,16 +82,16 @@ WORKLOADS = {
     "paper-0.9": ["--ycsb.theta=0.9"],
 }
 
-# Figure 11: the paper's Calvin workload (theta 0.9, 10 ops per txn); its series: point and backend.
-# ZKHOSTS is replaced by the figure's ZooKeeper server (started like figure 4's).
-FIG11_WORKLOAD = ["--ycsb.theta=0.9", "--ycsb.ops_per_txn=10"]
+# Figure 11: the paper's Calvin workload (theta 0.9, 10 ops per txn, half the txns on both
+# partitions) on the row configs; its series: point and backend. ZKHOSTS is replaced by the
+# figure's ZooKeeper server (started like figure 4's).
+FIG11_WORKLOAD = PAPER_ON_ROWS + ["--ycsb.theta=0.9", "--ycsb.ops_per_txn=10", "--ycsb.mp_ratio=0.5"]
 FIG11_SERIES = {
     "plan-raft": ["--replication.point=plan"],
     "input-zk-snappy": ["--replication.point=input", "--replication.backend=zookeeper",
                         "--replication.zookeeper.hosts=ZKHOSTS", "--replication.compression=snappy"],
     "plan-zk-snappy": ["--replication.point=plan", "--replication.backend=zookeeper",
                        "--replication.zookeeper.hosts=ZKHOSTS", "--replication.compression=snappy"],
-    "writes-raft": ["--replication.point=writes"],
 }
 
 
@@ -181,14 +180,14 @@ FIGURES = {
                   [50000, 100000, 200000, 300000, 400000], [100000, 300000], ["rf0", "rf1", "rf2"], "rf0",
                   lambda x, s: (RF_CONFIG[s], [], ["--target-tps", str(x)]),
                   "no figure: the paper reports p99 per configuration at full load only"),
-    # Figure 11 on one partition (the paper's runs over 2, half the txns on both; input and writes
-    # are not built for partitioned rows): Calvin's replication as the paper ran it (its input over
-    # ZooKeeper with Snappy) against QR-Store's (its plan over the integrated raft), the plan over
-    # ZooKeeper with Snappy to tell the point from the backend, and the writes over raft beside them.
-    11: Figure(11, "Replicating the plan (QR-Store) or the input (Calvin's point), theta 0.9, 10 ops",
-               "replication factor", ["rf1", "rf2"], ["rf2"],
-               ["plan-raft", "input-zk-snappy", "plan-zk-snappy", "writes-raft"], "plan-raft",
-               lambda x, s: (RF_CONFIG[x], FIG11_WORKLOAD + FIG11_SERIES[s]),
+    # Figure 11 as the paper ran it, at this machine's scale: 2 partitions in a row, half the txns
+    # on both, theta 0.9, 10 ops: Calvin's replication (its input over ZooKeeper with Snappy)
+    # against QR-Store's (its plan over the integrated raft), and the plan over ZooKeeper with
+    # Snappy to tell the point from the backend. Both engines are qrstore's (the paper's Calvin also
+    # executes by locking). "points" has the writes (RP3), on one partition.
+    11: Figure(11, "QR-Store's replication against Calvin's, 2 partitions, theta 0.9, 10 ops", "replication factor",
+               ["rf1", "rf2"], ["rf2"], ["plan-raft", "input-zk-snappy", "plan-zk-snappy"], "plan-raft",
+               lambda x, s: (ROW_CONFIG[x], FIG11_WORKLOAD + FIG11_SERIES[s]),
                "QR-Store (RP2, integrated replication) up to 6x Calvin (RP1 over ZooKeeper with compression) at "
                "theta 0.9, 10 ops, 50% multi-partition over 2 partitions; QR-Store's integrated replication within "
                "8% of Q-Store"),
@@ -347,6 +346,30 @@ def run_repl(a, fig, x, series, rep, order, out_dir, env):
 
 
 def run_one(a, fig, x, series, rep, order, out_dir, env):
+    """One run; a run whose series uses ZooKeeper gets a fresh server of its own (below)."""
+    uses_zk = "zookeeper" in series if fig.kind == "repl" else any("ZKHOSTS" in o for o in fig.spec(x, series)[1])
+    if not uses_zk or env.get("QRSTORE_ZK_HOSTS"):
+        return run_one_on(a, fig, x, series, rep, order, out_dir, env)
+    # A throw-away server on 127.0.0.1 for this run alone, removed after it: one run's transaction
+    # logs and snapshots (gigabytes at large payloads; a full figure 4 once filled the disk with
+    # one server for all runs) neither weigh on the next run nor pile up. 4 GB heap: ZooKeeper keeps
+    # its last 500 transactions twice; at 800 KB payloads 1 GB ran out.
+    zk_dir = os.path.join(out_dir, "zk", "fig%s-%s-%s-r%d" % (fig.number, str(x).replace(".", "_"), series, rep))
+    zk = os.path.join(ROOT, "scripts", "zk-server.sh")
+    r = subprocess.run([zk, "start", zk_dir, "--heap-mb", "4096"], capture_output=True, text=True, cwd=ROOT)
+    try:
+        if r.returncode != 0 or not r.stdout.strip():
+            fail("could not start a ZooKeeper server for figure %s: %s" % (fig.number, r.stderr.strip() or r.stdout.strip()),
+                 1)
+        run_env = dict(env)
+        run_env["QRSTORE_ZK_HOSTS"] = r.stdout.strip().splitlines()[-1]
+        return run_one_on(a, fig, x, series, rep, order, out_dir, run_env)
+    finally:
+        subprocess.run([zk, "stop", zk_dir], capture_output=True, cwd=ROOT)
+        shutil.rmtree(zk_dir, ignore_errors=True)
+
+
+def run_one_on(a, fig, x, series, rep, order, out_dir, env):
     if fig.kind == "repl":
         return run_repl(a, fig, x, series, rep, order, out_dir, env)
     spec = fig.spec(x, series)
@@ -604,23 +627,8 @@ def main(argv):
     print("paper-figures: figures %s, %d runs of %d s after %d s, %d repetitions, on %s (%d cores), commit %s; "
           "output in %s" % (" ".join(map(str, a["figures"])), total, a["seconds"], a["warmup"], a["reps"], host[0],
                             host[1], host[2], out_dir), flush=True)
-    zk_dir = None
-    try:
-        if (4 in a["figures"] or 11 in a["figures"]) and not env.get("QRSTORE_ZK_HOSTS"):
-            # Figures 4's and 11's ZooKeeper rows: a throw-away server of its own on 127.0.0.1.
-            zk_dir = os.path.join(out_dir, "zk")
-            # 4 GB: ZooKeeper keeps its last 500 transactions twice; at 800 KB payloads 1 GB ran out.
-            r = subprocess.run([os.path.join(ROOT, "scripts", "zk-server.sh"), "start", zk_dir, "--heap-mb", "4096"],
-                               capture_output=True, text=True, cwd=ROOT)
-            if r.returncode != 0 or not r.stdout.strip():
-                fail("could not start a ZooKeeper server for figures 4 and 11: %s" % (r.stderr.strip() or r.stdout.strip()), 1)
-            env["QRSTORE_ZK_HOSTS"] = r.stdout.strip().splitlines()[-1]
-        for n in a["figures"]:
-            run_figure(a, FIGURES[n], out_dir, env, host, progress, failed)
-    finally:
-        if zk_dir is not None:
-            subprocess.run([os.path.join(ROOT, "scripts", "zk-server.sh"), "stop", zk_dir], capture_output=True,
-                           cwd=ROOT)
+    for n in a["figures"]:
+        run_figure(a, FIGURES[n], out_dir, env, host, progress, failed)
     if failed:
         for f in failed:
             print("paper-figures: FAILED: " + f, file=sys.stderr)
