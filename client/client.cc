@@ -164,11 +164,16 @@ Result<proto::NodeStatus> QueryStatus(const std::string& address, int timeout_ms
   };
   auto conn = ClientConnection::Connect(address, std::move(o));
   if (!conn.ok()) return conn.status();
-  if (Status s = conn.value()->Send(proto::MsgType::kStatusRequest, proto::EncodeStatusRequest(proto::StatusRequest{1}));
-      !s.ok()) {
-    conn.value()->Close();
-    return s;
-  }
+  ClientConnection* c = conn.value().get();
+  // The request is sent from a thread of its own: a send into a connection whose packets are
+  // dropped may block (nng's send has no deadline), and the deadline below covers it too (Close
+  // makes a blocked send return).
+  NamedThread sender("cli-status-send", [c, &answer] {
+    if (Status s = c->Send(proto::MsgType::kStatusRequest, proto::EncodeStatusRequest(proto::StatusRequest{1}));
+        !s.ok()) {
+      answer(std::move(s));
+    }
+  });
   Result<proto::NodeStatus> out = Status::Timeout("no status reply from " + address + " within " +
                                                   std::to_string(timeout_ms) + " ms");
   {
@@ -179,7 +184,8 @@ Result<proto::NodeStatus> QueryStatus(const std::string& address, int timeout_ms
       out = std::move(*st.answer);
     }
   }
-  conn.value()->Close();  // joins the reader: `st` is not used after this
+  c->Close();  // joins the reader and ends a blocked send: `st` is not used after these
+  sender.Join();
   return out;
 }
 

@@ -50,14 +50,12 @@ const cluster::NodeInfo* ServingLeader(const std::vector<const cluster::NodeInfo
   return found;
 }
 
-// The node of partition `partition` that leads it now: the one that says it leads and serves,
-// else the one the answering members name, else the config's row 0 (a fresh cluster's leader).
-const cluster::NodeInfo& LiveLeader(const cluster::Topology& topo, uint32_t partition, int timeout_ms) {
+const cluster::NodeInfo* NamedLeader(const cluster::Topology& topo, uint32_t partition, int timeout_ms) {
   const auto group = topo.Group(partition);
   std::vector<std::string> addresses;
   for (const cluster::NodeInfo* n : group) addresses.push_back(n->client_address());
   auto results = QueryStatuses(addresses, timeout_ms);
-  if (const cluster::NodeInfo* serving = ServingLeader(group, results)) return *serving;
+  if (const cluster::NodeInfo* serving = ServingLeader(group, results)) return serving;
   std::map<std::string, int> named;  // leader named by the members that answer -> votes
   for (const auto& r : results) {
     if (r.ok() && !r.value().leader.empty()) ++named[r.value().leader];
@@ -68,7 +66,12 @@ const cluster::NodeInfo& LiveLeader(const cluster::Topology& topo, uint32_t part
     auto n = topo.Find(name);
     if (v > votes && n.ok()) best = n.value(), votes = v;
   }
-  return best != nullptr ? *best : topo.Leader(partition);
+  return best;
+}
+
+const cluster::NodeInfo& LiveLeader(const cluster::Topology& topo, uint32_t partition, int timeout_ms) {
+  const cluster::NodeInfo* named = NamedLeader(topo, partition, timeout_ms);
+  return named != nullptr ? *named : topo.Leader(partition);
 }
 
 void WaitForServingLeader(const cluster::Topology& topo, uint32_t partition, int timeout_ms, int64_t wait_ms) {

@@ -23,8 +23,11 @@ std::map<std::string, cluster::proto::NodeStatus> AllStatus(const cluster::Topol
 // it was deposed) the highest term wins. nullptr: none.
 const cluster::NodeInfo* ServingLeader(const std::vector<const cluster::NodeInfo*>& group,
                                        const std::vector<Result<cluster::proto::NodeStatus>>& results);
-// The node of partition `partition` that leads it now: the one that says it leads and serves,
-// else the one the answering members name, else the config's row 0 (a fresh cluster's leader).
+// The node of partition `partition` that leads it now as its members say: the one that says it
+// leads and serves, else the one the answering members name; nullptr when nobody names one (an
+// election under way, or nobody answers).
+const cluster::NodeInfo* NamedLeader(const cluster::Topology& topo, uint32_t partition, int timeout_ms);
+// NamedLeader, else the config's row 0 (a fresh cluster's leader).
 const cluster::NodeInfo& LiveLeader(const cluster::Topology& topo, uint32_t partition, int timeout_ms);
 // While some member of `partition` answers and none leads and serves (a group just started or
 // restarted, still electing), waits for one, up to wait_ms, saying so once. Returns at once when

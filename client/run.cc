@@ -274,11 +274,13 @@ bool Run::CheckSilentLeader(int64_t now) {
     // No reply for a while with txns in flight: if another node says it leads, this one was
     // deposed while paused or cut off (it may never answer again): move to the new leader.
     next_look_ = now + o_.silent_leader_ns / 2;
-    const cluster::NodeInfo& live = LiveLeader(topo_, 0, std::min(o_.connect_ms, kLookMs));
-    if (live.name != out_.leader_name) {
+    // Only a leader the members name counts: with none named (an election under way) the
+    // config's row 0 is no evidence that this one was deposed.
+    const cluster::NodeInfo* live = NamedLeader(topo_, 0, std::min(o_.connect_ms, kLookMs));
+    if (live != nullptr && live->name != out_.leader_name) {
       const std::string why = out_.leader_name + " did not answer for " +
-                              Num(static_cast<double>(now - last_progress_) / 1e6) + " ms and " + live.name +
-                              " says it leads";
+                              Num(static_cast<double>(now - last_progress_) / 1e6) + " ms and " + live->name +
+                              " leads, as its group says";
       for (auto& l : lc_) l->Abandon(why);
       return true;
     }
