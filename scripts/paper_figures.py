@@ -85,7 +85,8 @@ WORKLOADS = {
 # Figure 11: the paper's Calvin workload (theta 0.9, 10 ops per txn, half the txns on both
 # partitions) on the row configs; its series: point and backend. ZKHOSTS is replaced by the
 # figure's ZooKeeper server (started like figure 4's).
-FIG11_WORKLOAD = PAPER_ON_ROWS + ["--ycsb.theta=0.9", "--ycsb.ops_per_txn=10", "--ycsb.mp_ratio=0.5"]
+FIG11_WORKLOAD = [o for o in PAPER_ON_ROWS if not o.startswith("--ycsb.ops_per_txn=")] + [
+    "--ycsb.theta=0.9", "--ycsb.ops_per_txn=10", "--ycsb.mp_ratio=0.5"]
 FIG11_SERIES = {
     "plan-raft": ["--replication.point=plan"],
     "input-zk-snappy": ["--replication.point=input", "--replication.backend=zookeeper",
