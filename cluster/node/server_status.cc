@@ -29,6 +29,10 @@ proto::NodeStatus ServerImpl::NodeStatusNow() const {
   const NodeRole role = this->role();
   s.role = NodeRoleName(role);
   LeaderHint(&s.leader, nullptr, &s.term);
+  // A node that does not lead never names itself: a former leader starting again holds the
+  // config's row 0 (itself) as its hint until its backend speaks, and a client asking the group
+  // who leads would take that for a leader its group named.
+  if (role != NodeRole::kLeader && s.leader == me_.name) s.leader.clear();
   const Status h = health();
   s.state = !h.ok() ? "failed" : (stopping_.load() ? "stopping" : "serving");
   s.error = h.ok() ? "" : h.message();

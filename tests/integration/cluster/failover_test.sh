@@ -203,7 +203,12 @@ if [[ "$how" == pause || "$how" == cutoff ]]; then
   deadline=$((SECONDS + 60))
   while ((SECONDS < deadline)); do
     [[ ! -f "$run/n0.exit" ]] || fail "the deposed n0 exited with $(cat "$run/n0.exit") instead of rejoining: $(tail -5 "$run/n0.log")"
-    n0_state="$(status | awk '$1 == "n0" { print $2, $3 }')"
+    n0_row="$(status | awk '$1 == "n0"')"
+    n0_state="$(awk '{ print $2, $3 }' <<<"$n0_row")"
+    # While it starts again it holds the config's row 0 (itself) as its guess: a client asking
+    # the group who leads must never hear n0 name itself without leading.
+    [[ "$(awk '$2 != "leader" { print $8 }' <<<"$n0_row")" != n0@* ]] ||
+      fail "n0, not leading, names itself leader in its status: $n0_row"
     [[ "$n0_state" == rejoining || "$n0_state" == *" rejoining" ]] && seen_rejoining=1
     [[ "$n0_state" == "follower serving" ]] && break
     sleep 0.2
