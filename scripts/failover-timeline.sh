@@ -3,7 +3,7 @@
 #
 #   scripts/failover-timeline.sh CONFIG [--kill-at S] [--duration-s S] [--kills N] [--partition P]
 #                                [--fault kill|pause|cut] [--pause-s S] [--restart-after S]
-#                                [--out DIR] [--key=value ...]
+#                                [--hosts DIR] [--out DIR] [--key=value ...]
 #
 # Brings up a fresh cluster of CONFIG, runs qrstore-client against it for --duration-s (default
 # 20) with the commit count sampled every 100 ms, and kills the current leader (of partition
@@ -18,7 +18,11 @@
 # (the transport's test hook replication.raft.test_isolate_file); ZooKeeper, from the ZooKeeper
 # server (every node reaches it through scripts/zk-cut-proxy.py, which drops the leader's
 # traffic; with replication.zookeeper.hosts empty this script starts a local server for it);
-# healed, the deposed leader rejoins by itself. --restart-after S: each killed leader is started
+# healed, the deposed leader rejoins by itself. --hosts DIR: CONFIG's nodes are on the test hosts
+# scripts/hosts.sh made in DIR (network namespaces; every node's host one of their addresses),
+# started and stopped over ssh (QRSTORE_SSH_CONFIG=DIR/ssh_config); --fault cut (raft) is then a
+# real cut: scripts/netsplit.sh isolates the leader's host from every other host (its clients in
+# this namespace still reach it) and heals after --pause-s. --restart-after S: each killed leader is started
 # again (`cluster.sh up`, from its checkpoint) S seconds after its kill, so N kills need a group
 # of 3 (the issue's double failover: --kills 2 --restart-after 3).
 # Then it stops the cluster (survivors' dumps) and writes into --out
@@ -40,11 +44,12 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${QRSTORE_BIN:-$here/build/bin}"
-usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "failover-timeline: $*" >&2; exit 1; }
 bad() { echo "failover-timeline: $*" >&2; exit 2; }
 
 config="" kill_at=5 duration=20 kills=1 out="" overrides=() victim_partition=0 fault=kill pause_s=3 restart_after=""
+hosts_dir=""
 while (($#)); do
   case "$1" in
     -h|--help) usage; exit 0 ;;
@@ -56,6 +61,7 @@ while (($#)); do
     --pause-s) pause_s="${2:?--pause-s needs seconds}"; shift 2 ;;
     --restart-after) restart_after="${2:?--restart-after needs seconds}"; shift 2 ;;
     --out) out="${2:?--out needs a folder}"; shift 2 ;;
+    --hosts) hosts_dir="${2:?--hosts needs the folder given to hosts.sh up}"; shift 2 ;;
     --*=*) overrides+=("$1"); shift ;;
     -*) bad "unknown flag $1 (see --help)" ;;
     *) [[ -z "$config" ]] || bad "one CONFIG only (got '$config' and '$1')"; config="$1"; shift ;;
@@ -75,6 +81,11 @@ python3 -c "import sys; sys.exit(0 if 0 < float(sys.argv[1]) <= 600 else 1)" "$p
 python3 -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); sys.exit(0 if 0<a<b<=3600 else 1)" "$kill_at" "$duration" ||
   bad "--kill-at and --duration-s: 0 < kill-at < duration <= 3600 (got $kill_at and $duration)"
 [[ -x "$bin/qrstore-server" && -x "$bin/qrstore-client" ]] || die "no programs in $bin (build first: cmake --build build)"
+if [[ -n "$hosts_dir" ]]; then
+  [[ -f "$hosts_dir/ssh_config" ]] || bad "--hosts: no $hosts_dir/ssh_config (make the hosts first: scripts/hosts.sh up N --dir $hosts_dir)"
+  hosts_dir="$(cd "$hosts_dir" && pwd)"
+  export QRSTORE_SSH_CONFIG="$hosts_dir/ssh_config" QRSTORE_REMOTE_DIR="${QRSTORE_REMOTE_DIR:-$here}"
+fi
 
 nodes="$("$bin/qrstore-server" --config "$config" "${overrides[@]+"${overrides[@]}"}" --list-nodes)" || bad "$config: not a valid cluster config"
 [[ "$victim_partition" =~ ^[0-9]+$ ]] || bad "--partition: a partition number (got '$victim_partition')"
@@ -96,12 +107,18 @@ cluster() { "$here/scripts/cluster.sh" "$@"; }
 all=("${overrides[@]+"${overrides[@]}"}" "--server.dump_state_dir=$out/dump")
 backend="$("$bin/qrstore-server" --config "$config" "${overrides[@]+"${overrides[@]}"}" --get replication.backend)"
 zk_dir=""
+netsplit() { "$here/scripts/netsplit.sh" "$@" --dir "$hosts_dir"; }
 cleanup() {
+  # Healed first, so that `down` reaches every node and every node can stop cleanly.
+  [[ -z "$hosts_dir" || "$fault" != cut ]] || netsplit heal >>"$out/netsplit.log" 2>&1 || true
   cluster down "$config" >"$out/down.log" 2>&1 || true
   [[ -z "$zk_dir" ]] || "$here/scripts/zk-server.sh" stop "$zk_dir" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
-if [[ "$fault" == cut && "$backend" == raft ]]; then
+if [[ "$fault" == cut && -n "$hosts_dir" ]]; then
+  [[ "$backend" == raft ]] || bad "--fault cut with --hosts cuts raft peers' links (got replication.backend $backend)"
+  command -v nft >/dev/null || bad "--fault cut with --hosts needs nft (Debian's nftables)"
+elif [[ "$fault" == cut && "$backend" == raft ]]; then
   all+=("--replication.raft.test_isolate_file=$out/isolate")
 elif [[ "$fault" == cut && "$backend" == zookeeper ]]; then
   # Every node reaches ZooKeeper through the relay, which can cut one process off it.
@@ -157,6 +174,13 @@ for ((k = 0; k < kills; k++)); do
     pending+=($!)
     echo "$t $victim" >>"$out/kills.unix"
     echo "failover-timeline: paused the leader $victim (partition $victim_partition) at t = ${at} s for ${pause_s} s"
+  elif [[ "$fault" == cut && -n "$hosts_dir" ]]; then
+    addr="$(awk -v n="$victim" '$1 == n { print $2 }' <<<"$nodes")"
+    netsplit isolate "$addr" >>"$out/netsplit.log" 2>&1 || die "netsplit.sh isolate $addr failed: $(tail -2 "$out/netsplit.log")"
+    (sleep "$pause_s"; netsplit heal >>"$out/netsplit.log" 2>&1) &
+    pending+=($!)
+    echo "$t $victim" >>"$out/kills.unix"
+    echo "failover-timeline: cut the leader $victim ($addr) off every other host at t = ${at} s for ${pause_s} s"
   elif [[ "$fault" == cut && "$backend" == raft ]]; then
     row="$(awk -v n="$victim" '$1 == n { print $6 }' <<<"$nodes")"  # its raft node id
     touch "$out/isolate.$row"
@@ -238,17 +262,17 @@ for t, node in kills:
     for t2, _ in kills:
         if t2 > t:
             end = min(end, int(t2 / dt))
-    i, longest, j = k + 1, -1, k + 1
-    while j < end:
-        if per[j] == 0:
-            z = j
+    i, longest, q = k + 1, -1, k + 1
+    while q < end:
+        if per[q] == 0:
+            z = q
             while z < len(per) and per[z] == 0:
                 z += 1
-            if z - j > longest:
-                longest, i = z - j, z
-            j = z
+            if z - q > longest:
+                longest, i = z - q, z
+            q = z
         else:
-            j += 1
+            q += 1
     if longest < 0:
         i = k + 1  # no interval without a commit: the client never waited a whole interval
     # per[i] counts the commits of [i dt, (i + 1) dt): the first came by the interval's end (an

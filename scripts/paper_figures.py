@@ -41,9 +41,10 @@ shipped ports is not disturbed.
 Writes, per figure N, into --out (default paper-figures-<date>): figN-runs.csv (every run, with
 the exact command), figN.csv (per point and series: medians, the ratio to the baseline), figN.png
 (needs python3-matplotlib) and figN.md; host.txt (lscpu model, cores, commit). --quick: 3
-repetitions of 2 s after 1 s at one or two points (all eleven figures in 733 s here, 183
-runs); defaults: 10 s after 2 s at every point (all figures in about 110 minutes, the sum of
-their parts' runs). Exit status 0, 1 when a run failed, 2 on bad arguments.
+repetitions of 2 s after 1 s at one or two points (every figure in about 13 minutes here:
+733 s for the eleven before figure 11, 46 s for figure 11); defaults: 10 s after 2 s at every
+point (every figure in about 100 minutes here, the sum of the full runs measured; figure 4
+alone about 21). Exit status 0, 1 when a run failed, 2 on bad arguments.
 """
 import csv
 import datetime

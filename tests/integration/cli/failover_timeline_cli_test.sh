@@ -27,4 +27,22 @@ expect 2 "a group of at least 3 members keeps a majority" configs/cluster-none.y
 # A cut needs a backend with peers or a ZooKeeper server to be cut off from.
 expect 2 "--fault cut needs replication.backend raft or zookeeper (got none)" configs/cluster-raft.yaml --fault cut \
   --replication.backend=none
+expect 2 "--hosts: no /nonexistent/ssh_config" configs/cluster-raft.yaml --fault cut --hosts /nonexistent
+# scripts/cut-vs-kill.sh (failover-timeline.sh --hosts, cut then kill, in pairs) refuses bad
+# input before it makes any host.
+ck() {
+  local want=$1 text=$2; shift 2
+  timeout 30 scripts/cut-vs-kill.sh "$@" --out "$out/ck" >"$out/o" 2>&1 </dev/null
+  local rc=$?
+  if [[ $rc -ne $want ]] || ! grep -qF -- "$text" "$out/o"; then
+    echo "FAIL: cut-vs-kill.sh $*: exit $rc (want $want), output: $(head -3 "$out/o")"
+    failures=$((failures + 1))
+  else
+    echo "ok - cut-vs-kill.sh $* -> $rc: $(grep -F -- "$text" "$out/o" | head -1)"
+  fi
+}
+ck 0 "interleaved pairs" --help
+ck 2 "--runs: a count from 1 to 99 (got '0')" --runs 0
+ck 2 "no config file 'nope.yaml'" --config nope.yaml
+ck 2 "unknown argument --speed" --speed
 ((failures == 0)) && echo PASS || exit 1
