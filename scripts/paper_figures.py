@@ -18,7 +18,8 @@ sweep of real clusters started with scripts/cluster.sh and driven by qrstore-cli
       point and layer), the plan over ZooKeeper with Snappy (the point alone)
   12  thread- vs node-level synchronisation (engine.sync), rf 0 / 1 / 2
   13  speculative vs synchronous replication (replication.mode), rf 1 / 2
-  14  replication factor 1-4 (configs/cluster-raft-rfN.yaml), without and with Snappy
+  14  replication factor 1-4, 6 and 8 (configs/cluster-raft-rfN.yaml; rf 6 and 8: rf 4's config
+      with 7 and 9 members), without and with Snappy
   lat latency (p50, p99) against offered load (qrstore-client --target-tps), rf 0 / 1 / 2
   points  what the leader replicates (replication.point): its plan (RP2), its input (RP1) or its
       writes (RP3), rf 2, on the paper's workload, STAR's and the paper's at theta 0.9: throughput,
@@ -67,7 +68,12 @@ RF_CONFIG = {
     "rf2": "configs/cluster-raft.yaml",
     "rf3": "configs/cluster-raft-rf3.yaml",
     "rf4": "configs/cluster-raft-rf4.yaml",
+    # Larger groups: rf 4's config with every member added (MEMBERS_TEMPLATE).
+    "rf6": "members:7",
+    "rf8": "members:9",
 }
+# The config a "members:K" group is made from: its nodes replaced by n0 .. n(K-1).
+MEMBERS_TEMPLATE = "configs/cluster-raft-rf4.yaml"
 # Two partitions in one row (the paper's partitioned QR-Store at this machine's scale), rf 0 / 1 / 2.
 ROW_CONFIG = {
     "rf0": "configs/cluster-2x1-none.yaml",
@@ -176,7 +182,8 @@ FIGURES = {
                ["rf1", "rf2"], ["speculative", "sync"], "speculative",
                lambda x, s: (RF_CONFIG[x], ["--replication.mode=%s" % s]),
                "speculative replication improves throughput by up to 30%"),
-    14: Figure(14, "Replication factor, with and without Snappy", "replication factor", ["rf1", "rf2", "rf3", "rf4"],
+    14: Figure(14, "Replication factor, with and without Snappy", "replication factor",
+               ["rf1", "rf2", "rf3", "rf4", "rf6", "rf8"],
                ["rf1", "rf4"], ["none", "snappy"], "none",
                lambda x, s: (RF_CONFIG[x], ["--replication.compression=%s" % s]),
                "past rf 4 replication costs significantly (up to 41% and 26% at rf 8); compression pays "
@@ -285,6 +292,8 @@ def local_config(shipped, out_dir, tag):
     if shipped.startswith("grid:"):
         p, r = (int(v) for v in shipped[len("grid:"):].split("x"))
         text = grid_text(p, r)
+    elif shipped.startswith("members:"):
+        text = members_text(int(shipped[len("members:"):]))
     else:
         text = open(os.path.join(ROOT, shipped)).read()
     names = re.findall(r"\b(client_port|peer_port|row_port):\s*(\d+)", text)
@@ -297,6 +306,18 @@ def local_config(shipped, out_dir, tag):
     with open(path, "w") as f:
         f.write(text)
     return path
+
+
+def members_text(members):
+    """MEMBERS_TEMPLATE with its nodes replaced by `members` of them (n0 leads; rows 0..K-1) and
+    its own cluster name. Ports are placeholders (local_config takes them from the registry)."""
+    text = open(os.path.join(ROOT, MEMBERS_TEMPLATE)).read()
+    nodes = ["    - {name: n%d, host: 127.0.0.1, client_port: 1, peer_port: 1, partition: 0, row: %d}" % (i, i)
+             for i in range(members)]
+    text, k = re.subn(r"(?m)^  nodes:.*\n(    - \{.*\n)+", "  nodes:\n" + "\n".join(nodes) + "\n", text, count=1)
+    if k != 1:
+        sys.exit("paper_figures: %s has no nodes list to replace" % MEMBERS_TEMPLATE)
+    return text
 
 
 def grid_text(partitions, rows):
@@ -388,8 +409,12 @@ def run_one_on(a, fig, x, series, rep, order, out_dir, env):
     client = [os.path.join(env["QRSTORE_BIN"], "qrstore-client"), "--config", cfg] + overrides + client_only + [
         "--duration-s", str(a["seconds"]), "--warmup-s", str(a["warmup"]), "--json", "--log-level", "warn"]
     # The command a reader runs (the shipped config; this script only moved the ports).
-    shown = shipped if not shipped.startswith("grid:") else \
-        "CONFIG(%s nodes from %s; see OUT/configs/%s.yaml)" % (shipped[len("grid:"):], GRID_TEMPLATE, tag)
+    shown = shipped
+    if shipped.startswith("grid:"):
+        shown = "CONFIG(%s nodes from %s; see OUT/configs/%s.yaml)" % (shipped[len("grid:"):], GRID_TEMPLATE, tag)
+    elif shipped.startswith("members:"):
+        shown = "CONFIG(%s members from %s; see OUT/configs/%s.yaml)" % (shipped[len("members:"):], MEMBERS_TEMPLATE,
+                                                                         tag)
     command = "scripts/cluster.sh up %s --fresh %s; %s/bin/qrstore-client --config %s %s --duration-s %d " \
               "--warmup-s %d --json; scripts/cluster.sh down %s" % (
                   shown, " ".join(shown_overrides), a["build"], shown, " ".join(shown_overrides + client_only),
