@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: scripts/perf-ab.sh BASE [HEAD] [--bench engine-star|engine-paper|cluster] [--pairs N]
+# Usage: scripts/perf-ab.sh BASE [HEAD] [--bench engine-star|engine-paper|cluster] [--config FILE] [--pairs N]
 #          [--seconds S] [--out DIR] [--keep] [-- EXTRA ARGS...]
 # Builds two commits (Release, each in its own worktree below --out, with the ccache the test
 # command uses) and runs interleaved pairs of one benchmark: pair i runs BASE then HEAD when i is
@@ -10,7 +10,9 @@
 #   engine-star   qrstore-bench in-process, STAR's YCSB (200K records, 10 ops, 20% writes, theta 0)
 #   engine-paper  qrstore-bench in-process, the paper's workload (1M records, 16 ops, 50% writes)
 #   cluster       the main job: configs/cluster-raft.yaml (3 members, durable, sessions) up fresh,
-#                 qrstore-client for S seconds after a 2 s warm-up, down
+#                 qrstore-client for S seconds after a 2 s warm-up, down; --config FILE runs
+#                 another config of the checkout the same way (e.g. configs/cluster-2x3-raft.yaml,
+#                 a partitioned row; the file as each commit has it)
 # EXTRA ARGS go to qrstore-bench or qrstore-client (e.g. --ycsb.theta=0.9). Exit status: 0 when
 # every run succeeded, 1 when one failed, 2 on bad input.
 set -euo pipefail
@@ -19,6 +21,7 @@ root=$(pwd)
 
 usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
 bench=engine-star
+config=configs/cluster-raft.yaml
 pairs=5
 seconds=15
 out=/tmp/qrstore-perf-ab
@@ -30,6 +33,7 @@ while [ $# -gt 0 ]; do
     -h|--help) usage; exit 0 ;;
     --bench) bench=${2:?--bench needs a value}; shift 2 ;;
     --pairs) pairs=${2:?--pairs needs a value}; shift 2 ;;
+    --config) config=${2:?--config needs a file}; shift 2 ;;
     --seconds) seconds=${2:?--seconds needs a value}; shift 2 ;;
     --out) out=${2:?--out needs a value}; shift 2 ;;
     --keep) keep=1; shift ;;
@@ -39,6 +43,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$bench" in engine-star|engine-paper|cluster) ;; *) echo "perf-ab: --bench $bench: engine-star, engine-paper or cluster" >&2; exit 2 ;; esac
+[ "$bench" = cluster ] || [ "$config" = configs/cluster-raft.yaml ] || { echo "perf-ab: --config goes with --bench cluster" >&2; exit 2; }
+[ -f "$config" ] || { echo "perf-ab: --config $config: no such file in this checkout" >&2; exit 2; }
 [[ "$pairs" =~ ^[1-9][0-9]*$ ]] || { echo "perf-ab: --pairs $pairs: a positive integer" >&2; exit 2; }
 [[ "$seconds" =~ ^[1-9][0-9]*$ ]] || { echo "perf-ab: --seconds $seconds: a positive integer" >&2; exit 2; }
 [ ${#revs[@]} -ge 1 ] && [ ${#revs[@]} -le 2 ] || { echo "perf-ab: give BASE [HEAD] (see --help)" >&2; exit 2; }
@@ -83,7 +89,7 @@ PAPER=(--ycsb.records=1000000 --engine.key_space=1000000 --ycsb.ops_per_txn=16 -
 case "$bench" in
   engine-star) cmd="build/bin/qrstore-bench --config configs/single-node.yaml ${STAR[*]} --duration-s $seconds --json" ;;
   engine-paper) cmd="build/bin/qrstore-bench --config configs/single-node.yaml ${PAPER[*]} --duration-s $seconds --json" ;;
-  cluster) cmd="scripts/cluster.sh up configs/cluster-raft.yaml --fresh; build/bin/qrstore-client --config configs/cluster-raft.yaml --duration-s $seconds --warmup-s 2 --json; scripts/cluster.sh down configs/cluster-raft.yaml" ;;
+  cluster) cmd="scripts/cluster.sh up $config --fresh; build/bin/qrstore-client --config $config --duration-s $seconds --warmup-s 2 --json; scripts/cluster.sh down $config" ;;
 esac
 [ ${#extra[@]} -eq 0 ] || cmd="$cmd (extra: ${extra[*]})"
 
@@ -98,7 +104,7 @@ run_one() {
                --json "${extra[@]+"${extra[@]}"}" 2>/dev/null | tail -1) || return 1
       ;;
     cluster)
-      local cfg=configs/cluster-raft.yaml run="$out/run-${dir##*/}"
+      local cfg=$config run="$out/run-${dir##*/}"
       (cd "$dir" && QRSTORE_RUN_DIR="$run" scripts/cluster.sh up "$cfg" --fresh >/dev/null 2>&1) || {
         (cd "$dir" && QRSTORE_RUN_DIR="$run" scripts/cluster.sh down "$cfg" >/dev/null 2>&1) || true
         return 1

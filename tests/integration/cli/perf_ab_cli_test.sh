@@ -22,4 +22,6 @@ expect2 "--bench nope" HEAD --bench nope
 expect2 "--pairs 0" HEAD --pairs 0
 expect2 "--seconds x" HEAD --seconds x
 expect2 "unknown flag --frobnicate" HEAD --frobnicate
+expect2 "--config nope.yaml: no such file" HEAD --bench cluster --config nope.yaml
+expect2 "--config goes with --bench cluster" HEAD --config configs/cluster-2x3-raft.yaml
 echo PASS
