@@ -36,9 +36,15 @@ if [[ "$backend" == zookeeper ]]; then
   qr_up "$cfg" "${zk[@]+"${zk[@]}"}" --server.checkpoint_dir="$ck" --server.checkpoint_every_batches=20 \
     --replication.zookeeper.retain_bytes=67108864 --replication.zookeeper.session_timeout_ms=4000
 else
+  # 8 MB of log, a few hundred batches at full load here. Under writes (QR_POINT) an entry
+  # carries every record its batch wrote, about six times a planned slice, and 8 MB is 40
+  # batches (0.1 s): the log moved past each fetched checkpoint before n2 had restarted from
+  # it, 20 times over, and n2 gave up. 48 MB keeps about as many batches as 8 MB of plans.
+  scale=1
+  [[ "${QR_POINT:-plan}" == writes ]] && scale=6
   qr_up "$cfg" --server.checkpoint_dir="$ck" --server.checkpoint_every_batches=20 \
-    --replication.raft.max_log_bytes=8388608 --replication.raft.max_lag_bytes=2097152 \
-    --replication.raft.max_uncommitted_bytes=2097152 --replication.max_payload_bytes=2097152
+    --replication.raft.max_log_bytes=$((scale * 8388608)) --replication.raft.max_lag_bytes=$((scale * 2097152)) \
+    --replication.raft.max_uncommitted_bytes=$((scale * 2097152)) --replication.max_payload_bytes=2097152
 fi
 run="$QRSTORE_RUN_DIR/transfer"
 # (a paused node never answers: ask with a short time-out)
