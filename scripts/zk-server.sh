@@ -1,23 +1,29 @@
 #!/usr/bin/env bash
 # zk-server.sh: start and stop throw-away ZooKeeper servers for qrstore tests and benchmarks.
 #
-#   scripts/zk-server.sh start DIR [--servers 1|3] [--heap-mb N] [--keep-data]
+#   scripts/zk-server.sh start DIR [--servers 1|3] [--heap-mb N] [--keep-data] [--bind ADDR]
 #                                                     start one server or a 3-server ensemble;
 #                                                     --keep-data: on the data an earlier start
-#                                                     in DIR left (its znodes), new ports
+#                                                     in DIR left (its znodes), new ports;
+#                                                     --bind: listen on ADDR, not 127.0.0.1
 #   scripts/zk-server.sh stop DIR                     stop every server start started (idempotent)
 #   scripts/zk-server.sh kill-one DIR I               kill -9 server I (1-based) of DIR
 #   scripts/zk-server.sh status DIR                   one line per server: I PORT MODE|down
 #   scripts/zk-server.sh leader DIR                   the index I of the server in Mode: leader
 #                                                     (or standalone); exit 1 if none
 #
-# Servers listen on 127.0.0.1 only, on ports chosen free at run time (never 2181). The JVM
-# runs QuorumPeerMain directly with a zoo.cfg written here (no zkServer.sh, no JMX, no admin
-# server, heap capped, 256 MB by default). Everything lives under DIR: DIR/sI/{zoo.cfg,data,server.log,
-# pid,port}, DIR/connect (the connect string) and DIR/pids. `start` waits (bounded) until every
+# Servers listen on 127.0.0.1 only (or on the one address --bind names), on ports chosen free at
+# run time (never 2181). --bind ADDR serves nodes on other hosts: ADDR must be an address of the
+# network namespace the script runs in (a test host of scripts/hosts.sh: run it there with
+# `ip netns exec NS` or over ssh); every port of every server (client, peer, election) is on
+# ADDR, never on every interface (0.0.0.0 is refused). The JVM runs QuorumPeerMain directly
+# with a zoo.cfg written here (no zkServer.sh, no JMX, no admin server, heap capped, 256 MB by
+# default). Everything lives under DIR: DIR/sI/{zoo.cfg,data,server.log,pid,port,addr},
+# DIR/connect (the connect string) and DIR/pids; stop, kill-one, status and leader work from any
+# namespace that reaches ADDR (the pids are this machine's). `start` waits (bounded) until every
 # server answers the `srvr` four-letter word with a `Mode:` line, then prints the connect string
-# 127.0.0.1:PORT[,127.0.0.1:PORT...] on stdout; on failure it prints the server log tail to
-# stderr, stops what it started and exits non-zero.
+# ADDR:PORT[,ADDR:PORT...] (ADDR: 127.0.0.1 unless --bind) on stdout; on failure it prints the
+# server log tail to stderr, stops what it started and exits non-zero.
 # Options: start --heap-mb N (or env ZK_HEAP_MB; default 256) caps each server's heap: use
 # 1024 for benchmarks with large batches (see HEAP_MB below). ZK_START_TIMEOUT_S (default 60)
 # bounds the wait for start.
@@ -31,11 +37,13 @@ readonly PORT_ATTEMPTS=3
 # smaller zookeeper.commitLogCount). 256 MB suffices for tests; sustained writes of batches of
 # 100 KB and more need about 1 GB (--heap-mb 1024), or the server dies of OutOfMemoryError.
 HEAP_MB="${ZK_HEAP_MB:-256}"
+# The one address every port of the servers listens on (start --bind).
+BIND_ADDR=127.0.0.1
 
 die() { echo "zk-server.sh: $*" >&2; exit 1; }
 
 usage() {
-  sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 # Prints N distinct free ports (scripts/free_ports.py: below the kernel's ephemeral range, which
@@ -49,14 +57,20 @@ pick_ports() {
     die "could not find $1 free ports"
 }
 
-# Sends a four-letter word to 127.0.0.1:PORT and prints the answer (empty on failure).
+# Sends a four-letter word to ADDR:PORT and prints the answer (empty on failure).
 four_letter() {
-  local port="$1" word="$2"
-  timeout 3 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port && printf '%s' '$word' >&3 && cat <&3" 2>/dev/null || true
+  local addr="$1" port="$2" word="$3"
+  timeout 3 bash -c "exec 3<>/dev/tcp/$addr/$port && printf '%s' '$word' >&3 && cat <&3" 2>/dev/null || true
 }
 
+# The address server I of DIR listens on (127.0.0.1 for a DIR started before --bind existed).
+server_addr() {
+  cat "$1/s$2/addr" 2>/dev/null || echo 127.0.0.1
+}
+
+# server_mode DIR I: what server I of DIR says it is (leader, follower, standalone), or nothing.
 server_mode() {
-  four_letter "$1" srvr | sed -n 's/^Mode: *//p'
+  four_letter "$(server_addr "$1" "$2")" "$(cat "$1/s$2/port")" srvr | sed -n 's/^Mode: *//p'
 }
 
 # Whether PID is alive and is the JVM started for DIR/sI (guards against PID reuse).
@@ -89,6 +103,7 @@ write_server_files() {
   mkdir -p "$sdir/data"
   echo "$i" >"$sdir/data/myid"
   echo "$client_port" >"$sdir/port"
+  echo "$BIND_ADDR" >"$sdir/addr"
   cat >"$sdir/zoo.cfg" <<EOF
 # Written by scripts/zk-server.sh for a throw-away test server.
 tickTime=1000
@@ -97,7 +112,7 @@ initLimit=10
 syncLimit=5
 dataDir=$sdir/data
 clientPort=$client_port
-clientPortAddress=127.0.0.1
+clientPortAddress=$BIND_ADDR
 maxClientCnxns=0
 admin.enableServer=false
 4lw.commands.whitelist=srvr,ruok,stat,mntr,conf,cons
@@ -109,7 +124,7 @@ EOF
   if ((n > 1)); then
     local j
     for ((j = 1; j <= n; j++)); do
-      echo "server.$j=127.0.0.1:${peers[$(((j - 1) * 2))]}:${peers[$(((j - 1) * 2 + 1))]}" >>"$sdir/zoo.cfg"
+      echo "server.$j=$BIND_ADDR:${peers[$(((j - 1) * 2))]}:${peers[$(((j - 1) * 2 + 1))]}" >>"$sdir/zoo.cfg"
     done
   fi
   cat >"$sdir/log4j.properties" <<EOF
@@ -176,6 +191,8 @@ cmd_start() {
       --servers=*) n="${1#--servers=}"; shift ;;
       --heap-mb) [[ $# -ge 2 ]] || die "--heap-mb needs a value"; HEAP_MB="$2"; shift 2 ;;
       --heap-mb=*) HEAP_MB="${1#--heap-mb=}"; shift ;;
+      --bind) [[ $# -ge 2 ]] || die "--bind needs an address"; BIND_ADDR="$2"; shift 2 ;;
+      --bind=*) BIND_ADDR="${1#--bind=}"; shift ;;
       -*) die "unknown option $1 (see --help)" ;;
       *) [[ -z "$dir" ]] || die "unexpected argument $1"; dir="$1"; shift ;;
     esac
@@ -183,6 +200,13 @@ cmd_start() {
   [[ -n "$dir" ]] || die "start needs DIR"
   [[ "$n" == 1 || "$n" == 3 ]] || die "--servers must be 1 or 3 (got $n)"
   [[ "$HEAP_MB" =~ ^[0-9]+$ ]] && ((HEAP_MB >= 64)) || die "--heap-mb must be an integer >= 64 (got $HEAP_MB)"
+  # One IPv4 address of this namespace: it goes into zoo.cfg, the connect string and bash's
+  # /dev/tcp probes as it is.
+  [[ "$BIND_ADDR" =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ ]] || die "--bind takes an IPv4 address (got '$BIND_ADDR')"
+  [[ "$BIND_ADDR" != 0.0.0.0 ]] || die "--bind 0.0.0.0 would listen on every interface: name one address"
+  if ! ip -4 -o addr show 2>/dev/null | awk '{ sub(/\/.*/, "", $4); print $4 }' | grep -qxF -- "$BIND_ADDR"; then
+    [[ "$BIND_ADDR" == 127.* ]] || die "--bind $BIND_ADDR: not an address of this network namespace ($(ip -4 -o addr show 2>/dev/null | awk '{ sub(/\/.*/, "", $4); printf "%s ", $4 }'))"
+  fi
   command -v java >/dev/null || die "java not found (install a Java runtime)"
   [[ -r /usr/share/java/zookeeper.jar ]] || die "/usr/share/java/zookeeper.jar missing (apt-get install zookeeper)"
   mkdir -p "$dir"
@@ -221,14 +245,14 @@ cmd_start() {
           grep -q "Address already in use" "$dir/s$i/server.log" 2>/dev/null && bind_failed=1
           break 2
         fi
-        [[ -n "$(server_mode "$(cat "$dir/s$i/port")")" ]] && ready=$((ready + 1))
+        [[ -n "$(server_mode "$dir" "$i")" ]] && ready=$((ready + 1))
       done
       ((ready == n)) && break
       sleep 0.2
     done
     if ((ready == n)); then
       local connect=""
-      for ((i = 1; i <= n; i++)); do connect+="${connect:+,}127.0.0.1:$(cat "$dir/s$i/port")"; done
+      for ((i = 1; i <= n; i++)); do connect+="${connect:+,}$BIND_ADDR:$(cat "$dir/s$i/port")"; done
       echo "$connect" >"$dir/connect"
       echo "$connect"
       return 0
@@ -276,7 +300,7 @@ cmd_status() {
   for ((i = 1; i <= n; i++)); do
     mode=""
     if is_our_server "$(cat "$dir/s$i/pid" 2>/dev/null || true)" "$dir/s$i/zoo.cfg"; then
-      mode="$(server_mode "$(cat "$dir/s$i/port")")"
+      mode="$(server_mode "$dir" "$i")"
       mode="${mode:-not-serving}"
     fi
     echo "$i $(cat "$dir/s$i/port") ${mode:-down}"
