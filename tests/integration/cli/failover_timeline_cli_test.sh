@@ -6,18 +6,19 @@ set -u
 out="$(mktemp -d /tmp/qrstore-ft-cli.XXXXXX)"
 trap 'rm -rf "$out"' EXIT
 failures=0
-# expect WANT_RC TEXT ARGS...
-expect() {
-  local want=$1 text=$2; shift 2
-  timeout 30 scripts/failover-timeline.sh "$@" --out "$out/run" >"$out/o" 2>&1 </dev/null
+# expect_of SCRIPT WANT_RC TEXT ARGS...: SCRIPT ARGS exits WANT_RC and prints TEXT.
+expect_of() {
+  local script=$1 want=$2 text=$3; shift 3
+  timeout 30 "scripts/$script" "$@" --out "$out/run" >"$out/o" 2>&1 </dev/null
   local rc=$?
   if [[ $rc -ne $want ]] || ! grep -qF -- "$text" "$out/o"; then
-    echo "FAIL: failover-timeline.sh $*: exit $rc (want $want), output: $(head -3 "$out/o")"
+    echo "FAIL: $script $*: exit $rc (want $want), output: $(head -3 "$out/o")"
     failures=$((failures + 1))
   else
-    echo "ok - $* -> $rc: $(grep -F -- "$text" "$out/o" | head -1)"
+    echo "ok - $script $* -> $rc: $(grep -F -- "$text" "$out/o" | head -1)"
   fi
 }
+expect() { expect_of failover-timeline.sh "$@"; }
 expect 0 "--restart-after S" --help
 expect 2 "--fault: kill, pause or cut (got 'nope')" configs/cluster-raft.yaml --fault nope
 expect 2 "--restart-after goes with --fault kill" configs/cluster-raft.yaml --fault pause --restart-after 3
@@ -30,17 +31,7 @@ expect 2 "--fault cut needs replication.backend raft or zookeeper (got none)" co
 expect 2 "--hosts: no /nonexistent/ssh_config" configs/cluster-raft.yaml --fault cut --hosts /nonexistent
 # scripts/cut-vs-kill.sh (failover-timeline.sh --hosts, cut then kill, in pairs) refuses bad
 # input before it makes any host.
-ck() {
-  local want=$1 text=$2; shift 2
-  timeout 30 scripts/cut-vs-kill.sh "$@" --out "$out/ck" >"$out/o" 2>&1 </dev/null
-  local rc=$?
-  if [[ $rc -ne $want ]] || ! grep -qF -- "$text" "$out/o"; then
-    echo "FAIL: cut-vs-kill.sh $*: exit $rc (want $want), output: $(head -3 "$out/o")"
-    failures=$((failures + 1))
-  else
-    echo "ok - cut-vs-kill.sh $* -> $rc: $(grep -F -- "$text" "$out/o" | head -1)"
-  fi
-}
+ck() { expect_of cut-vs-kill.sh "$@"; }
 ck 0 "interleaved pairs" --help
 ck 2 "--runs: a count from 1 to 99 (got '0')" --runs 0
 ck 2 "no config file 'nope.yaml'" --config nope.yaml
