@@ -9,41 +9,13 @@
 # failed, replicas agree); `down` stops every node cleanly; every node's dump is identical; and
 # hosts.sh down leaves no namespace, bridge, veth, sshd or registry entry. Needs root and
 # network namespaces (CI runs as root): without them it fails, saying so.
-source "$(dirname "$0")/../cluster/lib.sh"
+source "$(dirname "$0")/lib.sh"
 
 txns=30000
-hosts_dir="$QR_TMP/hosts"
-export QRSTORE_SSH_CONFIG="$hosts_dir/ssh_config" QRSTORE_REMOTE_DIR="$QR_SRC"
-
-# The cluster goes down while its hosts are still there (cluster.sh reaches its nodes over ssh),
-# then the hosts; lib.sh's cleanup does the rest (leftovers, the logs of a failed run).
-hosts_cleanup() {
-  local code=$? c f
-  set +e
-  for c in "${QR_CONFIGS[@]+"${QR_CONFIGS[@]}"}"; do
-    QRSTORE_STOP_TIMEOUT_S=20 "$QR_SRC/scripts/cluster.sh" down "$c" >/dev/null 2>&1
-  done
-  if [[ -d "$hosts_dir" ]]; then
-    if [[ $code -ne 0 ]]; then
-      for f in "$hosts_dir"/ssh/sshd-*.log; do [[ -f "$f" ]] && { echo "--- $f" >&2; tail -n 10 "$f" >&2; }; done
-    fi
-    "$QR_SRC/scripts/hosts.sh" down --dir "$hosts_dir" >&2 || code=1
-  fi
-  (exit "$code")
-  qr_cleanup
-}
-trap hosts_cleanup EXIT
-
-[[ "$(id -u)" -eq 0 ]] ||
-  fail "needs root: the hosts are network namespaces with an sshd each (scripts/hosts.sh); run it as root (CI does)"
-started=$SECONDS
-out="$("$QR_SRC/scripts/hosts.sh" up 3 --dir "$hosts_dir")" ||
-  fail "scripts/hosts.sh up 3 failed (exit $?; 2: not root or no network namespaces here): above"
-read -r -d '' -a addrs <<<"$out" || true
-((${#addrs[@]} == 3)) || fail "hosts.sh up 3 printed '${out//$'\n'/ }', not 3 addresses"
+hosts_up 3
 subnet="${addrs[0]%.*}"
 x="${subnet##*.}"
-note "hosts ${addrs[*]} up in $((SECONDS - started)) s"
+note "hosts ${addrs[*]} up in $((SECONDS - hosts_started)) s"
 
 # configs/cluster-raft.yaml with the hosts' addresses, a name and dump folder of this test's, the
 # table cut to 50,000 records (the light main job) and lib.sh's election timeout for tests (1-2 s:
@@ -122,5 +94,5 @@ left="$(pgrep -af -- "$hosts_dir/ssh/" || true)"
 [[ -z "$left" ]] || fail "hosts.sh down left processes: $left"
 [[ ! -e "${QRSTORE_HOSTS_REGISTRY:-/tmp/qrstore-hosts}/$x" ]] || fail "hosts.sh down left its registry entry for $subnet.0/24"
 note "hosts.sh down: no namespace, bridge, veth, sshd or registry entry left"
-note "ran in $((SECONDS - started)) s"
+note "ran in $((SECONDS - hosts_started)) s"
 echo PASS

@@ -52,7 +52,7 @@
 #   shipped configs/cluster-raft.yaml has 20) and QR_HEARTBEAT_TICKS (default 10) set the timing.
 kind="${1:-}"
 case "$kind" in row-*) exec bash "$(dirname "$0")/partition_row_hosts_test.sh" "$@" ;; esac
-source "$(dirname "$0")/../cluster/lib.sh"
+source "$(dirname "$0")/lib.sh"
 
 backend=raft
 case "$kind" in
@@ -64,7 +64,6 @@ esac
 # ZooKeeper: one more host, the server's.
 nhosts=$n
 [[ "$backend" == zookeeper ]] && nhosts=$((n + 1))
-zk_dir=""
 election_ticks="${QR_ELECTION_TICKS:-100}"
 heartbeat_ticks="${QR_HEARTBEAT_TICKS:-10}"
 readonly tick_ms=10
@@ -73,38 +72,8 @@ workload=ycsb
 [[ "$kind" == follower || "$kind" == zk-leader-from-followers ]] && workload=transfer
 readonly accounts=20000 initial_balance=1000
 
-hosts_dir="$QR_TMP/hosts"
-export QRSTORE_SSH_CONFIG="$hosts_dir/ssh_config" QRSTORE_REMOTE_DIR="$QR_SRC"
-netsplit() { "$QR_SRC/scripts/netsplit.sh" "$@" --dir "$hosts_dir"; }
-
-# Healed first (so `down` reaches every node through its peers), then the cluster goes down while
-# its hosts are still there, then the hosts; lib.sh's cleanup does the rest.
-hosts_cleanup() {
-  local code=$? c f
-  set +e
-  [[ -d "$hosts_dir" ]] && netsplit heal >/dev/null 2>&1
-  for c in "${QR_CONFIGS[@]+"${QR_CONFIGS[@]}"}"; do
-    QRSTORE_STOP_TIMEOUT_S=20 "$QR_SRC/scripts/cluster.sh" down "$c" >/dev/null 2>&1
-  done
-  [[ -z "$zk_dir" ]] || "$QR_SRC/scripts/zk-server.sh" stop "$zk_dir" >/dev/null 2>&1
-  if [[ -d "$hosts_dir" ]]; then
-    if [[ $code -ne 0 ]]; then
-      for f in "$QR_TMP"/client*.err; do [[ -f "$f" ]] && { echo "--- $f" >&2; grep -E "^[0-9]{2}:[0-9]{2}:" "$f" | grep -v " t=" | tail -n 15 >&2; }; done
-    fi
-    "$QR_SRC/scripts/hosts.sh" down --dir "$hosts_dir" >&2 || code=1
-  fi
-  (exit "$code")
-  qr_cleanup
-}
-trap hosts_cleanup EXIT
-
-[[ "$(id -u)" -eq 0 ]] ||
-  fail "needs root: the hosts are network namespaces (scripts/hosts.sh) and the cuts nftables rules in them; run it as root (CI does)"
 started=$SECONDS
-out="$("$QR_SRC/scripts/hosts.sh" up "$nhosts" --dir "$hosts_dir")" ||
-  fail "scripts/hosts.sh up $nhosts failed (exit $?; 2: not root or no network namespaces here): above"
-read -r -d '' -a addrs <<<"$out" || true
-((${#addrs[@]} == nhosts)) || fail "hosts.sh up $nhosts printed '${out//$'\n'/ }', not $nhosts addresses"
+hosts_up "$nhosts"
 zk_hosts=""
 if [[ "$backend" == zookeeper ]]; then
   # The last host runs the ZooKeeper server, started there over ssh and listening on its address
@@ -161,7 +130,6 @@ PY
   fail "could not write $cfg from $src_cfg"
 mkdir -p "$QR_TMP/dump-part-$kind"
 QR_CONFIGS+=("$cfg")
-declare -A addr_of=()
 while read -r name host _; do addr_of["$name"]="$host"; done < <("$QRSTORE_BIN/qrstore-server" --config "$cfg" --list-nodes)
 nodes=()
 for ((i = 0; i < n; i++)); do nodes+=("n$i"); done
@@ -176,9 +144,6 @@ else
 fi
 
 # ---- what the nodes say -------------------------------------------------------------------------
-# (bounded from outside too: a question to a node whose packets are dropped must not hang the test)
-status() { timeout 15 "$QRSTORE_BIN/qrstore-client" --config "$cfg" --status --client.connect_timeout_ms=1000 2>/dev/null || true; }
-# The node other than $1 that says it leads and serves, if any.
 other_leader() { status | awk -v not="$1" 'NR > 1 && $1 != not && $2 == "leader" && $3 == "serving" { print $1; exit }'; }
 # Settled: every node answers and serves (a follower caught up: not catching-up or rejoining),
 # exactly one leads, and every node names it in the same term. Prints "LEADER@TERM".
@@ -189,49 +154,6 @@ settled() {
              else if ($2 == "follower" && $3 == "serving") followers++ }
     END { k = 0; for (x in named) { k++; who = x }
           if (rows == n && leaders == 1 && followers == n - 1 && k == 1) print who }'
-}
-# wait_for SECONDS WHAT CMD...: until CMD prints something (printed); fails after SECONDS.
-wait_for() {
-  local limit="$1" what="$2" deadline got; shift 2
-  deadline=$((SECONDS + limit))
-  while :; do
-    got="$("$@" || true)"
-    [[ -n "$got" ]] && { echo "$got"; return 0; }
-    ((SECONDS < deadline)) || fail "$what: not within $limit s; status: $(status)"
-    sleep 0.2
-  done
-}
-# node_log_time NODE TEXT: the Unix time of the first line of NODE's log holding TEXT (the logs
-# say HH:MM:SS.mmm of this machine's clock, UTC here), if any.
-node_log_time() {
-  python3 - "$run/$1.log" "$2" <<'PY'
-import re, sys, datetime, calendar, time
-for l in open(sys.argv[1], errors="replace"):
-    m = re.match(r"(\d\d):(\d\d):(\d\d)\.(\d+) ", l)
-    if m and sys.argv[2] in l:
-        day = time.gmtime()
-        t = calendar.timegm((day.tm_year, day.tm_mon, day.tm_mday, int(m[1]), int(m[2]), int(m[3]))) + int(m[4]) / 1000
-        print("%.3f" % t)
-        break
-PY
-}
-# netcut ARGS...: netsplit.sh ARGS; prints its line and sets cut_unix to the time it names.
-unix_of() { python3 -c 'import sys, datetime; print("%.3f" % datetime.datetime.fromisoformat(sys.argv[1].replace("Z", "+00:00")).timestamp())' "$1"; }
-cut_unix=""
-cuts=()
-heals=()
-netcut() {
-  local line
-  line="$(netsplit "$@")" || fail "netsplit.sh $* failed"
-  echo "$line" | tee -a "$QR_TMP/netsplit.log"
-  cut_unix="$(unix_of "${line%% *}")"
-  cuts+=("$cut_unix $*")
-}
-netheal() {
-  local line
-  line="$(netsplit heal)" || fail "netsplit.sh heal failed"
-  echo "$line" | tee -a "$QR_TMP/netsplit.log"
-  heals+=("$(unix_of "${line%% *}")")
 }
 
 start_state="$(wait_for 30 "one leader (n0) and every node serving before the load" settled)"
@@ -257,8 +179,6 @@ sleep 3
 kill -0 "$client1" 2>/dev/null || fail "client 1 ended early: $(tail -3 "$QR_TMP/client1.err")"
 
 # ---- the cuts ------------------------------------------------------------------------------------
-a() { echo "${addr_of[$1]}"; }
-set_of() { local s="" x; for x in "$@"; do s+="${s:+,}$(a "$x")"; done; echo "$s"; }
 # The old leader deposed: its log says so within two quorum checks (2 x 2 election timeouts) of
 # the cut, plus a second for a loaded host.
 check_deposed() {

@@ -26,7 +26,7 @@
 # Needs root and network namespaces (CI runs as root): without them it fails, saying so.
 # Usage: partition_row_hosts_test.sh row-leader|row-peer (partition_hosts_test.sh runs it for
 # these kinds). QR_ELECTION_TICKS (default 100: 1-2 s elections, the config's) sets the timing.
-source "$(dirname "$0")/../cluster/lib.sh"
+source "$(dirname "$0")/lib.sh"
 
 kind="${1:-}"
 case "$kind" in
@@ -39,38 +39,8 @@ readonly tick_ms=10
 election_max_ms=$((2 * election_ticks * tick_ms))  # a follower's timeout is drawn from [E, 2E)
 readonly cut_s=5                                  # row-peer: the cut, below row.peer_timeout_ms
 
-hosts_dir="$QR_TMP/hosts"
-export QRSTORE_SSH_CONFIG="$hosts_dir/ssh_config" QRSTORE_REMOTE_DIR="$QR_SRC"
-netsplit() { "$QR_SRC/scripts/netsplit.sh" "$@" --dir "$hosts_dir"; }
-
-# Healed first (so `down` reaches every node), then the cluster goes down while its hosts are
-# still there, then the hosts; lib.sh's cleanup does the rest.
-hosts_cleanup() {
-  local code=$? c
-  set +e
-  [[ -d "$hosts_dir" ]] && netsplit heal >/dev/null 2>&1
-  for c in "${QR_CONFIGS[@]+"${QR_CONFIGS[@]}"}"; do
-    QRSTORE_STOP_TIMEOUT_S=20 "$QR_SRC/scripts/cluster.sh" down "$c" >/dev/null 2>&1
-  done
-  if [[ -d "$hosts_dir" ]]; then
-    if [[ $code -ne 0 && -f "$QR_TMP/client.err" ]]; then
-      echo "--- $QR_TMP/client.err" >&2
-      grep -E "^[0-9]{2}:[0-9]{2}:" "$QR_TMP/client.err" | grep -v " t=" | tail -n 15 >&2
-    fi
-    "$QR_SRC/scripts/hosts.sh" down --dir "$hosts_dir" >&2 || code=1
-  fi
-  (exit "$code")
-  qr_cleanup
-}
-trap hosts_cleanup EXIT
-
-[[ "$(id -u)" -eq 0 ]] ||
-  fail "needs root: the hosts are network namespaces (scripts/hosts.sh) and the cuts nftables rules in them; run it as root (CI does)"
 started=$SECONDS
-out="$("$QR_SRC/scripts/hosts.sh" up "$n" --dir "$hosts_dir")" ||
-  fail "scripts/hosts.sh up $n failed (exit $?; 2: not root or no network namespaces here): above"
-read -r -d '' -a addrs <<<"$out" || true
-((${#addrs[@]} == n)) || fail "hosts.sh up $n printed '${out//$'\n'/ }', not $n addresses"
+hosts_up "$n"
 
 # configs/cluster-2x3-raft.yaml with the hosts' addresses, a 40,000-record table (20,000 a
 # partition), half the txns multi-partition, a stats line a second and the election timing above.
@@ -98,7 +68,7 @@ PY
   fail "could not write $cfg from configs/cluster-2x3-raft.yaml"
 mkdir -p "$QR_TMP/dump-part-$kind"
 QR_CONFIGS+=("$cfg")
-declare -A addr_of=() part_of=()
+declare -A part_of=()
 while read -r name host _ _ part _; do addr_of["$name"]="$host" part_of["$name"]="$part"; done < <("$QRSTORE_BIN/qrstore-server" --config "$cfg" --list-nodes)
 for x in p0 p1 f0a f0b f1a f1b; do [[ -n "${addr_of[$x]:-}" ]] || fail "no node $x in $cfg (configs/cluster-2x3-raft.yaml changed?)"; done
 [[ "${part_of[p0]} ${part_of[f0a]} ${part_of[f0b]} ${part_of[p1]} ${part_of[f1a]} ${part_of[f1b]}" == "0 0 0 1 1 1" ]] ||
@@ -111,7 +81,6 @@ run="$QRSTORE_RUN_DIR/part-$kind"
 note "$n hosts ${addrs[*]}, the 2 x 3 row up over ssh in $((SECONDS - started)) s (elections ${election_ticks}0-${election_max_ms} ms)"
 
 # ---- what the nodes say -------------------------------------------------------------------------
-status() { timeout 15 "$QRSTORE_BIN/qrstore-client" --config "$cfg" --status --client.connect_timeout_ms=1000 2>/dev/null || true; }
 # Settled: every node answers and serves, each partition has one leader that serves and every
 # member of its group names it in one term. Prints "LEADER0@TERM LEADER1@TERM".
 settled() {
@@ -129,47 +98,6 @@ settled() {
 # The leader of partition $1 other than $2 that says it leads and serves, if any.
 other_leader() {
   status | awk -v p="$1" -v not="$2" 'NR > 1 && $1 != not && $1 ~ ("^[pf]" p) && $2 == "leader" && $3 == "serving" { print $1; exit }'
-}
-# wait_for SECONDS WHAT CMD...: until CMD prints something (printed); fails after SECONDS.
-wait_for() {
-  local limit="$1" what="$2" deadline got; shift 2
-  deadline=$((SECONDS + limit))
-  while :; do
-    got="$("$@" || true)"
-    [[ -n "$got" ]] && { echo "$got"; return 0; }
-    ((SECONDS < deadline)) || fail "$what: not within $limit s; status: $(status)"
-    sleep 0.2
-  done
-}
-# node_log_time NODE TEXT: the Unix time of the first line of NODE's log holding TEXT, if any.
-node_log_time() {
-  python3 - "$run/$1.log" "$2" <<'PY'
-import re, sys, calendar, time
-for l in open(sys.argv[1], errors="replace"):
-    m = re.match(r"(\d\d):(\d\d):(\d\d)\.(\d+) ", l)
-    if m and sys.argv[2] in l:
-        day = time.gmtime()
-        t = calendar.timegm((day.tm_year, day.tm_mon, day.tm_mday, int(m[1]), int(m[2]), int(m[3]))) + int(m[4]) / 1000
-        print("%.3f" % t)
-        break
-PY
-}
-# netcut ARGS... / netheal: netsplit.sh, its line printed; cut_unix / heal_unix: the time it names.
-unix_of() { python3 -c 'import sys, datetime; print("%.3f" % datetime.datetime.fromisoformat(sys.argv[1].replace("Z", "+00:00")).timestamp())' "$1"; }
-since() { python3 -c "import sys; print('%.2f' % (float(sys.argv[1]) - float(sys.argv[2])))" "$1" "$2"; }
-a() { echo "${addr_of[$1]}"; }
-set_of() { local s="" x; for x in "$@"; do s+="${s:+,}$(a "$x")"; done; echo "$s"; }
-netcut() {
-  local line
-  line="$(netsplit "$@")" || fail "netsplit.sh $* failed"
-  echo "$line"
-  cut_unix="$(unix_of "${line%% *}")"
-}
-netheal() {
-  local line
-  line="$(netsplit heal)" || fail "netsplit.sh heal failed"
-  echo "$line"
-  heal_unix="$(unix_of "${line%% *}")"
 }
 
 start_state="$(wait_for 30 "one leader per partition (p0, p1) and every node serving before the load" settled)"
