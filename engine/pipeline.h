@@ -88,8 +88,9 @@ struct PipelineOptions {
   std::function<void(uint64_t b)> on_batch_executed;
   // replication.point = writes, a leader (executor/executor_stage.h): each batch's last images
   // and fates go to on_batch_writes once it is executed; its slices must not be marked
-  // replicated before what it was given is replicated. A follower's slices carry them instead
-  // (planner/eq.h SliceWrites), published as replicated.
+  // replicated before what it was given is replicated (a row node: its batch_end_gate opens once
+  // the entry carrying them is). A follower's slices carry them instead (planner/eq.h
+  // SliceWrites), published as replicated.
   bool capture_writes = false;
   std::function<void(const executor::ExecutorStageOptions::BatchWrites&)> on_batch_writes;
   // Checkpoints: asked at every batch boundary whether to copy the table (executor_stage.h).

@@ -360,6 +360,13 @@ void ExecutorStage::Loop(uint32_t me) {
           LeaveAt(b + 1, 0);
           return;
         }
+        if (opt_.capture_writes) {
+          // After the undo: the images are the batch's final values. The other executors wait below.
+          const std::vector<const planner::PlannedSlice*> slices = SlicesOf(slot);
+          for (uint32_t r = 0; r < ring_->executors; ++r) {
+            executors_[r]->Capture(slices, &slot.written_keys[r], &slot.written_images[r]);
+          }
+        }
         lk.Lock();
         slot.resolver_delta = delta;
       } else if (log) {
@@ -405,6 +412,9 @@ void ExecutorStage::Loop(uint32_t me) {
         ExecutorStageOptions::BatchWrites w;
         w.batch = b;
         w.slices = SlicesOf(slot);
+        if (opt_.capture_reads) {
+          for (auto& s : slot.slices) w.reads.emplace_back(s->read_values);
+        }
         w.keys = &slot.written_keys;
         w.images = &slot.written_images;
         w.fates = &slot.fates;

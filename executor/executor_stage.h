@@ -50,6 +50,8 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -113,11 +115,13 @@ struct ExecutorStageOptions {
   // wrote (BatchSlot::written_keys/written_images) and its fates are handed to on_batch_writes,
   // by the batch's last executor once it is executed and resolved (before on_batch_executed), no
   // lock held. What it is given stays valid until the batch commits, which the caller holds back
-  // (its slices are not replicated before it replicates what it was given). Not on a row node.
+  // (its slices are not replicated before it replicates what it was given). On a row node the
+  // images are taken after the row's aborts are undone (RowResolve), and the fates are the row's.
   bool capture_writes = false;
   struct BatchWrites {
     uint64_t batch = 0;
     std::vector<const planner::PlannedSlice*> slices;  // [planner]
+    std::vector<std::string_view> reads;               // [planner] read values (with capture_reads)
     const std::vector<std::vector<storage::Key>>* keys = nullptr;  // [range]
     const std::vector<std::string>* images = nullptr;              // [range]
     const BatchFates* fates = nullptr;

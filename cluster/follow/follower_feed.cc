@@ -6,6 +6,7 @@
 #include "common/clock.h"
 #include "common/codec.h"
 #include "common/logging.h"
+#include "executor/abort_resolver.h"
 #include "planner/eq.h"
 #include "planner/input_slice.h"
 #include "planner/write_slice.h"
@@ -49,6 +50,7 @@ FollowerFeed::FollowerFeed(FollowerFeedOptions options, engine::Pipeline* pipeli
   QR_CHECK(opt_.planners >= 1 && opt_.window >= 1);
   QR_CHECK(!((opt_.plan_input || opt_.apply_writes) && opt_.row), "a row's streams carry planned sub-slices");
   QR_CHECK(!(opt_.plan_input && opt_.apply_writes), "a stream carries inputs or writes, not both");
+  QR_CHECK(!opt_.row_writes || (opt_.row && opt_.batch_end_stream), "row_writes is a row follower's with records");
   for (uint32_t p = 0; p < opt_.planners; ++p) {
     streams_.push_back(std::make_unique<Stream>());
     streams_.back()->applied = opt_.first_batch;
@@ -279,6 +281,7 @@ void FollowerFeed::Loop(uint32_t p) {
   Stream& s = *streams_[p];
   for (uint64_t b = opt_.first_batch;; ++b) {
     std::pair<Status, SharedBytes> got;
+    std::shared_ptr<Given> given;  // row_writes: batch b's record
     {
       MutexUniqueLock lk(mu_);
       // A row follower's sub-slices of batch b wait until every stream's entry of b arrived,
@@ -287,13 +290,17 @@ void FollowerFeed::Loop(uint32_t p) {
       // leading (docs/partitioned-rows.md 9.5) has run exactly the batches below some D (the
       // first its log lacks a part of) and nothing of D or later.
       const bool gated = opt_.batch_end_stream && !RecordStream(p);
+      // Under writes a sub-slice takes its fates from its batch's record: it waits for it too.
+      const bool needs_record = gated && opt_.row_writes;
       cv_.wait(lk.native(), [&]() REQUIRES(mu_) {
-        return stop_ || !health_.ok() || b >= limit_[p] || (s.inbox.count(b) != 0 && (!gated || complete_ > b));
+        return stop_ || !health_.ok() || b >= limit_[p] ||
+               (s.inbox.count(b) != 0 && (!gated || complete_ > b) && (!needs_record || given_.count(b) != 0));
       });
       if (stop_ || !health_.ok() || b >= limit_[p]) return;
       auto it = s.inbox.find(b);
       got = std::move(it->second);
       s.inbox.erase(it);
+      if (needs_record) given = given_.at(b);
     }
     const std::string where = "batch " + std::to_string(b) + ", planner " + std::to_string(p);
     if (!got.first.ok()) {
@@ -354,6 +361,11 @@ void FollowerFeed::Loop(uint32_t p) {
       st = planner::DecodeSlice(bytes, slice);
       if (st.ok()) st = planner::ValidateSlice(*slice, opt_.ranges, b, p, opt_.row ? &opt_.place : nullptr);
     }
+    if (st.ok() && given != nullptr) {
+      MakeGiven(given->rec, p == 0, slice);
+      MutexLock lk(mu_);
+      if (++given->taken + 1 == opt_.planners) given_.erase(b);  // every sub-slice took its part
+    }
     if (!st.ok()) {
       StopWith(Status::Corruption("follower: bad " +
                                   std::string(opt_.plan_input ? "input" : opt_.apply_writes ? "writes" : "slice") + " (" + where +
@@ -399,10 +411,46 @@ bool FollowerFeed::ApplyBatchEnd(uint64_t b, std::string_view bytes) {
   for (size_t i = 0; st.ok() && i < rec.values.size(); ++i) {
     if (rec.values[i].slice >= slices) st = Status::Corruption("a value for slice " + std::to_string(rec.values[i].slice));
   }
+  if (st.ok() && opt_.row_writes != rec.writes) {
+    st = Status::Corruption(rec.writes ? "an entry of writes (this node runs another replication.point)"
+                                       : "not an entry of writes (replication.point is writes: every node of the "
+                                         "row must run it)");
+  }
+  if (st.ok() && rec.writes) {
+    if (rec.record_bytes != opt_.record_bytes) {
+      st = Status::Corruption("records of " + std::to_string(rec.record_bytes) + " bytes, this node's are " +
+                              std::to_string(opt_.record_bytes));
+    } else if (!rec.keys.empty() && rec.keys.size() != opt_.ranges.buckets()) {
+      st = Status::Corruption(std::to_string(rec.keys.size()) + " ranges of images for " +
+                              std::to_string(opt_.ranges.buckets()) + " executor ranges");
+    }
+    for (uint32_t r = 0; st.ok() && r < rec.keys.size(); ++r) {
+      for (const storage::Key k : rec.keys[r]) {
+        if (opt_.ranges.Of(k) != r || opt_.place.partitions.Of(k) != opt_.place.partition) {
+          st = Status::Corruption("key " + std::to_string(k) + " is not in executor range " + std::to_string(r) +
+                                  " of partition " + std::to_string(opt_.place.partition));
+          break;
+        }
+      }
+    }
+  }
   if (!st.ok()) {
     StopWith(Status::Corruption("follower: bad batch-end record of batch " + std::to_string(b) +
                                 ", apply stopped: " + st.message()));
     return false;
+  }
+  if (rec.writes) {
+    // Its sub-slices take their fates and images from it (MakeGiven); nothing is delivered.
+    {
+      MutexLock lk(mu_);
+      auto g = std::make_shared<Given>();
+      g->rec = std::move(rec);
+      given_[b] = std::move(g);
+    }
+    cv_.notify_all();
+    // The next record only once b may enter the pipeline: what waits in given_ stays bounded.
+    if (!pipeline_->AwaitBatch(b)) return false;
+    return pipeline_->health().ok();
   }
   // Within the pipeline's window for values and results: b may enter.
   if (!pipeline_->AwaitBatch(b)) return false;
@@ -413,6 +461,36 @@ bool FollowerFeed::ApplyBatchEnd(uint64_t b, std::string_view bytes) {
   // the result is then dropped).
   pipeline_->DeliverResolved(b, std::move(rec.fired), std::move(rec.aborted));
   return pipeline_->health().ok();
+}
+
+void FollowerFeed::MakeGiven(const FeedBatchEnd& rec, bool images, planner::PlannedSlice* slice) {
+  // Its txns stay (the commit stage's outcomes, sessions); nothing is left to run.
+  for (auto& eq : slice->eqs) eq.clear();
+  slice->dep_slots = 0;
+  slice->read_slots = 0;
+  slice->may_abort = false;
+  planner::SliceWrites& w = slice->writes;
+  w.given = true;
+  w.fates.assign(slice->txns.size(), static_cast<uint8_t>(executor::Fate::kCommit));
+  for (size_t i = 0; i < slice->txns.size(); ++i) {
+    planner::TxnContext& t = slice->txns[i];
+    const executor::RowTxn id{slice->planner, t.home_index};
+    if (std::binary_search(rec.fired.begin(), rec.fired.end(), id)) {
+      w.fates[i] = static_cast<uint8_t>(executor::Fate::kLogic);
+    } else if (std::binary_search(rec.aborted.begin(), rec.aborted.end(), id)) {
+      w.fates[i] = static_cast<uint8_t>(executor::Fate::kCascade);
+    }
+    t.fragments = 0;
+    t.dep_begin = t.deps = 0;
+    t.read_begin = t.reads = 0;
+    t.may_abort = false;
+  }
+  w.keys.clear();
+  w.images.clear();
+  if (images) {
+    w.keys = rec.keys;
+    w.images = rec.images;
+  }
 }
 
 }  // namespace qrstore::cluster

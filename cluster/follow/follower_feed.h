@@ -65,6 +65,13 @@ struct FeedBatchEnd {
   std::vector<Value> values;
   std::vector<executor::RowTxn> fired;
   std::vector<executor::RowTxn> aborted;
+  // replication.point = writes (FollowerFeedOptions::row_writes): the last images of what the
+  // batch wrote here, per executor range (none: nothing written), `record_bytes` each. `fired`
+  // and `aborted` then give every fate (kLogic, else kCascade); `values` is not used.
+  bool writes = false;
+  uint32_t record_bytes = 0;
+  std::vector<std::vector<storage::Key>> keys;
+  std::vector<std::string> images;
 };
 
 struct FollowerFeedOptions {
@@ -101,6 +108,12 @@ struct FollowerFeedOptions {
   // last images (planner/write_slice.h), decoded and checked against this node's record size and
   // executor ranges, and installed, never executed. Not in a row.
   bool apply_writes = false;
+  // replication.point = writes in a row (with batch_end_stream; row_record gives FeedBatchEnd::
+  // writes): the streams carry what they carry under plan, read by row_part, but nothing is
+  // executed: each sub-slice is published with its EQs emptied and its txns' fates from batch b's
+  // record (SliceWrites::fates), and slice 0 with the record's images, which are checked against
+  // this node's executor ranges, partition and record_bytes. A sub-slice waits for its record.
+  bool row_writes = false;
   uint32_t record_bytes = 0;
   // See "End of stream" above; `executors` sizes the empty batch a marker stands for.
   bool continue_after_end = false;
@@ -189,6 +202,15 @@ class FollowerFeed {
   // complete_: every batch below it arrived on every stream (the gate of a row follower's slices).
   std::map<uint64_t, uint32_t> arrived_ GUARDED_BY(mu_);
   uint64_t complete_ GUARDED_BY(mu_) = 0;
+  // row_writes: batch b's record, decoded, until every sub-slice of b took its fates (and slice 0
+  // the images). Bounded by the pipeline's window: the record stream waits there (AwaitBatch).
+  struct Given {
+    FeedBatchEnd rec;
+    uint32_t taken = 0;
+  };
+  std::map<uint64_t, std::shared_ptr<Given>> given_ GUARDED_BY(mu_);
+  // row_writes: empties `slice`'s EQs and gives it its fates (and, if `images`, the batch's images).
+  static void MakeGiven(const FeedBatchEnd& rec, bool images, planner::PlannedSlice* slice);
   std::vector<std::unique_ptr<Stream>> streams_;
 };
 

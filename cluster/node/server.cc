@@ -43,14 +43,7 @@ namespace qrstore::cluster {
 
 namespace {
 // What a replication point cannot do (docs/replication-points.md), refused at start.
-Status CheckReplicationPoint(ReplicationPoint point, const std::string& mode, bool session_values,
-                             uint32_t partitions) {
-  if (point == ReplicationPoint::kWrites && partitions > 1) {
-    return Status::InvalidArgument("replication.point: writes is built for one partition per row; this cluster has " +
-                                   std::to_string(partitions) +
-                                   " partitions, whose groups replicate planned sub-slices or inputs: use "
-                                   "replication.point: plan or input");
-  }
+Status CheckReplicationPoint(ReplicationPoint point, const std::string& mode, bool session_values) {
   if (point == ReplicationPoint::kWrites && mode == "sync") {
     return Status::InvalidArgument(
         "replication.point: writes replicates what executing a batch wrote, so its executors cannot wait for "
@@ -124,8 +117,7 @@ Status ServerImpl::Init(const Config& config, const std::string& node, const Ser
   backend_ = config.GetString("replication.backend");
   mode_ = config.GetString("replication.mode");
   point_ = ReplicationPointOf(config);
-  QR_RETURN_IF_ERROR(CheckReplicationPoint(point_, mode_, config.GetBool("server.session_read_values"),
-                                           topo_->partitions()));
+  QR_RETURN_IF_ERROR(CheckReplicationPoint(point_, mode_, config.GetBool("server.session_read_values")));
   drain_timeout_ms_ = config.GetInt("server.drain_timeout_ms");
   rejoin_when_deposed_ = config.GetBool("server.rejoin_when_deposed");
   corrupt_batch_ = config.GetInt("server.test_corrupt_slice_batch");

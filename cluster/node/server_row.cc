@@ -145,6 +145,7 @@ Status ServerImpl::StartRow() {
   rc.leader = leader_;
   rc.mode = mode_;
   rc.input = point_ == ReplicationPoint::kInput;
+  rc.writes = point_ == ReplicationPoint::kWrites;
   rc.engine = &engine_;
   rc.partition_map = partition_map_;
   rc.record_bytes = workload_.Layout().size();

@@ -60,7 +60,7 @@ Status RowNode::HandleFrame(uint32_t from, std::string_view frame) {
       if (opt_.replicate && opt_.replicate_input != !m.input.empty()) {
         return Status::Corruption(what + (m.input.empty() ? "without its home slice's input" : "with its home slice's input") +
                                   ": every node of the row must run the same replication.point (this one: " +
-                                  (opt_.replicate_input ? "input" : "plan") + ")");
+                                  (opt_.replicate_input ? "input" : opt_.replicate_writes ? "writes" : "plan") + ")");
       }
       if (opt_.replicate && opt_.replicate_input) {
         // The followers get the home slice's input and plan it themselves (row_input.h).
@@ -86,6 +86,8 @@ Status RowNode::HandleFrame(uint32_t from, std::string_view frame) {
       return Status::Corruption("a batch-end record over the row transport (it is a leader's log entry, never sent)");
     case RowMsgKind::kHomeInput:
       return Status::Corruption("a home input over the row transport (it is a group's log entry, never sent)");
+    case RowMsgKind::kBatchWrites:
+      return Status::Corruption("a batch's writes over the row transport (it is a leader's log entry, never sent)");
     case RowMsgKind::kResume: {
       RowResume m;
       QR_RETURN_IF_ERROR(DecodeRowMessage(frame, &m));

@@ -7,6 +7,7 @@
 #include <tuple>
 #include <utility>
 
+#include "commit/committer.h"
 #include "common/clock.h"
 #include "common/logging.h"
 #include "planner/eq.h"
@@ -78,6 +79,12 @@ void RowNode::SendDep(uint32_t partition, uint64_t batch, uint32_t slice, uint32
 void RowNode::FlushLocked(uint32_t to, Outbox& o) {
   if (o.msg.values.empty()) return;
   values_sent_.fetch_add(o.msg.values.size(), std::memory_order_relaxed);
+  if (opt_.replicate_writes && opt_.replicate && !opt_.follower) {
+    // Its batch's entry carries it, for a follower that takes this node's place.
+    MutexLock lk(rec_mu_);
+    auto& v = rec_sent_[o.msg.batch];
+    for (const RowDepValue& d : o.msg.values) v.push_back(RowSentValue{to, o.msg.slice, d.slot, d.value});
+  }
   SendToPeer(to, o.msg.batch, EncodeRowMessage(o.msg));
   o.msg.values.clear();
 }
@@ -105,6 +112,8 @@ void RowNode::SendVotes(uint32_t partition, uint64_t batch, uint32_t round, cons
 void RowNode::OnSubSliceOutcomes(const std::vector<commit::TxnOutcome>& v) {
   if (v.empty()) return;
   if (opt_.own_outcomes && OwnStream(v.front().pos.planner)) opt_.own_outcomes(v);
+  // Under writes a follower ran no reads: the reports it keeps are its leader's (KeepWrites).
+  if (opt_.follower && opt_.replicate_writes) return;
   if (opt_.follower) {
     MutexLock lk(mu_);
     auto& r = reported_[v.front().pos.batch];
@@ -151,7 +160,9 @@ void RowNode::OnBatch(const commit::BatchInfo& info) {
     committed_ = info.batch + 1;
   }
   cv_.notify_all();
-  // Sub-slices that listed no txn got no sink call: their (empty) reports go now.
+  // Sub-slices that listed no txn got no sink call: their (empty) reports go now (a follower
+  // under writes keeps its leader's instead).
+  if (opt_.follower && opt_.replicate_writes) empties.clear();
   for (uint32_t s = 0; s < empties.size(); ++s) {
     if (empties[s] != 0) Report(s, info.batch, commit::RowSliceReport{});
   }
@@ -300,11 +311,34 @@ void RowNode::OnBatchExecuted(uint64_t b) {
       return;
     }
   }
+  RowBatchWrites writes;
+  if (opt_.replicate_writes) {
+    MutexLock lk(rec_mu_);
+    if (auto it = rec_writes_.find(b); it != rec_writes_.end()) {
+      writes = std::move(it->second);
+      rec_writes_.erase(it);
+    }
+    if (auto it = rec_sent_.find(b); it != rec_sent_.end()) {
+      writes.sent = std::move(it->second);
+      rec_sent_.erase(it);
+    }
+  }
   const uint32_t rs = batch_end_stream();
   if (rs < logged_next_.size() && b < logged_next_[rs]) {
     // A successor re-executed a batch whose record its group's log holds already (its
     // predecessor logged it; a part of the batch was missing from the log): not logged again.
     MarkReplicated(b, rs);
+    RecordHanded(b);
+    return;
+  }
+  if (opt_.replicate_writes) {
+    // Under writes the entry is all a follower gets of the batch: every batch waits for it.
+    std::sort(writes.sent.begin(), writes.sent.end(), [](const RowSentValue& x, const RowSentValue& y) {
+      return std::tie(x.to, x.slice, x.slot) < std::tie(y.to, y.slice, y.slot);
+    });
+    writes.end = std::move(rec);
+    batch_end_records_.fetch_add(1, std::memory_order_relaxed);
+    opt_.replicate(b, batch_end_stream(), EncodeRowMessage(writes));
     RecordHanded(b);
     return;
   }
@@ -320,6 +354,31 @@ void RowNode::OnBatchExecuted(uint64_t b) {
   }
   opt_.replicate(b, batch_end_stream(), EncodeRowMessage(rec));
   RecordHanded(b);
+}
+
+void RowNode::OnBatchWrites(const executor::ExecutorStageOptions::BatchWrites& w) {
+  RowBatchWrites e;
+  e.record_bytes = opt_.record_bytes;
+  // Nothing written: no ranges (the entry stays small).
+  bool any = false;
+  for (const auto& k : *w.keys) any = any || !k.empty();
+  if (any) {
+    e.keys = *w.keys;
+    e.images = *w.images;
+  }
+  // The reports of the peers' home slices, as OnSubSliceOutcomes will build and send them at
+  // commit (and an empty one for a sub-slice that listed no txn, as OnBatch sends).
+  std::vector<commit::TxnOutcome> outcomes;
+  for (uint32_t s = 0; s < w.slices.size(); ++s) {
+    if (s / per_home_ == opt_.partition) continue;
+    commit::BuildSliceOutcomes(*w.slices[s], *w.fates, 0, &outcomes, s < w.reads.size() ? w.reads[s] : std::string_view(),
+                               opt_.record_bytes);
+    commit::RowSliceReport r;
+    for (const auto& o : outcomes) r.Add(o.home_index, o.status, o.values);
+    e.reports.push_back(EncodeRowMessage(RowReport{w.batch, s, opt_.partition, std::move(r)}));
+  }
+  MutexLock lk(rec_mu_);
+  rec_writes_[w.batch] = std::move(e);
 }
 
 void RowNode::RecordHanded(uint64_t b) {

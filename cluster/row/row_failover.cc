@@ -388,4 +388,25 @@ void RowNode::KeepVotes(const RowBatchEnd& record) {
   }
 }
 
+void RowNode::KeepWrites(const RowBatchWrites& entry) {
+  QR_CHECK(opt_.follower, "KeepWrites on a leader");
+  const uint64_t b = entry.end.batch;
+  // The values as one frame per (peer, slice): the leader may have split them otherwise, which a
+  // receiver cannot tell (it takes each value once, by slot).
+  for (size_t i = 0; i < entry.sent.size();) {
+    RowDepValues m{b, entry.sent[i].slice, {}};
+    const uint32_t to = entry.sent[i].to;
+    for (; i < entry.sent.size() && entry.sent[i].to == to && entry.sent[i].slice == m.slice; ++i) {
+      m.values.push_back(RowDepValue{entry.sent[i].slot, entry.sent[i].value});
+    }
+    if (to < nparts_ && to != opt_.partition) SendToPeer(to, b, EncodeRowMessage(m));
+  }
+  for (const std::string& frame : entry.reports) {
+    RowReport r;
+    if (!DecodeRowMessage(frame, &r).ok() || r.slice >= slices_) continue;  // the reader checked it
+    const uint32_t home = r.slice / per_home_;
+    if (home != opt_.partition) SendToPeer(home, b, frame);
+  }
+}
+
 }  // namespace qrstore::cluster

@@ -9,7 +9,7 @@
 
 namespace qrstore::cluster {
 
-void SetRowFeedReaders(FollowerFeedOptions* fo, RowNode* node, bool input) {
+void SetRowFeedReaders(FollowerFeedOptions* fo, RowNode* node, bool input, bool writes) {
   const planner::RowPlace place = fo->place;
   const uint32_t planners = fo->planners;
   const bool record_stream = fo->batch_end_stream;
@@ -68,20 +68,59 @@ void SetRowFeedReaders(FollowerFeedOptions* fo, RowNode* node, bool input) {
       return Status::Ok();
     };
   }
-  fo->row_record = [node, place](uint64_t b, std::string_view entry, FeedBatchEnd* out) -> Status {
+  fo->row_writes = writes;
+  fo->row_record = [node, place, writes, planners, record_stream](uint64_t b, std::string_view entry,
+                                                                  FeedBatchEnd* out) -> Status {
     RowBatchEnd rec;
+    RowBatchWrites w;
     const Result<RowMsgKind> kind = PeekRowMessage(entry);
     Status st = kind.ok() ? Status::Ok() : kind.status();
-    if (st.ok() && kind.value() != RowMsgKind::kBatchEnd) st = Status::Corruption("not a batch-end record");
-    if (st.ok()) st = DecodeRowMessage(entry, &rec);
+    if (st.ok() && writes && kind.value() != RowMsgKind::kBatchWrites) {
+      st = Status::Corruption("not an entry of writes (replication.point is writes: every node of the row must run it)");
+    }
+    if (st.ok() && !writes && kind.value() != RowMsgKind::kBatchEnd) st = Status::Corruption("not a batch-end record");
+    if (st.ok() && writes) {
+      st = DecodeRowMessage(entry, &w);
+      if (st.ok()) rec = std::move(w.end);
+    } else if (st.ok()) {
+      st = DecodeRowMessage(entry, &rec);
+    }
     if (st.ok() && (rec.batch != b || rec.partition != place.partition)) {
       st = Status::Corruption("it names batch " + std::to_string(rec.batch) + " of partition " +
                               std::to_string(rec.partition) + " (expected partition " +
                               std::to_string(place.partition) + ")");
     }
+    if (st.ok() && writes) {
+      // What it says its leader sent: to the row's other partitions, for slices of the batch.
+      const uint32_t parts = place.partitions.buckets();
+      const uint32_t slices = planners - (record_stream ? 1 : 0);
+      const uint32_t per_home = parts > 0 ? slices / parts : 0;
+      for (const RowSentValue& v : w.sent) {
+        if (v.to >= parts || v.slice >= slices) {
+          st = Status::Corruption("a value sent to partition " + std::to_string(v.to) + " for slice " + std::to_string(v.slice));
+          break;
+        }
+      }
+      for (size_t i = 0; st.ok() && i < w.reports.size(); ++i) {
+        RowReport r;
+        st = DecodeRowMessage(w.reports[i], &r);  // decoded once already: only the slice is new here
+        if (st.ok() && (r.slice >= slices || per_home == 0 || r.slice / per_home == place.partition)) {
+          st = Status::Corruption("a report of slice " + std::to_string(r.slice) + " (not another home's)");
+        }
+      }
+    }
     if (!st.ok()) return st;
-    // The votes its leader sent the peers, kept likewise.
+    // The votes its leader sent the peers, kept likewise (and under writes its values and reports).
     node->KeepVotes(rec);
+    if (writes) {
+      w.end.batch = rec.batch;
+      w.end.partition = rec.partition;
+      node->KeepWrites(w);
+      out->writes = true;
+      out->record_bytes = w.record_bytes;
+      out->keys = std::move(w.keys);
+      out->images = std::move(w.images);
+    }
     out->values.reserve(rec.values.size());
     for (const RowBatchEndValue& v : rec.values) out->values.push_back(FeedBatchEnd::Value{v.slice, v.slot, v.value});
     out->fired = std::move(rec.fired);

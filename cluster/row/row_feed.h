@@ -16,6 +16,9 @@ class RowNode;
 // its peers); `node` must outlive the feed. `input` (replication.point = input): every stream but
 // the records' carries home inputs (RowHomeInput), each planned here into the part this partition
 // runs (cluster/row/row_input.h); those of its own home are kept as bundles with their input.
-void SetRowFeedReaders(FollowerFeedOptions* fo, RowNode* node, bool input);
+// `writes` (replication.point = writes): the records' stream carries RowBatchWrites entries, whose
+// images and fates the feed gives the sub-slices (FollowerFeedOptions::row_writes; set
+// fo->record_bytes) and whose sent values and reports go to node->KeepWrites.
+void SetRowFeedReaders(FollowerFeedOptions* fo, RowNode* node, bool input, bool writes = false);
 
 }  // namespace qrstore::cluster

@@ -1,6 +1,7 @@
 #include "cluster/row/row_messages.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "common/codec.h"
 
@@ -142,6 +143,37 @@ std::string EncodeRowMessage(const RowBatchEnd& m) {
   return w.Release();
 }
 
+std::string EncodeRowMessage(const RowBatchWrites& m) {
+  const std::string end = EncodeRowMessage(m.end);
+  size_t bytes = 48 + end.size() + m.sent.size() * 8;
+  for (const std::string& r : m.reports) bytes += r.size() + 4;
+  for (size_t i = 0; i < m.keys.size(); ++i) bytes += m.keys[i].size() * 4 + (i < m.images.size() ? m.images[i].size() : 0) + 4;
+  Writer w = Begin(RowMsgKind::kBatchWrites, bytes);
+  w.PutBytes(end);
+  w.PutVarint(m.sent.size());
+  for (const RowSentValue& v : m.sent) {
+    w.PutVarint(v.to);
+    w.PutVarint(v.slice);
+    w.PutVarint(v.slot);
+    w.PutVarint(ZigZag(v.value));
+  }
+  w.PutVarint(m.reports.size());
+  for (const std::string& r : m.reports) w.PutBytes(r);
+  w.PutVarint(m.record_bytes);
+  w.PutVarint(m.keys.size());
+  for (size_t i = 0; i < m.keys.size(); ++i) {
+    // Keys as deltas (the first from 0): they strictly increase.
+    w.PutVarint(m.keys[i].size());
+    uint64_t prev = 0;
+    for (uint64_t k : m.keys[i]) {
+      w.PutVarint(k - prev);
+      prev = k;
+    }
+    if (i < m.images.size()) w.PutRaw(m.images[i].data(), m.images[i].size());
+  }
+  return w.Release();
+}
+
 std::string EncodeRowMessage(const RowReport& m) {
   Writer w = Begin(RowMsgKind::kReport, 32 + m.report.txns.size() * 4 + m.report.values.size());
   w.PutVarint(m.batch);
@@ -188,7 +220,7 @@ Result<RowMsgKind> PeekRowMessage(std::string_view bytes) {
     return Corrupt("unknown", "version " + std::to_string(static_cast<uint8_t>(bytes[2])) + ", expected 1");
   }
   const auto k = static_cast<uint8_t>(bytes[3]);
-  if (k < 1 || k > 9) return Corrupt("unknown", "unknown kind " + std::to_string(k));
+  if (k < 1 || k > 10) return Corrupt("unknown", "unknown kind " + std::to_string(k));
   return static_cast<RowMsgKind>(k);
 }
 
@@ -255,6 +287,80 @@ Status DecodeRowMessage(std::string_view bytes, RowBatchEnd* out) {
                                       ") is not among the aborted");
     }
   }
+  return Status::Ok();
+}
+
+Status DecodeRowMessage(std::string_view bytes, RowBatchWrites* out) {
+  constexpr const char* kWhat = "batch writes";
+  Reader r(bytes);
+  QR_RETURN_IF_ERROR(Open(&r, RowMsgKind::kBatchWrites, kWhat));
+  std::string end;
+  if (!r.GetBytes(&end)) return Corrupt(kWhat, "truncated batch-end record");
+  QR_RETURN_IF_ERROR(DecodeRowMessage(end, &out->end));
+  uint64_t n = 0;
+  if (!r.GetCount(&n, 4) || n > kMaxRowItems) return Corrupt(kWhat, "bad or truncated sent value count");
+  out->sent.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    RowSentValue& v = out->sent[i];
+    uint64_t z = 0;
+    if (!GetU32(&r, &v.to) || !GetU32(&r, &v.slice) || !GetU32(&r, &v.slot) || !r.GetVarint(&z)) {
+      return Corrupt(kWhat, "truncated or bad sent value");
+    }
+    v.value = UnZigZag(z);
+    if (v.to >= planner::kMaxPartitions || v.to == out->end.partition) {
+      return Corrupt(kWhat, "a value sent to partition " + std::to_string(v.to));
+    }
+    if (i > 0) {
+      const RowSentValue& p = out->sent[i - 1];
+      if (!(std::tie(p.to, p.slice, p.slot) < std::tie(v.to, v.slice, v.slot))) {
+        return Corrupt(kWhat, "sent values not strictly increasing by (to, slice, slot) at " + std::to_string(i));
+      }
+    }
+  }
+  if (!r.GetCount(&n, 1) || n > kMaxRowItems) return Corrupt(kWhat, "bad or truncated report count");
+  out->reports.resize(n);
+  uint32_t prev_slice = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!r.GetBytes(&out->reports[i])) return Corrupt(kWhat, "truncated report");
+    RowReport rep;
+    if (Status st = DecodeRowMessage(out->reports[i], &rep); !st.ok()) {
+      return Corrupt(kWhat, "report " + std::to_string(i) + ": " + st.message());
+    }
+    if (rep.batch != out->end.batch || rep.from != out->end.partition) {
+      return Corrupt(kWhat, "a report of batch " + std::to_string(rep.batch) + " from partition " + std::to_string(rep.from));
+    }
+    if (i > 0 && !(prev_slice < rep.slice)) {
+      return Corrupt(kWhat, "reports not strictly increasing by slice at " + std::to_string(i));
+    }
+    prev_slice = rep.slice;
+  }
+  if (!GetU32(&r, &out->record_bytes)) return Corrupt(kWhat, "truncated record size");
+  if (!r.GetCount(&n, 1) || n > planner::kMaxRanges) return Corrupt(kWhat, "bad or truncated range count");
+  out->keys.resize(n);
+  out->images.resize(n);
+  for (size_t range = 0; range < n; ++range) {
+    uint64_t k = 0;
+    // Each key takes at least a byte and its image record_bytes.
+    if (!r.GetCount(&k, 1 + static_cast<size_t>(out->record_bytes))) {
+      return Corrupt(kWhat, "range " + std::to_string(range) + ": bad key count");
+    }
+    std::vector<uint64_t>& keys = out->keys[range];
+    keys.resize(k);
+    uint64_t prev = 0;
+    for (uint64_t i = 0; i < k; ++i) {
+      uint64_t delta = 0;
+      if (!r.GetVarint(&delta)) return Corrupt(kWhat, "range " + std::to_string(range) + " truncated");
+      if ((i > 0 && delta == 0) || delta > UINT64_MAX - prev) {
+        return Corrupt(kWhat, "range " + std::to_string(range) + ": keys do not strictly increase");
+      }
+      prev += delta;
+      keys[i] = prev;
+    }
+    std::string_view images;
+    if (!r.GetRaw(k * out->record_bytes, &images)) return Corrupt(kWhat, "range " + std::to_string(range) + ": images truncated");
+    out->images[range].assign(images.data(), images.size());
+  }
+  if (!r.done()) return Corrupt(kWhat, "trailing bytes");
   return Status::Ok();
 }
 

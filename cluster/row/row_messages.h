@@ -25,10 +25,11 @@ namespace qrstore::cluster {
 
 // kHomeBundle never travels between nodes: it is a home's log entry (see RowHomeBundle).
 // kBatchEnd never travels between nodes either: it is a partition leader's log entry (RowBatchEnd).
-// Nor does kHomeInput: a group's log entry under replication.point = input (RowHomeInput).
+// Nor does kHomeInput: a group's log entry under replication.point = input (RowHomeInput), nor
+// kBatchWrites: a partition leader's log entry under replication.point = writes (RowBatchWrites).
 enum class RowMsgKind : uint8_t {
   kSubSlice = 1, kDepValues = 2, kVotes = 3, kReport = 4, kControl = 5, kHomeBundle = 6, kBatchEnd = 7, kResume = 8,
-  kHomeInput = 9
+  kHomeInput = 9, kBatchWrites = 10
 };
 constexpr uint8_t kRowMsgVersion = 1;
 constexpr uint32_t kMaxRowItems = 1u << 24;  // values or votes in one message
@@ -97,6 +98,33 @@ struct RowBatchEnd {
   std::vector<executor::RowTxn> aborted;
   std::vector<std::vector<executor::RowTxn>> votes;  // [round]: each sorted, no repeats
 };
+// A dependency value partition `partition`'s leader sent peer `to` for slot `slot` of sub-slice
+// `slice` (a RowBatchWrites entry's).
+struct RowSentValue {
+  uint32_t to = 0;
+  uint32_t slice = 0;
+  uint32_t slot = 0;
+  int64_t value = 0;
+};
+// Partition `end.partition`'s log entry of batch `end.batch` under replication.point = writes
+// (docs/replication-points.md, "Partitioned rows"), in place of the batch-end record, written once
+// the batch's fates are final here and its aborts undone. `end`: the batch-end record as under
+// `plan` (received values, the row's result, this leader's votes); its `fired` and `aborted`
+// give every fate of a txn with a part here. `sent`: every dependency value this leader sent a
+// peer for the batch, strictly increasing by (to, slice, slot). `reports`: its report of every
+// sub-slice of the batch whose home is another partition, byte for byte as it sends them (the
+// encoded RowReport frames; slices strictly increasing). `keys` / `images`: per executor range,
+// the keys the batch wrote here (strictly increasing) and their last images, `record_bytes` each
+// (no ranges: nothing written). Its followers install the images and take the fates; what it
+// sent is kept for a re-send to a peer's successor, should one of them lead.
+struct RowBatchWrites {
+  RowBatchEnd end;
+  std::vector<RowSentValue> sent;
+  std::vector<std::string> reports;
+  uint32_t record_bytes = 0;
+  std::vector<std::vector<uint64_t>> keys;  // [range]
+  std::vector<std::string> images;          // [range]
+};
 // Partition `from`'s aborted txns of `batch` in voting round `round`, sorted, no repeats.
 struct RowVotes {
   uint64_t batch = 0;
@@ -154,6 +182,7 @@ std::string EncodeRowMessage(const RowHomeBundle& m);
 std::string EncodeRowMessage(const RowBatchEnd& m);
 std::string EncodeRowMessage(const RowResume& m);
 std::string EncodeRowMessage(const RowHomeInput& m);
+std::string EncodeRowMessage(const RowBatchWrites& m);
 
 // The kind of a framed message (magic and version checked).
 Result<RowMsgKind> PeekRowMessage(std::string_view bytes);
@@ -170,6 +199,10 @@ Status DecodeRowMessage(std::string_view bytes, RowBatchEnd* out);
 Status DecodeRowMessage(std::string_view bytes, RowResume* out);
 // Also checks from < planner::kMaxPartitions (the input itself is decoded by its reader).
 Status DecodeRowMessage(std::string_view bytes, RowHomeInput* out);
+// Also checks the record inside (as its own decoder does), the orders above, that every report
+// decodes and is the batch's from this partition, and that each range's images are its keys'
+// count times record_bytes. Keys against executor ranges are the reader's to check.
+Status DecodeRowMessage(std::string_view bytes, RowBatchWrites* out);
 
 // The receiver's checks on a sub-slice message, for partition `place.partition` of the row:
 // its slice decodes, is a row sub-slice, carries the message's (batch, slice) and passes

@@ -53,6 +53,10 @@ RowNode::RowNode(RowNodeOptions options, storage::Table* table, commit::CommitSi
       rec_resolved_[b] = {fired, aborted};
     };
     po.on_batch_executed = [this](uint64_t b) { OnBatchExecuted(b); };
+    if (opt_.replicate_writes) {
+      po.capture_writes = true;
+      po.on_batch_writes = [this](const executor::ExecutorStageOptions::BatchWrites& w) { OnBatchWrites(w); };
+    }
   }
   // Homes answer their clients' reads from every partition's report; a follower builds the same
   // reports for its leader's peers (kept, see above).

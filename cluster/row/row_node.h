@@ -105,6 +105,15 @@ struct RowNodeOptions {
   // followers plan the inputs themselves (cluster/row/row_input.h). The same on every node of
   // the row.
   bool replicate_input = false;
+  // replication.point = writes (with `replicate`; docs/replication-points.md, "Partitioned rows"):
+  // the group gets the home bundles and the peers' sub-slices as under plan, and in place of each
+  // batch-end record a RowBatchWrites entry, written once the batch's fates are final here and its
+  // aborts undone: the record, the last images of what the batch wrote here, and what this leader
+  // sent its peers for the batch (dependency values, reports); every batch waits for it. Its
+  // followers install the images and take the fates, never execute, and keep what it sent (a
+  // successor's re-sends). A follower with it builds no reports of its own. The same on every
+  // member of a group.
+  bool replicate_writes = false;
   // A follower: it never plans and has no row peers (no transport). Its pipeline is fed by the
   // caller (a FollowerFeed over its group's streams, the batch-end records included:
   // pipeline()); it resolves aborts by its leader's records and sends nothing: the dependency
@@ -195,6 +204,10 @@ class RowNode final : public executor::RowSender, public engine::RowHome {
   // A follower: a batch-end record from its group's log (through the feed's row_record): the
   // votes its leader sent the peers are kept with the rest, as it sent them (RowVotes per round).
   void KeepVotes(const RowBatchEnd& record);
+  // A follower under replication.point = writes: an entry from its group's log (through the
+  // feed's row_record): the values and reports its leader sent the peers are kept with the rest,
+  // as it sent them (values one RowDepValues frame per (peer, slice)).
+  void KeepWrites(const RowBatchWrites& entry);
   engine::Pipeline* pipeline() { return pipeline_.get(); }
   // Waits (bounded) until the row ended, every batch committed, every home slice was answered
   // and every peer finished too. OK, or why not.
@@ -270,6 +283,9 @@ class RowNode final : public executor::RowSender, public engine::RowHome {
   Status RecordValues(const RowDepValues& m);
   // Rule 2: batch b executed here; its record goes to the group (executor thread).
   void OnBatchExecuted(uint64_t b);
+  // replication.point = writes, a leader with followers: batch b's images and fates (executor
+  // thread, just before OnBatchExecuted(b)): its entry's images and reports are built here.
+  void OnBatchWrites(const executor::ExecutorStageOptions::BatchWrites& w);
   void RecordHanded(uint64_t b);  // the record of batch b went to opt_.replicate
   void WatchLoop();  // "row-watch": heartbeats out, silent peers in
   void OnSubSliceOutcomes(const std::vector<commit::TxnOutcome>& v);
@@ -374,6 +390,10 @@ class RowNode final : public executor::RowSender, public engine::RowHome {
   std::map<uint64_t, std::pair<std::vector<executor::RowTxn>, std::vector<executor::RowTxn>>>
       rec_resolved_ GUARDED_BY(rec_mu_);  // (fired, aborted) of batches that may abort
   std::map<uint64_t, std::vector<std::vector<executor::RowTxn>>> rec_votes_ GUARDED_BY(rec_mu_);  // [round]
+  // replication.point = writes: the values sent per batch (FlushLocked), and each batch's entry
+  // but its record (OnBatchWrites). Bounded like the values above.
+  std::map<uint64_t, std::vector<RowSentValue>> rec_sent_ GUARDED_BY(rec_mu_);
+  std::map<uint64_t, RowBatchWrites> rec_writes_ GUARDED_BY(rec_mu_);
 
   // Home slices delivered in order: the next (batch, planner) due and those completed early.
   mutable Mutex home_mu_;

@@ -78,6 +78,7 @@ RowNodeOptions RowServer::Options(bool leader) {
     }
   }
   ro.replicate_input = ctx_.input;
+  ro.replicate_writes = ctx_.writes;
   if (leader && replicated) {
     // Every sub-slice this partition runs, its own and its peers', goes to its group, one stream
     // per (home, planner), and its batch-end records on one more: its followers replay it alone.
@@ -198,7 +199,8 @@ Status RowServer::Start() {
     fo.batch_end_stream = true;
     fo.place = planner::RowPlace{ctx_.partition_map, me.partition};
     RowNode* n = node();
-    SetRowFeedReaders(&fo, n, ctx_.input);
+    fo.record_bytes = static_cast<uint32_t>(ctx_.record_bytes);
+    SetRowFeedReaders(&fo, n, ctx_.input, ctx_.writes);
     feed_ = std::make_unique<FollowerFeed>(fo, n->pipeline(), ctx_.replicator, [this, n](uint64_t end) {
       ctx_.reporter->MarkEnded(true);
       n->SetEnd(end);

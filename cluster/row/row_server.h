@@ -57,6 +57,7 @@ struct RowServerContext {
   bool leader = false;
   std::string mode;                    // replication.mode
   bool input = false;                  // replication.point = input (docs/replication-points.md)
+  bool writes = false;                 // replication.point = writes
   const engine::EngineConfig* engine = nullptr;
   storage::KeyMapper partition_map;
   uint64_t record_bytes = 0;

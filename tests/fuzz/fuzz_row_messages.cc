@@ -2,13 +2,15 @@
 // from its peers, and the home bundle, home input and batch-end record a group replicates. The
 // first byte, modulo 10, picks the decoder (0 sub-slice, 1 dependency values, 2 votes, 3 the one
 // PeekRowMessage names, 4 report, 5 control, 6 home bundle, 7 batch end, 8 resume, 9 home
-// input); the rest is the message.
+// input); the rest is the message. A batch's writes entry (replication.point = writes) is reached
+// through 3 only.
 // Contract: no crash and no allocation beyond what the input can hold; a decoded message
 // re-encodes to exactly the input (every encoding is canonical); a refused one gets kCorruption
 // with a message naming the row message. A decoded sub-slice is also opened for partition 1 of
 // a 2-partition row: it passes the receiver's checks or is refused, never half-accepted; so is a
 // decoded home bundle's own part (what its home's followers run), and a decoded home input is
-// planned as a follower plans it (PlanHomeInput): parts for every partition, or kCorruption.
+// planned as a follower plans it (PlanHomeInput): parts for every partition, or kCorruption; a
+// decoded writes entry has images of record size for every key, and every report in it decodes.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -47,6 +49,16 @@ void Check(std::string_view bytes) {
     QR_CHECK(o.ok() || o.code() == StatusCode::kCorruption, "planning a home input: %s", o.ToString().c_str());
     if (o.ok()) QR_CHECK(out.parts.size() == 2 && out.from == m.from);
   }
+  if constexpr (std::is_same_v<M, RowBatchWrites>) {
+    QR_CHECK(m.keys.size() == m.images.size(), "a writes entry with keys and images of other ranges");
+    for (size_t r = 0; r < m.keys.size(); ++r) {
+      QR_CHECK(m.images[r].size() == m.keys[r].size() * m.record_bytes, "a writes entry's images are not its keys'");
+    }
+    for (const std::string& frame : m.reports) {
+      RowReport rep;
+      QR_CHECK(DecodeRowMessage(frame, &rep).ok(), "a writes entry kept a report that does not decode");
+    }
+  }
   if constexpr (std::is_same_v<M, RowHomeBundle>) {
     QR_CHECK(m.from < m.parts.size(), "a decoded home bundle without its home's part");
     planner::PlannedSlice out;
@@ -73,6 +85,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case RowMsgKind::kBatchEnd: pick = 7; break;
       case RowMsgKind::kResume: pick = 8; break;
       case RowMsgKind::kHomeInput: pick = 9; break;
+      case RowMsgKind::kBatchWrites: pick = 10; break;
     }
   }
   switch (pick) {
@@ -84,6 +97,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 6: Check<RowHomeBundle>(bytes); break;
     case 7: Check<RowBatchEnd>(bytes); break;
     case 9: Check<RowHomeInput>(bytes); break;
+    case 10: Check<RowBatchWrites>(bytes); break;
     default: Check<RowResume>(bytes); break;
   }
   return 0;

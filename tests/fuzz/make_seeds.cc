@@ -511,6 +511,15 @@ int main(int argc, char** argv) {
                              {{{0, 2}}, {{1, 0}}, {}}});
     Write(root / "fuzz_row_messages", "batch-end", std::string(1, '\7') + end);
     Write(root / "fuzz_row_messages", "batch-end-peek", std::string(1, '\3') + end);
+    // replication.point = writes: a partition leader's entry (the record, values sent, reports, images).
+    cluster::RowBatchWrites writes;
+    writes.end = cluster::RowBatchEnd{5, 1, {{0, 3, -4}}, {{0, 2}}, {{0, 2}, {2, 5}}, {{{0, 2}}}};
+    writes.sent = {{0, 0, 1, 17}, {0, 2, 0, -1}};
+    writes.reports = {cluster::EncodeRowMessage(report)};
+    writes.record_bytes = 4;
+    writes.keys = {{3, 9}, {200}};
+    writes.images = {"abcdefgh", "wxyz"};
+    Write(root / "fuzz_row_messages", "batch-writes-peek", std::string(1, '\3') + cluster::EncodeRowMessage(writes));
     const std::string resume = cluster::EncodeRowMessage(cluster::RowResume{1, false, 7, 40, 0, "127.0.0.1:7101"});
     Write(root / "fuzz_row_messages", "resume", std::string(1, '\10') + resume);
     Write(root / "fuzz_row_messages", "resume-peek", std::string(1, '\3') + resume);

@@ -102,8 +102,9 @@ expect_error 2 "server.session_read_values keeps read values on the followers" "
   --replication.point=writes --server.session_read_values=true
 nodes3 "" "{name: b, host: 127.0.0.1, client_port: 7101, peer_port: 7201, partition: 1, row: 0}" \
   "{name: c, host: 127.0.0.1, client_port: 7102, peer_port: 7202, partition: 2, row: 0}" >"$cfg"
-expect_error 2 "replication.point: writes is built for one partition per row; this cluster has 3 partitions" \
-  "$server" --config "$cfg" --node a --replication.point=writes
+# writes runs on partitioned rows too, still not in sync mode.
+expect_error 2 "replication.point: writes replicates what executing a batch wrote, so its executors cannot wait" \
+  "$server" --config "$cfg" --node a --replication.point=writes --replication.mode=sync
 nodes3 >"$cfg"
 # A key given twice names both lines; an override's error is labelled as the command line's.
 { nodes3; echo "batch:"; echo "  txns: 10"; echo "  txns: 20"; } >"$cfg"

@@ -84,7 +84,7 @@ qr_write_config() {
     done
     echo "replication:"
     echo "  backend: $backend"
-    # QR_POINT (plan | input): the replication point a test's clusters run with (ctest's *_input
+    # QR_POINT (plan | input | writes): the replication point a test's clusters run with (ctest's *_input
     # variants set it).
     echo "  point: ${QR_POINT:-plan}"
     echo "  raft:"

@@ -99,8 +99,8 @@ TEST_CASE("row messages: wrong magic, version or kind, unsorted votes and absurd
   CHECK(DecodeRowMessage(bad, &o).message().find("version 2, expected 1") != std::string::npos);
   CHECK(PeekRowMessage(bad).status().message().find("version 2") != std::string::npos);
   bad = ob;
-  bad[3] = 10;
-  CHECK(PeekRowMessage(bad).status().message().find("unknown kind 10") != std::string::npos);
+  bad[3] = 11;
+  CHECK(PeekRowMessage(bad).status().message().find("unknown kind 11") != std::string::npos);
   RowDepValues v;
   CHECK(DecodeRowMessage(ob, &v).message().find("kind 3, expected 2") != std::string::npos);
   const std::string unsorted = EncodeRowMessage(RowVotes{1, 0, 0, {{1, 2}, {1, 2}}});
@@ -316,6 +316,77 @@ TEST_CASE("row messages: a batch-end record round-trips and refuses disorder, st
   // Neither a vote message nor a bundle passes for one.
   CHECK(DecodeRowMessage(EncodeRowMessage(RowVotes{1, 0, 0, {}}), &e2).message().find("kind 3, expected 7") !=
         std::string::npos);
+}
+
+TEST_CASE("row messages: a batch's writes entry round-trips and refuses disorder, strays and malformed input") {
+  // replication.point = writes: the record inside, the values sent, the reports, the images.
+  RowBatchWrites w;
+  w.end = RowBatchEnd{12, 1, {{0, 2, 7}}, {{0, 3}}, {{0, 3}, {2, 1}}, {{{0, 3}}, {}}};
+  w.sent = {{0, 2, 0, -9}, {0, 2, 4, INT64_MAX}, {0, 3, 1, INT64_MIN}, {2, 0, 0, 1}};
+  commit::RowSliceReport rep;
+  rep.Add(0, commit::TxnStatus::kCommitted, std::string(3, 'a'));
+  rep.Add(4, commit::TxnStatus::kAbortedCascade, std::string());
+  w.reports = {EncodeRowMessage(RowReport{12, 0, 1, rep}), EncodeRowMessage(RowReport{12, 2, 1, {}})};
+  w.record_bytes = 3;
+  w.keys = {{0, 5, 1000}, {}, {1ull << 40}};
+  w.images = {"abcdefghi", "", "xyz"};
+  const std::string wb = EncodeRowMessage(w);
+  CHECK(PeekRowMessage(wb).value() == RowMsgKind::kBatchWrites);
+  RowBatchWrites w2;
+  REQUIRE(DecodeRowMessage(wb, &w2).ok());
+  CHECK(w2.end.batch == 12);
+  CHECK(w2.end.partition == 1);
+  CHECK(w2.end.aborted == w.end.aborted);
+  CHECK(w2.end.votes == w.end.votes);
+  REQUIRE(w2.sent.size() == 4);
+  CHECK(w2.sent[1].value == INT64_MAX);
+  CHECK(w2.sent[2].value == INT64_MIN);
+  CHECK(w2.reports == w.reports);
+  CHECK(w2.record_bytes == 3);
+  CHECK(w2.keys == w.keys);
+  CHECK(w2.images == w.images);
+  CHECK(EncodeRowMessage(w2) == wb);
+  RequireRefusedWhenCut<RowBatchWrites>(wb);
+  // A batch that wrote nothing here and sent nothing: no ranges.
+  RowBatchWrites none;
+  none.end.batch = 4;
+  REQUIRE(DecodeRowMessage(EncodeRowMessage(none), &w2).ok());
+  CHECK(w2.keys.empty());
+  CHECK(w2.sent.empty());
+
+  auto refused = [&](const RowBatchWrites& m, const std::string& why) {
+    RowBatchWrites out;
+    const Status s = DecodeRowMessage(EncodeRowMessage(m), &out);
+    INFO(s.ToString());
+    CHECK(s.code() == StatusCode::kCorruption);
+    CHECK(s.message().find(why) != std::string::npos);
+  };
+  RowBatchWrites bad = w;
+  std::swap(bad.sent[0], bad.sent[1]);
+  refused(bad, "sent values not strictly increasing by (to, slice, slot) at 1");
+  bad = w;
+  bad.sent[0].to = 1;  // to itself
+  refused(bad, "a value sent to partition 1");
+  bad = w;
+  std::swap(bad.reports[0], bad.reports[1]);
+  refused(bad, "reports not strictly increasing by slice at 1");
+  bad = w;
+  bad.reports[1] = EncodeRowMessage(RowReport{11, 2, 1, {}});
+  refused(bad, "a report of batch 11 from partition 1");
+  bad = w;
+  bad.reports[1] = EncodeRowMessage(RowReport{12, 2, 0, {}});
+  refused(bad, "a report of batch 12 from partition 0");
+  bad = w;
+  bad.reports[0] = EncodeRowMessage(RowVotes{12, 1, 0, {}});
+  refused(bad, "report 0: row message (report): kind 3, expected 4");
+  bad = w;
+  bad.keys[0] = {5, 5, 1000};
+  refused(bad, "range 0: keys do not strictly increase");
+  bad = w;
+  bad.end.aborted.clear();  // a fired txn not among the aborted: the record's own check
+  refused(bad, "fired txn (0, 3) is not among the aborted");
+  // Neither a batch-end record nor a bundle passes for one.
+  CHECK(DecodeRowMessage(EncodeRowMessage(w.end), &w2).message().find("kind 7, expected 10") != std::string::npos);
 }
 
 TEST_CASE("row messages: a resume and its answer round-trip and refuse a missing or stray address") {

@@ -75,7 +75,8 @@ RowNodeOptions NodeOptions(uint32_t p, const std::vector<std::string>& addrs, co
 // A row follower's feed of partition p from its group (`repl`) into `node`, as RowServer
 // builds it: the last of `streams` streams holds the batch-end records; bundles are kept.
 std::unique_ptr<FollowerFeed> StartRowFeed(RowNode* node, replication::Replicator* repl, uint32_t p, uint32_t streams,
-                                           const KeyMapper& parts, const KeyMapper& ranges, bool input = false) {
+                                           const KeyMapper& parts, const KeyMapper& ranges, bool input = false,
+                                           bool writes = false) {
   FollowerFeedOptions fo;
   fo.planners = streams;
   fo.ranges = ranges;
@@ -83,7 +84,8 @@ std::unique_ptr<FollowerFeed> StartRowFeed(RowNode* node, replication::Replicato
   fo.row = true;
   fo.place = planner::RowPlace{parts, p};
   fo.batch_end_stream = true;
-  SetRowFeedReaders(&fo, node, input);
+  fo.record_bytes = kLayout.size();
+  SetRowFeedReaders(&fo, node, input, writes);
   auto feed = std::make_unique<FollowerFeed>(fo, node->pipeline(), repl, [node](uint64_t end) { node->SetEnd(end); });
   REQUIRE(feed->Start().ok());
   return feed;
@@ -260,10 +262,15 @@ TEST_CASE("row node, Rule 2: each follower replays its partition from its group'
   // (replication.point = input), the groups log every home slice as its input and the followers
   // plan it themselves: the parts a follower keeps for a successor's re-send are then its own
   // planning's, and must equal what its leader sent byte for byte (the parts and the input).
+  // With `writes` (replication.point = writes), each batch's record is the leader's writes entry:
+  // the followers execute nothing, install the images, take the fates, and keep the values and
+  // reports the entry says the leader sent, which must equal what it did send.
   const bool plain = GENERATE(false, true);
   const bool corrupt = GENERATE(false, true);
-  const bool input = GENERATE(false, true);
-  CAPTURE(plain, corrupt, input);
+  const int point = GENERATE(0, 1, 2);  // plan, input, writes
+  const bool input = point == 1;
+  const bool writes = point == 2;
+  CAPTURE(plain, corrupt, point);
   constexpr uint32_t kParts = 2;
   constexpr uint32_t streams = kParts + 1;  // one planner per home, then the records
   const KeyMapper parts(KeyMapper::Kind::kHash, kParts, kKeys);
@@ -294,7 +301,7 @@ TEST_CASE("row node, Rule 2: each follower replays its partition from its group'
   };
   AtExit guard{stop_all};
   auto on_failure = [](Member* m) { return RecordFailures(m); };
-  const std::string hub = "rule2-" + std::to_string(plain) + std::to_string(corrupt) + std::to_string(input) + "-p";
+  const std::string hub = "rule2-" + std::to_string(plain) + std::to_string(corrupt) + std::to_string(point) + "-p";
   for (uint32_t p = 0; p < kParts; ++p) {
     for (bool leader : {true, false}) {
       auto m = std::make_unique<Member>();
@@ -308,10 +315,11 @@ TEST_CASE("row node, Rule 2: each follower replays its partition from its group'
       testing::LoadTable(m->table.get(), kKeys, 1000);
       RowNodeOptions o = NodeOptions(p, addrs, parts, ranges);
       o.replicate_input = input;
+      o.replicate_writes = writes;
       Member* raw = m.get();
       if (leader) {
         o.keep_all_sent = !plain;  // the follower's copy checked with dependencies, the retention's trim without
-        o.replicate = [raw, p, corrupt, plain, input](uint64_t b, uint32_t s, std::string bytes) {
+        o.replicate = [raw, p, corrupt, plain, input, writes](uint64_t b, uint32_t s, std::string bytes) {
           // (This runs on the leader's threads: failures are recorded, and checked on the test's
           // own thread, where Catch's assertions belong.)
           if (input && s + 1 != streams) {
@@ -322,14 +330,31 @@ TEST_CASE("row node, Rule 2: each follower replays its partition from its group'
               raw->failures.push_back(Status::Corruption("stream " + std::to_string(s) + " logged no home input"));
             }
           }
+          if (writes && s + 1 == streams) {
+            // Under writes the records' stream logs writes entries, never plain records.
+            const Result<RowMsgKind> kind = PeekRowMessage(bytes);
+            if (!kind.ok() || kind.value() != RowMsgKind::kBatchWrites) {
+              std::lock_guard<std::mutex> lk(raw->mu);
+              raw->failures.push_back(Status::Corruption("batch " + std::to_string(b) + " logged no writes entry"));
+            }
+          }
           if (corrupt && p == 1 && s + 1 == streams) {
             RowBatchEnd rec;
-            if (Status d = DecodeRowMessage(bytes, &rec); !d.ok()) {
+            RowBatchWrites w;
+            if (Status d = writes ? DecodeRowMessage(bytes, &w) : DecodeRowMessage(bytes, &rec); !d.ok()) {
               std::lock_guard<std::mutex> lk(raw->mu);
               raw->failures.push_back(d);
             }
-            rec.partition = 0;
-            bytes = EncodeRowMessage(rec);
+            if (writes) {
+              // (What it sent goes too: the entry's decoder would refuse its reports' partition first.)
+              w.end.partition = 0;
+              w.sent.clear();
+              w.reports.clear();
+              bytes = EncodeRowMessage(w);
+            } else {
+              rec.partition = 0;
+              bytes = EncodeRowMessage(rec);
+            }
           }
           // An empty record lets its batch commit before it is handed over: slowed down here, the
           // leader's WaitFinished must still not return before the last one is (the end markers
@@ -358,7 +383,7 @@ TEST_CASE("row node, Rule 2: each follower replays its partition from its group'
   for (uint32_t p = 0; p < kParts; ++p) {
     Member* f = followers[p].get();
     REQUIRE(f->node->Start().ok());
-    f->feed = StartRowFeed(f->node.get(), f->repl.get(), p, streams, parts, ranges, input);
+    f->feed = StartRowFeed(f->node.get(), f->repl.get(), p, streams, parts, ranges, input, writes);
   }
 
   testing::GenOptions g = MixedTxns();
@@ -407,7 +432,8 @@ TEST_CASE("row node, Rule 2: each follower replays its partition from its group'
   }
   uint64_t records = 0;
   for (auto& l : leaders) records += l->node->row_stats().batch_end_records;
-  CHECK((plain ? records == 0 : records > 0));  // values crossed the row, or votes fired
+  // Values crossed the row, or votes fired; under writes every batch has its entry.
+  CHECK((plain && !writes ? records == 0 : records > 0));
   for (uint32_t p = 0; p < kParts; ++p) {
     INFO("partition " << p);
     Member& f = *followers[p];
@@ -472,6 +498,10 @@ TEST_CASE("row node, Rule 2: each follower replays its partition from its group'
       CHECK_FALSE(std::get<2>(by_leader).empty());
     }
     CHECK(f.node->Stats().last_digest == leaders[p]->node->Stats().last_digest);
+    // Its leader's fates (under writes taken from the entries, cascades included).
+    CHECK(f.node->Stats().committed == leaders[p]->node->Stats().committed);
+    CHECK(f.node->Stats().aborted == leaders[p]->node->Stats().aborted);
+    if (!plain) CHECK(leaders[p]->node->Stats().aborted > 0);
     for (storage::Key k = 0; k < kKeys; ++k) {
       if (parts.Of(k) != p) continue;
       INFO("key " << k);
@@ -515,8 +545,13 @@ TEST_CASE("row node, failover: partition leaders die mid-run (one, or two at onc
                                                               {3, {0, 2}, 4}}));
   // With `input` the groups log home inputs (replication.point = input): the followers plan them,
   // and a successor seeds its inbox and its re-sends by planning its log's inputs.
-  const bool input = GENERATE(false, true);
-  CAPTURE(input);
+  // With `writes` every group logs writes entries in place of its records: the followers install
+  // them and execute nothing; a successor re-sends, from its group's entries, what its
+  // predecessor sent (values, reports) for the batches it did not run itself.
+  const int point = GENERATE(0, 1, 2);  // plan, input, writes
+  const bool input = point == 1;
+  const bool writes = point == 2;
+  CAPTURE(point);
   const uint32_t nparts = shape.parts;
   std::vector<bool> is_dead(nparts, false);
   for (uint32_t p : shape.dead) is_dead[p] = true;
@@ -604,6 +639,7 @@ TEST_CASE("row node, failover: partition leaders die mid-run (one, or two at onc
       testing::LoadTable(m->table.get(), kKeys, 1000);
       RowNodeOptions o = NodeOptions(p, addrs, parts, ranges);
       o.replicate_input = input;
+      o.replicate_writes = writes;
       o.failover_timeout_ms = 30'000;
       o.term = 1;
       Member* raw = m.get();
@@ -626,7 +662,7 @@ TEST_CASE("row node, failover: partition leaders die mid-run (one, or two at onc
     for (auto* v : {&fs, &gs}) {
       Member* f = (*v)[p].get();
       REQUIRE(f->node->Start().ok());
-      f->feed = StartRowFeed(f->node.get(), f->repl.get(), p, streams, parts, ranges, input);
+      f->feed = StartRowFeed(f->node.get(), f->repl.get(), p, streams, parts, ranges, input, writes);
     }
   }
   const testing::GenOptions g = MixedTxns();
@@ -666,6 +702,7 @@ TEST_CASE("row node, failover: partition leaders die mid-run (one, or two at onc
     ds.push_back(d);
     RowNodeOptions so = NodeOptions(p, addrs, parts, ranges);
     so.replicate_input = input;
+    so.replicate_writes = writes;
     so.peer_addresses[p] = successor_addresses[i];
     // The other successors' addresses: what the server finds by the answering row port.
     for (size_t j = 0; j < shape.dead.size(); ++j) so.peer_addresses[shape.dead[j]] = successor_addresses[j];
@@ -727,6 +764,11 @@ TEST_CASE("row node, failover: partition leaders die mid-run (one, or two at onc
     REQUIRE(r->node->WaitFinished(30'000).ok());
     CHECK(r->node->Stats().committed_batches == end);
     CHECK(r->node->Stats().last_digest == leader_of[p]->node->Stats().last_digest);
+    if (!is_dead[p]) {
+      // Its leader's fates, batch for batch (a successor's count starts at its D).
+      CHECK(r->node->Stats().committed == leader_of[p]->node->Stats().committed);
+      CHECK(r->node->Stats().aborted == leader_of[p]->node->Stats().aborted);
+    }
     for (storage::Key k = 0; k < kKeys; ++k) {
       if (parts.Of(k) != p) continue;
       INFO("key " << k);
