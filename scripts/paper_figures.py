@@ -15,7 +15,8 @@ sweep of real clusters started with scripts/cluster.sh and driven by qrstore-cli
   10  operations per txn (ycsb.ops_per_txn), ops/s, rf 0 / 1 / 2
   11  QR-Store against Calvin's replication, 2 partitions in a row, half the txns on both, theta 0.9,
       10 ops, rf 1 / 2: the plan over raft (QR-Store), the input over ZooKeeper with Snappy (Calvin's
-      point and layer), the plan over ZooKeeper with Snappy (the point alone)
+      point and layer), the plan over ZooKeeper with Snappy (the point alone), and the writes over
+      raft (RP3)
   12  thread- vs node-level synchronisation (engine.sync), rf 0 / 1 / 2
   13  speculative vs synchronous replication (replication.mode), rf 1 / 2
   14  replication factor 1-4, 6 and 8 (configs/cluster-raft-rfN.yaml; rf 6 and 8: rf 4's config
@@ -100,6 +101,8 @@ FIG11_SERIES = {
                         "--replication.zookeeper.hosts=ZKHOSTS", "--replication.compression=snappy"],
     "plan-zk-snappy": ["--replication.point=plan", "--replication.backend=zookeeper",
                        "--replication.zookeeper.hosts=ZKHOSTS", "--replication.compression=snappy"],
+    # RP3 beside them: each group's leader replicates its partition's written records per batch.
+    "writes-raft": ["--replication.point=writes"],
 }
 
 
@@ -197,9 +200,9 @@ FIGURES = {
     # on both, theta 0.9, 10 ops: Calvin's replication (its input over ZooKeeper with Snappy)
     # against QR-Store's (its plan over the integrated raft), and the plan over ZooKeeper with
     # Snappy to tell the point from the backend. Both engines are qrstore's (the paper's Calvin also
-    # executes by locking). "points" has the writes (RP3), on one partition.
+    # executes by locking). The writes over raft (RP3) beside them.
     11: Figure(11, "QR-Store's replication against Calvin's, 2 partitions, theta 0.9, 10 ops", "replication factor",
-               ["rf1", "rf2"], ["rf2"], ["plan-raft", "input-zk-snappy", "plan-zk-snappy"], "plan-raft",
+               ["rf1", "rf2"], ["rf2"], ["plan-raft", "input-zk-snappy", "plan-zk-snappy", "writes-raft"], "plan-raft",
                lambda x, s: (ROW_CONFIG[x], FIG11_WORKLOAD + FIG11_SERIES[s]),
                "QR-Store (RP2, integrated replication) up to 6x Calvin (RP1 over ZooKeeper with compression) at "
                "theta 0.9, 10 ops, 50% multi-partition over 2 partitions; QR-Store's integrated replication within "
