@@ -404,7 +404,8 @@ TEST_CASE("qrstore-client: --node on a follower is redirected once to the leader
     fakes.push_back(std::make_unique<FakeServer>(fo));
     REQUIRE(fakes.back()->Start().ok());
   }
-  Output loop = Run(Client(cfg, {"--txns", "10"}));
+  // (a short failover time-out: the client gives up looking for a leader after it)
+  Output loop = Run(Client(cfg, {"--txns", "10", "--client.failover_timeout_ms=2000"}));
   INFO(loop.Show());
   CHECK(loop.code == 1);
   CHECK(loop.Has("is not the leader and does not know who is"));
