@@ -14,17 +14,18 @@
 # SIGKILLs it; each at --fault-at (default 5) of a --duration-s (default 15) client run.
 # Every run checks what failover-timeline.sh checks (nothing lost or run twice, dumps equal).
 # Writes into --out (default run/cut-vs-kill-<time>): cut-K/ and kill-K/ (each run's
-# failover-timeline output), runs.csv (fault, run, seconds to the first commit by the new
-# leader, seconds back to 90% of the throughput before, the run's exit), summary.txt (median and
-# worst of each fault, the host's lscpu model, the commit, this command) and cut-vs-kill.png
-# (each fault's median run's commits per 100 ms around its fault; python3-matplotlib).
+# failover-timeline output; a passing run's raft logs and checkpoints removed: 1.6 GB a run),
+# runs.csv (fault, run, seconds to the first commit by the new leader, seconds back to 90% of the
+# throughput before, the run's exit), summary.txt (median and worst of each fault, the host's
+# lscpu model, the commit, this command) and cut-vs-kill.png (each fault's median run's commits
+# per 100 ms around its fault; python3-matplotlib).
 # Extra --key=value arguments go to the servers and the client (e.g. --ycsb.records=200000).
 # Needs root (network namespaces, nftables). Exit status: 0 every run measured and passed its
 # checks; 1 a run failed; 2 bad input or not root.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${QRSTORE_BIN:-$here/build/bin}"
-usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
 bad() { echo "cut-vs-kill: $*" >&2; exit 2; }
 die() { echo "cut-vs-kill: $*" >&2; exit 1; }
 
@@ -95,6 +96,8 @@ for ((k = 1; k <= runs; k++)); do
     echo "$fault,$k,${first:-},${back:-},$code" >>"$out/runs.csv.tmp"
     echo "cut-vs-kill: run $k, $fault: first commit after ${first:-NEVER} s, back at 90% after ${back:-NEVER} s (exit $code)"
     ((code == 0)) || { failed=1; echo "cut-vs-kill: $fault run $k failed; its output: $dir.log" >&2; tail -n 5 "$dir.log" >&2; }
+    # A passing run's raft logs and checkpoints (about 1.6 GB each) go; its logs, dumps, CSVs stay.
+    ((code != 0)) || rm -rf "$dir"/run/*/data
   done
 done
 { echo "fault,run,first_commit_s,back_90_s,exit"; cat "$out/runs.csv.tmp"; } >"$out/runs.csv"
